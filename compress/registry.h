@@ -1,0 +1,42 @@
+// The codec registry: names, parameters and factories of every codec.
+//
+// A config::Codec names a codec and sets only the parameters that codec documents.
+// ValidateCodecSpec() reports the first problem with the config path of the field, e.g.
+//   "compression.default_compression.push.ratio: must be in (0, 1], got 0"
+//   "compression.default_compression.push.name: unknown codec 'topkk' (known: none, topk, ...)"
+#ifndef TAMP_COMPRESS_REGISTRY_H_
+#define TAMP_COMPRESS_REGISTRY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compress/codec.h"
+#include "proto/config.pb.h"
+
+namespace tamp::compress {
+
+struct CodecInfo {
+  std::string name;
+  CodecId id;
+  std::string summary;                   // One line: what travels.
+  std::vector<std::string> parameters;   // config::Codec field names it accepts.
+  std::string wire_bytes;                // Payload size formula in n (elements), e.g. "12 + 4n".
+};
+
+// Every registered codec, in wire-id order.
+const std::vector<CodecInfo>& ListCodecs();
+
+// Checks the name and parameters of `spec`. `field_path` prefixes error messages.
+absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view field_path);
+
+// Creates a codec for chunks of `num_elements` values. Validates `spec` first.
+absl::StatusOr<std::unique_ptr<Codec>> CreateCodec(const config::Codec& spec,
+                                                   size_t num_elements);
+
+}  // namespace tamp::compress
+
+#endif  // TAMP_COMPRESS_REGISTRY_H_

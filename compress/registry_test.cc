@@ -1,0 +1,121 @@
+#include "compress/registry.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace tamp::compress {
+namespace {
+
+using ::testing::ElementsAre;
+
+constexpr char kPath[] = "compression.default_compression.push";
+
+config::Codec Spec(const std::string& text) {
+  config::Codec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
+  return spec;
+}
+
+absl::Status Validate(const std::string& text) { return ValidateCodecSpec(Spec(text), kPath); }
+
+TEST(RegistryTest, ListsCodecsInWireIdOrder) {
+  const std::vector<CodecInfo>& codecs = ListCodecs();
+  ASSERT_GE(codecs.size(), 2u);
+  for (size_t i = 1; i < codecs.size(); ++i) EXPECT_LT(codecs[i - 1].id, codecs[i].id);
+  EXPECT_EQ(codecs[0].name, "none");
+  EXPECT_EQ(codecs[0].id, CodecId::kNone);
+  EXPECT_THAT(codecs[0].parameters, ElementsAre());
+  EXPECT_EQ(codecs[0].wire_bytes, "12 + 4n");
+  EXPECT_EQ(codecs[1].name, "topk");
+  EXPECT_EQ(codecs[1].id, CodecId::kTopK);
+  EXPECT_THAT(codecs[1].parameters, ElementsAre("ratio", "count"));
+  EXPECT_EQ(codecs[1].wire_bytes,
+            "12 + ceil(k*b/8) + 4k; b = max(1, ceil(log2 n)), "
+            "k = clamp(round(ratio*n), 1, n) or min(count, n)");
+}
+
+TEST(RegistryTest, EveryListedParameterIsAConfigCodecField) {
+  const google::protobuf::Descriptor* descriptor = config::Codec::descriptor();
+  for (const CodecInfo& info : ListCodecs()) {
+    EXPECT_FALSE(info.summary.empty()) << info.name;
+    EXPECT_EQ(info.name, CodecName(info.id));
+    for (const std::string& parameter : info.parameters) {
+      EXPECT_NE(descriptor->FindFieldByName(parameter), nullptr) << info.name << ": " << parameter;
+    }
+  }
+}
+
+TEST(RegistryTest, AcceptsValidSpecs) {
+  EXPECT_TRUE(Validate("name: 'none'").ok());
+  EXPECT_TRUE(Validate("name: 'topk' ratio: 0.01").ok());
+  EXPECT_TRUE(Validate("name: 'topk' count: 100").ok());
+}
+
+TEST(RegistryTest, RejectsUnknownAndMissingNames) {
+  absl::Status status = Validate("name: 'topkk' ratio: 0.1");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "compression.default_compression.push.name: unknown codec 'topkk' (known: none, topk)");
+  status = Validate("ratio: 0.1");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "compression.default_compression.push.name: missing codec name (known: none, topk)");
+}
+
+TEST(RegistryTest, RejectsParametersTheCodecDoesNotTake) {
+  absl::Status status = Validate("name: 'none' count: 3");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "compression.default_compression.push.count: codec 'none' takes no parameter 'count'");
+  // Explicit presence: a zero that was set is still set.
+  status = Validate("name: 'none' ratio: 0");
+  EXPECT_EQ(status.message(),
+            "compression.default_compression.push.ratio: codec 'none' takes no parameter 'ratio'");
+}
+
+TEST(RegistryTest, RangeErrorsNameTheField) {
+  EXPECT_EQ(Validate("name: 'topk' ratio: 0").message(),
+            "compression.default_compression.push.ratio: must be in (0, 1], got 0");
+  EXPECT_EQ(Validate("name: 'topk' ratio: 1.5").message(),
+            "compression.default_compression.push.ratio: must be in (0, 1], got 1.5");
+  EXPECT_EQ(Validate("name: 'topk' count: 0").message(),
+            "compression.default_compression.push.count: must be >= 1, got 0");
+  EXPECT_EQ(Validate("name: 'topk'").message(),
+            "compression.default_compression.push: codec 'topk' needs exactly one of 'ratio' "
+            "and 'count', got neither");
+  EXPECT_EQ(Validate("name: 'topk' ratio: 0.5 count: 2").message(),
+            "compression.default_compression.push: codec 'topk' needs exactly one of 'ratio' "
+            "and 'count', got both");
+}
+
+TEST(RegistryTest, CreateCodecBuildsTheNamedCodec) {
+  absl::StatusOr<std::unique_ptr<Codec>> none = CreateCodec(Spec("name: 'none'"), 10);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ((*none)->id(), CodecId::kNone);
+  EXPECT_EQ((*none)->size(), 10u);
+  EXPECT_EQ((*none)->MaxPayloadBytes(), 52u);
+
+  // n = 1000, k = 10, b = 10: 12 + 13 + 40.
+  absl::StatusOr<std::unique_ptr<Codec>> topk = CreateCodec(Spec("name: 'topk' ratio: 0.01"), 1000);
+  ASSERT_TRUE(topk.ok()) << topk.status();
+  EXPECT_EQ((*topk)->id(), CodecId::kTopK);
+  EXPECT_EQ((*topk)->size(), 1000u);
+  EXPECT_EQ((*topk)->MaxPayloadBytes(), 65u);
+}
+
+TEST(RegistryTest, CreateCodecRejectsBadSpecsAndEmptyChunks) {
+  absl::StatusOr<std::unique_ptr<Codec>> codec = CreateCodec(Spec("name: 'topk' ratio: 2"), 10);
+  EXPECT_EQ(codec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(codec.status().message(), "codec.ratio: must be in (0, 1], got 2");
+
+  codec = CreateCodec(Spec("name: 'none'"), 0);
+  EXPECT_EQ(codec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(codec.status().message(), "codec 'none': a chunk needs at least one element");
+}
+
+}  // namespace
+}  // namespace tamp::compress

@@ -1,0 +1,195 @@
+#include "common/config.h"
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/model_layout.h"
+#include "common/status_macros.h"
+#include "compress/registry.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "optim/optimizer.h"
+
+namespace tamp {
+namespace {
+
+constexpr uint32_t kMaxProcesses = 1024;
+
+// Collects the parser's complaints as "source:line:col: message" (1-based positions).
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit ErrorCollector(absl::string_view source) : source_(source) {}
+  void AddError(int line, int column, const std::string& message) override {
+    errors_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));
+  }
+  void AddWarning(int line, int column, const std::string& message) override {
+    AddError(line, column, message);
+  }
+  std::string Joined() const { return absl::StrJoin(errors_, "\n"); }
+
+ private:
+  std::string source_;
+  std::vector<std::string> errors_;
+};
+
+absl::Status FieldError(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+absl::Status ValidateAddress(absl::string_view address, absl::string_view field) {
+  std::vector<absl::string_view> parts = absl::StrSplit(address, absl::MaxSplits(':', 1));
+  uint32_t port = 0;
+  if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &port) || port == 0 ||
+      port > 65535) {
+    return FieldError(field, absl::StrCat("'", address, "' is not host:port with a port in [1, 65535]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateChunkCompression(const config::ChunkCompression& compression,
+                                      absl::string_view field) {
+  TAMP_RETURN_IF_ERROR(compress::ValidateCodecSpec(compression.push(), absl::StrCat(field, ".push")));
+  return compress::ValidateCodecSpec(compression.pull(), absl::StrCat(field, ".pull"));
+}
+
+void DefaultCodecNames(config::ChunkCompression* compression) {
+  if (compression->push().name().empty()) compression->mutable_push()->set_name("none");
+  if (compression->pull().name().empty()) compression->mutable_pull()->set_name("none");
+}
+
+}  // namespace
+
+absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::string_view source) {
+  config::RunConfig config;
+  ErrorCollector errors(source);
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &config)) {
+    return absl::InvalidArgumentError(errors.Joined());
+  }
+  return config;
+}
+
+void ApplyDefaults(config::RunConfig* config) {
+  config::Cluster* cluster = config->mutable_cluster();
+  if (cluster->host().empty()) cluster->set_host("127.0.0.1");
+  if (cluster->connect_timeout_ms() == 0) cluster->set_connect_timeout_ms(10000);
+  if (cluster->rpc_timeout_ms() == 0) cluster->set_rpc_timeout_ms(120000);
+
+  config::Data* data = config->mutable_data();
+  if (data->dir().empty()) data->set_dir(kDefaultDataDir);
+  if (data->batch_size() == 0) data->set_batch_size(64);
+
+  config::Training* training = config->mutable_training();
+  if (training->epochs() == 0) training->set_epochs(1);
+  if (!training->has_eval_every_epoch()) training->set_eval_every_epoch(true);
+
+  if (config->optimizer().name().empty()) config->mutable_optimizer()->set_name("sgd");
+
+  config::Compression* compression = config->mutable_compression();
+  if (compression->partition_bytes() == 0) compression->set_partition_bytes(4 << 20);
+  DefaultCodecNames(compression->mutable_default_compression());
+  for (auto& override : *compression->mutable_shard_overrides()) {
+    DefaultCodecNames(override.mutable_compression());
+  }
+  for (auto& override : *compression->mutable_tensor_overrides()) {
+    DefaultCodecNames(override.mutable_compression());
+  }
+}
+
+absl::Status ValidateConfig(const config::RunConfig& config) {
+  if (config.version() != kConfigVersion) {
+    return FieldError("version", config.version() == 0
+                                     ? absl::StrCat("missing; add `version: ", kConfigVersion, "`")
+                                     : absl::StrCat("this build reads version ", kConfigVersion,
+                                                    ", the file says ", config.version()));
+  }
+  const config::Cluster& cluster = config.cluster();
+  if (cluster.num_servers() < 1 || cluster.num_servers() > kMaxProcesses) {
+    return FieldError("cluster.num_servers",
+                      absl::StrCat("must be in [1, ", kMaxProcesses, "], got ", cluster.num_servers()));
+  }
+  if (cluster.num_workers() < 1 || cluster.num_workers() > kMaxProcesses) {
+    return FieldError("cluster.num_workers",
+                      absl::StrCat("must be in [1, ", kMaxProcesses, "], got ", cluster.num_workers()));
+  }
+  if (cluster.server_addresses_size() != 0) {
+    if (static_cast<uint32_t>(cluster.server_addresses_size()) != cluster.num_servers()) {
+      return FieldError("cluster.server_addresses",
+                        absl::StrCat("has ", cluster.server_addresses_size(),
+                                     " entries but cluster.num_servers is ", cluster.num_servers()));
+    }
+    for (int i = 0; i < cluster.server_addresses_size(); ++i) {
+      TAMP_RETURN_IF_ERROR(ValidateAddress(cluster.server_addresses(i),
+                                           absl::StrCat("cluster.server_addresses[", i, "]")));
+    }
+  }
+
+  TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(config.model()));
+
+  if (config.data().batch_size() > 65536) {
+    return FieldError("data.batch_size",
+                      absl::StrCat("must be in [1, 65536], got ", config.data().batch_size()));
+  }
+  TAMP_RETURN_IF_ERROR(ValidateOptimizerSpec(config.optimizer()));
+
+  const config::Compression& compression = config.compression();
+  if (compression.partition_bytes() < sizeof(float)) {
+    return FieldError("compression.partition_bytes", "must be >= 4");
+  }
+  TAMP_RETURN_IF_ERROR(
+      ValidateChunkCompression(compression.default_compression(), "compression.default_compression"));
+  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
+    const auto& override = compression.shard_overrides(i);
+    const std::string field = absl::StrCat("compression.shard_overrides[", i, "]");
+    if (override.shards_size() == 0) return FieldError(absl::StrCat(field, ".shards"), "is empty");
+    for (uint32_t shard : override.shards()) {
+      if (shard >= cluster.num_servers()) {
+        return FieldError(absl::StrCat(field, ".shards"),
+                          absl::StrCat("shard ", shard, " does not exist (cluster.num_servers is ",
+                                       cluster.num_servers(), ")"));
+      }
+    }
+    TAMP_RETURN_IF_ERROR(
+        ValidateChunkCompression(override.compression(), absl::StrCat(field, ".compression")));
+  }
+  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+    const auto& override = compression.tensor_overrides(i);
+    const std::string field = absl::StrCat("compression.tensor_overrides[", i, "]");
+    bool matches = false;
+    std::vector<std::string> names;
+    for (const TensorSpec& tensor : tensors) {
+      matches = matches || TensorNameMatches(override.pattern(), tensor.name);
+      names.push_back(tensor.name);
+    }
+    if (!matches) {
+      return FieldError(absl::StrCat(field, ".pattern"),
+                        absl::StrCat("'", override.pattern(), "' matches no tensor (tensors: ",
+                                     absl::StrJoin(names, ", "), ")"));
+    }
+    TAMP_RETURN_IF_ERROR(
+        ValidateChunkCompression(override.compression(), absl::StrCat(field, ".compression")));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("config file '", path, "' cannot be read"));
+  std::stringstream text;
+  text << file.rdbuf();
+  TAMP_ASSIGN_OR_RETURN(config::RunConfig config, ParseConfig(text.str(), path));
+  ApplyDefaults(&config);
+  absl::Status valid = ValidateConfig(config);
+  if (!valid.ok()) {
+    return absl::Status(valid.code(), absl::StrCat(path, ": ", valid.message()));
+  }
+  return config;
+}
+
+}  // namespace tamp

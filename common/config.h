@@ -1,0 +1,40 @@
+// Loading and validating run configurations (proto/config.proto, text format).
+//
+// LoadConfigFile() parses, fills defaults and validates; every error names the file and the
+// field, e.g.
+//   "examples/x.pbtxt:7:3: Message type "tamp.config.Training" has no field named "epohcs"."
+//   "examples/x.pbtxt: cluster.num_workers: must be >= 1"
+// A config that loads is complete: every default is filled in, so processes that load the
+// same file agree on every value.
+#ifndef TAMP_COMMON_CONFIG_H_
+#define TAMP_COMMON_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/config.pb.h"
+
+namespace tamp {
+
+// The RunConfig.version this build reads.
+inline constexpr uint32_t kConfigVersion = 1;
+
+inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
+
+// Parses text-format `text`; `source` (a path) prefixes error messages.
+absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::string_view source);
+
+// Reads, parses, fills defaults and validates the file at `path`.
+absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path);
+
+// Fills unset fields with their documented defaults.
+void ApplyDefaults(config::RunConfig* config);
+
+// Checks a defaulted config; the error names the first bad field.
+absl::Status ValidateConfig(const config::RunConfig& config);
+
+}  // namespace tamp
+
+#endif  // TAMP_COMMON_CONFIG_H_

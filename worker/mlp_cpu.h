@@ -1,0 +1,112 @@
+// MlpCpu: the MLP of common/model_layout.h on the CPU, with OpenBLAS sgemm.
+//
+// Model (L layers, widths w_0 = 784, w_1 .. w_{L-1} hidden, w_L = 10), for a batch of B:
+//   a_0 = x                                   [B, w_0]
+//   z_l = a_{l-1} W_l^T + b_l                 [B, w_l]    W_l [w_l, w_{l-1}], b_l [w_l]
+//   a_l = relu(z_l)               l < L
+//   loss = mean_i( logsumexp(z_L[i]) - z_L[i, label_i] )   softmax cross-entropy
+//
+// Parameters and gradients each live in one flat fp32 buffer: the tensors in ModelTensors
+// order (fc1.weight, fc1.bias, fc2.weight, ...), concatenated. Element o of tensor t is
+// params()[tensor_offset(t) + o], so a chunk is params().subspan(tensor_offset(t) + o, len).
+//
+// Activations for max_batch examples are allocated once in Create; a step allocates nothing.
+// sgemm runs on OpenBLAS's own threads; the caller picks their number
+// (openblas_set_num_threads).
+//
+// Thread safety: not thread-safe; one TrainStep or CountCorrect at a time. During TrainStep,
+// on_tensor_ready runs on the calling thread, and the caller must not write params() until
+// TrainStep returns (backward still reads the weights).
+//
+// Example:
+//   TAMP_ASSIGN_OR_RETURN(auto tensors, ModelTensors(config.model()));
+//   TAMP_ASSIGN_OR_RETURN(auto mlp, MlpCpu::Create(tensors, /*max_batch=*/64));
+//   ... fill mlp->params() ...
+//   float loss = mlp->TrainStep(x, labels, 64, [&](int t) { PushTensor(t); });
+#ifndef TAMP_WORKER_MLP_CPU_H_
+#define TAMP_WORKER_MLP_CPU_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/model_layout.h"
+
+namespace tamp {
+
+class MlpCpu {
+ public:
+  // MlpCpu::Create()
+  //
+  // `tensors` must form an MLP chain: pairs (weight [out, in], bias [out]) with is_bias set
+  // on biases only, the first in == 784 (kImageSize), each in == the previous out, the last
+  // out == 10 (kNumClasses). INVALID_ARGUMENT, naming the tensor, otherwise, or when
+  // max_batch < 1. Parameters start at zero.
+  static absl::StatusOr<std::unique_ptr<MlpCpu>> Create(std::vector<TensorSpec> tensors,
+                                                        int max_batch);
+
+  MlpCpu(const MlpCpu&) = delete;
+  MlpCpu& operator=(const MlpCpu&) = delete;
+
+  // All parameters, tensors concatenated in ModelTensors order.
+  absl::Span<float> params() { return absl::MakeSpan(params_); }
+  // Gradients of the last TrainStep, laid out like params().
+  absl::Span<const float> grads() const { return absl::MakeConstSpan(grads_); }
+
+  // First element of tensor `t` in params() and grads().
+  size_t tensor_offset(int t) const { return offsets_[t]; }
+  const std::vector<TensorSpec>& tensors() const { return tensors_; }
+
+  // MlpCpu::TrainStep()
+  //
+  // Forward and backward on `batch` examples (x: [batch, 784] floats, labels: [batch], each
+  // in [0, 10)). Overwrites grads() with d(mean loss)/d(params) and returns the mean loss.
+  //
+  // Backward runs last layer first. As soon as a layer's bias gradient is complete it calls
+  // on_tensor_ready(bias index), then, once the weight gradient is, on_tensor_ready(weight
+  // index): every tensor exactly once, in strictly decreasing index order. A tensor's
+  // gradient is final when its call comes and is not written again during this step, so the
+  // caller may push it while earlier layers compute. on_tensor_ready may be empty.
+  //
+  // 1 <= batch <= max_batch is checked (CHECK).
+  float TrainStep(const float* x, const uint8_t* labels, int batch,
+                  const std::function<void(int)>& on_tensor_ready);
+
+  // MlpCpu::CountCorrect()
+  //
+  // Forward only: how many of the `batch` examples have argmax(logits) == label (the lowest
+  // index wins ties). Same shapes and batch bounds as TrainStep.
+  int64_t CountCorrect(const float* x, const uint8_t* labels, int batch);
+
+ private:
+  MlpCpu(std::vector<TensorSpec> tensors, int max_batch);
+
+  int num_layers() const { return static_cast<int>(widths_.size()) - 1; }
+  // Tensor indices of W_l and b_l, for layer l in [1, L].
+  static int weight_index(int l) { return 2 * (l - 1); }
+  static int bias_index(int l) { return 2 * (l - 1) + 1; }
+
+  // Fills activations_[1..L] for a_0 = x: relu'd hidden activations, logits in layer L.
+  void Forward(const float* x, int batch);
+
+  std::vector<TensorSpec> tensors_;
+  std::vector<size_t> offsets_;   // Per tensor, into params_ and grads_.
+  std::vector<int> widths_;       // w_0 .. w_L.
+  int max_batch_;
+  std::vector<float> params_;
+  std::vector<float> grads_;
+  // activations_[l], l in [1, L]: [max_batch, w_l]. Forward leaves a_l = relu(z_l) in it
+  // (the logits z_L for l = L); backward then overwrites it with dloss/dz_l. Index 0 is
+  // unused: a_0 is the caller's x.
+  std::vector<std::vector<float>> activations_;
+  // Backward scratch, [max_batch, max(w_1 .. w_{L-1})]: dloss/da_l before the relu mask.
+  std::vector<float> scratch_;
+};
+
+}  // namespace tamp
+
+#endif  // TAMP_WORKER_MLP_CPU_H_

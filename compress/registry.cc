@@ -7,7 +7,9 @@
 #include "common/status_macros.h"
 #include "compress/none.h"
 #include "compress/topk.h"
+#include "glog/logging.h"
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/text_format.h"
 
 namespace tamp::compress {
 namespace {
@@ -20,6 +22,8 @@ struct Entry {
   const char* summary;
   std::vector<std::string> parameters;
   const char* wire_bytes;
+  // A typical spec in text format, without the name (ListCodecs() adds it).
+  const char* example;
   // Null when there is nothing to check beyond which parameters are set.
   absl::Status (*validate)(const config::Codec& spec, absl::string_view field_path);
   std::unique_ptr<Codec> (*create)(const config::Codec& spec, size_t num_elements);
@@ -28,12 +32,13 @@ struct Entry {
 // In wire-id order.
 const std::vector<Entry>& Entries() {
   static const auto* const entries = new std::vector<Entry>{
-      {CodecId::kNone, "all n values as raw fp32", {}, "12 + 4n", nullptr, &NoneCodec::Create},
+      {CodecId::kNone, "all n values as raw fp32", {}, "12 + 4n", "", nullptr, &NoneCodec::Create},
       {CodecId::kTopK,
        "the k largest-magnitude values: bit-packed indices, then fp32 values",
        {"ratio", "count"},
        "12 + ceil(k*b/8) + 4k; b = max(1, ceil(log2 n)), "
        "k = clamp(round(ratio*n), 1, n) or min(count, n)",
+       "ratio: 0.01",
        &TopKCodec::ValidateSpec,
        &TopKCodec::Create},
   };
@@ -75,8 +80,12 @@ const std::vector<CodecInfo>& ListCodecs() {
   static const auto* const infos = [] {
     auto* list = new std::vector<CodecInfo>;
     for (const Entry& entry : Entries()) {
-      list->push_back({std::string(CodecName(entry.id)), entry.id, entry.summary, entry.parameters,
-                       entry.wire_bytes});
+      CodecInfo info{std::string(CodecName(entry.id)), entry.id, entry.summary, entry.parameters,
+                     entry.wire_bytes, {}};
+      CHECK(google::protobuf::TextFormat::ParseFromString(entry.example, &info.example))
+          << "bad example spec of codec " << info.name;
+      info.example.set_name(info.name);
+      list->push_back(std::move(info));
     }
     return list;
   }();

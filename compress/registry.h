@@ -25,6 +25,7 @@ struct CodecInfo {
   std::string summary;                   // One line: what travels.
   std::vector<std::string> parameters;   // config::Codec field names it accepts.
   std::string wire_bytes;                // Payload size formula in n (elements), e.g. "12 + 4n".
+  config::Codec example;                 // A typical spec, for benchmarks, fuzzing and docs.
 };
 
 // Every registered codec, in wire-id order.

@@ -119,3 +119,18 @@ TEST(RegistryTest, CreateCodecRejectsBadSpecsAndEmptyChunks) {
 
 }  // namespace
 }  // namespace tamp::compress
+
+namespace tamp::compress {
+namespace {
+
+TEST(RegistryExampleTest, EveryCodecHasAValidExampleThatCreatesACodec) {
+  for (const CodecInfo& info : ListCodecs()) {
+    EXPECT_EQ(info.example.name(), info.name);
+    auto codec = CreateCodec(info.example, 1000);
+    ASSERT_TRUE(codec.ok()) << info.name << ": " << codec.status();
+    EXPECT_EQ((*codec)->id(), info.id);
+  }
+}
+
+}  // namespace
+}  // namespace tamp::compress

@@ -1,0 +1,232 @@
+// Tests of the small launcher helpers: files, binaries, run_options, table.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/tamp/binaries.h"
+#include "tools/tamp/files.h"
+#include "tools/tamp/run_options.h"
+#include "tools/tamp/table.h"
+
+namespace tamp::launcher {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string TempDir() {
+  const char* dir = getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+void WriteFile(const std::string& path, const std::string& contents, mode_t mode = 0644) {
+  std::ofstream(path) << contents;
+  chmod(path.c_str(), mode);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// ---------------------------------------------------------------------------------------
+// files
+
+TEST(FilesTest, MakeRunDirCreatesNestedOrFresh) {
+  const std::string nested = TempDir() + "/runs/a/b/";
+  auto made = MakeRunDir(nested);
+  ASSERT_TRUE(made.ok()) << made.status();
+  struct stat st;
+  EXPECT_EQ(stat(nested.c_str(), &st), 0);
+  EXPECT_TRUE(MakeRunDir(nested).ok());  // Existing is fine.
+
+  setenv("TMPDIR", TempDir().c_str(), 1);
+  auto fresh1 = MakeRunDir("");
+  auto fresh2 = MakeRunDir("");
+  ASSERT_TRUE(fresh1.ok() && fresh2.ok());
+  EXPECT_NE(*fresh1, *fresh2);
+  EXPECT_THAT(*fresh1, HasSubstr("/tamp-run-"));
+
+  WriteFile(TempDir() + "/plainfile", "x");
+  EXPECT_FALSE(MakeRunDir(TempDir() + "/plainfile").ok());
+}
+
+TEST(FilesTest, WriteFileAtomicallyReplaces) {
+  const std::string path = TempDir() + "/summary.json";
+  ASSERT_TRUE(WriteFileAtomically(path, "old\n").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, "new\n").ok());
+  EXPECT_EQ(ReadFile(path), "new\n");
+  EXPECT_FALSE(WriteFileAtomically(TempDir() + "/no/such/dir/x", "y").ok());
+}
+
+TEST(FilesTest, ReadPortFile) {
+  const std::string path = TempDir() + "/server-0.port";
+  unlink(path.c_str());
+  EXPECT_EQ(ReadPortFile(path).status().code(), absl::StatusCode::kNotFound);
+  WriteFile(path, "40123\n");
+  EXPECT_EQ(*ReadPortFile(path), 40123);
+  for (const char* bad : {"40123", "0\n", "70000\n", "abc\n", ""}) {
+    WriteFile(path, bad);
+    EXPECT_EQ(ReadPortFile(path).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(FilesTest, ReadLastLines) {
+  const std::string path = TempDir() + "/tail.log";
+  WriteFile(path, "a\nb\nc\nd\n");
+  EXPECT_THAT(*ReadLastLines(path, 2), ElementsAre("c", "d"));
+  EXPECT_THAT(*ReadLastLines(path, 10), ElementsAre("a", "b", "c", "d"));
+  WriteFile(path, "");
+  EXPECT_TRUE(ReadLastLines(path, 3)->empty());
+  std::string big;
+  for (int i = 0; i < 20000; ++i) absl::StrAppend(&big, "line ", i, "\n");
+  WriteFile(path, big);
+  EXPECT_THAT(*ReadLastLines(path, 2), ElementsAre("line 19998", "line 19999"));
+  EXPECT_FALSE(ReadLastLines(TempDir() + "/missing.log", 3).ok());
+}
+
+TEST(FilesTest, MakeAbsolute) {
+  EXPECT_EQ(MakeAbsolute("/a/b"), "/a/b");
+  char* cwd = getcwd(nullptr, 0);
+  EXPECT_EQ(MakeAbsolute("./x.pbtxt"), absl::StrCat(cwd, "/x.pbtxt"));
+  free(cwd);
+}
+
+// ---------------------------------------------------------------------------------------
+// binaries
+
+class FindBinaryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = TempDir() + "/bin_layout";
+    // bazel-bin layout: bin/tools/tamp/tamp, bin/tools/tamp/tamp.runfiles/tamp/server/...,
+    // bin/server/tamp_server.
+    ASSERT_TRUE(MakeRunDir(root_ + "/bin/tools/tamp/tamp.runfiles/tamp/server").ok());
+    ASSERT_TRUE(MakeRunDir(root_ + "/bin/server").ok());
+    ASSERT_TRUE(MakeRunDir(root_ + "/other.runfiles/tamp/server").ok());
+    exe_ = root_ + "/bin/tools/tamp/tamp";
+    WriteFile(exe_, "", 0755);
+  }
+
+  BinaryLookup Lookup() const {
+    BinaryLookup lookup;
+    lookup.flag_name = "--server_binary";
+    lookup.env_name = "TAMP_SERVER_BINARY";
+    lookup.exe_path = exe_;
+    lookup.workspace_path = "server/tamp_server";
+    return lookup;
+  }
+
+  std::string root_;
+  std::string exe_;
+};
+
+TEST_F(FindBinaryTest, FlagThenEnvThenRunfilesThenSibling) {
+  const std::string runfiles = exe_ + ".runfiles/tamp/server/tamp_server";
+  const std::string sibling = root_ + "/bin/tools/tamp/../../server/tamp_server";
+  const std::string other = root_ + "/other.runfiles/tamp/server/tamp_server";
+  const std::string flag = root_ + "/flag_server";
+  unlink(runfiles.c_str());
+  unlink(sibling.c_str());
+  unlink(other.c_str());
+
+  BinaryLookup lookup = Lookup();
+  auto missing = FindBinary(lookup);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("--server_binary"));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("TAMP_SERVER_BINARY"));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr(runfiles));
+
+  WriteFile(sibling, "", 0755);
+  EXPECT_EQ(*FindBinary(lookup), sibling);
+  WriteFile(other, "", 0755);
+  lookup.runfiles_dir = root_ + "/other.runfiles";
+  EXPECT_EQ(*FindBinary(lookup), other);
+  WriteFile(runfiles, "", 0755);
+  EXPECT_EQ(*FindBinary(lookup), runfiles);
+  WriteFile(flag, "", 0755);
+  lookup.env_value = flag;
+  EXPECT_EQ(*FindBinary(lookup), flag);
+  lookup.flag_value = flag;
+  EXPECT_EQ(*FindBinary(lookup), flag);
+}
+
+TEST_F(FindBinaryTest, BadExplicitValuesAreErrors) {
+  BinaryLookup lookup = Lookup();
+  WriteFile(exe_ + ".runfiles/tamp/server/tamp_server", "", 0755);
+  lookup.flag_value = root_ + "/nope";
+  EXPECT_THAT(std::string(FindBinary(lookup).status().message()),
+              HasSubstr("--server_binary=" + root_ + "/nope: not an executable file"));
+  lookup.flag_value = "";
+  WriteFile(root_ + "/not_exec", "", 0644);
+  lookup.env_value = root_ + "/not_exec";
+  EXPECT_THAT(std::string(FindBinary(lookup).status().message()),
+              HasSubstr("$TAMP_SERVER_BINARY="));
+}
+
+// ---------------------------------------------------------------------------------------
+// run_options
+
+TEST(ParseRunArgsTest, ConfigAndFlagsInAnyOrder) {
+  auto options = ParseRunArgs({"--run_dir", "/tmp/r", "x.pbtxt", "--summary_json=/tmp/s.json",
+                               "--server_binary=/s", "--worker_binary", "/w"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->config_path, "x.pbtxt");
+  EXPECT_EQ(options->run_dir, "/tmp/r");
+  EXPECT_EQ(options->summary_json, "/tmp/s.json");
+  EXPECT_EQ(options->server_binary, "/s");
+  EXPECT_EQ(options->worker_binary, "/w");
+}
+
+TEST(ParseRunArgsTest, Errors) {
+  EXPECT_THAT(std::string(ParseRunArgs({}).status().message()), HasSubstr("missing CONFIG"));
+  EXPECT_THAT(std::string(ParseRunArgs({"a", "b"}).status().message()), HasSubstr("\"b\""));
+  EXPECT_THAT(std::string(ParseRunArgs({"a", "--bogus=1"}).status().message()),
+              HasSubstr("unknown flag --bogus=1"));
+  EXPECT_THAT(std::string(ParseRunArgs({"a", "--run_dir"}).status().message()),
+              HasSubstr("needs a value"));
+  EXPECT_EQ(ParseRunArgs({"--", "-odd.pbtxt"})->config_path, "-odd.pbtxt");
+}
+
+// ---------------------------------------------------------------------------------------
+// table
+
+TEST(FormatTableTest, AlignsColumns) {
+  EXPECT_EQ(FormatTable({"NAME", "PARAMETERS", "SUMMARY"},
+                        {{"none", "-", "raw fp32"}, {"topk", "ratio, count", "k largest"}}),
+            "NAME  PARAMETERS    SUMMARY\n"
+            "----  ----------    -------\n"
+            "none  -             raw fp32\n"
+            "topk  ratio, count  k largest\n");
+}
+
+TEST(FormatTableTest, WrapsLongCells) {
+  EXPECT_EQ(FormatTable({"NAME", "WIRE", "SUMMARY"},
+                        {{"topk", "12 + ceil(k*b/8) + 4k", "the k largest values"}, {"none"}},
+                        {0, 10, 0}),
+            "NAME  WIRE         SUMMARY\n"
+            "----  ----         -------\n"
+            "topk  12 +         the k largest values\n"
+            "      ceil(k*b/8)\n"
+            "      + 4k\n"
+            "none\n");
+}
+
+TEST(WrapTextTest, SplitsAtSpaces) {
+  EXPECT_EQ(WrapText("a bb ccc dddd", 6), (std::vector<std::string>{"a bb", "ccc", "dddd"}));
+  EXPECT_EQ(WrapText("short", 10), (std::vector<std::string>{"short"}));
+  EXPECT_EQ(WrapText("", 3), (std::vector<std::string>{""}));
+  EXPECT_EQ(WrapText("unbreakable", 4), (std::vector<std::string>{"unbreakable"}));
+}
+
+}  // namespace
+}  // namespace tamp::launcher

@@ -1,0 +1,44 @@
+// Small file helpers of the launcher: run directories, port files, log tails, atomic writes.
+#ifndef TAMP_TOOLS_TAMP_FILES_H_
+#define TAMP_TOOLS_TAMP_FILES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tamp::launcher {
+
+// MakeRunDir()
+//
+// `requested` non-empty: creates it (and its parents) if missing and returns it.
+// Empty: creates a fresh "tamp-run-XXXXXX" directory under $TMPDIR (default /tmp).
+absl::StatusOr<std::string> MakeRunDir(const std::string& requested);
+
+// WriteFileAtomically()
+//
+// Writes `contents` to a temporary file next to `path`, flushes it and renames it over
+// `path`, so readers see either the old file or the complete new one.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+
+// ReadPortFile()
+//
+// Reads a server's port file: a decimal port in [1, 65535] followed by '\n'.
+// NOT_FOUND while the file does not exist; INVALID_ARGUMENT if it holds anything else.
+absl::StatusOr<int> ReadPortFile(const std::string& path);
+
+// ReadLastLines()
+//
+// The last `n` lines of the file at `path` (of at most its last 64 KiB).
+absl::StatusOr<std::vector<std::string>> ReadLastLines(const std::string& path, int n);
+
+// MakeAbsolute()
+//
+// `path` made absolute against the current directory (not resolved: no symlinks followed).
+std::string MakeAbsolute(const std::string& path);
+
+}  // namespace tamp::launcher
+
+#endif  // TAMP_TOOLS_TAMP_FILES_H_

@@ -1,0 +1,75 @@
+#include "tools/tamp/interrupt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tamp::launcher {
+namespace {
+
+constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+// Written by the handler; -1 while no watcher is installed.
+std::atomic<int> g_write_fd{-1};
+volatile sig_atomic_t g_last_signal = 0;
+
+extern "C" void OnSignal(int sig) {
+  const int saved_errno = errno;
+  g_last_signal = sig;
+  const int fd = g_write_fd.load();
+  if (fd >= 0) {
+    const char byte = static_cast<char>(sig);
+    ssize_t ignored = write(fd, &byte, 1);  // Non-blocking; a full pipe is still readable.
+    (void)ignored;
+  }
+  errno = saved_errno;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<InterruptWatcher>> InterruptWatcher::Install() {
+  if (g_write_fd.load() >= 0) {
+    return absl::FailedPreconditionError("an InterruptWatcher is already installed");
+  }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
+  }
+  std::unique_ptr<InterruptWatcher> watcher(new InterruptWatcher(fds[0], fds[1]));
+  g_last_signal = 0;
+  g_write_fd.store(fds[1]);
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &action, &watcher->saved_[i]);
+  return watcher;
+}
+
+InterruptWatcher::~InterruptWatcher() {
+  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &saved_[i], nullptr);
+  g_write_fd.store(-1);
+  close(read_fd_);
+  close(write_fd_);
+}
+
+int InterruptWatcher::Consume() {
+  int count = 0;
+  char buffer[64];
+  ssize_t n;
+  while ((n = read(read_fd_, buffer, sizeof(buffer))) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) count += static_cast<int>(n);
+  }
+  return count;
+}
+
+int InterruptWatcher::last_signal() const { return g_last_signal; }
+
+}  // namespace tamp::launcher

@@ -1,0 +1,47 @@
+#include "tools/tamp/interrupt.h"
+
+#include <poll.h>
+#include <signal.h>
+
+#include "gtest/gtest.h"
+
+namespace tamp::launcher {
+namespace {
+
+bool Readable(int fd) {
+  pollfd p = {fd, POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
+}
+
+TEST(InterruptWatcherTest, SignalsBecomeReadableAndCounted) {
+  auto watcher = InterruptWatcher::Install();
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  EXPECT_FALSE(Readable((*watcher)->fd()));
+  EXPECT_EQ((*watcher)->Consume(), 0);
+
+  raise(SIGINT);  // Would kill the test without the handler.
+  raise(SIGTERM);
+  EXPECT_TRUE(Readable((*watcher)->fd()));
+  EXPECT_EQ((*watcher)->last_signal(), SIGTERM);
+  EXPECT_EQ((*watcher)->Consume(), 2);
+  EXPECT_FALSE(Readable((*watcher)->fd()));
+}
+
+TEST(InterruptWatcherTest, OnlyOneAtATimeAndDispositionsRestored) {
+  struct sigaction before;
+  sigaction(SIGINT, nullptr, &before);
+  {
+    auto first = InterruptWatcher::Install();
+    ASSERT_TRUE(first.ok());
+    auto second = InterruptWatcher::Install();
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  struct sigaction after;
+  sigaction(SIGINT, nullptr, &after);
+  EXPECT_EQ(before.sa_handler, after.sa_handler);
+  auto again = InterruptWatcher::Install();
+  EXPECT_TRUE(again.ok());
+}
+
+}  // namespace
+}  // namespace tamp::launcher

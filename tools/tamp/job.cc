@@ -1,0 +1,354 @@
+#include "tools/tamp/job.h"
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "tools/tamp/files.h"
+#include "tools/tamp/interrupt.h"
+#include "tools/tamp/process_group.h"
+#include "tools/tamp/progress.h"
+#include "tools/tamp/summary.h"
+
+namespace tamp::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kLogTailLines = 20;
+
+// "host:port", with IPv6 literals bracketed.
+std::string HostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+std::string Seconds(absl::Duration d) { return absl::StrCat(absl::ToDoubleSeconds(d), " s"); }
+
+class Job {
+ public:
+  Job(const config::RunConfig& config, const RunOptions& options, const Console& console)
+      : config_(config),
+        options_(options),
+        console_(console),
+        renderer_(
+            ProgressOptions{config.name(), config.training().epochs(), console.ansi, console.width},
+            console.out),
+        summary_(std::max<int>(1, config.cluster().num_workers())) {}
+
+  int Run();
+
+ private:
+  enum class Role { kServer, kWorker };
+  struct ChildRole {
+    Role role;
+    int rank;
+  };
+  enum class Outcome { kOk, kFailed, kInterrupted };
+
+  // Spawns one child and records its role; starts the wall clock at the first spawn.
+  absl::Status Start(Role role, int rank, std::vector<std::string> argv);
+  absl::Status StartServers();
+  Outcome WaitForServers(std::vector<std::string>* addresses);
+  absl::Status StartWorkers(const std::vector<std::string>& addresses);
+  Outcome WatchWorkers();
+
+  // A worker's stdout line: an event, or output forwarded to the console.
+  void HandleLine(int child, const std::string& line);
+  // Prints "tamp: <child name> <what>" and the tail of the child's log.
+  void ReportChildFailure(int child, absl::string_view what);
+  // Stops everything still running and returns the exit code for `outcome`.
+  int Finish(Outcome outcome);
+  // Shutdown() of the group, reporting children that had to be SIGKILLed and, if
+  // `expect_clean`, those that did not exit 0 or by SIGTERM.
+  void TearDown(absl::Duration grace, bool expect_clean);
+  bool Interrupted() { return interrupts_->Consume() > 0; }
+  void Say(absl::string_view message) { renderer_.PrintLine(absl::StrCat("tamp: ", message)); }
+
+  const config::RunConfig& config_;
+  const RunOptions& options_;
+  const Console console_;
+  std::string config_path_;  // Absolute, as passed to children.
+  std::string run_dir_;
+  std::unique_ptr<InterruptWatcher> interrupts_;
+  ProcessGroup group_;
+  std::vector<ChildRole> roles_;  // By child index.
+  std::vector<int> workers_;      // Child index by worker rank.
+  ProgressRenderer renderer_;
+  SummaryBuilder summary_;
+  Clock::time_point start_;
+  bool started_ = false;
+};
+
+absl::Status Job::Start(Role role, int rank, std::vector<std::string> argv) {
+  const char* kind = role == Role::kServer ? "server" : "worker";
+  ChildSpec spec;
+  spec.name = absl::StrCat(kind, " ", rank);
+  spec.argv = std::move(argv);
+  spec.log_path = absl::StrCat(run_dir_, "/", kind, "-", rank, ".log");
+  spec.capture_stdout = role == Role::kWorker;
+  if (!started_) {
+    start_ = Clock::now();
+    started_ = true;
+  }
+  absl::StatusOr<int> child = group_.Spawn(spec);
+  if (!child.ok()) return child.status();
+  roles_.push_back({role, rank});
+  if (role == Role::kWorker) workers_.push_back(*child);
+  return absl::OkStatus();
+}
+
+absl::Status Job::StartServers() {
+  for (uint32_t i = 0; i < config_.cluster().num_servers(); ++i) {
+    const std::string port_file = absl::StrCat(run_dir_, "/server-", i, ".port");
+    unlink(port_file.c_str());  // A reused run dir may hold a stale one.
+    absl::Status status =
+        Start(Role::kServer, i,
+              {options_.server_binary, absl::StrCat("--config=", config_path_),
+               absl::StrCat("--rank=", i), absl::StrCat("--host=", config_.cluster().host()),
+               "--port=0", absl::StrCat("--port_file=", port_file)});
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+Job::Outcome Job::WaitForServers(std::vector<std::string>* addresses) {
+  const int num_servers = static_cast<int>(config_.cluster().num_servers());
+  const Clock::time_point deadline =
+      Clock::now() + absl::ToChronoNanoseconds(options_.server_start_timeout);
+  std::vector<int> ports(num_servers, 0);
+  while (true) {
+    int ready = 0;
+    for (int i = 0; i < num_servers; ++i) {
+      if (ports[i] == 0) {
+        absl::StatusOr<int> port = ReadPortFile(absl::StrCat(run_dir_, "/server-", i, ".port"));
+        if (port.ok()) {
+          ports[i] = *port;
+        } else if (!absl::IsNotFound(port.status())) {
+          // Servers are spawned first, so server i is child i.
+          ReportChildFailure(i, absl::StrCat("wrote a bad port file: ", port.status().message()));
+          return Outcome::kFailed;
+        }
+      }
+      if (ports[i] != 0) ++ready;
+    }
+    if (ready == num_servers) break;
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      const int late = static_cast<int>(std::find(ports.begin(), ports.end(), 0) - ports.begin());
+      ReportChildFailure(late, absl::StrCat("did not start listening within ",
+                                            Seconds(options_.server_start_timeout)));
+      return Outcome::kFailed;
+    }
+    const absl::Duration left = absl::FromChrono(deadline - now);
+    for (const ChildEvent& event :
+         group_.Poll(std::min(left, absl::Milliseconds(50)), interrupts_->fd())) {
+      if (event.type == ChildEvent::Type::kExited) {
+        ReportChildFailure(event.child,
+                           absl::StrCat("exited before listening (", event.status.ToString(), ")"));
+        return Outcome::kFailed;
+      }
+    }
+    if (Interrupted()) return Outcome::kInterrupted;
+  }
+  for (int i = 0; i < num_servers; ++i) {
+    addresses->push_back(HostPort(config_.cluster().host(), ports[i]));
+  }
+  return Outcome::kOk;
+}
+
+absl::Status Job::StartWorkers(const std::vector<std::string>& addresses) {
+  const std::string servers = absl::StrCat("--servers=", absl::StrJoin(addresses, ","));
+  for (uint32_t j = 0; j < config_.cluster().num_workers(); ++j) {
+    absl::Status status = Start(Role::kWorker, j,
+                                {options_.worker_binary, absl::StrCat("--config=", config_path_),
+                                 absl::StrCat("--rank=", j), servers});
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+Job::Outcome Job::WatchWorkers() {
+  auto workers_running = [this] {
+    return std::any_of(workers_.begin(), workers_.end(),
+                       [this](int child) { return group_.running(child); });
+  };
+  while (workers_running()) {
+    for (const ChildEvent& event : group_.Poll(absl::Seconds(1), interrupts_->fd())) {
+      if (event.type == ChildEvent::Type::kLine) {
+        HandleLine(event.child, event.line);
+        continue;
+      }
+      const ChildRole& role = roles_[event.child];
+      if (role.role == Role::kServer) {
+        ReportChildFailure(event.child, absl::StrCat("exited while workers were running (",
+                                                     event.status.ToString(), ")"));
+        return Outcome::kFailed;
+      }
+      if (!event.status.success()) {
+        ReportChildFailure(event.child, absl::StrCat("failed (", event.status.ToString(), ")"));
+        return Outcome::kFailed;
+      }
+      if (!summary_.done(role.rank)) {
+        ReportChildFailure(event.child, "exited (exit status 0) without reporting DONE");
+        return Outcome::kFailed;
+      }
+    }
+    if (Interrupted()) return Outcome::kInterrupted;
+  }
+  return Outcome::kOk;
+}
+
+void Job::HandleLine(int child, const std::string& line) {
+  const ChildRole& role = roles_[child];
+  if (role.role == Role::kWorker) {
+    absl::StatusOr<events::WorkerEvent> event = ParseWorkerEvent(line);
+    if (event.ok()) {
+      summary_.Add(role.rank, *event);
+      renderer_.OnEvent(role.rank, *event, absl::Now());
+      return;
+    }
+  }
+  renderer_.PrintLine(absl::StrCat("[", group_.name(child), "] ", line));
+}
+
+void Job::ReportChildFailure(int child, absl::string_view what) {
+  renderer_.Finish();
+  Say(absl::StrCat(group_.name(child), " ", what));
+  const std::string& log = group_.log_path(child);
+  absl::StatusOr<std::vector<std::string>> tail = ReadLastLines(log, kLogTailLines);
+  if (!tail.ok()) {
+    Say(tail.status().message());
+  } else if (tail->empty()) {
+    Say(absl::StrCat(log, " is empty"));
+  } else {
+    Say(tail->size() == 1 ? absl::StrCat("last line of ", log, ":")
+                          : absl::StrCat("last ", tail->size(), " lines of ", log, ":"));
+    for (const std::string& line : *tail) renderer_.PrintLine(absl::StrCat("    ", line));
+  }
+}
+
+void Job::TearDown(absl::Duration grace, bool expect_clean) {
+  renderer_.Finish();
+  const int running = group_.num_running();
+  if (running == 0) return;
+  interrupts_->Consume();  // From here on, a new signal means "hurry": SIGKILL at once.
+  for (const ChildEvent& event : group_.Shutdown(grace, interrupts_->fd())) {
+    if (event.type == ChildEvent::Type::kLine) {
+      HandleLine(event.child, event.line);
+    } else if (event.status.signaled() && event.status.signal() == SIGKILL) {
+      Say(absl::StrCat(group_.name(event.child), " did not stop within ", Seconds(grace),
+                       " of SIGTERM; killed"));
+    } else if (expect_clean && !event.status.success() &&
+               !(event.status.signaled() && event.status.signal() == SIGTERM)) {
+      Say(absl::StrCat("warning: ", group_.name(event.child), " stopped with ",
+                       event.status.ToString(), "; see ", group_.log_path(event.child)));
+    }
+  }
+}
+
+int Job::Finish(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kOk:
+      TearDown(options_.stop_grace, /*expect_clean=*/true);
+      return kExitOk;
+    case Outcome::kFailed:
+      TearDown(options_.failure_grace, /*expect_clean=*/false);
+      Say(absl::StrCat("failed; logs are in ", run_dir_));
+      return kExitFailed;
+    case Outcome::kInterrupted: {
+      renderer_.Finish();
+      const char* name = sigabbrev_np(interrupts_->last_signal());
+      const int running = group_.num_running();
+      Say(absl::StrCat("interrupted (SIG", name ? name : "?", "); stopping ", running,
+                       running == 1 ? " process" : " processes"));
+      TearDown(options_.failure_grace, /*expect_clean=*/false);
+      Say(absl::StrCat("logs are in ", run_dir_));
+      return kExitInterrupted;
+    }
+  }
+  return kExitFailed;
+}
+
+int Job::Run() {
+  absl::StatusOr<std::string> run_dir = MakeRunDir(options_.run_dir);
+  if (!run_dir.ok()) {
+    Say(run_dir.status().message());
+    return kExitUsage;
+  }
+  run_dir_ = *run_dir;
+  config_path_ = MakeAbsolute(options_.config_path);
+  absl::StatusOr<std::unique_ptr<InterruptWatcher>> interrupts = InterruptWatcher::Install();
+  if (!interrupts.ok()) {
+    Say(interrupts.status().message());
+    return kExitFailed;
+  }
+  interrupts_ = std::move(*interrupts);
+
+  const auto& cluster = config_.cluster();
+  std::vector<std::string> addresses(cluster.server_addresses().begin(),
+                                     cluster.server_addresses().end());
+  const bool own_servers = addresses.empty();
+  Say(absl::StrCat("run \"", config_.name(),
+                   "\": ", own_servers ? absl::StrCat(cluster.num_servers(), " servers, ") : "",
+                   cluster.num_workers(), " workers; logs in ", run_dir_));
+  if (own_servers) {
+    if (absl::Status status = StartServers(); !status.ok()) {
+      Say(status.message());
+      return Finish(Outcome::kFailed);
+    }
+    if (Outcome outcome = WaitForServers(&addresses); outcome != Outcome::kOk) {
+      return Finish(outcome);
+    }
+    Say(absl::StrCat("servers listening on ", absl::StrJoin(addresses, ", ")));
+  } else {
+    Say(absl::StrCat("using servers ", absl::StrJoin(addresses, ", ")));
+  }
+  if (absl::Status status = StartWorkers(addresses); !status.ok()) {
+    Say(status.message());
+    return Finish(Outcome::kFailed);
+  }
+  if (Outcome outcome = WatchWorkers(); outcome != Outcome::kOk) return Finish(outcome);
+  const double wall_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+  renderer_.Finish();
+
+  absl::StatusOr<events::RunSummary> summary =
+      summary_.Build(config_.name(), config_.training().epochs(), wall_seconds);
+  if (!summary.ok()) {  // Unreachable: WatchWorkers checked every DONE.
+    Say(summary.status().message());
+    return Finish(Outcome::kFailed);
+  }
+  const int code = Finish(Outcome::kOk);
+  if (!options_.summary_json.empty()) {
+    absl::Status written =
+        WriteFileAtomically(options_.summary_json, SummaryToJson(*summary) + "\n");
+    if (!written.ok()) {
+      Say(absl::StrCat("cannot write the summary: ", written.message()));
+      return kExitFailed;
+    }
+  }
+  Say(FormatSummaryLine(*summary));
+  if (!options_.summary_json.empty()) Say(absl::StrCat("summary: ", options_.summary_json));
+  return code;
+}
+
+}  // namespace
+
+int RunJob(const config::RunConfig& config, const RunOptions& options, const Console& console) {
+  Job job(config, options, console);
+  return job.Run();
+}
+
+}  // namespace tamp::launcher

@@ -1,0 +1,52 @@
+// RunJob(): one local training job — servers, workers, progress, teardown, summary.
+//
+// Given a loaded config and resolved binaries it
+//   1. starts cluster.num_servers `tamp_server`s (unless cluster.server_addresses names
+//      servers started elsewhere) and waits for each one's port file;
+//   2. starts cluster.num_workers `tamp_worker`s pointed at the servers, reads their
+//      WorkerEvent lines and renders progress;
+//   3. when every worker has exited 0: stops the servers (SIGTERM, then SIGKILL after
+//      RunOptions::stop_grace), writes --summary_json and prints a summary line.
+// On the first failure (a child exiting non-zero or by a signal, a server exiting while
+// workers run, a server not coming up in time) it names the child, prints the tail of its
+// log and tears everything down (SIGTERM, SIGKILL after RunOptions::failure_grace).
+// SIGINT/SIGTERM/SIGHUP to the launcher tear down the same way; a second one SIGKILLs at
+// once. No child outlives RunJob() in any path.
+//
+// Files in the run dir: server-I.log, server-I.port, worker-J.log (children's stderr).
+#ifndef TAMP_TOOLS_TAMP_JOB_H_
+#define TAMP_TOOLS_TAMP_JOB_H_
+
+#include <ostream>
+
+#include "proto/config.pb.h"
+#include "tools/tamp/run_options.h"
+
+namespace tamp::launcher {
+
+// Exit codes of `tamp`.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;  // Bad command line or config; nothing started.
+inline constexpr int kExitInterrupted = 130;
+
+// Where RunJob() reports: progress, launcher messages, forwarded worker output.
+struct Console {
+  std::ostream* out = nullptr;
+  // Redraw one status line in place (ANSI) instead of printing plain progress lines.
+  bool ansi = false;
+  int width = 80;
+};
+
+// RunJob()
+//
+// Runs the job `config` describes with options.server_binary / options.worker_binary
+// (both must be set; server_binary may be empty when config.cluster.server_addresses is
+// set). Returns the exit code: kExitOk, kExitFailed, kExitUsage (run dir unusable) or
+// kExitInterrupted. Blocks until everything it started has been reaped. Installs signal
+// handlers for SIGINT, SIGTERM and SIGHUP while it runs; not reentrant.
+int RunJob(const config::RunConfig& config, const RunOptions& options, const Console& console);
+
+}  // namespace tamp::launcher
+
+#endif  // TAMP_TOOLS_TAMP_JOB_H_

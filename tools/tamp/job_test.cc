@@ -1,0 +1,311 @@
+// RunJob() end to end with /bin/sh stand-ins for tamp_server and tamp_worker that follow
+// their command-line and stdout contracts; env variables select how they misbehave.
+#include "tools/tamp/job.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "proto/events.pb.h"
+
+namespace tamp::launcher {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// tamp_server: writes its port file (40000 + rank) and serves until SIGTERM.
+//   FAKE_SERVER_MODE=die        exits 5 before listening
+//   FAKE_SERVER_MODE=hang       never listens
+//   FAKE_SERVER_MODE=die_later  exits 1 soon after listening
+//   FAKE_SERVER_MODE=stubborn   ignores SIGTERM
+//   FAKE_SERVER_MODE=bad_stop   exits 2 on SIGTERM
+constexpr char kFakeServer[] = R"(#!/bin/sh
+for a in "$@"; do
+  case "$a" in
+    --rank=*) rank=${a#--rank=} ;;
+    --port_file=*) port_file=${a#--port_file=} ;;
+  esac
+done
+echo "fake server $rank: $*" >&2
+echo $$ >> "$FAKE_PIDS"
+mode=${FAKE_SERVER_MODE:-ok}
+case "$mode" in
+  die) echo "fatal: cannot bind" >&2; exit 5 ;;
+  hang) exec sleep 30 ;;
+  stubborn) trap '' TERM ;;
+  bad_stop) trap 'exit 2' TERM ;;
+  *) trap 'echo "server $rank stopping" >&2; exit 0' TERM INT ;;
+esac
+printf '%s\n' $((40000 + rank)) > "$port_file.tmp" && mv "$port_file.tmp" "$port_file"
+if [ "$mode" = die_later ]; then sleep 0.3; exit 1; fi
+while :; do sleep 0.02; done
+)";
+
+// tamp_worker: one log line on stdout, FAKE_STEPS STEP events, EVAL (worker 0), DONE.
+//   FAKE_FAIL_RANK=J            worker J exits 3 after its steps
+//   FAKE_WORKER_MODE=nodone     exits 0 without DONE
+//   FAKE_WORKER_MODE=hang       never finishes
+//   FAKE_WORKER_MODE=crash      dies of SIGSEGV
+constexpr char kFakeWorker[] = R"(#!/bin/sh
+for a in "$@"; do case "$a" in --rank=*) rank=${a#--rank=} ;; esac; done
+echo "fake worker $rank: $*" >&2
+echo $$ >> "$FAKE_PIDS"
+echo "worker $rank says hello"
+steps=${FAKE_STEPS:-5}
+i=1
+while [ $i -le $steps ]; do
+  echo "{\"kind\":\"STEP\",\"worker\":$rank,\"step\":\"$i\",\"totalSteps\":\"$steps\",\"epoch\":0,\"loss\":$((10 - i)).5,\"stepMs\":2,\"bytesPushed\":\"$((i * 100))\",\"rawBytesPushed\":\"$((i * 1000))\"}"
+  i=$((i + 1))
+done
+if [ "$rank" = "${FAKE_FAIL_RANK:--1}" ]; then echo "worker $rank: something broke" >&2; exit 3; fi
+case "${FAKE_WORKER_MODE:-ok}" in
+  nodone) exit 0 ;;
+  hang) exec sleep 30 ;;
+  crash) kill -SEGV $$ ;;
+esac
+acc=0
+if [ "$rank" = 0 ]; then acc=0.75; echo '{"kind":"EVAL","epoch":0,"testAccuracy":0.75}'; fi
+pushed=$((rank * 100 + 500))
+echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"bytesPushed\":\"$pushed\",\"bytesPulled\":\"1000\",\"rawBytesPushed\":\"$((pushed * 10))\",\"stepMsMedian\":$((rank + 2)),\"testAccuracy\":$acc}"
+)";
+
+std::string TempDir() {
+  const char* dir = getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void WriteExecutable(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  ASSERT_EQ(chmod(path.c_str(), 0755), 0);
+}
+
+std::vector<pid_t> Pids(const std::string& path) {
+  std::vector<pid_t> pids;
+  for (absl::string_view line : absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty())) {
+    int pid;
+    if (absl::SimpleAtoi(line, &pid)) pids.push_back(pid);
+  }
+  return pids;
+}
+
+class JobTest : public ::testing::Test {
+ protected:
+  // JOB_TEST_DUMP=1 prints each test's console output.
+  void TearDown() override {
+    if (getenv("JOB_TEST_DUMP") != nullptr) std::cerr << out_.str();
+  }
+
+  void SetUp() override {
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = absl::StrCat(TempDir(), "/", name);
+    mkdir(dir_.c_str(), 0755);
+    WriteExecutable(dir_ + "/tamp_server", kFakeServer);
+    WriteExecutable(dir_ + "/tamp_worker", kFakeWorker);
+    pids_ = dir_ + "/pids";
+    setenv("FAKE_PIDS", pids_.c_str(), 1);
+    for (const char* var :
+         {"FAKE_SERVER_MODE", "FAKE_WORKER_MODE", "FAKE_FAIL_RANK", "FAKE_STEPS"}) {
+      unsetenv(var);
+    }
+
+    config_.set_version(1);
+    config_.set_name("fake");
+    config_.mutable_cluster()->set_num_servers(2);
+    config_.mutable_cluster()->set_num_workers(2);
+    config_.mutable_cluster()->set_host("127.0.0.1");
+    config_.mutable_training()->set_epochs(1);
+
+    options_.config_path = "/configs/fake.pbtxt";
+    options_.run_dir = dir_ + "/run";
+    options_.server_binary = dir_ + "/tamp_server";
+    options_.worker_binary = dir_ + "/tamp_worker";
+    options_.summary_json = dir_ + "/summary.json";
+    options_.server_start_timeout = absl::Seconds(5);
+    options_.stop_grace = absl::Seconds(2);
+    options_.failure_grace = absl::Seconds(2);
+  }
+
+  int Run() {
+    Console console;
+    console.out = &out_;
+    return RunJob(config_, options_, console);
+  }
+
+  // Every process the fakes recorded is gone (RunJob reaped them, so no zombies either).
+  // A teardown may stop a child before it records itself, so at least `min_processes`.
+  void ExpectAllGone(size_t min_processes) {
+    const std::vector<pid_t> pids = Pids(pids_);
+    EXPECT_GE(pids.size(), min_processes);
+    for (pid_t pid : pids) {
+      EXPECT_EQ(kill(pid, 0), -1) << "pid " << pid << " still exists";
+      EXPECT_EQ(errno, ESRCH);
+    }
+  }
+
+  std::string dir_;
+  std::string pids_;
+  config::RunConfig config_;
+  RunOptions options_;
+  std::ostringstream out_;
+};
+
+TEST_F(JobTest, SuccessStopsServersAndWritesSummary) {
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("tamp: servers listening on 127.0.0.1:40000, 127.0.0.1:40001"));
+  EXPECT_THAT(out, HasSubstr("[worker 1] worker 1 says hello"));
+  EXPECT_THAT(out, HasSubstr("epoch 1/1: test accuracy 75.00%"));
+  EXPECT_THAT(out, HasSubstr("step 5/5 (100%)"));
+  EXPECT_THAT(out, HasSubstr("tamp: done: test accuracy 75.00%, 5 steps in "));
+  EXPECT_THAT(out, HasSubstr("compression 10.0x"));
+
+  // Children got the documented flags; servers were stopped with SIGTERM.
+  const std::string server_log = ReadFile(options_.run_dir + "/server-1.log");
+  EXPECT_THAT(server_log, HasSubstr("--config=/configs/fake.pbtxt --rank=1 --host=127.0.0.1 "
+                                    "--port=0 --port_file=" +
+                                    options_.run_dir + "/server-1.port"));
+  EXPECT_THAT(server_log, HasSubstr("server 1 stopping"));
+  EXPECT_THAT(ReadFile(options_.run_dir + "/worker-0.log"),
+              HasSubstr("--config=/configs/fake.pbtxt --rank=0 "
+                        "--servers=127.0.0.1:40000,127.0.0.1:40001"));
+
+  events::RunSummary summary;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(options_.summary_json), &summary).ok());
+  EXPECT_EQ(summary.name(), "fake");
+  EXPECT_DOUBLE_EQ(summary.test_accuracy(), 0.75);
+  EXPECT_EQ(summary.steps(), 5u);
+  EXPECT_EQ(summary.epochs(), 1u);
+  EXPECT_GT(summary.wall_seconds(), 0);
+  EXPECT_DOUBLE_EQ(summary.step_ms_median(), 2.5);
+  EXPECT_EQ(summary.bytes_pushed(), 1100u);
+  EXPECT_EQ(summary.bytes_pulled(), 2000u);
+  EXPECT_DOUBLE_EQ(summary.compression_ratio(), 10.0);
+  EXPECT_FLOAT_EQ(summary.final_loss(), 5.5f);
+  EXPECT_THAT(ReadFile(options_.summary_json), HasSubstr("\"final_loss\":5.5"));
+  ExpectAllGone(4);
+}
+
+TEST_F(JobTest, WorkerFailureTearsDownAndShowsItsLog) {
+  setenv("FAKE_FAIL_RANK", "1", 1);
+  setenv("FAKE_WORKER_MODE", "hang", 1);  // Worker 0 would run forever.
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("tamp: worker 1 failed (exit status 3)\n"));
+  EXPECT_THAT(out, HasSubstr("lines of " + options_.run_dir + "/worker-1.log:\n"));
+  EXPECT_THAT(out, HasSubstr("    worker 1: something broke\n"));
+  EXPECT_THAT(out, HasSubstr("tamp: failed; logs are in " + options_.run_dir));
+  EXPECT_THAT(out, Not(HasSubstr("done:")));
+  EXPECT_NE(access(options_.summary_json.c_str(), F_OK), 0);
+  ExpectAllGone(3);
+}
+
+TEST_F(JobTest, WorkerKilledBySignalFails) {
+  setenv("FAKE_WORKER_MODE", "crash", 1);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("failed (killed by SIGSEGV)\n"));
+  ExpectAllGone(3);
+}
+
+TEST_F(JobTest, ServerDyingAtStartIsNamed) {
+  setenv("FAKE_SERVER_MODE", "die", 1);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("exited before listening (exit status 5)"));
+  EXPECT_THAT(out_.str(), HasSubstr("    fatal: cannot bind"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("[worker")));
+  ExpectAllGone(1);
+}
+
+TEST_F(JobTest, ServerNotListeningInTimeFails) {
+  setenv("FAKE_SERVER_MODE", "hang", 1);
+  options_.server_start_timeout = absl::Milliseconds(300);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: server 0 did not start listening within 0.3 s"));
+  ExpectAllGone(2);
+}
+
+TEST_F(JobTest, ServerDyingWhileWorkersRunFails) {
+  setenv("FAKE_SERVER_MODE", "die_later", 1);
+  setenv("FAKE_WORKER_MODE", "hang", 1);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("exited while workers were running (exit status 1)"));
+  ExpectAllGone(2);
+}
+
+TEST_F(JobTest, WorkerWithoutDoneFails) {
+  setenv("FAKE_WORKER_MODE", "nodone", 1);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("exited (exit status 0) without reporting DONE"));
+  ExpectAllGone(3);
+}
+
+TEST_F(JobTest, ExternalServersStartOnlyWorkers) {
+  config_.mutable_cluster()->add_server_addresses("10.0.0.1:7001");
+  config_.mutable_cluster()->add_server_addresses("10.0.0.2:7002");
+  options_.server_binary = "";
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: using servers 10.0.0.1:7001, 10.0.0.2:7002"));
+  EXPECT_THAT(ReadFile(options_.run_dir + "/worker-1.log"),
+              HasSubstr("--servers=10.0.0.1:7001,10.0.0.2:7002"));
+  EXPECT_NE(access((options_.run_dir + "/server-0.log").c_str(), F_OK), 0);
+  ExpectAllGone(2);
+}
+
+TEST_F(JobTest, StubbornServerIsKilledAfterTheGrace) {
+  setenv("FAKE_SERVER_MODE", "stubborn", 1);
+  options_.stop_grace = absl::Milliseconds(200);
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: server 0 did not stop within 0.2 s of SIGTERM; killed"));
+  ExpectAllGone(4);
+}
+
+TEST_F(JobTest, UncleanServerStopIsAWarningOnly) {
+  setenv("FAKE_SERVER_MODE", "bad_stop", 1);
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: warning: server 1 stopped with exit status 2; see " +
+                                    options_.run_dir + "/server-1.log"));
+  EXPECT_TRUE(ReadFile(options_.summary_json).size() > 0);
+  ExpectAllGone(4);
+}
+
+TEST_F(JobTest, InterruptTearsDownWith130) {
+  setenv("FAKE_WORKER_MODE", "hang", 1);
+  // Ctrl-C once all four processes are up.
+  std::thread interrupter([this] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (Pids(pids_).size() < 4 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(getpid(), SIGINT);
+  });
+  const int code = Run();
+  interrupter.join();
+  ASSERT_EQ(code, kExitInterrupted) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: interrupted (SIGINT); stopping 4 processes"));
+  ExpectAllGone(4);
+}
+
+}  // namespace
+}  // namespace tamp::launcher

@@ -1,0 +1,77 @@
+// tamp: the launcher and command-line tool of Tamp.
+//
+//   tamp run CONFIG [--summary_json=PATH] [--run_dir=DIR]
+//                   [--server_binary=PATH] [--worker_binary=PATH]
+//   tamp codecs
+//   tamp help
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tools/tamp/codecs_command.h"
+#include "tools/tamp/job.h"
+#include "tools/tamp/run_command.h"
+#include "tools/tamp/run_options.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(usage: tamp <command> [args]
+
+Commands:
+  run CONFIG [flags]   Run a training job on this machine: start the parameter servers
+                       and the workers CONFIG describes (only the workers when
+                       cluster.server_addresses is set), show progress, stop everything
+                       at the end, on a failure or on Ctrl-C.
+      --summary_json=PATH    On success, write a tamp.events.RunSummary as JSON.
+      --run_dir=DIR          Directory for logs and port files (default: a fresh
+                             $TMPDIR/tamp-run-XXXXXX).
+      --server_binary=PATH   tamp_server to run (default: $TAMP_SERVER_BINARY, else the
+                             one built next to tamp).
+      --worker_binary=PATH   tamp_worker to run (default: $TAMP_WORKER_BINARY, else the
+                             one built next to tamp).
+  codecs               List the compression codecs, their parameters and wire sizes.
+  help                 Show this text.
+
+Exit status: 0 success, 1 a process failed, 2 bad usage or config, 130 interrupted.
+)";
+
+int Usage(const std::string& error) {
+  if (!error.empty()) std::cerr << "tamp: " << error << "\n\n";
+  std::cerr << kUsage;
+  return tamp::launcher::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Under `bazel run`, relative paths (CONFIG, --summary_json, --run_dir) mean the user's
+  // directory, not the runfiles tree Bazel starts us in. Binaries are found from
+  // /proc/self/exe, so they are unaffected.
+  if (const char* dir = getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr && *dir != '\0') {
+    if (chdir(dir) != 0) {
+      std::cerr << "tamp: cannot enter $BUILD_WORKING_DIRECTORY " << dir << "\n";
+      return tamp::launcher::kExitUsage;
+    }
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return Usage("");
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "run") {
+    for (const std::string& arg : args) {
+      if (arg == "--help" || arg == "-h") return Usage("");
+    }
+    absl::StatusOr<tamp::launcher::RunOptions> options = tamp::launcher::ParseRunArgs(args);
+    if (!options.ok()) return Usage(std::string(options.status().message()));
+    return tamp::launcher::RunCommand(*std::move(options));
+  }
+  if (command == "codecs") {
+    if (!args.empty()) return Usage("codecs takes no arguments");
+    return tamp::launcher::CodecsCommand(&std::cout);
+  }
+  if (command == "help" || command == "--help" || command == "-h") return Usage("");
+  return Usage("unknown command \"" + command + "\"");
+}

@@ -1,0 +1,45 @@
+#include "tools/tamp/run_command.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "absl/status/statusor.h"
+#include "common/config.h"
+#include "tools/tamp/binaries.h"
+#include "tools/tamp/job.h"
+#include "tools/tamp/progress.h"
+
+namespace tamp::launcher {
+
+int RunCommand(RunOptions options) {
+  absl::StatusOr<config::RunConfig> config = LoadConfigFile(options.config_path);
+  if (!config.ok()) {
+    std::cerr << config.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (config->cluster().server_addresses().empty()) {
+    absl::StatusOr<std::string> server = FindBinary(ProcessBinaryLookup(
+        "--server_binary", options.server_binary, "TAMP_SERVER_BINARY", "server/tamp_server"));
+    if (!server.ok()) {
+      std::cerr << "tamp: " << server.status().message() << "\n";
+      return kExitUsage;
+    }
+    options.server_binary = *server;
+  }
+  absl::StatusOr<std::string> worker = FindBinary(ProcessBinaryLookup(
+      "--worker_binary", options.worker_binary, "TAMP_WORKER_BINARY", "worker/tamp_worker"));
+  if (!worker.ok()) {
+    std::cerr << "tamp: " << worker.status().message() << "\n";
+    return kExitUsage;
+  }
+  options.worker_binary = *worker;
+
+  Console console;
+  console.out = &std::cerr;
+  console.ansi = IsAnsiTerminal(STDERR_FILENO);
+  console.width = TerminalWidth(STDERR_FILENO, 80);
+  return RunJob(*config, options, console);
+}
+
+}  // namespace tamp::launcher

@@ -1,0 +1,62 @@
+#include "tools/tamp/run_options.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace tamp::launcher {
+
+absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
+  RunOptions options;
+  const std::pair<const char*, std::string*> flags[] = {
+      {"summary_json", &options.summary_json},
+      {"run_dir", &options.run_dir},
+      {"server_binary", &options.server_binary},
+      {"worker_binary", &options.worker_binary},
+  };
+  std::vector<std::string> positional;
+  bool only_positional = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (only_positional || !absl::StartsWith(arg, "-") || arg == "-") {
+      positional.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      only_positional = true;
+      continue;
+    }
+    std::string name = arg.substr(absl::StartsWith(arg, "--") ? 2 : 1);
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+      has_value = true;
+    }
+    std::string* target = nullptr;
+    for (const auto& [flag, field] : flags) {
+      if (name == flag) target = field;
+    }
+    if (target == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+    if (!has_value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+      value = args[++i];
+    }
+    if (value.empty()) return absl::InvalidArgumentError(absl::StrCat("--", name, " is empty"));
+    *target = value;
+  }
+  if (positional.empty()) return absl::InvalidArgumentError("missing CONFIG");
+  if (positional.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected one CONFIG, got also \"", positional[1], "\""));
+  }
+  options.config_path = positional[0];
+  return options;
+}
+
+}  // namespace tamp::launcher

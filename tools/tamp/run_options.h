@@ -1,0 +1,40 @@
+// Options of `tamp run` and their command-line parsing.
+#ifndef TAMP_TOOLS_TAMP_RUN_OPTIONS_H_
+#define TAMP_TOOLS_TAMP_RUN_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tamp::launcher {
+
+struct RunOptions {
+  std::string config_path;
+  // Where to write the RunSummary JSON on success; empty: nowhere.
+  std::string summary_json;
+  // Directory for logs and port files; empty: a fresh one under $TMPDIR.
+  std::string run_dir;
+  // Binaries; empty: found by FindBinary().
+  std::string server_binary;
+  std::string worker_binary;
+
+  // Bound on the wait for every server's port file.
+  absl::Duration server_start_timeout = absl::Seconds(30);
+  // After the workers succeed: SIGTERM to servers, SIGKILL after this.
+  absl::Duration stop_grace = absl::Seconds(10);
+  // After a failure or an interrupt: SIGTERM to everything, SIGKILL after this.
+  absl::Duration failure_grace = absl::Seconds(5);
+};
+
+// ParseRunArgs()
+//
+// Parses the arguments after "run": one CONFIG and the flags --summary_json, --run_dir,
+// --server_binary, --worker_binary, each as --flag=VALUE or --flag VALUE.
+// INVALID_ARGUMENT with a one-line reason otherwise.
+absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args);
+
+}  // namespace tamp::launcher
+
+#endif  // TAMP_TOOLS_TAMP_RUN_OPTIONS_H_

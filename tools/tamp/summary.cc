@@ -1,0 +1,97 @@
+#include "tools/tamp/summary.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace tamp::launcher {
+
+absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line) {
+  // Cheap pre-check: most non-event lines are plain text.
+  const size_t first = line.find_first_not_of(" \t\r");
+  if (first == absl::string_view::npos || line[first] != '{') {
+    return absl::InvalidArgumentError("not a JSON object");
+  }
+  events::WorkerEvent event;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(line.data(), line.size()), &event, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("not a WorkerEvent: ", status.ToString()));
+  }
+  if (event.kind() == events::WorkerEvent::KIND_UNSPECIFIED) {
+    return absl::InvalidArgumentError("WorkerEvent without kind");
+  }
+  return event;
+}
+
+SummaryBuilder::SummaryBuilder(int num_workers) : done_(num_workers) { CHECK_GE(num_workers, 1); }
+
+void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
+  if (worker < 0 || worker >= static_cast<int>(done_.size())) return;
+  switch (event.kind()) {
+    case events::WorkerEvent::STEP:
+      if (worker == 0) final_loss_ = event.loss();
+      break;
+    case events::WorkerEvent::DONE:
+      done_[worker] = event;
+      break;
+    default:
+      break;
+  }
+}
+
+bool SummaryBuilder::done(int worker) const { return done_.at(worker).has_value(); }
+
+absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name, uint32_t epochs,
+                                                         double wall_seconds) const {
+  for (size_t j = 0; j < done_.size(); ++j) {
+    if (!done_[j]) {
+      return absl::FailedPreconditionError(absl::StrCat("worker ", j, " reported no DONE event"));
+    }
+  }
+  events::RunSummary summary;
+  summary.set_name(name);
+  summary.set_test_accuracy(done_[0]->test_accuracy());
+  summary.set_steps(done_[0]->step());  // DONE carries the final step count in `step`.
+  summary.set_epochs(epochs);
+  summary.set_wall_seconds(wall_seconds);
+  uint64_t pushed = 0, pulled = 0, raw_pushed = 0;
+  std::vector<double> medians;
+  for (const auto& done : done_) {
+    pushed += done->bytes_pushed();
+    pulled += done->bytes_pulled();
+    raw_pushed += done->raw_bytes_pushed();
+    medians.push_back(done->step_ms_median());
+  }
+  summary.set_step_ms_median(Median(std::move(medians)));
+  summary.set_bytes_pushed(pushed);
+  summary.set_bytes_pulled(pulled);
+  summary.set_compression_ratio(
+      pushed == 0 ? 0.0 : static_cast<double>(raw_pushed) / static_cast<double>(pushed));
+  summary.set_final_loss(final_loss_);
+  return summary;
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string SummaryToJson(const events::RunSummary& summary) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(summary, &json, options);
+  CHECK(status.ok()) << status.ToString();  // Cannot fail for a well-formed message.
+  return json;
+}
+
+}  // namespace tamp::launcher

@@ -1,0 +1,74 @@
+// Worker events in, run summary out: parsing of the workers' stdout lines and aggregation of
+// their DONE events into a tamp.events.RunSummary.
+//
+// Example:
+//   SummaryBuilder builder(/*num_workers=*/2);
+//   for each line of worker j:
+//     absl::StatusOr<events::WorkerEvent> e = ParseWorkerEvent(line);
+//     if (e.ok()) builder.Add(j, *e); else log the line;
+//   TAMP_ASSIGN_OR_RETURN(events::RunSummary s, builder.Build("mlp", 1, 12.5));
+#ifndef TAMP_TOOLS_TAMP_SUMMARY_H_
+#define TAMP_TOOLS_TAMP_SUMMARY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/events.pb.h"
+
+namespace tamp::launcher {
+
+// ParseWorkerEvent()
+//
+// Parses one line a worker wrote to stdout: a proto3 JSON tamp.events.WorkerEvent (unknown
+// fields ignored). INVALID_ARGUMENT if the line is not JSON, not a WorkerEvent, or has no
+// kind; the caller then treats it as a log line.
+absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
+
+// SummaryBuilder
+//
+// Collects the events of `num_workers` workers and builds the RunSummary:
+//   test_accuracy, steps   worker 0's DONE (its `step`: the number of steps run)
+//   step_ms_median         median over the workers' DONE step_ms_median
+//   bytes_pushed/pulled    sums of the workers' DONE values
+//   compression_ratio      sum raw_bytes_pushed / sum bytes_pushed (0 if nothing pushed)
+//   final_loss             loss of worker 0's last STEP (0 if none)
+// name, epochs and wall_seconds come from the caller.
+class SummaryBuilder {
+ public:
+  explicit SummaryBuilder(int num_workers);
+
+  // Records an event of worker `worker` (its rank as the launcher started it; the event's
+  // own `worker` field is not trusted). Events of unknown ranks are ignored.
+  void Add(int worker, const events::WorkerEvent& event);
+
+  // Whether worker `worker` has reported DONE.
+  bool done(int worker) const;
+
+  // SummaryBuilder::Build()
+  //
+  // FAILED_PRECONDITION naming the first worker that has not reported DONE.
+  absl::StatusOr<events::RunSummary> Build(const std::string& name, uint32_t epochs,
+                                           double wall_seconds) const;
+
+ private:
+  std::vector<std::optional<events::WorkerEvent>> done_;
+  float final_loss_ = 0;
+};
+
+// Median of `values` (mean of the middle two for an even count; 0 for none).
+double Median(std::vector<double> values);
+
+// SummaryToJson()
+//
+// The summary as proto3 JSON with field names as in events.proto and every field printed
+// (uint64 fields are JSON strings, as proto3 JSON prescribes).
+std::string SummaryToJson(const events::RunSummary& summary);
+
+}  // namespace tamp::launcher
+
+#endif  // TAMP_TOOLS_TAMP_SUMMARY_H_

@@ -1,0 +1,122 @@
+#include "tools/tamp/summary.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace tamp::launcher {
+namespace {
+
+using ::testing::HasSubstr;
+
+events::WorkerEvent Done(uint64_t pushed, uint64_t pulled, uint64_t raw, double median,
+                         double accuracy) {
+  events::WorkerEvent e;
+  e.set_kind(events::WorkerEvent::DONE);
+  e.set_bytes_pushed(pushed);
+  e.set_bytes_pulled(pulled);
+  e.set_raw_bytes_pushed(raw);
+  e.set_step_ms_median(median);
+  e.set_step(100);  // DONE: final step count.
+  e.set_test_accuracy(accuracy);
+  return e;
+}
+
+events::WorkerEvent StepLoss(float loss) {
+  events::WorkerEvent e;
+  e.set_kind(events::WorkerEvent::STEP);
+  e.set_loss(loss);
+  return e;
+}
+
+TEST(ParseWorkerEventTest, ParsesProto3Json) {
+  auto e = ParseWorkerEvent(
+      R"({"kind":"STEP","worker":1,"step":"5","totalSteps":"10","loss":0.5,"stepMs":2.5,)"
+      R"("bytesPushed":"1234","someFutureField":7})");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->kind(), events::WorkerEvent::STEP);
+  EXPECT_EQ(e->step(), 5u);
+  EXPECT_EQ(e->total_steps(), 10u);
+  EXPECT_FLOAT_EQ(e->loss(), 0.5f);
+  EXPECT_EQ(e->bytes_pushed(), 1234u);
+}
+
+TEST(ParseWorkerEventTest, RoundTripsWhatWorkersPrint) {
+  events::WorkerEvent done = Done(1, 2, 3, 4.5, 0.75);
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(done, &json).ok());
+  auto parsed = ParseWorkerEvent(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->SerializeAsString(), done.SerializeAsString());
+}
+
+TEST(ParseWorkerEventTest, RejectsNonEvents) {
+  EXPECT_FALSE(ParseWorkerEvent("loading data from /usr/share/datasets").ok());
+  EXPECT_FALSE(ParseWorkerEvent("").ok());
+  EXPECT_FALSE(ParseWorkerEvent("{not json").ok());
+  EXPECT_FALSE(ParseWorkerEvent(R"({"hello":1})").ok());  // No kind.
+  EXPECT_FALSE(ParseWorkerEvent(R"({"kind":"STEP","step":"x"})").ok());
+}
+
+TEST(SummaryBuilderTest, AggregatesDoneEvents) {
+  SummaryBuilder builder(3);
+  builder.Add(0, StepLoss(0.9f));
+  builder.Add(1, StepLoss(5.0f));  // Only worker 0's loss counts.
+  builder.Add(0, StepLoss(0.25f));
+  EXPECT_FALSE(builder.done(0));
+  builder.Add(0, Done(100, 1000, 1000, 4.0, 0.875));
+  builder.Add(1, Done(200, 1000, 2000, 2.0, 0.0));
+  builder.Add(2, Done(300, 1000, 3000, 9.0, 0.0));
+  builder.Add(7, Done(1, 1, 1, 1, 1));  // Unknown rank: ignored.
+  auto summary = builder.Build("mlp", 3, 12.5);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->name(), "mlp");
+  EXPECT_DOUBLE_EQ(summary->test_accuracy(), 0.875);
+  EXPECT_EQ(summary->steps(), 100u);
+  EXPECT_EQ(summary->epochs(), 3u);
+  EXPECT_DOUBLE_EQ(summary->wall_seconds(), 12.5);
+  EXPECT_DOUBLE_EQ(summary->step_ms_median(), 4.0);
+  EXPECT_EQ(summary->bytes_pushed(), 600u);
+  EXPECT_EQ(summary->bytes_pulled(), 3000u);
+  EXPECT_DOUBLE_EQ(summary->compression_ratio(), 10.0);
+  EXPECT_FLOAT_EQ(summary->final_loss(), 0.25f);
+}
+
+TEST(SummaryBuilderTest, NothingPushedMeansRatioZeroAndEvenMedianAverages) {
+  SummaryBuilder builder(2);
+  builder.Add(0, Done(0, 0, 0, 3.0, 0.5));
+  builder.Add(1, Done(0, 0, 0, 5.0, 0.5));
+  auto summary = builder.Build("x", 1, 1);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->compression_ratio(), 0.0);
+  EXPECT_DOUBLE_EQ(summary->step_ms_median(), 4.0);
+}
+
+TEST(SummaryBuilderTest, MissingDoneIsAnError) {
+  SummaryBuilder builder(2);
+  builder.Add(0, Done(1, 1, 1, 1, 1));
+  auto summary = builder.Build("x", 1, 1);
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(summary.status().message()), HasSubstr("worker 1"));
+}
+
+TEST(SummaryToJsonTest, PrintsEveryFieldWithProtoNames) {
+  events::RunSummary summary;
+  summary.set_name("mlp");
+  summary.set_steps(10);
+  const std::string json = SummaryToJson(summary);
+  EXPECT_THAT(json, HasSubstr(R"("name":"mlp")"));
+  EXPECT_THAT(json, HasSubstr(R"("steps":"10")"));
+  EXPECT_THAT(json, HasSubstr(R"("test_accuracy":0)"));
+  EXPECT_THAT(json, HasSubstr(R"("compression_ratio":0)"));
+  EXPECT_THAT(json, HasSubstr(R"("final_loss":0)"));
+  EXPECT_THAT(json, HasSubstr(R"("bytes_pulled":"0")"));
+  events::RunSummary parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
+  EXPECT_EQ(parsed.SerializeAsString(), summary.SerializeAsString());
+}
+
+}  // namespace
+}  // namespace tamp::launcher

@@ -1,0 +1,42 @@
+// The handshake: before its first push, a worker sends each shard its whole view of the job
+// (cluster size, every chunk with its tensor, range, owner and codecs); the shard compares
+// it with its own and refuses on the first difference. Workers and servers derive the
+// layout independently from the same config, so any difference means they were started
+// from different configs (or builds) and would silently corrupt training if let through.
+//
+// Example (worker):
+//   rpc::HandshakeRequest request;
+//   FillHandshake(layout, config, worker_rank, server_rank, &request);
+// Example (server):
+//   absl::Status status = CheckHandshake(layout, config, rank, request);
+//   // e.g. "chunk 3 (fc1.weight [524288, +262144]): push codec differs:
+//   //       worker {name: "topk" ratio: 0.01} vs server {name: "none"}"
+#ifndef TAMP_SERVER_HANDSHAKE_H_
+#define TAMP_SERVER_HANDSHAKE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "common/job_layout.h"
+#include "proto/config.pb.h"
+#include "proto/tamp.pb.h"
+
+namespace tamp {
+
+// The wire protocol this build speaks (proto/tamp.proto).
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// Describes the job as `worker_rank` sees it, for the shard `server_rank`.
+void FillHandshake(const JobLayout& layout, const config::RunConfig& config, uint32_t worker_rank,
+                   uint32_t server_rank, rpc::HandshakeRequest* request);
+
+// Compares `request` with the job as shard `server_rank` sees it. Returns
+//   FAILED_PRECONDITION naming the first difference (protocol version, addressed shard,
+//     cluster size, chunk count, then chunk by chunk: id, tensor, range, owner, codecs);
+//   INVALID_ARGUMENT when the worker's rank is not below num_workers.
+absl::Status CheckHandshake(const JobLayout& layout, const config::RunConfig& config,
+                            uint32_t server_rank, const rpc::HandshakeRequest& request);
+
+}  // namespace tamp
+
+#endif  // TAMP_SERVER_HANDSHAKE_H_

@@ -1,0 +1,193 @@
+// tamp_server: one parameter-server shard of a Tamp job.
+//
+//   tamp_server --config=job.pbtxt --rank=0 [--host=127.0.0.1] [--port=0] [--port_file=PATH]
+//
+// Serves until SIGTERM or SIGINT, then answers the pushes still waiting with UNAVAILABLE,
+// shuts the RPC server down (2 s grace) and exits 0. Exits 2 on bad flags or config (the
+// message names the problem) and 1 when it cannot serve (port taken, port file not written).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/config.h"
+#include "common/job_layout.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "grpcpp/grpcpp.h"
+#include "server/service.h"
+#include "server/shard.h"
+
+ABSL_FLAG(std::string, config, "", "Run config, text-format tamp.config.RunConfig (required).");
+ABSL_FLAG(uint32_t, rank, 0, "Index of this shard, in [0, cluster.num_servers).");
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
+ABSL_FLAG(int32_t, port, 0, "Port to listen on; 0 lets the system pick a free one.");
+ABSL_FLAG(std::string, port_file, "",
+          "Once listening, write \"<port>\\n\" to this file, atomically (for launchers).");
+
+namespace tamp {
+namespace {
+
+constexpr int kExitCannotServe = 1;
+constexpr int kExitUsage = 2;
+// A shard's weights travel in one PullWeights response.
+constexpr int kMaxMessageBytes = 1 << 30;
+constexpr auto kShutdownGrace = std::chrono::seconds(2);
+
+std::string Megabytes(uint64_t bytes) { return absl::StrFormat("%.1f MB", bytes / 1e6); }
+
+// Writes "<port>\n" so that a reader sees the whole file or none: write a temporary file,
+// flush it to disk, then rename it over `path`.
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  const std::string text = absl::StrCat(port, "\n");
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("--port_file: cannot create ", tmp, ": ", std::strerror(errno)));
+  }
+  bool written =
+      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
+  written = close(fd) == 0 && written;
+  if (!written || rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    unlink(tmp.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("--port_file: cannot write ", path, ": ", std::strerror(error)));
+  }
+  return absl::OkStatus();
+}
+
+// Everything flags and config determine, checked before anything starts.
+struct Setup {
+  config::RunConfig config;
+  JobLayout layout;
+  uint32_t rank = 0;
+  std::string address;
+};
+
+absl::StatusOr<Setup> Configure() {
+  Setup setup;
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (config_path.empty()) return absl::InvalidArgumentError("--config is required");
+  TAMP_ASSIGN_OR_RETURN(setup.config, LoadConfigFile(config_path));
+  TAMP_ASSIGN_OR_RETURN(setup.layout, BuildJobLayout(setup.config));
+  setup.rank = absl::GetFlag(FLAGS_rank);
+  const uint32_t num_servers = setup.config.cluster().num_servers();
+  if (setup.rank >= num_servers) {
+    return absl::InvalidArgumentError(absl::StrCat("--rank ", setup.rank,
+                                                   " out of range: ", config_path,
+                                                   " has cluster.num_servers ", num_servers));
+  }
+  const int port = absl::GetFlag(FLAGS_port);
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--port ", port, " out of range [0, 65535]"));
+  }
+  const std::string host = absl::GetFlag(FLAGS_host);
+  // IPv6 literals need brackets in host:port.
+  setup.address = absl::StrContains(host, ':') && !absl::StartsWith(host, "[")
+                      ? absl::StrCat("[", host, "]:", port)
+                      : absl::StrCat(host, ":", port);
+  return setup;
+}
+
+void LogLoad(const Setup& setup) {
+  const std::vector<uint32_t> mine = setup.layout.ChunksOfShard(setup.rank);
+  LOG(INFO) << "shard " << setup.rank << " of " << setup.layout.shard_bytes.size() << ": "
+            << mine.size() << " of " << setup.layout.chunks.size() << " chunks, "
+            << Megabytes(setup.layout.shard_bytes[setup.rank]);
+  std::string all;
+  for (size_t shard = 0; shard < setup.layout.shard_bytes.size(); ++shard) {
+    absl::StrAppend(&all, shard == 0 ? "" : ", ", shard, ": ",
+                    Megabytes(setup.layout.shard_bytes[shard]));
+  }
+  LOG(INFO) << "bytes per shard: " << all;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs one parameter-server shard.\n"
+      "  tamp_server --config=job.pbtxt --rank=0 [--host=H] [--port=P] [--port_file=F]");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  FLAGS_logtostderr = 1;
+  google::InitGoogleLogging(argv[0]);
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "tamp_server: unexpected argument '%s' (flags are --name=value)\n",
+                 positional[1]);
+    return kExitUsage;
+  }
+  // Blocked before any thread exists, so every thread inherits the mask and the signals wait
+  // for sigwait() below instead of interrupting gRPC's threads.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<Setup> setup = Configure();
+  if (!setup.ok()) {
+    std::fprintf(stderr, "tamp_server: %s\n", std::string(setup.status().message()).c_str());
+    return kExitUsage;
+  }
+  LogLoad(*setup);
+  absl::StatusOr<std::unique_ptr<Shard>> shard =
+      Shard::Create(setup->config, setup->layout, setup->rank);
+  if (!shard.ok()) {
+    std::fprintf(stderr, "tamp_server: %s\n", std::string(shard.status().message()).c_str());
+    return kExitUsage;
+  }
+  ParameterServerService service(shard->get());
+
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(setup->address, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  // gRPC sets SO_REUSEPORT by default: a second server on a taken port would start fine and
+  // share the workers' connections with the first. Fail instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "tamp_server: cannot listen on %s (port in use or address not local)\n",
+                 setup->address.c_str());
+    return kExitCannotServe;
+  }
+  LOG(INFO) << "shard " << setup->rank << " listening on port " << port;
+  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
+    if (absl::Status status = WritePortFile(path, port); !status.ok()) {
+      LOG(ERROR) << status.message();
+      (*shard)->Close(absl::UnavailableError("server failed to start"));
+      server->Shutdown();
+      return kExitCannotServe;
+    }
+  }
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  LOG(INFO) << "got " << strsignal(signal) << ", shutting down";
+  // Pushes of a step that can no longer complete must be answered, or Shutdown would wait
+  // for them until the deadline and then cancel them without a reason.
+  (*shard)->Close(absl::UnavailableError("server shutting down"));
+  server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tamp
+
+int main(int argc, char** argv) { return tamp::Main(argc, argv); }

@@ -1,0 +1,50 @@
+// ParameterServerService: the gRPC face of one Shard (proto/tamp.proto).
+//
+// Callback API, one DefaultReactor per unary call, and no reaction ever waits: Handshake
+// and PullWeights answer at once; PushPull hands its reactor to the Shard, which finishes
+// it from whichever push completes the step (possibly one from another worker, on another
+// gRPC thread). gRPC runs reactions on a small shared pool, so a handler that blocked until
+// every worker had pushed would starve the very pushes it waits for.
+//
+// Errors cross the wire with the Shard's absl code and message unchanged.
+//
+// Example:
+//   ParameterServerService service(shard.get());
+//   grpc::ServerBuilder builder;
+//   builder.RegisterService(&service);
+#ifndef TAMP_SERVER_SERVICE_H_
+#define TAMP_SERVER_SERVICE_H_
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/tamp.grpc.pb.h"
+#include "server/shard.h"
+
+namespace tamp {
+
+// The same canonical code and message as a grpc::Status.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+class ParameterServerService final : public rpc::ParameterServer::CallbackService {
+ public:
+  // `shard` must outlive the service and every call in flight (Shard::Close() answers the
+  // ones parked in an unfinished step).
+  explicit ParameterServerService(Shard* shard) : shard_(*shard) {}
+
+  grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
+                                      const rpc::HandshakeRequest* request,
+                                      rpc::HandshakeResponse* response) override;
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context,
+                                     const rpc::PushPullRequest* request,
+                                     rpc::PushPullResponse* response) override;
+  grpc::ServerUnaryReactor* PullWeights(grpc::CallbackServerContext* context,
+                                        const rpc::PullWeightsRequest* request,
+                                        rpc::PullWeightsResponse* response) override;
+
+ private:
+  Shard& shard_;
+};
+
+}  // namespace tamp
+
+#endif  // TAMP_SERVER_SERVICE_H_

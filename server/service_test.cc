@@ -1,0 +1,239 @@
+// The service over real gRPC on loopback: shard 0 of the test job (codec "none", plain SGD
+// lr 0.5, 2 workers) serves two client stubs, one per worker, each on its own channel.
+#include "server/service.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/handshake.h"
+#include "server/test_job.h"
+
+namespace tamp {
+namespace {
+
+using ::tamp::testing::DecodePull;
+using ::tamp::testing::EncodePush;
+using ::tamp::testing::TestConfig;
+using ::tamp::testing::TestGradient;
+using ::tamp::testing::TestLayout;
+using ::testing::HasSubstr;
+
+constexpr float kLr = 0.5f;
+constexpr int kWorkers = 2;
+
+// One asynchronous PushPull: owns what gRPC needs until the callback.
+struct PushCall {
+  grpc::ClientContext context;
+  rpc::PushPullRequest request;
+  rpc::PushPullResponse response;
+  grpc::Status status;
+  absl::Notification done;
+};
+
+std::chrono::system_clock::time_point Soon() {
+  return std::chrono::system_clock::now() + std::chrono::seconds(20);
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = TestConfig();
+    layout_ = TestLayout(config_);
+    absl::StatusOr<std::unique_ptr<Shard>> shard = Shard::Create(config_, layout_, 0);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    shard_ = *std::move(shard);
+    service_ = std::make_unique<ParameterServerService>(shard_.get());
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_NE(port, 0);
+    for (int w = 0; w < kWorkers; ++w) {
+      stubs_.push_back(rpc::ParameterServer::NewStub(grpc::CreateChannel(
+          absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials())));
+    }
+  }
+
+  void TearDown() override {
+    if (server_ == nullptr) return;
+    shard_->Close(absl::UnavailableError("server shutting down"));
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+
+  size_t Length(uint32_t chunk) const { return layout_.chunks[chunk].chunk.length; }
+
+  grpc::Status Handshake(uint32_t worker, const rpc::HandshakeRequest& request,
+                         rpc::HandshakeResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(Soon());
+    return stubs_[worker]->Handshake(&context, request, response);
+  }
+
+  // Weights of shard 0's chunks, by chunk id, fetched over the wire.
+  std::vector<std::vector<float>> PullWeights(uint64_t* step) {
+    grpc::ClientContext context;
+    context.set_deadline(Soon());
+    rpc::PullWeightsRequest request;
+    rpc::PullWeightsResponse response;
+    const grpc::Status status = stubs_[0]->PullWeights(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    *step = response.step();
+    std::vector<std::vector<float>> weights(layout_.chunks.size());
+    for (const rpc::ChunkWeights& chunk : response.chunks()) {
+      std::vector<float>& w = weights[chunk.chunk_id()];
+      w.resize(chunk.values().size() / sizeof(float));
+      std::memcpy(w.data(), chunk.values().data(), chunk.values().size());
+    }
+    return weights;
+  }
+
+  // Starts worker `worker`'s push of `payload`; the answer lands in *call.
+  void StartPush(uint32_t worker, uint64_t step, uint32_t chunk, std::string payload,
+                 PushCall* call) {
+    call->context.set_deadline(Soon());
+    call->request.set_worker_rank(worker);
+    call->request.set_step(step);
+    call->request.set_chunk_id(chunk);
+    call->request.set_payload(std::move(payload));
+    stubs_[worker]->async()->PushPull(&call->context, &call->request, &call->response,
+                                      [call](grpc::Status status) {
+                                        call->status = std::move(status);
+                                        call->done.Notify();
+                                      });
+  }
+
+  config::RunConfig config_;
+  JobLayout layout_;
+  std::unique_ptr<Shard> shard_;
+  std::unique_ptr<ParameterServerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
+};
+
+TEST_F(ServiceTest, HandshakeAcceptsTheSameJob) {
+  for (uint32_t worker = 0; worker < kWorkers; ++worker) {
+    rpc::HandshakeRequest request;
+    FillHandshake(layout_, config_, worker, 0, &request);
+    rpc::HandshakeResponse response;
+    const grpc::Status status = Handshake(worker, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.server_rank(), 0u);
+    EXPECT_EQ(response.step(), 0u);
+  }
+}
+
+TEST_F(ServiceTest, HandshakeRefusesAnotherJobWithTheReason) {
+  const config::RunConfig other =
+      TestConfig([](config::RunConfig& c) { c.mutable_cluster()->set_num_workers(3); });
+  rpc::HandshakeRequest request;
+  FillHandshake(TestLayout(other), other, 1, 0, &request);
+  rpc::HandshakeResponse response;
+  const grpc::Status status = Handshake(1, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message(), "num_workers: worker says 3, server 0 says 2");
+}
+
+TEST_F(ServiceTest, ConcurrentPushesGetTheClosedFormUpdate) {
+  constexpr uint64_t kSteps = 3;
+  const std::vector<uint32_t> ids = shard_->chunk_ids();
+  uint64_t step = 1;
+  std::vector<std::vector<float>> weights = PullWeights(&step);
+  EXPECT_EQ(step, 0u);
+  for (uint32_t id : ids) {
+    const ChunkPlan& plan = layout_.chunks[id];
+    std::vector<float> initial(plan.chunk.length);
+    InitTensorSlice(layout_.tensor_of(plan), config_.model().init_seed(), plan.chunk.tensor,
+                    plan.chunk.offset, absl::MakeSpan(initial));
+    ASSERT_EQ(weights[id], initial) << "chunk " << id;
+  }
+
+  for (step = 0; step < kSteps; ++step) {
+    // Every push of the step in flight at once, both workers, all chunks.
+    std::vector<std::vector<std::unique_ptr<PushCall>>> calls(kWorkers);
+    for (uint32_t id : ids) {
+      for (uint32_t worker = 0; worker < kWorkers; ++worker) {
+        calls[worker].push_back(std::make_unique<PushCall>());
+        StartPush(
+            worker, step, id,
+            EncodePush(config_, layout_, step, id, worker, TestGradient(Length(id), step, worker)),
+            calls[worker].back().get());
+      }
+    }
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const uint32_t id = ids[k];
+      for (uint32_t worker = 0; worker < kWorkers; ++worker) {
+        PushCall& call = *calls[worker][k];
+        call.done.WaitForNotification();
+        ASSERT_TRUE(call.status.ok()) << call.status.error_message();
+        EXPECT_EQ(call.response.step(), step + 1);
+      }
+      const std::string& payload = calls[0][k]->response.payload();
+      EXPECT_EQ(payload, calls[1][k]->response.payload()) << "workers got different bytes";
+      // w1 = w0 - lr * mean(g); the update is w1 - w0, both in the server's fp32 operations.
+      const std::vector<float> g0 = TestGradient(Length(id), step, 0);
+      const std::vector<float> g1 = TestGradient(Length(id), step, 1);
+      std::vector<float> expected_update(Length(id));
+      for (size_t i = 0; i < expected_update.size(); ++i) {
+        const float next = weights[id][i] - kLr * ((g0[i] + g1[i]) / 2);
+        expected_update[i] = next - weights[id][i];
+        weights[id][i] = next;
+      }
+      EXPECT_EQ(DecodePull(config_, layout_, step, id, payload), expected_update)
+          << "chunk " << id << " step " << step;
+    }
+  }
+  uint64_t final_step = 0;
+  const std::vector<std::vector<float>> pulled = PullWeights(&final_step);
+  EXPECT_EQ(final_step, kSteps);
+  for (uint32_t id : ids) EXPECT_EQ(pulled[id], weights[id]) << "chunk " << id;
+}
+
+TEST_F(ServiceTest, ErrorsCrossTheWireWithTheirCode) {
+  const uint32_t chunk = shard_->chunk_ids().front();
+  PushCall bad;
+  StartPush(0, 0, chunk, "not a payload", &bad);
+  bad.done.WaitForNotification();
+  EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.status.error_message(), HasSubstr(absl::StrCat("chunk ", chunk, " step 0")));
+
+  PushCall future;
+  StartPush(1, 5, chunk,
+            EncodePush(config_, layout_, 5, chunk, 1, TestGradient(Length(chunk), 5, 1)), &future);
+  future.done.WaitForNotification();
+  EXPECT_EQ(future.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(future.status.error_message(),
+            absl::StrCat("chunk ", chunk, " is at step 0, push was for step 5"));
+
+  grpc::ClientContext context;
+  rpc::PullWeightsRequest request;
+  request.set_worker_rank(kWorkers);
+  rpc::PullWeightsResponse response;
+  EXPECT_EQ(stubs_[0]->PullWeights(&context, request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ServiceTest, ShutdownAnswersAPushWaitingForItsStep) {
+  const uint32_t chunk = shard_->chunk_ids().front();
+  PushCall lonely;
+  StartPush(0, 0, chunk,
+            EncodePush(config_, layout_, 0, chunk, 0, TestGradient(Length(chunk), 0, 0)), &lonely);
+  // Wait until the push is parked: worker 0 has arrived.
+  while (!shard_->Snapshot(chunk)->arrived[0]) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_FALSE(lonely.done.HasBeenNotified());
+  shard_->Close(absl::UnavailableError("server shutting down"));
+  lonely.done.WaitForNotification();
+  EXPECT_EQ(lonely.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(lonely.status.error_message(), "server shutting down");
+}
+
+}  // namespace
+}  // namespace tamp

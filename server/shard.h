@@ -1,0 +1,131 @@
+// Shard: the state of one parameter-server shard and its synchronous (BSP) step.
+//
+// A shard owns the chunks JobLayout assigns to its rank. For each chunk it keeps the exact
+// fp32 weights, the optimizer and its state, the push codec and an fp32 accumulator of the
+// step's gradients, the set of workers that have pushed this step, the pull codec with the
+// server-side residual, and the number of steps the chunk has completed.
+//
+// Each step of a chunk: every worker pushes its encoded gradient for that step; each push is
+// decoded and added to the accumulator. The last push turns the sum into the mean, applies
+// the optimizer, encodes the update u = w_new - w_old through the pull codec and residual,
+// and answers all the step's pushes with that one payload, so every worker applies the same
+// bytes. Chunks advance independently: a worker may push chunk 5 of step 8 while chunk 6 is
+// still gathering step 7.
+//
+// Thread safety: all methods may be called concurrently. Each chunk has its own mutex, so
+// pushes to different chunks run in parallel. PushPull never waits for other workers: it
+// parks `done` and returns; completion callbacks run on the thread of the push that
+// completed the step (or of the rejected push), never under a lock, so they may call back
+// into the shard.
+//
+// Example:
+//   TAMP_ASSIGN_OR_RETURN(std::unique_ptr<Shard> shard, Shard::Create(config, layout, rank));
+//   shard->PushPull(worker, step, chunk_id, payload,
+//                   [](absl::Status status, const std::string* update, uint64_t step) { ... });
+#ifndef TAMP_SERVER_SHARD_H_
+#define TAMP_SERVER_SHARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/job_layout.h"
+#include "proto/config.pb.h"
+#include "proto/tamp.pb.h"
+
+namespace tamp {
+
+class Shard {
+ public:
+  // Called once per push. On success `update_payload` is the pull codec's encoding of the
+  // chunk's update and `step` the number of steps the chunk has now completed (push step + 1);
+  // the payload is valid only during the call. On error both are null/0.
+  using DoneCallback =
+      std::function<void(absl::Status status, const std::string* update_payload, uint64_t step)>;
+
+  // Shard::Create()
+  //
+  // Builds the state of shard `rank` and initialises its weights from
+  // config.model().init_seed(), exactly as every other process would. `config` must be
+  // validated and `layout` built from it.
+  static absl::StatusOr<std::unique_ptr<Shard>> Create(const config::RunConfig& config,
+                                                       const JobLayout& layout, uint32_t rank);
+
+  ~Shard();
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  // Shard::PushPull()
+  //
+  // Adds worker `worker`'s encoded gradient for chunk `chunk_id` and step `step`. `done` is
+  // called exactly once: at once with an error, or with the update once all num_workers
+  // workers have pushed this chunk and step. `payload` is only read before PushPull returns.
+  // Errors (the chunk's state is left bit-for-bit as it was):
+  //   INVALID_ARGUMENT     worker >= num_workers; chunk_id out of range; a bad payload;
+  //   NOT_FOUND            the chunk belongs to another shard;
+  //   FAILED_PRECONDITION  `step` is not the chunk's current step;
+  //   ALREADY_EXISTS       this worker already pushed this chunk and step;
+  //   UNAVAILABLE          the shard is closed (Close()).
+  void PushPull(uint32_t worker, uint64_t step, uint32_t chunk_id, absl::string_view payload,
+                DoneCallback done);
+
+  // Shard::PullWeights()
+  //
+  // Exact weights of every chunk of the shard (little-endian fp32, chunk id order) and the
+  // smallest number of steps any of them has completed. Chunks are copied one at a time, so
+  // while a step is in flight they may come from different steps; workers pull between steps.
+  absl::Status PullWeights(rpc::PullWeightsResponse* response) const;
+
+  // Shard::Close()
+  //
+  // Fails every parked push with `reason` (an error, e.g. UNAVAILABLE "server shutting down")
+  // and every later one too. Call it before shutting the RPC server down: shutdown waits for
+  // every call to be answered, and a step that can no longer complete would never answer.
+  void Close(const absl::Status& reason);
+
+  // Steps completed by every chunk of the shard (0 when the shard has no chunks).
+  uint64_t step() const;
+
+  uint32_t rank() const { return rank_; }
+  const config::RunConfig& config() const { return config_; }
+  const JobLayout& layout() const { return layout_; }
+  // Ids of the shard's chunks, ascending.
+  const std::vector<uint32_t>& chunk_ids() const { return chunk_ids_; }
+
+  // Copies of one chunk's state, for tests and diagnostics. NOT_FOUND for a chunk that is
+  // not on this shard.
+  struct ChunkSnapshot {
+    uint64_t step = 0;
+    std::vector<float> weights;
+    std::vector<float> accumulator;
+    std::vector<bool> arrived;         // By worker.
+    std::vector<float> pull_residual;  // Empty when the pull side keeps no memory.
+  };
+  absl::StatusOr<ChunkSnapshot> Snapshot(uint32_t chunk_id) const;
+
+ private:
+  struct ChunkState;
+
+  Shard(const config::RunConfig& config, const JobLayout& layout, uint32_t rank);
+
+  // The initial state of chunk `id` (weights initialised, optimizer and codecs created).
+  absl::StatusOr<std::unique_ptr<ChunkState>> NewChunk(uint32_t id) const;
+  // The chunk `chunk_id` if this shard owns it, else the error PushPull reports.
+  absl::StatusOr<ChunkState*> Find(uint32_t chunk_id) const;
+
+  const config::RunConfig config_;
+  const JobLayout layout_;
+  const uint32_t rank_;
+  std::vector<uint32_t> chunk_ids_;
+  // Indexed by chunk id; null for chunks of other shards. Set up in Create(), then fixed.
+  std::vector<std::unique_ptr<ChunkState>> chunks_;
+};
+
+}  // namespace tamp
+
+#endif  // TAMP_SERVER_SHARD_H_

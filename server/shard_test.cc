@@ -1,0 +1,334 @@
+// Shard without gRPC: closed-form updates of a synchronous step with codec "none" and plain
+// SGD (lr 0.5, 2 workers), rejection of bad pushes with the state left bit-for-bit alone,
+// and multi-step runs.
+#include "server/shard.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/test_job.h"
+
+namespace tamp {
+namespace {
+
+using ::tamp::testing::DecodePull;
+using ::tamp::testing::EncodePush;
+using ::tamp::testing::TestConfig;
+using ::tamp::testing::TestGradient;
+using ::tamp::testing::TestLayout;
+using ::testing::HasSubstr;
+
+constexpr float kLr = 0.5f;
+
+// What one PushPull's callback was given.
+struct Answer {
+  int calls = 0;
+  absl::Status status;
+  std::string update;
+  uint64_t step = 0;
+};
+
+Shard::DoneCallback Record(Answer* answer) {
+  return [answer](absl::Status status, const std::string* update, uint64_t step) {
+    ++answer->calls;
+    answer->status = std::move(status);
+    answer->update = update != nullptr ? *update : "";
+    answer->step = step;
+  };
+}
+
+// Counts down to zero once; Wait() blocks until then. On std::mutex rather than
+// absl::BlockingCounter so that ThreadSanitizer (Debian's Abseil is uninstrumented) sees it.
+class Latch {
+ public:
+  explicit Latch(int count) : count_(count) {}
+  void CountDown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--count_ == 0) zero_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    zero_.wait(lock, [this] { return count_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable zero_;
+  int count_;
+};
+
+bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void ExpectSameState(const Shard::ChunkSnapshot& a, const Shard::ChunkSnapshot& b) {
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_TRUE(BitIdentical(a.weights, b.weights));
+  EXPECT_TRUE(BitIdentical(a.accumulator, b.accumulator));
+  EXPECT_TRUE(BitIdentical(a.pull_residual, b.pull_residual));
+  EXPECT_EQ(a.arrived, b.arrived);
+}
+
+class ShardTest : public ::testing::Test {
+ protected:
+  ShardTest() : config_(TestConfig()), layout_(TestLayout(config_)) {
+    absl::StatusOr<std::unique_ptr<Shard>> shard = Shard::Create(config_, layout_, 0);
+    CHECK(shard.ok()) << shard.status();
+    shard_ = *std::move(shard);
+    chunk_ = shard_->chunk_ids().front();
+  }
+
+  size_t Length(uint32_t chunk) const { return layout_.chunks[chunk].chunk.length; }
+
+  Shard::ChunkSnapshot Snapshot(uint32_t chunk) const {
+    absl::StatusOr<Shard::ChunkSnapshot> snapshot = shard_->Snapshot(chunk);
+    CHECK(snapshot.ok()) << snapshot.status();
+    return *std::move(snapshot);
+  }
+
+  void Push(uint32_t worker, uint64_t step, uint32_t chunk, const std::vector<float>& gradient,
+            Answer* answer) {
+    shard_->PushPull(worker, step, chunk,
+                     EncodePush(config_, layout_, step, chunk, worker, gradient), Record(answer));
+  }
+
+  // w - lr * (g0 + g1) / 2, in the fp32 operations the server performs.
+  static std::vector<float> SgdStep(const std::vector<float>& w, const std::vector<float>& g0,
+                                    const std::vector<float>& g1) {
+    std::vector<float> out(w.size());
+    for (size_t i = 0; i < w.size(); ++i) out[i] = w[i] - kLr * ((g0[i] + g1[i]) / 2);
+    return out;
+  }
+
+  const config::RunConfig config_;
+  const JobLayout layout_;
+  std::unique_ptr<Shard> shard_;
+  uint32_t chunk_;  // The shard's first chunk.
+};
+
+TEST_F(ShardTest, OwnsItsChunksWithInitialWeights) {
+  EXPECT_EQ(shard_->chunk_ids(), layout_.ChunksOfShard(0));
+  EXPECT_EQ(shard_->step(), 0u);
+  for (uint32_t id : shard_->chunk_ids()) {
+    const ChunkPlan& plan = layout_.chunks[id];
+    std::vector<float> expected(plan.chunk.length);
+    InitTensorSlice(layout_.tensor_of(plan), config_.model().init_seed(), plan.chunk.tensor,
+                    plan.chunk.offset, absl::MakeSpan(expected));
+    EXPECT_TRUE(BitIdentical(Snapshot(id).weights, expected)) << "chunk " << id;
+  }
+}
+
+TEST_F(ShardTest, RejectsRankOutOfRange) {
+  EXPECT_EQ(Shard::Create(config_, layout_, 2).status(),
+            absl::InvalidArgumentError("server rank 2 out of range: the job has 2 servers"));
+}
+
+TEST_F(ShardTest, OneStepIsTheClosedFormAndBothWorkersGetTheSameBytes) {
+  const std::vector<float> w0 = Snapshot(chunk_).weights;
+  const std::vector<float> g0 = TestGradient(Length(chunk_), 0, 0);
+  const std::vector<float> g1 = TestGradient(Length(chunk_), 0, 1);
+
+  Answer a0, a1;
+  Push(0, 0, chunk_, g0, &a0);
+  EXPECT_EQ(a0.calls, 0) << "answered before every worker pushed";
+  Shard::ChunkSnapshot mid = Snapshot(chunk_);
+  EXPECT_TRUE(BitIdentical(mid.accumulator, g0));
+  EXPECT_EQ(mid.arrived, std::vector<bool>({true, false}));
+
+  Push(1, 0, chunk_, g1, &a1);
+  ASSERT_EQ(a0.calls, 1);
+  ASSERT_EQ(a1.calls, 1);
+  ASSERT_TRUE(a0.status.ok()) << a0.status;
+  ASSERT_TRUE(a1.status.ok()) << a1.status;
+  EXPECT_EQ(a0.update, a1.update);
+  EXPECT_EQ(a0.step, 1u);
+  EXPECT_EQ(a1.step, 1u);
+
+  const std::vector<float> w1 = SgdStep(w0, g0, g1);
+  const Shard::ChunkSnapshot after = Snapshot(chunk_);
+  EXPECT_TRUE(BitIdentical(after.weights, w1));
+  EXPECT_EQ(after.step, 1u);
+  EXPECT_TRUE(BitIdentical(after.accumulator, std::vector<float>(Length(chunk_), 0.0f)));
+  EXPECT_EQ(after.arrived, std::vector<bool>({false, false}));
+
+  std::vector<float> expected_update(w0.size());
+  for (size_t i = 0; i < w0.size(); ++i) expected_update[i] = w1[i] - w0[i];
+  EXPECT_TRUE(BitIdentical(DecodePull(config_, layout_, 0, chunk_, a0.update), expected_update));
+  // Other chunks did not move.
+  EXPECT_EQ(shard_->step(), 0u);
+}
+
+TEST_F(ShardTest, BadPushesAreRejectedAndLeaveTheStateAlone) {
+  const uint32_t other = layout_.ChunksOfShard(1).front();
+  const std::vector<float> g0 = TestGradient(Length(chunk_), 0, 0);
+  const std::vector<float> g1 = TestGradient(Length(chunk_), 0, 1);
+  const std::vector<float> w0 = Snapshot(chunk_).weights;
+  // Mid-step, so a clobbered accumulator or arrival set would show.
+  Answer first;
+  Push(0, 0, chunk_, g0, &first);
+  const Shard::ChunkSnapshot before = Snapshot(chunk_);
+
+  const std::string good = EncodePush(config_, layout_, 0, chunk_, 1, g1);
+  std::string wrong_length = EncodePush(config_, layout_, 0, chunk_, 1, g1);
+  wrong_length.pop_back();
+  struct Case {
+    const char* what;
+    uint32_t worker;
+    uint64_t step;
+    uint32_t chunk;
+    std::string payload;
+    absl::StatusCode code;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"worker out of range", 2, 0, chunk_, good, absl::StatusCode::kInvalidArgument,
+       "worker 2 out of range: the job has 2 workers"},
+      {"no such chunk", 1, 0, 99, good, absl::StatusCode::kInvalidArgument,
+       "chunk 99 does not exist: the model has 7 chunks"},
+      {"chunk of another shard", 1, 0, other, good, absl::StatusCode::kNotFound,
+       absl::StrCat("chunk ", other, " is on shard 1, not on shard 0")},
+      {"future step", 1, 2, chunk_, good, absl::StatusCode::kFailedPrecondition,
+       absl::StrCat("chunk ", chunk_, " is at step 0, push was for step 2")},
+      {"duplicate", 0, 0, chunk_, good, absl::StatusCode::kAlreadyExists,
+       absl::StrCat("worker 0 already pushed chunk ", chunk_, " for step 0")},
+      {"truncated payload", 1, 0, chunk_, wrong_length, absl::StatusCode::kInvalidArgument,
+       absl::StrCat("chunk ", chunk_, " step 0 worker 1: ")},
+      {"empty payload", 1, 0, chunk_, "", absl::StatusCode::kInvalidArgument,
+       absl::StrCat("chunk ", chunk_, " step 0 worker 1: ")},
+      {"payload of another chunk size", 1, 0, chunk_,
+       EncodePush(config_, layout_, 0, chunk_, 1, std::vector<float>(Length(chunk_) + 1, 1.0f)),
+       absl::StatusCode::kInvalidArgument, absl::StrCat("chunk ", chunk_, " step 0 worker 1: ")},
+  };
+  for (const Case& c : cases) {
+    Answer answer;
+    shard_->PushPull(c.worker, c.step, c.chunk, c.payload, Record(&answer));
+    EXPECT_EQ(answer.calls, 1) << c.what;
+    EXPECT_EQ(answer.status.code(), c.code) << c.what << ": " << answer.status;
+    EXPECT_THAT(std::string(answer.status.message()), HasSubstr(c.message)) << c.what;
+    EXPECT_TRUE(answer.update.empty()) << c.what;
+    ExpectSameState(Snapshot(chunk_), before);
+  }
+  EXPECT_EQ(first.calls, 0);
+
+  // The step then completes as if the bad pushes had never happened.
+  Answer second;
+  Push(1, 0, chunk_, g1, &second);
+  ASSERT_TRUE(second.status.ok()) << second.status;
+  EXPECT_EQ(first.calls, 1);
+  EXPECT_TRUE(BitIdentical(Snapshot(chunk_).weights, SgdStep(w0, g0, g1)));
+
+  // A push for a step already completed is stale.
+  Answer stale;
+  Push(1, 0, chunk_, g1, &stale);
+  EXPECT_EQ(stale.status, absl::FailedPreconditionError(absl::StrCat(
+                              "chunk ", chunk_, " is at step 1, push was for step 0")));
+}
+
+TEST_F(ShardTest, MultiStepRunOfEveryChunk) {
+  constexpr int kSteps = 4;
+  std::vector<std::vector<float>> expected;  // Indexed like chunk_ids().
+  for (uint32_t id : shard_->chunk_ids()) expected.push_back(Snapshot(id).weights);
+  for (uint64_t step = 0; step < kSteps; ++step) {
+    for (size_t k = 0; k < shard_->chunk_ids().size(); ++k) {
+      const uint32_t id = shard_->chunk_ids()[k];
+      const std::vector<float> g0 = TestGradient(Length(id), step + id, 0);
+      const std::vector<float> g1 = TestGradient(Length(id), step + id, 1);
+      // Worker 1 first this time: arrival order must not matter.
+      Answer a1, a0;
+      Push(1, step, id, g1, &a1);
+      Push(0, step, id, g0, &a0);
+      ASSERT_TRUE(a0.status.ok()) << a0.status;
+      ASSERT_EQ(a0.update, a1.update);
+      ASSERT_EQ(a0.step, step + 1);
+      const std::vector<float> next = SgdStep(expected[k], g0, g1);
+      std::vector<float> update(next.size());
+      for (size_t i = 0; i < next.size(); ++i) update[i] = next[i] - expected[k][i];
+      ASSERT_TRUE(BitIdentical(DecodePull(config_, layout_, step, id, a0.update), update));
+      expected[k] = next;
+    }
+  }
+  EXPECT_EQ(shard_->step(), static_cast<uint64_t>(kSteps));
+
+  rpc::PullWeightsResponse response;
+  ASSERT_TRUE(shard_->PullWeights(&response).ok());
+  EXPECT_EQ(response.step(), static_cast<uint64_t>(kSteps));
+  ASSERT_EQ(response.chunks_size(), static_cast<int>(shard_->chunk_ids().size()));
+  for (size_t k = 0; k < expected.size(); ++k) {
+    EXPECT_EQ(response.chunks(k).chunk_id(), shard_->chunk_ids()[k]);
+    std::vector<float> values(expected[k].size());
+    ASSERT_EQ(response.chunks(k).values().size(), values.size() * sizeof(float));
+    std::memcpy(values.data(), response.chunks(k).values().data(), values.size() * sizeof(float));
+    EXPECT_TRUE(BitIdentical(values, expected[k])) << "chunk " << shard_->chunk_ids()[k];
+  }
+}
+
+TEST_F(ShardTest, PullWeightsReportsTheSlowestChunk) {
+  Answer a0, a1;
+  Push(0, 0, chunk_, TestGradient(Length(chunk_), 0, 0), &a0);
+  Push(1, 0, chunk_, TestGradient(Length(chunk_), 0, 1), &a1);
+  rpc::PullWeightsResponse response;
+  ASSERT_TRUE(shard_->PullWeights(&response).ok());
+  EXPECT_EQ(response.step(), 0u);
+  EXPECT_EQ(Snapshot(chunk_).step, 1u);
+}
+
+TEST_F(ShardTest, ConcurrentWorkersMatchTheSequentialRun) {
+  constexpr int kSteps = 10;
+  const std::vector<uint32_t>& ids = shard_->chunk_ids();
+  std::vector<std::vector<float>> expected;
+  for (uint32_t id : ids) expected.push_back(Snapshot(id).weights);
+  for (uint64_t step = 0; step < kSteps; ++step) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      expected[k] = SgdStep(expected[k], TestGradient(Length(ids[k]), step, 0),
+                            TestGradient(Length(ids[k]), step, 1));
+    }
+  }
+  // Each worker pushes every chunk of a step, then waits for all their answers (BSP).
+  std::vector<std::string> errors(2);
+  auto worker = [&](uint32_t rank) {
+    for (uint64_t step = 0; step < kSteps; ++step) {
+      Latch answered(static_cast<int>(ids.size()));
+      std::vector<absl::Status> statuses(ids.size());
+      for (size_t k = 0; k < ids.size(); ++k) {
+        shard_->PushPull(rank, step, ids[k],
+                         EncodePush(config_, layout_, step, ids[k], rank,
+                                    TestGradient(Length(ids[k]), step, rank)),
+                         [&, k](absl::Status status, const std::string*, uint64_t) {
+                           statuses[k] = std::move(status);
+                           answered.CountDown();
+                         });
+      }
+      answered.Wait();
+      for (const absl::Status& status : statuses) {
+        if (!status.ok()) errors[rank] = status.ToString();
+      }
+    }
+  };
+  std::thread t0(worker, 0), t1(worker, 1);
+  t0.join();
+  t1.join();
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+  for (size_t k = 0; k < ids.size(); ++k) {
+    EXPECT_TRUE(BitIdentical(Snapshot(ids[k]).weights, expected[k])) << "chunk " << ids[k];
+  }
+}
+
+TEST_F(ShardTest, CloseFailsParkedAndLaterPushes) {
+  Answer parked, later;
+  Push(0, 0, chunk_, TestGradient(Length(chunk_), 0, 0), &parked);
+  shard_->Close(absl::UnavailableError("server shutting down"));
+  EXPECT_EQ(parked.calls, 1);
+  EXPECT_EQ(parked.status, absl::UnavailableError("server shutting down"));
+  Push(1, 0, chunk_, TestGradient(Length(chunk_), 0, 1), &later);
+  EXPECT_EQ(later.status, absl::UnavailableError("server shutting down"));
+}
+
+}  // namespace
+}  // namespace tamp

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `tamp run` end to end: a short job writes a complete summary; bad input (a config typo, an
+# unknown codec, a server address that does not answer, a missing data file) ends the run
+# with an error naming the problem, and no process is left running in any case.
+source tests/testlib.sh
+
+# expect_failure NAME CONFIG NEEDLE: `tamp run CONFIG` must fail and print NEEDLE.
+expect_failure() {
+  local name=$1 config=$2 needle=$3
+  local out="$WORK/$name.out"
+  if "$TAMP_BIN" run "$config" --run_dir="$WORK/run-$name" --server_binary="$SERVER_BIN" \
+      --worker_binary="$WORKER_BIN" > "$out" 2>&1; then
+    cat "$out" >&2
+    fail "$name: tamp run succeeded"
+  fi
+  grep -qF -- "$needle" "$out" || { cat "$out" >&2; fail "$name: output lacks '$needle'"; }
+  expect_no_leftover_processes
+  echo "ok: $name -> $(grep -F -- "$needle" "$out" | head -1)"
+}
+
+# 1. A short good run with a summary.
+config="$WORK/good.pbtxt"
+write_config "$config" training="max_steps: 40"
+"$TAMP_BIN" run "$config" --summary_json="$WORK/summary.json" --run_dir="$WORK/run-good" \
+  --server_binary="$SERVER_BIN" --worker_binary="$WORKER_BIN" > "$WORK/good.out" 2>&1 ||
+  { cat "$WORK/good.out" >&2; fail "good run failed"; }
+expect_no_leftover_processes
+summary=$(cat "$WORK/summary.json")
+echo "summary: $summary"
+for field in test_accuracy steps epochs wall_seconds step_ms_median bytes_pushed bytes_pulled \
+    compression_ratio; do
+  echo "$summary" | grep -q "\"$field\"" || fail "summary lacks $field"
+done
+echo "$summary" | grep -qE '"steps": *"?40"?' || fail "summary steps != 40"
+ratio=$(echo "$summary" | grep -oE '"compression_ratio": *[0-9.e+]+' | grep -oE '[0-9.e+]+$')
+# top-k 10% with packed 16-bit indices: about 10 / (1 + 16/32) ~ 6.7x on compressed chunks.
+awk -v r="$ratio" 'BEGIN { exit !(r > 3 && r < 10) }' || fail "compression_ratio $ratio"
+
+# 2. A typo in the config: nothing starts.
+printf 'version: 1\ntraining { epohcs: 3 }\n' > "$WORK/typo.pbtxt"
+expect_failure typo "$WORK/typo.pbtxt" 'no field named "epohcs"'
+
+# 3. An unknown codec.
+write_config "$WORK/codec.pbtxt" \
+  compression='tensor_overrides { pattern: "fc1.*" compression { push { name: "topkk" } } }'
+expect_failure codec "$WORK/codec.pbtxt" "unknown codec 'topkk'"
+
+# 4. A server address that does not answer (a port nobody listens on).
+write_config "$WORK/dead.pbtxt" \
+  cluster='server_addresses: ["127.0.0.1:9", "127.0.0.1:9"] connect_timeout_ms: 1500'
+expect_failure dead_server "$WORK/dead.pbtxt" "did not answer within 1500 ms"
+
+# 5. A missing data file.
+mkdir -p "$WORK/empty_data"
+write_config "$WORK/nodata.pbtxt" data="dir: \"$WORK/empty_data\""
+expect_failure missing_data "$WORK/nodata.pbtxt" "train-images-idx3-ubyte.gz"
+echo PASS

@@ -1,0 +1,142 @@
+#include "worker/ps_client.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "server/handshake.h"
+
+namespace tamp {
+namespace {
+
+constexpr int kMaxMessageBytes = 1 << 30;  // A shard's weights travel in one PullWeights.
+
+std::chrono::system_clock::time_point DeadlineIn(uint32_t ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+}  // namespace
+
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view context) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(context, status.error_message()));
+}
+
+PsClient::PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
+                   std::vector<std::string> addresses)
+    : config_(config), layout_(layout), worker_rank_(worker_rank), addresses_(std::move(addresses)) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  for (const std::string& address : addresses_) {
+    stubs_.push_back(rpc::ParameterServer::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+  }
+}
+
+std::string PsClient::Describe(uint32_t shard) const {
+  return absl::StrCat("shard ", shard, " (", addresses_[shard], "): ");
+}
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
+    const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
+    const std::vector<std::string>& server_addresses) {
+  if (server_addresses.size() != config.cluster().num_servers()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("got ", server_addresses.size(), " server addresses but cluster.num_servers is ",
+                     config.cluster().num_servers()));
+  }
+  std::unique_ptr<PsClient> client(new PsClient(config, layout, worker_rank, server_addresses));
+  for (uint32_t shard = 0; shard < server_addresses.size(); ++shard) {
+    TAMP_RETURN_IF_ERROR(client->Handshake(shard));
+  }
+  return client;
+}
+
+absl::Status PsClient::Handshake(uint32_t shard) {
+  rpc::HandshakeRequest request;
+  FillHandshake(layout_, config_, worker_rank_, shard, &request);
+  rpc::HandshakeResponse response;
+  grpc::ClientContext context;
+  // Servers may still be starting: wait for the channel instead of failing fast.
+  context.set_wait_for_ready(true);
+  context.set_deadline(DeadlineIn(config_.cluster().connect_timeout_ms()));
+  grpc::Status status = stubs_[shard]->Handshake(&context, request, &response);
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::UnavailableError(absl::StrCat(
+        Describe(shard), "did not answer within ", config_.cluster().connect_timeout_ms(),
+        " ms (cluster.connect_timeout_ms); is the server running at that address?"));
+  }
+  if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "handshake refused: "));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> PsClient::PullWeights(absl::Span<float> params) {
+  uint64_t min_step = UINT64_MAX;
+  for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
+    rpc::PullWeightsRequest request;
+    request.set_worker_rank(worker_rank_);
+    rpc::PullWeightsResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+    grpc::Status status = stubs_[shard]->PullWeights(&context, request, &response);
+    if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "PullWeights: "));
+    const std::vector<uint32_t> expected = layout_.ChunksOfShard(shard);
+    if (static_cast<size_t>(response.chunks_size()) != expected.size()) {
+      return absl::DataLossError(absl::StrCat(Describe(shard), "sent ", response.chunks_size(),
+                                              " chunks of weights, expected ", expected.size()));
+    }
+    for (const rpc::ChunkWeights& weights : response.chunks()) {
+      if (weights.chunk_id() >= layout_.chunks.size() ||
+          layout_.chunks[weights.chunk_id()].chunk.shard != shard) {
+        return absl::DataLossError(
+            absl::StrCat(Describe(shard), "sent weights of chunk ", weights.chunk_id(),
+                         ", which it does not own"));
+      }
+      const ChunkPlan& plan = layout_.chunks[weights.chunk_id()];
+      if (weights.values().size() != plan.chunk.length * sizeof(float)) {
+        return absl::DataLossError(absl::StrCat(Describe(shard), "chunk ", plan.chunk.id, " has ",
+                                                weights.values().size(), " bytes of weights, expected ",
+                                                plan.chunk.length * sizeof(float)));
+      }
+      std::memcpy(params.data() + layout_.flat_offset(plan), weights.values().data(),
+                  weights.values().size());
+    }
+    min_step = std::min<uint64_t>(min_step, response.step());
+  }
+  return min_step;
+}
+
+void PsClient::PushPull(uint64_t step, uint32_t chunk_id, std::string payload, PushPullDone done) {
+  // One heap object per call keeps context, request and response alive until the callback.
+  struct Call {
+    grpc::ClientContext context;
+    rpc::PushPullRequest request;
+    rpc::PushPullResponse response;
+    PushPullDone done;
+  };
+  const uint32_t shard = layout_.chunks[chunk_id].chunk.shard;
+  auto* call = new Call;
+  call->request.set_worker_rank(worker_rank_);
+  call->request.set_step(step);
+  call->request.set_chunk_id(chunk_id);
+  *call->request.mutable_payload() = std::move(payload);
+  call->done = std::move(done);
+  call->context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+  stubs_[shard]->async()->PushPull(
+      &call->context, &call->request, &call->response,
+      [this, call, shard, chunk_id, step](grpc::Status status) {
+        std::unique_ptr<Call> owned(call);
+        if (!status.ok()) {
+          owned->done(FromGrpc(status, absl::StrCat(Describe(shard), "PushPull of chunk ", chunk_id,
+                                                    " step ", step, ": ")),
+                      std::string());
+          return;
+        }
+        owned->done(absl::OkStatus(), std::move(*owned->response.mutable_payload()));
+      });
+}
+
+}  // namespace tamp

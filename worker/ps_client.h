@@ -1,0 +1,67 @@
+// PsClient: a worker's connection to every parameter-server shard.
+//
+// Connect() opens one channel per shard and handshakes with each (waiting, bounded by
+// cluster.connect_timeout_ms, for shards that are still starting). PullWeights() fetches
+// exact weights; PushPull() sends one chunk's payload and calls back with the shard's update.
+//
+// Thread safety: all methods may be called from any thread; callbacks run on gRPC's threads
+// and must not block.
+//
+// Example:
+//   TAMP_ASSIGN_OR_RETURN(auto client, PsClient::Connect(config, layout, rank, addresses));
+//   TAMP_ASSIGN_OR_RETURN(uint64_t step, client->PullWeights(params));
+//   client->PushPull(step, chunk_id, std::move(payload),
+//                    [](absl::Status s, std::string update) { ... });
+#ifndef TAMP_WORKER_PS_CLIENT_H_
+#define TAMP_WORKER_PS_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/job_layout.h"
+#include "proto/config.pb.h"
+#include "proto/tamp.grpc.pb.h"
+
+namespace tamp {
+
+class PsClient {
+ public:
+  using PushPullDone = std::function<void(absl::Status status, std::string update_payload)>;
+
+  // `server_addresses[s]` is shard s ("host:port").
+  static absl::StatusOr<std::unique_ptr<PsClient>> Connect(
+      const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
+      const std::vector<std::string>& server_addresses);
+
+  // Copies every shard's exact weights into `params` (the flat buffer, layout order).
+  // Returns the lowest step any shard has completed.
+  absl::StatusOr<uint64_t> PullWeights(absl::Span<float> params);
+
+  // Sends `payload` for (step, chunk) to the chunk's shard; `done` receives the update.
+  void PushPull(uint64_t step, uint32_t chunk_id, std::string payload, PushPullDone done);
+
+ private:
+  PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
+           std::vector<std::string> addresses);
+  absl::Status Handshake(uint32_t shard);
+  // "shard 1 (127.0.0.1:4000): " — prefixes errors so they name the server.
+  std::string Describe(uint32_t shard) const;
+
+  const config::RunConfig& config_;
+  const JobLayout& layout_;
+  const uint32_t worker_rank_;
+  const std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
+};
+
+// Turns a failed gRPC call into a Status with the same code and a message naming the shard.
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view context);
+
+}  // namespace tamp
+
+#endif  // TAMP_WORKER_PS_CLIENT_H_

@@ -1,0 +1,82 @@
+// Trainer: one worker's synchronous training loop.
+//
+// Each step: fill a batch, run forward/backward; as backward finishes a layer (last layer
+// first) compress each of its chunks (push codec + the worker's residual) and push it, so
+// communication overlaps the rest of backward; once every chunk's update has come back,
+// decode each into the replica. Every `training.resync_steps` (and at start) the replica is
+// replaced by the shards' exact weights. Worker 0 evaluates test accuracy after each epoch.
+//
+// Progress goes to `sink` as tamp.events.WorkerEvent (STEP each step, EVAL, DONE at the end).
+#ifndef TAMP_WORKER_TRAINER_H_
+#define TAMP_WORKER_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/job_layout.h"
+#include "compress/codec.h"
+#include "compress/error_feedback.h"
+#include "proto/config.pb.h"
+#include "proto/events.pb.h"
+#include "worker/batcher.h"
+#include "worker/fashion_mnist.h"
+#include "worker/mlp_cpu.h"
+#include "worker/ps_client.h"
+
+namespace tamp {
+
+class Trainer {
+ public:
+  using EventSink = std::function<void(const events::WorkerEvent&)>;
+
+  // Loads data, builds the model and codecs, connects to every shard.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(config::RunConfig config, uint32_t rank,
+                                                         std::vector<std::string> server_addresses,
+                                                         EventSink sink);
+
+  // Trains to the end; the first error (data, RPC, codec) stops it.
+  absl::Status Run();
+
+  // The replica's parameters (flat, layout order).
+  absl::Span<const float> params() { return model_->params(); }
+
+ private:
+  // Per-chunk codecs of this worker: the push side keeps its residual.
+  struct ChunkCodecs {
+    std::unique_ptr<compress::Codec> push;
+    std::unique_ptr<compress::ErrorFeedback> push_memory;
+    std::unique_ptr<compress::Codec> pull;
+  };
+
+  Trainer(config::RunConfig config, uint32_t rank, EventSink sink);
+  absl::Status Step(uint64_t step, uint32_t epoch, int64_t index, float* loss);
+  absl::StatusOr<double> Evaluate();
+  void Emit(events::WorkerEvent event);
+
+  const config::RunConfig config_;
+  const uint32_t rank_;
+  const EventSink sink_;
+  JobLayout layout_;
+  Dataset train_;
+  Dataset test_;  // Loaded by worker 0 only.
+  std::unique_ptr<Batcher> batcher_;
+  std::unique_ptr<MlpCpu> model_;
+  std::unique_ptr<PsClient> client_;
+  std::vector<ChunkCodecs> codecs_;                   // By chunk id.
+  std::vector<std::vector<uint32_t>> tensor_chunks_;  // Chunk ids of each tensor.
+  std::vector<float> batch_x_;
+  std::vector<uint8_t> batch_labels_;
+  std::vector<std::string> updates_;                  // By chunk id, this step's pulls.
+  uint64_t bytes_pushed_ = 0;
+  uint64_t bytes_pulled_ = 0;
+  uint64_t raw_bytes_pushed_ = 0;
+};
+
+}  // namespace tamp
+
+#endif  // TAMP_WORKER_TRAINER_H_

@@ -1,0 +1,99 @@
+// tamp_worker: one training worker. Started by `tamp run` or a cluster engine:
+//   tamp_worker --config=job.pbtxt --rank=0 --servers=10.0.0.1:4000,10.0.0.2:4000
+// Progress goes to stdout as one tamp.events.WorkerEvent JSON object per line; logs to stderr.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <cblas.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
+#include "common/config.h"
+#include "glog/logging.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/trainer.h"
+
+ABSL_FLAG(std::string, config, "", "Run configuration (text proto). Required.");
+ABSL_FLAG(uint32_t, rank, 0, "This worker's rank in [0, cluster.num_workers).");
+ABSL_FLAG(std::string, servers, "",
+          "Comma-separated host:port of every shard, in shard order. Default: "
+          "cluster.server_addresses from the config.");
+ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads for this worker's GEMMs.");
+ABSL_FLAG(std::string, dump_weights, "",
+          "After training, write the replica's parameters here (raw little-endian fp32, "
+          "layout order). For tests that compare replicas.");
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+bool DumpWeights(absl::Span<const float> params, const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) return false;
+  const bool written = std::fwrite(params.data(), sizeof(float), params.size(), file) == params.size();
+  return std::fclose(file) == 0 && written;
+}
+
+void WriteEvent(const tamp::events::WorkerEvent& event) {
+  std::string line;
+  CHECK(google::protobuf::util::MessageToJsonString(event, &line).ok());
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Tamp training worker. Example: tamp_worker --config=job.pbtxt --rank=0 --servers=h:p,h:p");
+  absl::ParseCommandLine(argc, argv);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (config_path.empty()) {
+    std::cerr << "tamp_worker: --config is required\n";
+    return kUsageError;
+  }
+  absl::StatusOr<tamp::config::RunConfig> config = tamp::LoadConfigFile(config_path);
+  if (!config.ok()) {
+    std::cerr << "tamp_worker: " << config.status().message() << "\n";
+    return kUsageError;
+  }
+  std::vector<std::string> servers;
+  const std::string servers_flag = absl::GetFlag(FLAGS_servers);
+  if (!servers_flag.empty()) {
+    servers = absl::StrSplit(servers_flag, ',');
+  } else {
+    servers.assign(config->cluster().server_addresses().begin(),
+                   config->cluster().server_addresses().end());
+  }
+  if (servers.empty()) {
+    std::cerr << "tamp_worker: no server addresses: pass --servers or set cluster.server_addresses\n";
+    return kUsageError;
+  }
+  openblas_set_num_threads(absl::GetFlag(FLAGS_blas_threads));
+
+  const uint32_t rank = absl::GetFlag(FLAGS_rank);
+  absl::StatusOr<std::unique_ptr<tamp::Trainer>> trainer =
+      tamp::Trainer::Create(*std::move(config), rank, servers, WriteEvent);
+  if (!trainer.ok()) {
+    std::cerr << "tamp_worker " << rank << ": " << trainer.status() << "\n";
+    return 1;
+  }
+  absl::Status status = (*trainer)->Run();
+  if (!status.ok()) {
+    std::cerr << "tamp_worker " << rank << ": " << status << "\n";
+    return 1;
+  }
+  const std::string dump_path = absl::GetFlag(FLAGS_dump_weights);
+  if (!dump_path.empty() && !DumpWeights((*trainer)->params(), dump_path)) {
+    std::cerr << "tamp_worker " << rank << ": cannot write --dump_weights=" << dump_path << "\n";
+    return 1;
+  }
+  return 0;
+}

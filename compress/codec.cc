@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
 namespace tamp::compress {
@@ -62,6 +63,53 @@ void Codec::FinishAggregate(int num_contributors, absl::Span<float> accumulator)
   CHECK_EQ(accumulator.size(), size());
   const float scale = 1.0f / static_cast<float>(num_contributors);
   for (float& v : accumulator) v *= scale;
+}
+
+namespace {
+
+absl::Status OneRound(CodecId id, absl::string_view method) {
+  return absl::FailedPreconditionError(absl::StrCat("codec ", CodecName(id),
+                                                    " takes one round per step; ", method,
+                                                    "() is for multi-round codecs"));
+}
+
+}  // namespace
+
+absl::Status Codec::EncodeRound(int /*round*/, absl::Span<const float> /*input*/,
+                                absl::string_view /*previous_answer*/, const RandomKey& /*key*/,
+                                std::string* /*payload*/) {
+  return OneRound(id(), "EncodeRound");
+}
+
+absl::Status Codec::FinishRounds(absl::string_view /*final_answer*/, const RandomKey& /*key*/,
+                                 absl::Span<float> /*sent*/) {
+  return OneRound(id(), "FinishRounds");
+}
+
+absl::Status Codec::DecodeAddRound(int /*round*/, absl::string_view /*payload*/,
+                                   const RandomKey& /*key*/,
+                                   absl::Span<float> /*accumulator*/) const {
+  return OneRound(id(), "DecodeAddRound");
+}
+
+void Codec::FinishRound(int /*round*/, int /*num_contributors*/, absl::Span<float> /*accumulator*/,
+                        const RandomKey& /*key*/, std::string* /*answer*/,
+                        absl::Span<float> /*aggregate*/) {
+  LOG(FATAL) << "codec " << CodecName(id()) << " takes one round per step; FinishRound() is for "
+             << "multi-round codecs";
+}
+
+ChunkShape ChunkShapeInTensor(absl::Span<const int64_t> tensor_shape, uint64_t offset,
+                              uint64_t length) {
+  ChunkShape shape{.elements = length, .offset = offset, .row_length = 0};
+  if (tensor_shape.size() >= 2) {
+    uint64_t row_length = 1;
+    for (size_t d = 1; d < tensor_shape.size(); ++d) {
+      row_length *= static_cast<uint64_t>(tensor_shape[d]);
+    }
+    shape.row_length = row_length;
+  }
+  return shape;
 }
 
 }  // namespace tamp::compress

@@ -103,9 +103,94 @@ class Codec {
   // applies. Default: the mean. Sign codecs: the majority vote.
   virtual void FinishAggregate(int num_contributors, absl::Span<float> accumulator) const;
 
+  // ---------------------------------------------------------------------------------------
+  // Multi-round codecs
+  //
+  // Most codecs need one exchange per step: the server aggregates payloads as they arrive
+  // (DecodeAdd, FinishAggregate). A codec whose workers need an aggregate before they can
+  // encode the rest (powersgd: P = M Q, then Q = Mᵀ orth(Σ P)) declares rounds() > 1 and
+  // implements the methods below instead of Encode/Decode/DecodeAdd/FinishAggregate.
+  // Round k = 0 .. rounds() - 1 of one step:
+  //   worker:  EncodeRound(k, ...) -> payload_k, pushed as (step, round k)
+  //   server:  DecodeAddRound(k, payload_k, ...) of every worker into RoundValues(k) zeros,
+  //            then FinishRound(k, ...) -> answer_k, the same bytes for every worker
+  //   worker:  answer_k is the `previous_answer` of EncodeRound(k + 1, ...)
+  // The last FinishRound() also writes the size() values the optimizer applies; its answer
+  // reaches the workers beside the update, and each hands it to FinishRounds(). A codec
+  // instance plays one side (a worker's push codec, or a server's) and may keep state
+  // between rounds and steps. The defaults are those of a single-round codec: rounds() 1,
+  // RoundValues() size(), and the round methods refuse (FAILED_PRECONDITION; FinishRound
+  // CHECK-fails), since callers use the single-round API for such codecs.
+
+  // Codec::rounds()
+  //
+  // Exchanges per step.
+  virtual int rounds() const { return 1; }
+
+  // Codec::RoundValues()
+  //
+  // fp32 values of the server's accumulator for round `round` (0 <= round < rounds()).
+  virtual size_t RoundValues(int round) const { return size(); }
+
+  // Codec::EncodeRound()
+  //
+  // Worker side. Round 0 takes the step's `input` (size() values; the codec keeps what the
+  // later rounds need) and an empty `previous_answer`; round k >= 1 takes the server's
+  // answer to round k - 1 (untrusted: checked, INVALID_ARGUMENT leaves the codec as it
+  // was) and ignores `input`. Rounds run in order (FAILED_PRECONDITION otherwise); round 0
+  // may start a step afresh at any time.
+  virtual absl::Status EncodeRound(int round, absl::Span<const float> input,
+                                   absl::string_view previous_answer, const RandomKey& key,
+                                   std::string* payload);
+
+  // Codec::FinishRounds()
+  //
+  // Worker side, after the last round: `final_answer` is the server's answer to it
+  // (checked like any answer). Readies the codec for the next step and, unless `sent` is
+  // empty, writes into it (size() values) what the step's aggregate carries on this
+  // worker's behalf, the counterpart of Decode(own payload) for error feedback: the
+  // aggregate is the mean of every worker's `sent` (in exact arithmetic).
+  virtual absl::Status FinishRounds(absl::string_view final_answer, const RandomKey& key,
+                                    absl::Span<float> sent);
+
+  // Codec::DecodeAddRound()
+  //
+  // Server side: accumulator (RoundValues(round) values) += what a worker's round-`round`
+  // payload contributes. As DecodeAdd: a bad payload is INVALID_ARGUMENT and leaves the
+  // accumulator untouched.
+  virtual absl::Status DecodeAddRound(int round, absl::string_view payload, const RandomKey& key,
+                                      absl::Span<float> accumulator) const;
+
+  // Codec::FinishRound()
+  //
+  // Server side: turns the sum of `num_contributors` DecodeAddRound()s of round `round`
+  // (in `accumulator`, which it may overwrite) into *answer (replaced), the bytes every
+  // worker gets. The last round also writes the aggregate the optimizer applies into
+  // `aggregate` (size() values; empty for earlier rounds). Rounds of a step come in order,
+  // each once; does not fail on data.
+  virtual void FinishRound(int round, int num_contributors, absl::Span<float> accumulator,
+                           const RandomKey& key, std::string* answer, absl::Span<float> aggregate);
+
  private:
   const size_t size_;
 };
+
+// ChunkShape
+//
+// A chunk as a slice of its tensor, for codecs that view it as a matrix (powersgd). A tensor
+// of shape [d0, d1, ...] with two or more dimensions has d0 rows of row_length = d1*d2*...
+// values; a vector has row_length 0. Other codecs use only `elements`.
+struct ChunkShape {
+  uint64_t elements = 0;    // The chunk's length n.
+  uint64_t offset = 0;      // Of its first value within the tensor.
+  uint64_t row_length = 0;  // Values per tensor row; 0 for a vector.
+};
+
+// ChunkShapeInTensor()
+//
+// The ChunkShape of values [offset, offset + length) of a tensor of shape `tensor_shape`.
+ChunkShape ChunkShapeInTensor(absl::Span<const int64_t> tensor_shape, uint64_t offset,
+                              uint64_t length);
 
 }  // namespace tamp::compress
 

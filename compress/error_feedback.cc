@@ -6,29 +6,94 @@
 #include "glog/logging.h"
 
 namespace tamp::compress {
+namespace {
+
+// DGC's u = m * u + g. One function for both places it is evaluated, so they round alike.
+inline float NextVelocity(float m, float u, float g) { return m * u + g; }
+
+absl::Status NoParameter(absl::string_view field_path, config::ErrorFeedback::Kind kind,
+                         absl::string_view parameter) {
+  return absl::InvalidArgumentError(absl::StrCat(field_path, ".", parameter,
+                                                 ": error feedback kind ",
+                                                 config::ErrorFeedback::Kind_Name(kind),
+                                                 " takes no parameter '", parameter, "'"));
+}
+
+}  // namespace
+
+absl::Status ValidateErrorFeedbackSpec(const config::ErrorFeedback& spec,
+                                       absl::string_view field_path) {
+  // proto3 enums are open: a config or peer may carry a kind this build does not know.
+  if (!config::ErrorFeedback::Kind_IsValid(spec.kind())) {
+    return absl::InvalidArgumentError(absl::StrCat(field_path, ".kind: error feedback kind ",
+                                                   spec.kind(), " is not supported"));
+  }
+  if (spec.has_scale() && spec.kind() != config::ErrorFeedback::RESIDUAL) {
+    return NoParameter(field_path, spec.kind(), "scale");
+  }
+  if (spec.has_momentum() && spec.kind() != config::ErrorFeedback::DGC_MOMENTUM) {
+    return NoParameter(field_path, spec.kind(), "momentum");
+  }
+  // Written so that NaN fails too.
+  if (spec.has_scale() && !(spec.scale() > 0 && spec.scale() <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_path, ".scale: must be in (0, 1], got ", spec.scale()));
+  }
+  if (spec.has_momentum() && !(spec.momentum() >= 0 && spec.momentum() < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_path, ".momentum: must be in [0, 1), got ", spec.momentum()));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<ErrorFeedback>> ErrorFeedback::Create(
     const config::ErrorFeedback& spec, size_t num_elements) {
-  // proto3 enums are open: a config or peer may carry a kind this build does not know.
+  // An unknown kind keeps its original, path-less message (peers may send one).
   if (!config::ErrorFeedback::Kind_IsValid(spec.kind())) {
     return absl::InvalidArgumentError(
         absl::StrCat("error feedback kind ", spec.kind(), " is not supported"));
   }
-  return absl::WrapUnique(new ErrorFeedback(spec.kind(), num_elements));
+  TAMP_RETURN_IF_ERROR(ValidateErrorFeedbackSpec(spec, "error_feedback"));
+  return absl::WrapUnique(new ErrorFeedback(spec, num_elements));
 }
 
-ErrorFeedback::ErrorFeedback(config::ErrorFeedback::Kind kind, size_t num_elements) : kind_(kind) {
-  if (kind_ == config::ErrorFeedback::RESIDUAL) {
-    residual_.assign(num_elements, 0.0f);
-    compensated_.resize(num_elements);
-    decoded_.resize(num_elements);
+ErrorFeedback::ErrorFeedback(const config::ErrorFeedback& spec, size_t num_elements)
+    : kind_(spec.kind()),
+      scale_(spec.has_scale() ? spec.scale() : kDefaultResidualScale),
+      momentum_(spec.has_momentum() ? spec.momentum() : kDefaultDgcMomentum) {
+  switch (kind_) {
+    case config::ErrorFeedback::DGC_MOMENTUM:
+      velocity_.assign(num_elements, 0.0f);
+      [[fallthrough]];
+    case config::ErrorFeedback::RESIDUAL:
+      residual_.assign(num_elements, 0.0f);
+      compensated_.resize(num_elements);
+      decoded_.resize(num_elements);
+      break;
+    default:
+      break;
   }
 }
 
 absl::Status ErrorFeedback::Compress(Codec& codec, absl::Span<const float> input,
                                      const RandomKey& key, std::string* payload) {
-  if (kind_ == config::ErrorFeedback::NONE) return codec.Encode(input, key, payload);
+  if (codec.rounds() != 1) {
+    return absl::FailedPreconditionError(absl::StrCat("codec ", CodecName(codec.id()), " takes ",
+                                                      codec.rounds(),
+                                                      " rounds per step: use BeginRounds()"));
+  }
+  switch (kind_) {
+    case config::ErrorFeedback::RESIDUAL:
+      return CompressResidual(codec, input, key, payload);
+    case config::ErrorFeedback::DGC_MOMENTUM:
+      return CompressDgcMomentum(codec, input, key, payload);
+    default:
+      return codec.Encode(input, key, payload);
+  }
+}
 
+absl::Status ErrorFeedback::CompressResidual(Codec& codec, absl::Span<const float> input,
+                                             const RandomKey& key, std::string* payload) {
   CHECK_EQ(input.size(), residual_.size());
   CHECK_EQ(codec.size(), residual_.size());
   for (size_t i = 0; i < input.size(); ++i) compensated_[i] = input[i] + residual_[i];
@@ -36,8 +101,81 @@ absl::Status ErrorFeedback::Compress(Codec& codec, absl::Span<const float> input
   // Decoding our own payload is what the receiver will do, so the residual holds exactly
   // what it will not see.
   TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, absl::MakeSpan(decoded_)));
-  for (size_t i = 0; i < residual_.size(); ++i) residual_[i] = compensated_[i] - decoded_[i];
+  // s = 1 multiplies exactly, so the default keeps the unscaled identity bit for bit.
+  for (size_t i = 0; i < residual_.size(); ++i) {
+    residual_[i] = scale_ * (compensated_[i] - decoded_[i]);
+  }
   return absl::OkStatus();
+}
+
+absl::Status ErrorFeedback::CompressDgcMomentum(Codec& codec, absl::Span<const float> input,
+                                                const RandomKey& key, std::string* payload) {
+  CHECK_EQ(input.size(), residual_.size());
+  CHECK_EQ(codec.size(), residual_.size());
+  // The new v goes to scratch, and u and v change only once the codec has succeeded.
+  for (size_t i = 0; i < input.size(); ++i) {
+    compensated_[i] = residual_[i] + NextVelocity(momentum_, velocity_[i], input[i]);
+  }
+  TAMP_RETURN_IF_ERROR(codec.Encode(compensated_, key, payload));
+  TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, absl::MakeSpan(decoded_)));
+  for (size_t i = 0; i < residual_.size(); ++i) {
+    const bool sent = decoded_[i] != 0.0f;  // NaN counts as sent.
+    velocity_[i] = sent ? 0.0f : NextVelocity(momentum_, velocity_[i], input[i]);
+    residual_[i] = sent ? 0.0f : compensated_[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ErrorFeedback::BeginRounds(Codec& codec, absl::Span<const float> input,
+                                        const RandomKey& key, std::string* payload) {
+  if (codec.rounds() == 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "codec ", CodecName(codec.id()), " takes one round per step: use Compress()"));
+  }
+  switch (kind_) {
+    case config::ErrorFeedback::RESIDUAL:
+      CHECK_EQ(input.size(), residual_.size());
+      for (size_t i = 0; i < input.size(); ++i) compensated_[i] = input[i] + residual_[i];
+      return codec.EncodeRound(0, compensated_, {}, key, payload);
+    case config::ErrorFeedback::DGC_MOMENTUM:
+      CHECK_EQ(input.size(), residual_.size());
+      next_velocity_.resize(input.size());
+      for (size_t i = 0; i < input.size(); ++i) {
+        next_velocity_[i] = NextVelocity(momentum_, velocity_[i], input[i]);
+        compensated_[i] = residual_[i] + next_velocity_[i];
+      }
+      return codec.EncodeRound(0, compensated_, {}, key, payload);
+    default:
+      return codec.EncodeRound(0, input, {}, key, payload);
+  }
+}
+
+absl::Status ErrorFeedback::NextRound(Codec& codec, int round, absl::string_view previous_answer,
+                                      const RandomKey& key, std::string* payload) {
+  return codec.EncodeRound(round, {}, previous_answer, key, payload);
+}
+
+absl::Status ErrorFeedback::FinishRounds(Codec& codec, absl::string_view final_answer,
+                                         const RandomKey& key) {
+  switch (kind_) {
+    case config::ErrorFeedback::RESIDUAL:
+      TAMP_RETURN_IF_ERROR(codec.FinishRounds(final_answer, key, absl::MakeSpan(decoded_)));
+      for (size_t i = 0; i < residual_.size(); ++i) {
+        residual_[i] = scale_ * (compensated_[i] - decoded_[i]);
+      }
+      return absl::OkStatus();
+    case config::ErrorFeedback::DGC_MOMENTUM:
+      TAMP_RETURN_IF_ERROR(codec.FinishRounds(final_answer, key, absl::MakeSpan(decoded_)));
+      CHECK_EQ(next_velocity_.size(), residual_.size()) << "FinishRounds() without BeginRounds()";
+      for (size_t i = 0; i < residual_.size(); ++i) {
+        const bool sent = decoded_[i] != 0.0f;  // NaN counts as sent.
+        velocity_[i] = sent ? 0.0f : next_velocity_[i];
+        residual_[i] = sent ? 0.0f : compensated_[i];
+      }
+      return absl::OkStatus();
+    default:
+      return codec.FinishRounds(final_answer, key, {});
+  }
 }
 
 }  // namespace tamp::compress

@@ -1,12 +1,28 @@
 // Error feedback ("memory") around a codec, separate from the codec so any pair composes.
 //
-// RESIDUAL:  c = input + residual;  payload = encode(c);  residual = c - decode(payload).
-// So input + old residual == decode(payload) + new residual, exactly (in fp32 arithmetic the
-// identity holds to rounding of the one subtraction). NONE: payload = encode(input).
+// NONE:      payload = encode(input). No state; takes no parameters.
+// RESIDUAL:  c = input + residual;  payload = encode(c);  residual = s * (c - decode(payload)).
+//   `scale` s in (0, 1], default 1. With s = 1, input + old residual == decode(payload) + new
+//   residual, exactly up to the rounding of the one fp32 subtraction; s < 1 damps what is
+//   carried over (the residual is s times what the receiver did not get).
+// DGC_MOMENTUM (Lin et al., "Deep Gradient Compression", 2018): `momentum` m in [0, 1),
+//   default 0.9. Momentum correction and momentum factor masking around the codec:
+//     u = m * u + input;  v = v + u;  payload = encode(v);
+//     where decode(payload) != 0:  u = 0 and v = 0  (what was sent, and its momentum);
+//     elsewhere v keeps what was not sent, and u keeps accumulating.
+//   Meant for sparse codecs (topk, dgc, ...): with a dense one every entry decodes non-zero,
+//   so everything is masked every step and the memory does nothing. A position sent with
+//   the value 0 cannot be told from one not sent and is not masked (its v is 0 then); one
+//   that decodes to NaN counts as sent.
+//   The momentum is applied here, on the worker: pair it with plain SGD on the server, as
+//   the paper does, not with a momentum optimizer.
 //
-// One instance per chunk and direction; not thread-safe.
+// All arithmetic is fp32, in the order written. One instance per chunk and direction; not
+// thread-safe. If the codec fails (a codec bug: encoding a well-sized buffer does not fail
+// on data), Compress returns its error and the state is unchanged.
 //
 // Example:
+//   TAMP_RETURN_IF_ERROR(ValidateErrorFeedbackSpec(spec, "compression.push_feedback"));
 //   TAMP_ASSIGN_OR_RETURN(auto memory, ErrorFeedback::Create(spec, chunk_length));
 //   TAMP_RETURN_IF_ERROR(memory->Compress(*codec, gradient, key, &payload));
 #ifndef TAMP_COMPRESS_ERROR_FEEDBACK_H_
@@ -16,32 +32,94 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compress/codec.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress {
 
+inline constexpr float kDefaultResidualScale = 1.0f;
+inline constexpr float kDefaultDgcMomentum = 0.9f;
+
+// ValidateErrorFeedbackSpec()
+//
+// Checks `spec`: a kind this build knows, only the parameters of that kind (scale for
+// RESIDUAL, momentum for DGC_MOMENTUM), each in range. `field_path` prefixes the messages
+// (INVALID_ARGUMENT), e.g.
+//   "compression.default_compression.push_feedback.scale: must be in (0, 1], got 2"
+//   "compression.default_compression.push_feedback.momentum: error feedback kind RESIDUAL
+//    takes no parameter 'momentum'"
+absl::Status ValidateErrorFeedbackSpec(const config::ErrorFeedback& spec,
+                                       absl::string_view field_path);
+
 class ErrorFeedback {
  public:
+  // ErrorFeedback::Create()
+  //
+  // Memory for chunks of `num_elements` values. Validates `spec` first (messages labelled
+  // "error_feedback"; callers validate with the real config path at load time).
   static absl::StatusOr<std::unique_ptr<ErrorFeedback>> Create(const config::ErrorFeedback& spec,
                                                                size_t num_elements);
 
-  // Encodes `input` (num_elements values) through `codec`, updating the residual.
+  // ErrorFeedback::Compress()
+  //
+  // Encodes `input` (num_elements values) through `codec`, updating the memory.
   absl::Status Compress(Codec& codec, absl::Span<const float> input, const RandomKey& key,
                         std::string* payload);
 
+  // ErrorFeedback::BeginRounds()
+  // ErrorFeedback::NextRound()
+  // ErrorFeedback::FinishRounds()
+  //
+  // The same memory around a multi-round codec (codec.rounds() > 1, compress/codec.h), whose
+  // step is several exchanges. BeginRounds() forms what is encoded (c = input + residual for
+  // RESIDUAL, DGC_MOMENTUM's new v, the input itself for NONE) and returns round 0's payload;
+  // NextRound() returns round `round`'s payload from the server's answer to the round before;
+  // FinishRounds() hands the server's answer to the last round to the codec, which says what
+  // this worker's contribution amounted to (`sent`, Codec::FinishRounds()), and updates the
+  // memory with `sent` in place of decode(payload), e.g. RESIDUAL: residual = s * (c - sent).
+  // The memory changes only in FinishRounds(), once the codec has accepted the answer.
+  // Compress() refuses multi-round codecs and these refuse single-round ones
+  // (FAILED_PRECONDITION).
+  //
+  // Example (powersgd, two rounds):
+  //   TAMP_RETURN_IF_ERROR(memory->BeginRounds(*codec, gradient, key, &payload));
+  //   ... push payload as round 0; answer0 = the server's answer
+  //   TAMP_RETURN_IF_ERROR(memory->NextRound(*codec, 1, answer0, key, &payload));
+  //   ... push payload as round 1; the server answers with the update and `aggregate`
+  //   TAMP_RETURN_IF_ERROR(memory->FinishRounds(*codec, aggregate, key));
+  absl::Status BeginRounds(Codec& codec, absl::Span<const float> input, const RandomKey& key,
+                           std::string* payload);
+  absl::Status NextRound(Codec& codec, int round, absl::string_view previous_answer,
+                         const RandomKey& key, std::string* payload);
+  absl::Status FinishRounds(Codec& codec, absl::string_view final_answer, const RandomKey& key);
+
+  // What has not reached the receiver: the residual (RESIDUAL) or v (DGC_MOMENTUM).
   // Empty for NONE.
   absl::Span<const float> residual() const { return residual_; }
 
+  // u, the local momentum of DGC_MOMENTUM; empty for the other kinds.
+  absl::Span<const float> velocity() const { return velocity_; }
+
  private:
-  ErrorFeedback(config::ErrorFeedback::Kind kind, size_t num_elements);
+  ErrorFeedback(const config::ErrorFeedback& spec, size_t num_elements);
+
+  absl::Status CompressResidual(Codec& codec, absl::Span<const float> input,
+                                const RandomKey& key, std::string* payload);
+  absl::Status CompressDgcMomentum(Codec& codec, absl::Span<const float> input,
+                                   const RandomKey& key, std::string* payload);
 
   const config::ErrorFeedback::Kind kind_;
-  std::vector<float> residual_;
-  std::vector<float> compensated_;  // Scratch: input + residual.
+  const float scale_;     // RESIDUAL.
+  const float momentum_;  // DGC_MOMENTUM.
+  std::vector<float> residual_;     // RESIDUAL: the residual. DGC_MOMENTUM: v.
+  std::vector<float> velocity_;     // DGC_MOMENTUM: u.
+  std::vector<float> compensated_;  // Scratch: what is encoded (c, or the new v).
   std::vector<float> decoded_;      // Scratch: decode(payload).
+  std::vector<float> next_velocity_;  // DGC_MOMENTUM, multi-round: the new u, until FinishRounds.
 };
 
 }  // namespace tamp::compress

@@ -126,5 +126,176 @@ TEST(ErrorFeedbackTest, TopKWithResidualEventuallySendsEverything) {
   }
 }
 
+
+config::ErrorFeedback Spec(config::ErrorFeedback::Kind kind) {
+  config::ErrorFeedback spec;
+  spec.set_kind(kind);
+  return spec;
+}
+
+std::unique_ptr<ErrorFeedback> Make(const config::ErrorFeedback& spec, size_t n) {
+  absl::StatusOr<std::unique_ptr<ErrorFeedback>> memory = ErrorFeedback::Create(spec, n);
+  EXPECT_TRUE(memory.ok()) << memory.status();
+  return *std::move(memory);
+}
+
+std::vector<float> Vec(absl::Span<const float> span) { return {span.begin(), span.end()}; }
+
+TEST(ErrorFeedbackTest, ValidateSpecNamesTheField) {
+  constexpr char kPath[] = "compression.default_compression.push_feedback";
+  auto validate = [&](const config::ErrorFeedback& spec) {
+    return std::string(ValidateErrorFeedbackSpec(spec, kPath).message());
+  };
+  EXPECT_TRUE(ValidateErrorFeedbackSpec(Spec(config::ErrorFeedback::NONE), kPath).ok());
+  config::ErrorFeedback spec = Spec(config::ErrorFeedback::RESIDUAL);
+  EXPECT_TRUE(ValidateErrorFeedbackSpec(spec, kPath).ok());
+  spec.set_scale(1);
+  EXPECT_TRUE(ValidateErrorFeedbackSpec(spec, kPath).ok());
+  spec.set_scale(0.5f);
+  EXPECT_TRUE(ValidateErrorFeedbackSpec(spec, kPath).ok());
+  spec.set_scale(0);
+  EXPECT_EQ(validate(spec),
+            "compression.default_compression.push_feedback.scale: must be in (0, 1], got 0");
+  spec.set_scale(1.5f);
+  EXPECT_EQ(validate(spec),
+            "compression.default_compression.push_feedback.scale: must be in (0, 1], got 1.5");
+  spec.set_scale(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(validate(spec),
+            "compression.default_compression.push_feedback.scale: must be in (0, 1], got nan");
+  spec.set_scale(1);
+  spec.set_momentum(0.9f);
+  EXPECT_EQ(validate(spec),
+            "compression.default_compression.push_feedback.momentum: error feedback kind "
+            "RESIDUAL takes no parameter 'momentum'");
+
+  spec = Spec(config::ErrorFeedback::DGC_MOMENTUM);
+  EXPECT_TRUE(ValidateErrorFeedbackSpec(spec, kPath).ok());
+  spec.set_momentum(0);
+  EXPECT_TRUE(ValidateErrorFeedbackSpec(spec, kPath).ok());
+  spec.set_momentum(1);
+  EXPECT_EQ(validate(spec),
+            "compression.default_compression.push_feedback.momentum: must be in [0, 1), got 1");
+  spec.set_momentum(-0.5f);
+  EXPECT_EQ(validate(spec),
+            "compression.default_compression.push_feedback.momentum: must be in [0, 1), got -0.5");
+  spec.set_momentum(0.5f);
+  spec.set_scale(0.5f);
+  EXPECT_EQ(validate(spec),
+            "compression.default_compression.push_feedback.scale: error feedback kind "
+            "DGC_MOMENTUM takes no parameter 'scale'");
+
+  spec = Spec(config::ErrorFeedback::NONE);
+  spec.set_scale(1);
+  EXPECT_EQ(validate(spec),
+            "compression.default_compression.push_feedback.scale: error feedback kind NONE "
+            "takes no parameter 'scale'");
+  spec = Spec(static_cast<config::ErrorFeedback::Kind>(7));
+  EXPECT_EQ(validate(spec),
+            "compression.default_compression.push_feedback.kind: error feedback kind 7 is not "
+            "supported");
+}
+
+TEST(ErrorFeedbackTest, CreateValidatesTheSpec) {
+  config::ErrorFeedback spec = Spec(config::ErrorFeedback::RESIDUAL);
+  spec.set_scale(2);
+  absl::Status status = ErrorFeedback::Create(spec, 4).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "error_feedback.scale: must be in (0, 1], got 2");
+  spec = Spec(config::ErrorFeedback::DGC_MOMENTUM);
+  spec.set_momentum(1);
+  EXPECT_EQ(ErrorFeedback::Create(spec, 4).status().message(),
+            "error_feedback.momentum: must be in [0, 1), got 1");
+}
+
+TEST(ErrorFeedbackTest, ResidualScaleDampsWhatIsCarried) {
+  config::ErrorFeedback spec = Spec(config::ErrorFeedback::RESIDUAL);
+  spec.set_scale(0.5f);
+  auto memory = Make(spec, 4);
+  EXPECT_TRUE(memory->velocity().empty());
+  TopKCodec codec(4, 1);
+  std::string payload;
+  // c = {1, -4, 2, 3}: -4 sent; residual = 0.5 * {1, 0, 2, 3}.
+  ASSERT_TRUE(memory->Compress(codec, std::vector<float>{1, -4, 2, 3}, {}, &payload).ok());
+  EXPECT_THAT(Decode(codec, payload), testing::ElementsAre(0, -4, 0, 0));
+  EXPECT_THAT(memory->residual(), testing::ElementsAre(0.5, 0, 1, 1.5));
+  // c = {1.5, -4, 3, 4.5}: 4.5 sent; residual = 0.5 * {1.5, -4, 3, 0}.
+  ASSERT_TRUE(memory->Compress(codec, std::vector<float>{1, -4, 2, 3}, {}, &payload).ok());
+  EXPECT_THAT(Decode(codec, payload), testing::ElementsAre(0, 0, 0, 4.5));
+  EXPECT_THAT(memory->residual(), testing::ElementsAre(0.75, -2, 1.5, 0));
+}
+
+// m = 0.5 and a constant gradient through top-1 of 4; every value is exact.
+//   u = m u + g;  v = v + u;  send the largest |v|;  zero u and v where sent.
+TEST(ErrorFeedbackTest, DgcMomentumByHandWithTopK) {
+  config::ErrorFeedback spec = Spec(config::ErrorFeedback::DGC_MOMENTUM);
+  spec.set_momentum(0.5f);
+  auto memory = Make(spec, 4);
+  TopKCodec codec(4, 1);
+  const std::vector<float> g = {1, -2, 3, 0.5};
+  std::string payload;
+  struct Step {
+    std::vector<float> sent, u, v;
+  };
+  const std::vector<Step> steps = {
+      // u = g = v = {1, -2, 3, 0.5}; 3 is sent.
+      {{0, 0, 3, 0}, {1, -2, 0, 0.5}, {1, -2, 0, 0.5}},
+      // u = {1.5, -3, 3, 0.75}, v = {2.5, -5, 3, 1.25}; -5 is sent.
+      {{0, -5, 0, 0}, {1.5, 0, 3, 0.75}, {2.5, 0, 3, 1.25}},
+      // u = {1.75, -2, 4.5, 0.875}, v = {4.25, -2, 7.5, 2.125}; 7.5 is sent.
+      {{0, 0, 7.5, 0}, {1.75, -2, 0, 0.875}, {4.25, -2, 0, 2.125}},
+      // u = {1.875, -3, 3, 0.9375}, v = {6.125, -5, 3, 3.0625}; 6.125 is sent.
+      {{6.125, 0, 0, 0}, {0, -3, 3, 0.9375}, {0, -5, 3, 3.0625}},
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    ASSERT_TRUE(memory->Compress(codec, g, {}, &payload).ok());
+    EXPECT_EQ(Decode(codec, payload), steps[i].sent) << "step " << i;
+    EXPECT_EQ(Vec(memory->velocity()), steps[i].u) << "step " << i;
+    EXPECT_EQ(Vec(memory->residual()), steps[i].v) << "step " << i;
+  }
+}
+
+TEST(ErrorFeedbackTest, DgcMomentumDefaultsToPointNine) {
+  auto memory = Make(Spec(config::ErrorFeedback::DGC_MOMENTUM), 2);
+  TopKCodec codec(2, 1);
+  std::string payload;
+  ASSERT_TRUE(memory->Compress(codec, std::vector<float>{4, 1}, {}, &payload).ok());
+  ASSERT_TRUE(memory->Compress(codec, std::vector<float>{4, 1}, {}, &payload).ok());
+  // Element 1 is never sent: u = 0.9 * 1 + 1, v = 1 + u.
+  EXPECT_EQ(memory->velocity()[1], 0.9f * 1.0f + 1.0f);
+  EXPECT_EQ(memory->residual()[1], 1.0f + (0.9f * 1.0f + 1.0f));
+}
+
+// Random data: after each step u and v are exactly 0 where the payload decodes non-zero and
+// hold the unmasked recurrence elsewhere.
+TEST(ErrorFeedbackTest, DgcMaskingZeroesExactlyTheSentPositions) {
+  const size_t n = 500;
+  config::ErrorFeedback spec = Spec(config::ErrorFeedback::DGC_MOMENTUM);
+  spec.set_momentum(0.75f);
+  auto memory = Make(spec, n);
+  TopKCodec codec(n, 20);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> u(n, 0.0f), v(n, 0.0f), g(n);
+  std::string payload;
+  for (int step = 0; step < 10; ++step) {
+    for (float& x : g) x = normal(rng);
+    ASSERT_TRUE(memory->Compress(codec, g, {}, &payload).ok());
+    const std::vector<float> sent = Decode(codec, payload);
+    size_t masked = 0;
+    for (size_t i = 0; i < n; ++i) {
+      u[i] = 0.75f * u[i] + g[i];
+      v[i] = v[i] + u[i];
+      if (sent[i] != 0) {
+        ASSERT_EQ(sent[i], v[i]) << "step " << step << " element " << i;
+        u[i] = v[i] = 0;
+        ++masked;
+      }
+      ASSERT_EQ(memory->velocity()[i], u[i]) << "step " << step << " element " << i;
+      ASSERT_EQ(memory->residual()[i], v[i]) << "step " << step << " element " << i;
+    }
+    EXPECT_EQ(masked, 20u);
+  }
+}
+
 }  // namespace
 }  // namespace tamp::compress

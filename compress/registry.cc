@@ -5,7 +5,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "compress/bf16.h"
+#include "compress/dgc.h"
+#include "compress/efsign.h"
+#include "compress/fp16.h"
+#include "compress/maxmin.h"
+#include "compress/natural.h"
 #include "compress/none.h"
+#include "compress/powersgd.h"
+#include "compress/qsgd.h"
+#include "compress/randomblock.h"
+#include "compress/randomk.h"
+#include "compress/signsgd.h"
+#include "compress/signum.h"
+#include "compress/terngrad.h"
+#include "compress/threshold.h"
 #include "compress/topk.h"
 #include "glog/logging.h"
 #include "google/protobuf/descriptor.h"
@@ -27,6 +41,12 @@ struct Entry {
   // Null when there is nothing to check beyond which parameters are set.
   absl::Status (*validate)(const config::Codec& spec, absl::string_view field_path);
   std::unique_ptr<Codec> (*create)(const config::Codec& spec, size_t num_elements);
+  // Exchanges per step (Codec::rounds()); only multi-round codecs set it.
+  int rounds = 1;
+  // Used instead of `create` (then null) by codecs that view a chunk within its tensor or may
+  // refuse a chunk (powersgd).
+  absl::StatusOr<std::unique_ptr<Codec>> (*create_for_chunk)(const config::Codec& spec,
+                                                             const ChunkShape& shape) = nullptr;
 };
 
 // In wire-id order.
@@ -34,13 +54,132 @@ const std::vector<Entry>& Entries() {
   static const auto* const entries = new std::vector<Entry>{
       {CodecId::kNone, "all n values as raw fp32", {}, "12 + 4n", "", nullptr, &NoneCodec::Create},
       {CodecId::kTopK,
-       "the k largest-magnitude values: bit-packed indices, then fp32 values",
-       {"ratio", "count"},
-       "12 + ceil(k*b/8) + 4k; b = max(1, ceil(log2 n)), "
-       "k = clamp(round(ratio*n), 1, n) or min(count, n)",
+       "the k largest-magnitude values: bit-packed indices, then fp32 (or fp16) values",
+       {"ratio", "count", "fp16_values"},
+       "12 + ceil(k*b/8) + v*k; b = max(1, ceil(log2 n)), "
+       "k = clamp(round(ratio*n), 1, n) or min(count, n), v = 4 (2 with fp16_values)",
        "ratio: 0.01",
        &TopKCodec::ValidateSpec,
        &TopKCodec::Create},
+      {CodecId::kFp16,
+       "every value as an IEEE binary16, rounded to nearest even (|x| >= 65520 becomes Inf)",
+       {},
+       "12 + 2n",
+       "",
+       nullptr,
+       &Fp16Codec::Create},
+      {CodecId::kBf16,
+       "every value as a bfloat16 (the top 16 bits of its fp32), rounded to nearest even",
+       {},
+       "12 + 2n",
+       "",
+       nullptr,
+       &Bf16Codec::Create},
+      {CodecId::kDgc,
+       "exactly topk's k entries, found from a sampled threshold: bit-packed indices, then "
+       "fp32 (or fp16) values",
+       {"ratio", "sample_ratio", "fp16_values"},
+       "12 + ceil(k*b/8) + v*k; b = max(1, ceil(log2 n)), k = clamp(round(ratio*n), 1, n), "
+       "v = 4 (2 with fp16_values)",
+       "ratio: 0.01 sample_ratio: 0.01",
+       &DgcCodec::ValidateSpec,
+       &DgcCodec::Create},
+      {CodecId::kThreshold,
+       "every entry with |x| > threshold (NaN always): a count, bit-packed indices, then fp32 "
+       "(or fp16) values",
+       {"threshold", "fp16_values"},
+       "12 + 8 + ceil(c*b/8) + v*c for c entries sent (at most n); b = max(1, ceil(log2 n)), "
+       "v = 4 (2 with fp16_values)",
+       "threshold: 0.01",
+       &ThresholdCodec::ValidateSpec,
+       &ThresholdCodec::Create},
+      {CodecId::kRandomK,
+       "k values at positions drawn from the shared random stream (no indices travel), "
+       "fp32 (or fp16), not rescaled",
+       {"ratio", "count", "fp16_values"},
+       "12 + v*k; k = clamp(round(ratio*n), 1, n) or min(count, n), v = 4 (2 with fp16_values)",
+       "ratio: 0.01",
+       &RandomKCodec::ValidateSpec,
+       &RandomKCodec::Create},
+      {CodecId::kRandomBlock,
+       "B contiguous blocks of L values at positions drawn from the shared random stream (no "
+       "indices travel), fp32 (or fp16), not rescaled",
+       {"ratio", "num_blocks", "fp16_values"},
+       "12 + v*B*L; k = clamp(round(ratio*n), 1, n), B = min(num_blocks (default 1), k), "
+       "L = floor(k/B), v = 4 (2 with fp16_values)",
+       "ratio: 0.01 num_blocks: 4",
+       &RandomBlockCodec::ValidateSpec,
+       &RandomBlockCodec::Create},
+      {CodecId::kQsgd,
+       "per bucket its fp32 L2 norm, then per value a sign and a stochastically rounded "
+       "level in [0, s]",
+       {"levels", "bucket_size"},
+       "12 + 4*ceil(n/d) + ceil(n*B/8); s = levels, B = ceil(log2(s+1)) + 1, "
+       "d = bucket_size (default 512)",
+       "levels: 127 bucket_size: 512",
+       &QsgdCodec::ValidateSpec,
+       &QsgdCodec::Create},
+      {CodecId::kTernGrad,
+       "one fp32 scale (max |x| after clipping at 2.5 sigma), then a stochastic ternary "
+       "{-1, 0, +1} per value in 2 bits",
+       {},
+       "12 + 4 + ceil(2n/8)",
+       "",
+       nullptr,
+       &TernGradCodec::Create},
+      {CodecId::kSignSgd,
+       "1 sign bit per value (set iff x < 0: 0 and NaN count as +); the server takes the "
+       "majority vote (0 on a tie)",
+       {},
+       "12 + ceil(n/8)",
+       "",
+       nullptr,
+       &SignSgdCodec::Create},
+      {CodecId::kEfSign,
+       "scale = mean |x| as fp32, then 1 sign bit per value; decodes to +-scale (for error "
+       "feedback)",
+       {},
+       "12 + 4 + ceil(n/8)",
+       "",
+       nullptr,
+       &EfSignCodec::Create},
+      {CodecId::kSignum,
+       "1 sign bit per value of the encoder's momentum m = momentum*m + (1-momentum)*x; "
+       "majority vote",
+       {"momentum"},
+       "12 + ceil(n/8)",
+       "momentum: 0.9",
+       &SignumCodec::ValidateSpec,
+       &SignumCodec::Create},
+      {CodecId::kNatural,
+       "per value its sign and one of the two powers of two around |x|, chosen by unbiased "
+       "stochastic rounding, in 9 bits",
+       {},
+       "12 + ceil(9n/8)",
+       "",
+       nullptr,
+       &NaturalCodec::Create},
+      {CodecId::kMaxMin,
+       "per bucket its fp32 min and max, then per value a bits-wide code on the uniform grid "
+       "between them (nearest or stochastic rounding)",
+       {"bits", "bucket_size", "stochastic"},
+       "12 + 8*ceil(n/d) + ceil(n*bits/8); d = bucket_size (default 512)",
+       "bits: 8 bucket_size: 512",
+       &MaxMinCodec::ValidateSpec,
+       &MaxMinCodec::Create},
+      {CodecId::kPowerSgd,
+       "rank-r approximation P Q^T in two rounds: P = M Q, then Q = M^T orth(sum P), with Q "
+       "warm-started from the last step",
+       {"rank"},
+       "round 0: 16 + 4*m*r, answered with 16 + 4*m*r; round 1: 16 + 4*c*r, answered with the "
+       "pull update plus 16 + 4*c*r; r = rank, M [m, c] = the chunk's rows of its tensor (c "
+       "values per row, partial rows zero-padded) or, for a vector, c = ceil(sqrt(n)), "
+       "m = ceil(n/c)",
+       "rank: 2",
+       &PowerSgdCodec::ValidateSpec,
+       nullptr,
+       PowerSgdCodec::kRounds,
+       &PowerSgdCodec::Create},
   };
   return *entries;
 }
@@ -85,6 +224,7 @@ const std::vector<CodecInfo>& ListCodecs() {
       CHECK(google::protobuf::TextFormat::ParseFromString(entry.example, &info.example))
           << "bad example spec of codec " << info.name;
       info.example.set_name(info.name);
+      info.rounds = entry.rounds;
       list->push_back(std::move(info));
     }
     return list;
@@ -106,15 +246,33 @@ absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view fiel
   return entry->validate == nullptr ? absl::OkStatus() : entry->validate(spec, field_path);
 }
 
+absl::Status ValidatePullCodecSpec(const config::Codec& spec, absl::string_view field_path) {
+  TAMP_RETURN_IF_ERROR(ValidateCodecSpec(spec, field_path));
+  const Entry* entry = Find(spec.name());
+  if (entry->rounds != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field_path, ".name: codec '", spec.name(), "' takes ", entry->rounds,
+        " rounds per step and can only push; the pull side answers in one"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Codec>> CreateCodec(const config::Codec& spec, size_t num_elements) {
+  return CreateCodec(spec, ChunkShape{.elements = num_elements});
+}
+
+absl::StatusOr<std::unique_ptr<Codec>> CreateCodec(const config::Codec& spec,
+                                                   const ChunkShape& shape) {
   // Callers validate with the real config path at load time; "codec" only labels a spec
   // that skipped that.
   TAMP_RETURN_IF_ERROR(ValidateCodecSpec(spec, "codec"));
-  if (num_elements == 0) {
+  if (shape.elements == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("codec '", spec.name(), "': a chunk needs at least one element"));
   }
-  return Find(spec.name())->create(spec, num_elements);
+  const Entry* entry = Find(spec.name());
+  if (entry->create_for_chunk != nullptr) return entry->create_for_chunk(spec, shape);
+  return entry->create(spec, shape.elements);
 }
 
 }  // namespace tamp::compress

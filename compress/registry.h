@@ -26,6 +26,7 @@ struct CodecInfo {
   std::vector<std::string> parameters;   // config::Codec field names it accepts.
   std::string wire_bytes;                // Payload size formula in n (elements), e.g. "12 + 4n".
   config::Codec example;                 // A typical spec, for benchmarks, fuzzing and docs.
+  int rounds = 1;                        // Exchanges per step (Codec::rounds()).
 };
 
 // Every registered codec, in wire-id order.
@@ -34,9 +35,26 @@ const std::vector<CodecInfo>& ListCodecs();
 // Checks the name and parameters of `spec`. `field_path` prefixes error messages.
 absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view field_path);
 
+// ValidatePullCodecSpec()
+//
+// ValidateCodecSpec(), and the codec must answer in one round: a multi-round codec
+// (powersgd) can only push, e.g.
+//   "compression.default_compression.pull.name: codec 'powersgd' takes 2 rounds per step and
+//    can only push; the pull side answers in one"
+absl::Status ValidatePullCodecSpec(const config::Codec& spec, absl::string_view field_path);
+
 // Creates a codec for chunks of `num_elements` values. Validates `spec` first.
 absl::StatusOr<std::unique_ptr<Codec>> CreateCodec(const config::Codec& spec,
                                                    size_t num_elements);
+
+// CreateCodec()
+//
+// The same for a chunk whose place in its tensor is known (compress::ChunkShapeInTensor()):
+// codecs that view a chunk as a matrix use it (powersgd; the overload above gives them a
+// vector), and may refuse the chunk (INVALID_ARGUMENT saying why). Servers and workers call
+// this one, so both build the same view.
+absl::StatusOr<std::unique_ptr<Codec>> CreateCodec(const config::Codec& spec,
+                                                   const ChunkShape& shape);
 
 }  // namespace tamp::compress
 

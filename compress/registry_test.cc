@@ -32,10 +32,10 @@ TEST(RegistryTest, ListsCodecsInWireIdOrder) {
   EXPECT_EQ(codecs[0].wire_bytes, "12 + 4n");
   EXPECT_EQ(codecs[1].name, "topk");
   EXPECT_EQ(codecs[1].id, CodecId::kTopK);
-  EXPECT_THAT(codecs[1].parameters, ElementsAre("ratio", "count"));
+  EXPECT_THAT(codecs[1].parameters, ElementsAre("ratio", "count", "fp16_values"));
   EXPECT_EQ(codecs[1].wire_bytes,
-            "12 + ceil(k*b/8) + 4k; b = max(1, ceil(log2 n)), "
-            "k = clamp(round(ratio*n), 1, n) or min(count, n)");
+            "12 + ceil(k*b/8) + v*k; b = max(1, ceil(log2 n)), "
+            "k = clamp(round(ratio*n), 1, n) or min(count, n), v = 4 (2 with fp16_values)");
 }
 
 TEST(RegistryTest, EveryListedParameterIsAConfigCodecField) {
@@ -56,14 +56,18 @@ TEST(RegistryTest, AcceptsValidSpecs) {
 }
 
 TEST(RegistryTest, RejectsUnknownAndMissingNames) {
+  // Every registered name, in wire-id order; the list grows as codecs are added.
+  std::string known;
+  for (const CodecInfo& info : ListCodecs()) known += (known.empty() ? "" : ", ") + info.name;
+  EXPECT_EQ(known.rfind("none, topk", 0), 0u) << known;
   absl::Status status = Validate("name: 'topkk' ratio: 0.1");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(),
-            "compression.default_compression.push.name: unknown codec 'topkk' (known: none, topk)");
+  EXPECT_EQ(status.message(), "compression.default_compression.push.name: unknown codec 'topkk' "
+                              "(known: " + known + ")");
   status = Validate("ratio: 0.1");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
-            "compression.default_compression.push.name: missing codec name (known: none, topk)");
+            "compression.default_compression.push.name: missing codec name (known: " + known + ")");
 }
 
 TEST(RegistryTest, RejectsParametersTheCodecDoesNotTake) {

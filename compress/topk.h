@@ -1,18 +1,21 @@
 // Codec "topk" (id 1): the k entries of largest magnitude, exactly; the rest decode as 0.
 //
-// Parameters (exactly one): `ratio` in (0, 1], k = clamp(round(ratio * n), 1, n); or
-// `count` >= 1, k = min(count, n). round, not ceil: ratio * n is a double product and is
-// often an ulp off, e.g. 0.07 * 100 == 7.000000000000001, which ceil would make 8.
+// Parameters: exactly one of `ratio` in (0, 1], k = clamp(round(ratio * n), 1, n), and
+// `count` >= 1, k = min(count, n) (EntriesKept() in compress/sparse.h). Optional
+// `fp16_values`: values travel as fp16 (compress/sparse.h FloatToHalf(): round to nearest
+// even, finite values saturate at +-65504, inf and NaN kept).
 //
 // Body: the k indices, strictly ascending, each in b = max(1, ceil(log2 n)) bits (BitWriter
-// packing, zero-padded to a byte), then the k values as fp32 in index order.
-// Payload bytes: 12 + ceil(k * b / 8) + 4k. k follows from n and the spec, so it does not
-// travel; the decoder requires exactly this length.
+// packing, zero-padded to a byte), then the k values in index order, fp32 or fp16.
+// Payload bytes: 12 + ceil(k * b / 8) + v * k, v = 4 (fp32) or 2 (fp16_values). k and v
+// follow from n and the spec, so they do not travel: the version stays 1 for both value
+// formats, and the decoder (built from the same spec) requires exactly this length.
 //
-// Selection: entries compare by |x|, with NaN counted as +inf so that a NaN is always sent
-// and shows up on the receiver instead of vanishing into the residual. Among equal
-// magnitudes the lowest indices win, so the choice is deterministic. Cost: one
-// std::nth_element over n 32-bit keys and two linear passes; scratch is per thread.
+// Selection: compress/select.h, exact. Entries compare by |x|, with NaN counted as +inf so
+// that a NaN is always sent and shows up on the receiver instead of vanishing into the
+// residual; +-inf are sent like any large value. Among equal magnitudes the lowest indices
+// win, so the choice is deterministic. Cost: a radix select (one histogram pass, one
+// vectorised gather pass, small passes over the gathered entries); scratch is per thread.
 #ifndef TAMP_COMPRESS_TOPK_H_
 #define TAMP_COMPRESS_TOPK_H_
 
@@ -24,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compress/codec.h"
+#include "compress/sparse.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress {
@@ -34,7 +38,8 @@ class TopKCodec final : public Codec {
 
   // TopKCodec::ValidateSpec()
   //
-  // Registry check: exactly one of ratio and count is set, and it is in range.
+  // Registry check: exactly one of ratio and count is set, and it is in range
+  // (fp16_values is free).
   static absl::Status ValidateSpec(const config::Codec& spec, absl::string_view field_path);
 
   // TopKCodec::Create()
@@ -54,17 +59,19 @@ class TopKCodec final : public Codec {
 
   // TopKCodec::PayloadBytes()
   //
-  // 12 + ceil(k * b / 8) + 4k.
-  static size_t PayloadBytes(size_t num_elements, size_t k);
+  // 12 + ceil(k * b / 8) + v * k; v = 4 for fp32 values, 2 for fp16.
+  static size_t PayloadBytes(size_t num_elements, size_t k,
+                             ValueFormat values = ValueFormat::kFp32);
 
   // 1 <= k <= num_elements.
-  TopKCodec(size_t num_elements, size_t k);
+  TopKCodec(size_t num_elements, size_t k, ValueFormat values = ValueFormat::kFp32);
 
   // Entries sent per payload.
   size_t k() const { return k_; }
+  ValueFormat value_format() const { return values_; }
 
   CodecId id() const override { return CodecId::kTopK; }
-  size_t MaxPayloadBytes() const override { return PayloadBytes(size(), k_); }
+  size_t MaxPayloadBytes() const override { return PayloadBytes(size(), k_, values_); }
   absl::Status Encode(absl::Span<const float> input, const RandomKey& key,
                       std::string* payload) override;
   absl::Status Decode(absl::string_view payload, const RandomKey& key,
@@ -74,18 +81,12 @@ class TopKCodec final : public Codec {
                          absl::Span<float> accumulator) const override;
 
  private:
-  // A checked payload: indices in a thread-local buffer (valid until this thread's next
-  // Parse), values as k unaligned fp32.
-  struct Entries {
-    absl::Span<const uint64_t> indices;
-    const char* values;
-  };
-  absl::StatusOr<Entries> Parse(absl::string_view payload) const;
-
-  size_t IndexBytes() const { return (k_ * index_bits_ + 7) / 8; }
+  // Checks header, length and indices.
+  absl::StatusOr<IndexedValues> Parse(absl::string_view payload) const;
 
   const size_t k_;
   const int index_bits_;
+  const ValueFormat values_;
 };
 
 }  // namespace tamp::compress

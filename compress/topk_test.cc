@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compress/sparse.h"
 #include "compress/wire_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -273,6 +274,66 @@ TEST(TopKCodecTest, ValidateSpecNamesTheField) {
   neither.set_name("topk");
   EXPECT_EQ(TopKCodec::ValidateSpec(neither, "push").message(),
             "push: codec 'topk' needs exactly one of 'ratio' and 'count', got neither");
+}
+
+// fp16_values: same selection and index stream, values as fp16 (compress/sparse.h).
+TEST(TopKCodecTest, Fp16ValuesKeepTheSelectionAndHalveTheValueBytes) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal;
+  for (size_t n : {1, 2, 7, 100, 1000, 4097}) {
+    std::vector<float> input(n);
+    for (float& x : input) x = 100 * normal(rng);
+    input[n / 2] = 1e6f;  // Beyond the fp16 range: saturates to 65504.
+    for (size_t k : {size_t{1}, (n + 2) / 3, n}) {
+      TopKCodec fp32(n, k);
+      TopKCodec fp16(n, k, ValueFormat::kFp16);
+      const size_t b = ReferenceIndexBits(n);
+      EXPECT_EQ(fp16.MaxPayloadBytes(), 12 + (k * b + 7) / 8 + 2 * k) << n << " " << k;
+      EXPECT_EQ(TopKCodec::PayloadBytes(n, k, ValueFormat::kFp16), fp16.MaxPayloadBytes());
+      std::string a, h;
+      const std::vector<float> exact = EncodeDecode(fp32, input, &a);
+      const std::vector<float> rounded = EncodeDecode(fp16, input, &h);
+      ASSERT_EQ(h.size(), fp16.MaxPayloadBytes());
+      // The header and index stream are identical; only the value width differs.
+      const size_t index_end = 12 + (k * b + 7) / 8;
+      EXPECT_EQ(a.substr(0, index_end), h.substr(0, index_end));
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_EQ(rounded[i], HalfToFloat(FloatToHalf(exact[i]))) << i;
+      }
+    }
+  }
+  TopKCodec codec(3, 1, ValueFormat::kFp16);
+  std::string payload;
+  EXPECT_THAT(EncodeDecode(codec, {1, -1e6f, 2}, &payload), ElementsAre(0, -65504.0f, 0));
+  std::vector<float> out = {7, 7, 7};
+  EXPECT_EQ(codec.Decode(payload.substr(0, payload.size() - 1), {}, absl::MakeSpan(out)).message(),
+            "topk payload body is 2 bytes, expected 3 (k = 1, 2 bits per index)");
+  EXPECT_THAT(out, ElementsAre(7, 7, 7));
+}
+
+TEST(TopKCodecTest, CreateReadsFp16Values) {
+  config::Codec spec = Count(2);
+  spec.set_fp16_values(true);
+  EXPECT_TRUE(TopKCodec::ValidateSpec(spec, "push").ok());
+  std::unique_ptr<Codec> codec = TopKCodec::Create(spec, 10);
+  EXPECT_EQ(codec->MaxPayloadBytes(), 12u + 1 + 4);  // b = 4: ceil(8 / 8) index bytes.
+  EXPECT_EQ(static_cast<TopKCodec&>(*codec).value_format(), ValueFormat::kFp16);
+}
+
+TEST(TopKCodecTest, LargeChunksMatchTheReference) {
+  // Large enough for the vectorised passes and every radix level to matter.
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal;
+  const size_t n = (size_t{1} << 18) + 3;
+  std::vector<float> input(n);
+  for (float& x : input) x = normal(rng);
+  for (size_t i = 0; i < n; i += 1000) input[i] = input[i + 1];  // Ties.
+  for (size_t k : {size_t{1}, n / 1000, n / 100, n / 3}) {
+    TopKCodec codec(n, k);
+    std::string payload;
+    ASSERT_TRUE(codec.Encode(input, {}, &payload).ok());
+    ASSERT_EQ(SentIndices(payload, n, k), ReferenceTopK(input, k)) << k;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,362 @@
+#include "compress/internal/quantize.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "glog/logging.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TAMP_QUANTIZE_X86 1
+#include <immintrin.h>
+#else
+#define TAMP_QUANTIZE_X86 0
+#endif
+
+namespace tamp::compress::internal {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Philox
+// ---------------------------------------------------------------------------------------
+
+// The words PhiloxStream builds from a RandomKey (common/philox.h): key (k0, k1) and the
+// constant counter words c1..c3 after the block number c0.
+struct PhiloxWords {
+  uint32_t k0, k1, c1, c2, c3;
+};
+
+PhiloxWords WordsOf(const RandomKey& key) {
+  return {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32),
+          static_cast<uint32_t>(key.step), key.chunk ^ static_cast<uint32_t>(key.step >> 32),
+          key.worker};
+}
+
+// Philox-4x32-10 constants (Random123).
+constexpr uint32_t kM0 = 0xD2511F53u;
+constexpr uint32_t kM1 = 0xCD9E8D57u;
+constexpr uint32_t kW0 = 0x9E3779B9u;
+constexpr uint32_t kW1 = 0xBB67AE85u;
+constexpr int kRounds = 10;
+
+// Blocks [first_block, first_block + num_blocks) into out (4 words each), one at a time.
+void PortableBlocks(const RandomKey& key, uint32_t first_block, size_t num_blocks,
+                    uint32_t* out) {
+  const PhiloxStream stream(key);
+  for (size_t b = 0; b < num_blocks; ++b) {
+    const auto block = stream.Block(first_block + static_cast<uint32_t>(b));
+    std::memcpy(out + 4 * b, block.v, 16);
+  }
+}
+
+#if TAMP_QUANTIZE_X86
+
+// 16 blocks per step with 32-bit lanes: lane l of vector x_w is counter word w of block l.
+// mul_epu32 multiplies the even lanes (as 64-bit products); shifting the input right by 32
+// gives the odd ones, and two blends put the low and high halves back in 32-bit lanes.
+
+__attribute__((target("avx2"))) inline void MulHiLo(__m256i x, __m256i m, __m256i* hi,
+                                                    __m256i* lo) {
+  const __m256i even = _mm256_mul_epu32(x, m);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
+  *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+// 8 blocks in 4 vectors (word-major) -> 32 words in block order at out.
+__attribute__((target("avx2"))) inline void StoreBlocks8(__m256i x0, __m256i x1, __m256i x2,
+                                                         __m256i x3, uint32_t* out) {
+  // Within each 128-bit lane: r_k holds block 4L + k of lane L.
+  const __m256i a = _mm256_unpacklo_epi32(x0, x1);
+  const __m256i b = _mm256_unpackhi_epi32(x0, x1);
+  const __m256i c = _mm256_unpacklo_epi32(x2, x3);
+  const __m256i d = _mm256_unpackhi_epi32(x2, x3);
+  const __m256i r0 = _mm256_unpacklo_epi64(a, c);
+  const __m256i r1 = _mm256_unpackhi_epi64(a, c);
+  const __m256i r2 = _mm256_unpacklo_epi64(b, d);
+  const __m256i r3 = _mm256_unpackhi_epi64(b, d);
+  auto* p = reinterpret_cast<__m256i*>(out);
+  _mm256_storeu_si256(p + 0, _mm256_permute2x128_si256(r0, r1, 0x20));  // Blocks 0, 1.
+  _mm256_storeu_si256(p + 1, _mm256_permute2x128_si256(r2, r3, 0x20));  // Blocks 2, 3.
+  _mm256_storeu_si256(p + 2, _mm256_permute2x128_si256(r0, r1, 0x31));  // Blocks 4, 5.
+  _mm256_storeu_si256(p + 3, _mm256_permute2x128_si256(r2, r3, 0x31));  // Blocks 6, 7.
+}
+
+// num_blocks is a multiple of 16.
+__attribute__((target("avx2"))) void Avx2Blocks(const PhiloxWords& w, uint32_t first_block,
+                                                size_t num_blocks, uint32_t* out) {
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kM0));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kM1));
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (size_t b = 0; b < num_blocks; b += 16) {
+    const uint32_t base = first_block + static_cast<uint32_t>(b);
+    __m256i x0[2], x1[2], x2[2], x3[2];
+    for (int v = 0; v < 2; ++v) {
+      x0[v] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base + 8 * v)), iota);
+      x1[v] = _mm256_set1_epi32(static_cast<int>(w.c1));
+      x2[v] = _mm256_set1_epi32(static_cast<int>(w.c2));
+      x3[v] = _mm256_set1_epi32(static_cast<int>(w.c3));
+    }
+    uint32_t k0 = w.k0, k1 = w.k1;
+    for (int r = 0; r < kRounds; ++r) {
+      const __m256i vk0 = _mm256_set1_epi32(static_cast<int>(k0));
+      const __m256i vk1 = _mm256_set1_epi32(static_cast<int>(k1));
+      for (int v = 0; v < 2; ++v) {
+        __m256i hi0, lo0, hi1, lo1;
+        MulHiLo(x0[v], m0, &hi0, &lo0);
+        MulHiLo(x2[v], m1, &hi1, &lo1);
+        x0[v] = _mm256_xor_si256(_mm256_xor_si256(hi1, x1[v]), vk0);
+        x1[v] = lo1;
+        x2[v] = _mm256_xor_si256(_mm256_xor_si256(hi0, x3[v]), vk1);
+        x3[v] = lo0;
+      }
+      k0 += kW0;
+      k1 += kW1;
+    }
+    for (int v = 0; v < 2; ++v) StoreBlocks8(x0[v], x1[v], x2[v], x3[v], out + 4 * (b + 8 * v));
+  }
+}
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_epi32() and trip -Wmaybe-uninitialized
+// (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+__attribute__((target("avx512f"))) inline void MulHiLo(__m512i x, __m512i m, __m512i* hi,
+                                                       __m512i* lo) {
+  const __m512i even = _mm512_mul_epu32(x, m);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
+  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+}
+
+// num_blocks is a multiple of 16.
+__attribute__((target("avx512f"))) void Avx512Blocks(const PhiloxWords& w, uint32_t first_block,
+                                                     size_t num_blocks, uint32_t* out) {
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kM0));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(kM1));
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (size_t b = 0; b < num_blocks; b += 16) {
+    __m512i x0 = _mm512_add_epi32(
+        _mm512_set1_epi32(static_cast<int>(first_block + static_cast<uint32_t>(b))), iota);
+    __m512i x1 = _mm512_set1_epi32(static_cast<int>(w.c1));
+    __m512i x2 = _mm512_set1_epi32(static_cast<int>(w.c2));
+    __m512i x3 = _mm512_set1_epi32(static_cast<int>(w.c3));
+    uint32_t k0 = w.k0, k1 = w.k1;
+    for (int r = 0; r < kRounds; ++r) {
+      __m512i hi0, lo0, hi1, lo1;
+      MulHiLo(x0, m0, &hi0, &lo0);
+      MulHiLo(x2, m1, &hi1, &lo1);
+      // 0x96: three-way xor.
+      x0 = _mm512_ternarylogic_epi32(hi1, x1, _mm512_set1_epi32(static_cast<int>(k0)), 0x96);
+      x1 = lo1;
+      x2 = _mm512_ternarylogic_epi32(hi0, x3, _mm512_set1_epi32(static_cast<int>(k1)), 0x96);
+      x3 = lo0;
+      k0 += kW0;
+      k1 += kW1;
+    }
+    // Transpose to block order. After the unpacks, 128-bit lane L of r_k is block 4L + k.
+    const __m512i a = _mm512_unpacklo_epi32(x0, x1);
+    const __m512i bb = _mm512_unpackhi_epi32(x0, x1);
+    const __m512i c = _mm512_unpacklo_epi32(x2, x3);
+    const __m512i d = _mm512_unpackhi_epi32(x2, x3);
+    const __m512i r0 = _mm512_unpacklo_epi64(a, c);
+    const __m512i r1 = _mm512_unpackhi_epi64(a, c);
+    const __m512i r2 = _mm512_unpacklo_epi64(bb, d);
+    const __m512i r3 = _mm512_unpackhi_epi64(bb, d);
+    const __m512i s0 = _mm512_shuffle_i32x4(r0, r1, 0x44);  // r0.L0 r0.L1 r1.L0 r1.L1
+    const __m512i s1 = _mm512_shuffle_i32x4(r2, r3, 0x44);  // r2.L0 r2.L1 r3.L0 r3.L1
+    const __m512i s2 = _mm512_shuffle_i32x4(r0, r1, 0xEE);  // r0.L2 r0.L3 r1.L2 r1.L3
+    const __m512i s3 = _mm512_shuffle_i32x4(r2, r3, 0xEE);  // r2.L2 r2.L3 r3.L2 r3.L3
+    uint32_t* p = out + 4 * b;
+    _mm512_storeu_si512(p, _mm512_shuffle_i32x4(s0, s1, 0x88));       // Blocks 0-3.
+    _mm512_storeu_si512(p + 16, _mm512_shuffle_i32x4(s0, s1, 0xDD));  // Blocks 4-7.
+    _mm512_storeu_si512(p + 32, _mm512_shuffle_i32x4(s2, s3, 0x88));  // Blocks 8-11.
+    _mm512_storeu_si512(p + 48, _mm512_shuffle_i32x4(s2, s3, 0xDD));  // Blocks 12-15.
+  }
+}
+
+#pragma GCC diagnostic pop
+
+PhiloxKernel DetectKernel() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return PhiloxKernel::kAvx512;
+  if (__builtin_cpu_supports("avx2")) return PhiloxKernel::kAvx2;
+  return PhiloxKernel::kPortable;
+}
+
+#else  // !TAMP_QUANTIZE_X86
+
+PhiloxKernel DetectKernel() { return PhiloxKernel::kPortable; }
+
+#endif  // TAMP_QUANTIZE_X86
+
+PhiloxKernel BestKernel() {
+  static const PhiloxKernel kernel = DetectKernel();
+  return kernel;
+}
+
+// ---------------------------------------------------------------------------------------
+// Code packing
+// ---------------------------------------------------------------------------------------
+
+// 8 codes of B bits -> B bytes. The loops unroll, so every shift is a constant and the
+// straddle tests fold away.
+template <int B>
+inline void PackGroup(const uint32_t* codes, char* out) {
+  uint64_t word[2] = {0, 0};
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    const int p = j * B;
+    const uint64_t code = codes[j];
+    word[p / 64] |= code << (p % 64);
+    if (p % 64 + B > 64) word[1] |= code >> (64 - p % 64);
+  }
+  std::memcpy(out, word, B);
+}
+
+template <int B>
+inline void UnpackGroup(const char* in, uint32_t* codes) {
+  uint64_t word[2] = {0, 0};
+  std::memcpy(word, in, B);
+  constexpr uint64_t kMask = (uint64_t{1} << B) - 1;
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    const int p = j * B;
+    uint64_t code = word[p / 64] >> (p % 64);
+    if (p % 64 + B > 64) code |= word[1] << (64 - p % 64);
+    codes[j] = static_cast<uint32_t>(code & kMask);
+  }
+}
+
+template <int B>
+void PackCodesT(const uint32_t* codes, size_t count, char* out) {
+  const size_t groups = count / 8;
+  for (size_t g = 0; g < groups; ++g) PackGroup<B>(codes + 8 * g, out + B * g);
+  if (const size_t rest = count % 8; rest > 0) {
+    uint32_t last[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::copy(codes + 8 * groups, codes + count, last);
+    char bytes[B];
+    PackGroup<B>(last, bytes);
+    std::memcpy(out + B * groups, bytes, (rest * B + 7) / 8);
+  }
+}
+
+template <int B>
+bool UnpackCodesT(const char* in, size_t count, uint32_t* codes) {
+  const size_t groups = count / 8;
+  for (size_t g = 0; g < groups; ++g) UnpackGroup<B>(in + B * g, codes + 8 * g);
+  const size_t rest = count % 8;
+  if (rest == 0) return true;
+  char bytes[B] = {};
+  const size_t used = (rest * B + 7) / 8;
+  std::memcpy(bytes, in + B * groups, used);
+  uint32_t last[8];
+  UnpackGroup<B>(bytes, last);
+  std::copy(last, last + rest, codes + 8 * groups);
+  // The padding is zero iff re-packing the `rest` codes alone gives the same bytes.
+  for (size_t j = rest; j < 8; ++j) last[j] = 0;
+  char repacked[B];
+  PackGroup<B>(last, repacked);
+  return std::memcmp(repacked, bytes, used) == 0;
+}
+
+}  // namespace
+
+bool PhiloxKernelSupported(PhiloxKernel kernel) {
+  switch (kernel) {
+    case PhiloxKernel::kPortable:
+      return true;
+    case PhiloxKernel::kAvx2:
+      return BestKernel() != PhiloxKernel::kPortable;
+    case PhiloxKernel::kAvx512:
+      return BestKernel() == PhiloxKernel::kAvx512;
+  }
+  return false;
+}
+
+void PhiloxBitsWith(PhiloxKernel kernel, const RandomKey& key, uint64_t first, size_t count,
+                    uint32_t* out) {
+  DCHECK_EQ(first % 4, 0u);
+  DCHECK_LE(first + count, uint64_t{1} << 34);
+  DCHECK(PhiloxKernelSupported(kernel));
+  const uint32_t first_block = static_cast<uint32_t>(first / 4);
+  size_t blocks = count / 4;
+  size_t done = 0;  // Blocks.
+#if TAMP_QUANTIZE_X86
+  if (kernel != PhiloxKernel::kPortable) {
+    const size_t vector_blocks = blocks / 16 * 16;
+    if (kernel == PhiloxKernel::kAvx512) {
+      Avx512Blocks(WordsOf(key), first_block, vector_blocks, out);
+    } else {
+      Avx2Blocks(WordsOf(key), first_block, vector_blocks, out);
+    }
+    done = vector_blocks;
+  }
+#endif
+  PortableBlocks(key, first_block + static_cast<uint32_t>(done), blocks - done, out + 4 * done);
+  if (const size_t rest = count % 4; rest > 0) {
+    uint32_t last[4];
+    PortableBlocks(key, first_block + static_cast<uint32_t>(blocks), 1, last);
+    std::memcpy(out + 4 * blocks, last, 4 * rest);
+  }
+}
+
+void PhiloxBits(const RandomKey& key, uint64_t first, size_t count, uint32_t* out) {
+  PhiloxBitsWith(BestKernel(), key, first, count, out);
+}
+
+void PackCodes(const uint32_t* codes, size_t count, int bits, char* out) {
+  switch (bits) {
+#define TAMP_PACK_CASE(B) \
+  case B:                 \
+    return PackCodesT<B>(codes, count, out);
+    TAMP_PACK_CASE(1)
+    TAMP_PACK_CASE(2)
+    TAMP_PACK_CASE(3)
+    TAMP_PACK_CASE(4)
+    TAMP_PACK_CASE(5)
+    TAMP_PACK_CASE(6)
+    TAMP_PACK_CASE(7)
+    TAMP_PACK_CASE(8)
+    TAMP_PACK_CASE(9)
+    TAMP_PACK_CASE(10)
+    TAMP_PACK_CASE(11)
+    TAMP_PACK_CASE(12)
+    TAMP_PACK_CASE(13)
+    TAMP_PACK_CASE(14)
+    TAMP_PACK_CASE(15)
+    TAMP_PACK_CASE(16)
+#undef TAMP_PACK_CASE
+  }
+  LOG(FATAL) << "PackCodes: unsupported code width " << bits;
+}
+
+bool UnpackCodes(const char* in, size_t count, int bits, uint32_t* codes) {
+  switch (bits) {
+#define TAMP_UNPACK_CASE(B) \
+  case B:                   \
+    return UnpackCodesT<B>(in, count, codes);
+    TAMP_UNPACK_CASE(1)
+    TAMP_UNPACK_CASE(2)
+    TAMP_UNPACK_CASE(3)
+    TAMP_UNPACK_CASE(4)
+    TAMP_UNPACK_CASE(5)
+    TAMP_UNPACK_CASE(6)
+    TAMP_UNPACK_CASE(7)
+    TAMP_UNPACK_CASE(8)
+    TAMP_UNPACK_CASE(9)
+    TAMP_UNPACK_CASE(10)
+    TAMP_UNPACK_CASE(11)
+    TAMP_UNPACK_CASE(12)
+    TAMP_UNPACK_CASE(13)
+    TAMP_UNPACK_CASE(14)
+    TAMP_UNPACK_CASE(15)
+    TAMP_UNPACK_CASE(16)
+#undef TAMP_UNPACK_CASE
+  }
+  LOG(FATAL) << "UnpackCodes: unsupported code width " << bits;
+  return false;
+}
+
+}  // namespace tamp::compress::internal

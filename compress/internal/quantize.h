@@ -1,0 +1,154 @@
+// Building blocks of the quantizing codecs (fp16, bf16, qsgd, terngrad, natural, maxmin).
+// Internal to compress/.
+//
+// The codecs work a tile of kTile elements at a time: draw the tile's random words, turn
+// the tile into small integer codes with a branch-free loop of fixed trip count (which the
+// compiler vectorises), then pack the codes. Tiles start at multiples of kTile, so every
+// tile starts on a Philox block (4 elements) and on a byte of the packed code stream.
+//
+// PhiloxBits() draws exactly the words of PhiloxStream(key).Bits(i), 16 blocks per step
+// with AVX-512 or AVX2 where the CPU has them (chosen once, at run time) and 1 block per
+// step elsewhere; all kernels give identical words (philox is integer-only).
+//
+// PackCodes()/UnpackCodes() move `bits`-wide codes (1..16 bits) to and from the bit stream
+// of compress/wire_format.h (code j occupies bits j*bits .. j*bits+bits-1, least
+// significant bit first; the last byte is zero-padded), 8 codes (= `bits` bytes) per step.
+//
+// Example (a 9-bit codec; scratch arrays are kTile long):
+//   for (size_t start = 0; start < n; start += kTile) {
+//     const size_t m = std::min(kTile, n - start);
+//     PhiloxBits(key, start, m, random);
+//     ... codes[j] = f(input[start + j], random[j]) ...
+//     PackCodes(codes, m, 9, body + start / 8 * 9);
+//   }
+#ifndef TAMP_COMPRESS_INTERNAL_QUANTIZE_H_
+#define TAMP_COMPRESS_INTERNAL_QUANTIZE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "common/philox.h"
+
+namespace tamp::compress::internal {
+
+// Elements per tile: a multiple of 64 (whole Philox blocks, whole bytes of codes of any
+// width), small enough that a tile's scratch stays in L1.
+inline constexpr size_t kTile = 1024;
+
+// PackedBytes()
+//
+// ceil(count * bits / 8): the bytes of `count` packed `bits`-wide codes.
+inline constexpr uint64_t PackedBytes(uint64_t count, int bits) {
+  return (count / 8) * bits + ((count % 8) * bits + 7) / 8;
+}
+
+// ForEachBucketSegment()
+//
+// Splits the tile [start, start + count) at the boundaries of buckets of `bucket_size`
+// elements and calls f(bucket, begin, end) for each piece, begin/end relative to `start`.
+template <typename F>
+inline void ForEachBucketSegment(uint64_t start, size_t count, uint64_t bucket_size, F&& f) {
+  size_t begin = 0;
+  while (begin < count) {
+    const uint64_t bucket = (start + begin) / bucket_size;
+    const uint64_t bucket_end = (bucket + 1) * bucket_size - start;
+    const size_t end = bucket_end < count ? static_cast<size_t>(bucket_end) : count;
+    f(bucket, begin, end);
+    begin = end;
+  }
+}
+
+// Mask()
+//
+// -1 (all bits) when `condition` holds, else 0. Selects written with masks keep loops
+// branch-free: a ternary tends to become a branch, into which the compiler sinks float work,
+// and float work may trap, so it can then no longer vectorise the loop.
+inline int32_t Mask(bool condition) { return -static_cast<int32_t>(condition); }
+
+// SelectFloat()
+//
+// condition ? a : b for floats, as a mask (see Mask()).
+inline float SelectFloat(bool condition, float a, float b) {
+  int32_t a_bits, b_bits;
+  std::memcpy(&a_bits, &a, sizeof(a_bits));
+  std::memcpy(&b_bits, &b, sizeof(b_bits));
+  const int32_t mask = Mask(condition);
+  const int32_t bits = (a_bits & mask) | (b_bits & ~mask);
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+// LoadFloat(), StoreFloat()
+//
+// An fp32 at any alignment (payload bodies are byte strings).
+inline float LoadFloat(const char* p) {
+  float x;
+  std::memcpy(&x, p, sizeof(x));
+  return x;
+}
+inline void StoreFloat(float x, char* p) { std::memcpy(p, &x, sizeof(x)); }
+
+// FloatBits()
+//
+// The bits of an fp32.
+inline uint32_t FloatBits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return bits;
+}
+
+// PhiloxBits()
+//
+// out[j] = PhiloxStream(key).Bits(first + j) for j < count. `first` is a multiple of 4 and
+// first + count <= 2^34 (Philox block numbers are 32-bit).
+void PhiloxBits(const RandomKey& key, uint64_t first, size_t count, uint32_t* out);
+
+// PhiloxUniform()
+//
+// PhiloxStream::ToUniform() of a word from PhiloxBits(): (bits >> 8) * 2^-24, in [0, 1).
+inline float PhiloxUniform(uint32_t bits) { return PhiloxStream::ToUniform(bits); }
+
+// PhiloxKernel
+//
+// The implementations behind PhiloxBits(), for tests that check them against each other.
+enum class PhiloxKernel { kPortable, kAvx2, kAvx512 };
+
+// PhiloxKernelSupported()
+//
+// Whether this build and CPU can run `kernel`; kPortable always can.
+bool PhiloxKernelSupported(PhiloxKernel kernel);
+
+// PhiloxBitsWith()
+//
+// PhiloxBits() with the given kernel, which must be supported.
+void PhiloxBitsWith(PhiloxKernel kernel, const RandomKey& key, uint64_t first, size_t count,
+                    uint32_t* out);
+
+// PackCodes()
+//
+// Writes codes[0..count) (each < 2^bits, 1 <= bits <= 16) to out[0..PackedBytes(count, bits)),
+// zero-padding the last byte.
+void PackCodes(const uint32_t* codes, size_t count, int bits, char* out);
+
+// PaddingIsZero()
+//
+// Whether the bits after `count` packed `bits`-wide codes, up to the end of the last of
+// their PackedBytes(count, bits) bytes at `packed`, are all zero.
+inline bool PaddingIsZero(const char* packed, uint64_t count, int bits) {
+  const int used = static_cast<int>((count % 8) * bits % 8);  // Bits used in the last byte.
+  if (used == 0) return true;
+  const auto last = static_cast<uint8_t>(packed[PackedBytes(count, bits) - 1]);
+  return (last >> used) == 0;
+}
+
+// UnpackCodes()
+//
+// Reads `count` codes from in[0..PackedBytes(count, bits)) into codes[0..count). Returns
+// false when the padding bits after the last code are not all zero (codes are read anyway).
+bool UnpackCodes(const char* in, size_t count, int bits, uint32_t* codes);
+
+}  // namespace tamp::compress::internal
+
+#endif  // TAMP_COMPRESS_INTERNAL_QUANTIZE_H_

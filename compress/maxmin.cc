@@ -1,0 +1,296 @@
+#include "compress/maxmin.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compress/internal/quantize.h"
+#include "compress/wire_format.h"
+#include "glog/logging.h"
+
+namespace tamp::compress {
+namespace {
+
+using internal::kTile;
+using internal::Mask;
+using internal::SelectFloat;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct Range {
+  float min;
+  float max;
+};
+
+// The grid step of a valid range: (max - min) / L in fp32.
+inline float Step(const Range& range, int bits) {
+  return (range.max - range.min) / static_cast<float>((1 << bits) - 1);
+}
+
+// Whether `range` is valid on the wire: (NaN, NaN), or finite with min <= max and a finite
+// max - min.
+inline bool IsValidRange(const Range& range) {
+  if (std::isnan(range.min) && std::isnan(range.max)) return true;
+  return std::isfinite(range.min) && std::isfinite(range.max) && range.min <= range.max &&
+         std::isfinite(range.max - range.min);
+}
+
+// Whether a valid range's codes must all be 0 (NaN bucket, or max = min).
+inline bool ZeroCodesOnly(const Range& range) { return !(range.max > range.min); }
+
+// Min and max of x[0..length), or (NaN, NaN) when a value is NaN or ±Inf or max - min
+// overflows. Element j goes to lane j % 8; the lanes are named variables, not an array, so
+// that they stay in vector registers.
+Range BucketRange(const float* x, size_t length) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+#define TAMP_LANE_DECLARE(k) float lo##k = kInf, hi##k = -kInf, poison##k = 0;
+#define TAMP_LANE_UPDATE(k, v)              \
+  lo##k = SelectFloat((v) < lo##k, (v), lo##k); \
+  hi##k = SelectFloat((v) > hi##k, (v), hi##k); \
+  poison##k += (v) - (v); /* NaN once a value is NaN or ±Inf, else 0. */
+  TAMP_LANE_DECLARE(0)
+  TAMP_LANE_DECLARE(1)
+  TAMP_LANE_DECLARE(2)
+  TAMP_LANE_DECLARE(3)
+  TAMP_LANE_DECLARE(4)
+  TAMP_LANE_DECLARE(5)
+  TAMP_LANE_DECLARE(6)
+  TAMP_LANE_DECLARE(7)
+  size_t i = 0;
+  for (; i + 8 <= length; i += 8) {
+    TAMP_LANE_UPDATE(0, x[i])
+    TAMP_LANE_UPDATE(1, x[i + 1])
+    TAMP_LANE_UPDATE(2, x[i + 2])
+    TAMP_LANE_UPDATE(3, x[i + 3])
+    TAMP_LANE_UPDATE(4, x[i + 4])
+    TAMP_LANE_UPDATE(5, x[i + 5])
+    TAMP_LANE_UPDATE(6, x[i + 6])
+    TAMP_LANE_UPDATE(7, x[i + 7])
+  }
+  // The tail: lane k gets x[i + k] where it exists, else a neutral element.
+  float tail[8];
+  for (int k = 0; k < 8; ++k) tail[k] = i + k < length ? x[i + k] : x[0];
+  TAMP_LANE_UPDATE(0, tail[0])
+  TAMP_LANE_UPDATE(1, tail[1])
+  TAMP_LANE_UPDATE(2, tail[2])
+  TAMP_LANE_UPDATE(3, tail[3])
+  TAMP_LANE_UPDATE(4, tail[4])
+  TAMP_LANE_UPDATE(5, tail[5])
+  TAMP_LANE_UPDATE(6, tail[6])
+  TAMP_LANE_UPDATE(7, tail[7])
+#undef TAMP_LANE_DECLARE
+#undef TAMP_LANE_UPDATE
+  const float min = std::min({lo0, lo1, lo2, lo3, lo4, lo5, lo6, lo7});
+  const float max = std::max({hi0, hi1, hi2, hi3, hi4, hi5, hi6, hi7});
+  const float poison =
+      ((poison0 + poison1) + (poison2 + poison3)) + ((poison4 + poison5) + (poison6 + poison7));
+  if (std::isnan(poison) || !std::isfinite(max - min)) return {kNaN, kNaN};
+  return {min, max};
+}
+
+// codes[j] for j < count, all values of one bucket with finite min < max. `random` is
+// unused for nearest rounding.
+template <bool kStochastic>
+void QuantizeSegment(const float* x, const uint32_t* random, size_t count, Range range,
+                     int bits, uint32_t* codes) {
+  const float step = Step(range, bits);
+  const float top = static_cast<float>((1 << bits) - 1);
+  for (size_t j = 0; j < count; ++j) {
+    // x - min is in [0, max - min] (finite), so q is finite and >= 0.
+    float q = (x[j] - range.min) / step;
+    q = SelectFloat(q < top, q, top);
+    const int32_t whole = static_cast<int32_t>(q);
+    const float fraction = q - static_cast<float>(whole);
+    int32_t up;
+    if constexpr (kStochastic) {
+      const float uniform =
+          static_cast<float>(static_cast<int32_t>(random[j] >> 8)) * (1.0f / 16777216.0f);
+      up = Mask(uniform < fraction) & 1;
+    } else {
+      up = Mask(fraction >= 0.5f) & 1;
+    }
+    codes[j] = static_cast<uint32_t>(whole + up);
+  }
+}
+
+// out[j] for j < count, all values of one bucket.
+void DequantizeSegment(const uint32_t* codes, size_t count, float min, float step, float* out) {
+  for (size_t j = 0; j < count; ++j) {
+    out[j] = min + static_cast<float>(static_cast<int32_t>(codes[j])) * step;
+  }
+}
+
+bool HasNonzeroCode(const uint32_t* codes, size_t count) {
+  uint32_t any = 0;
+  for (size_t j = 0; j < count; ++j) any |= codes[j];
+  return any != 0;
+}
+
+Range LoadRange(const char* ranges, uint64_t bucket) {
+  return {internal::LoadFloat(ranges + 8 * bucket), internal::LoadFloat(ranges + 8 * bucket + 4)};
+}
+
+}  // namespace
+
+absl::Status MaxMinCodec::ValidateSpec(const config::Codec& spec, absl::string_view field_path) {
+  if (!spec.has_bits()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_path, ": codec 'maxmin' needs 'bits' (bits per value, 1..8)"));
+  }
+  if (spec.bits() < 1 || spec.bits() > kMaxBits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_path, ".bits: must be in [1, ", kMaxBits, "], got ", spec.bits()));
+  }
+  if (spec.has_bucket_size() &&
+      (spec.bucket_size() < 1 || spec.bucket_size() > kMaxBucketSize)) {
+    return absl::InvalidArgumentError(absl::StrCat(field_path, ".bucket_size: must be in [1, ",
+                                                   kMaxBucketSize, "], got ",
+                                                   spec.bucket_size()));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<Codec> MaxMinCodec::Create(const config::Codec& spec, size_t num_elements) {
+  return std::make_unique<MaxMinCodec>(
+      num_elements, static_cast<int>(spec.bits()),
+      spec.has_bucket_size() ? spec.bucket_size() : kDefaultBucketSize, spec.stochastic());
+}
+
+size_t MaxMinCodec::PayloadBytes(size_t num_elements, int bits, uint32_t bucket_size) {
+  const size_t buckets = (num_elements + bucket_size - 1) / bucket_size;
+  return kHeaderBytes + 2 * sizeof(float) * buckets + internal::PackedBytes(num_elements, bits);
+}
+
+MaxMinCodec::MaxMinCodec(size_t num_elements, int bits, uint32_t bucket_size, bool stochastic)
+    : Codec(num_elements), bits_(bits), bucket_size_(bucket_size), stochastic_(stochastic) {
+  CHECK_GE(num_elements, 1u);
+  CHECK_LE(num_elements, uint64_t{1} << 34);  // Philox block numbers are 32-bit.
+  CHECK(bits >= 1 && bits <= static_cast<int>(kMaxBits)) << bits;
+  CHECK(bucket_size >= 1 && bucket_size <= kMaxBucketSize) << bucket_size;
+}
+
+absl::Status MaxMinCodec::Encode(absl::Span<const float> input, const RandomKey& key,
+                                 std::string* payload) {
+  CHECK_EQ(input.size(), size());
+  const size_t n = size();
+  const size_t buckets = NumBuckets();
+  payload->clear();
+  payload->reserve(MaxPayloadBytes());
+  AppendHeader(CodecId::kMaxMin, kVersion, n, payload);
+  payload->resize(MaxPayloadBytes());
+  char* const ranges = payload->data() + kHeaderBytes;
+  char* const packed = ranges + 2 * sizeof(float) * buckets;
+
+  uint32_t random[kTile];
+  uint32_t codes[kTile];
+  size_t ranges_done = 0;
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = std::min(kTile, n - start);
+    // Ranges of the buckets this tile reaches, each computed once; the tile's values are
+    // then still in cache.
+    for (; ranges_done < buckets && ranges_done * bucket_size_ < start + count; ++ranges_done) {
+      const size_t begin = ranges_done * bucket_size_;
+      const Range range =
+          BucketRange(input.data() + begin, std::min<size_t>(bucket_size_, n - begin));
+      internal::StoreFloat(range.min, ranges + 8 * ranges_done);
+      internal::StoreFloat(range.max, ranges + 8 * ranges_done + 4);
+    }
+    if (stochastic_) internal::PhiloxBits(key, start, count, random);
+    internal::ForEachBucketSegment(
+        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
+          const Range range = LoadRange(ranges, b);
+          if (ZeroCodesOnly(range)) {
+            std::fill(codes + begin, codes + end, 0u);
+          } else {
+            const float* x = input.data() + start + begin;
+            if (stochastic_) {
+              QuantizeSegment<true>(x, random + begin, end - begin, range, bits_, codes + begin);
+            } else {
+              QuantizeSegment<false>(x, nullptr, end - begin, range, bits_, codes + begin);
+            }
+          }
+        });
+    internal::PackCodes(codes, count, bits_, packed + start / 8 * bits_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MaxMinCodec::Validate(absl::string_view body) const {
+  const size_t n = size();
+  const size_t buckets = NumBuckets();
+  const size_t expected = 2 * sizeof(float) * buckets + internal::PackedBytes(n, bits_);
+  if (body.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("maxmin payload body is ", body.size(),
+                                                   " bytes, expected ", expected, " (",
+                                                   buckets, " buckets, ", bits_,
+                                                   " bits per value)"));
+  }
+  const char* const ranges = body.data();
+  const char* const packed = ranges + 2 * sizeof(float) * buckets;
+  bool zero_buckets = false;
+  for (size_t b = 0; b < buckets; ++b) {
+    const Range range = LoadRange(ranges, b);
+    if (!IsValidRange(range)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "maxmin bucket ", b, " has min ", range.min, " and max ", range.max,
+          "; they must both be NaN, or finite with min <= max and a finite max - min"));
+    }
+    zero_buckets |= ZeroCodesOnly(range);
+  }
+  if (!internal::PaddingIsZero(packed, n, bits_)) {
+    return absl::InvalidArgumentError("maxmin padding bits are not zero");
+  }
+  if (!zero_buckets) return absl::OkStatus();  // Every code is valid elsewhere.
+  uint32_t codes[kTile];
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = std::min(kTile, n - start);
+    internal::UnpackCodes(packed + start / 8 * bits_, count, bits_, codes);
+    absl::Status status;
+    internal::ForEachBucketSegment(
+        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
+          const Range range = LoadRange(ranges, b);
+          if (!status.ok() || !ZeroCodesOnly(range) || !HasNonzeroCode(codes + begin, end - begin)) {
+            return;
+          }
+          const size_t j = std::find_if(codes + begin, codes + end,
+                                        [](uint32_t code) { return code != 0; }) -
+                           codes;
+          status = absl::InvalidArgumentError(
+              absl::StrCat("maxmin element ", start + j, " has code ", codes[j], " in bucket ", b,
+                           ", whose min and max are ", range.min, " and ", range.max,
+                           "; it must be 0"));
+        });
+    TAMP_RETURN_IF_ERROR(status);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MaxMinCodec::Decode(absl::string_view payload, const RandomKey& /*key*/,
+                                 absl::Span<float> out) const {
+  CHECK_EQ(out.size(), size());
+  TAMP_ASSIGN_OR_RETURN(const absl::string_view body,
+                        ParseHeader(payload, CodecId::kMaxMin, kVersion, size()));
+  TAMP_RETURN_IF_ERROR(Validate(body));
+
+  const size_t n = size();
+  const char* const ranges = body.data();
+  const char* const packed = ranges + 2 * sizeof(float) * NumBuckets();
+  uint32_t codes[kTile];
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = std::min(kTile, n - start);
+    internal::UnpackCodes(packed + start / 8 * bits_, count, bits_, codes);
+    internal::ForEachBucketSegment(
+        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
+          // NaN buckets give NaN everywhere; max = min gives min (codes 0, step 0).
+          const Range range = LoadRange(ranges, b);
+          DequantizeSegment(codes + begin, end - begin, range.min, Step(range, bits_),
+                            out.data() + start + begin);
+        });
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tamp::compress

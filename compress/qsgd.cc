@@ -1,0 +1,282 @@
+#include "compress/qsgd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/numeric/bits.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compress/internal/quantize.h"
+#include "compress/wire_format.h"
+#include "glog/logging.h"
+
+namespace tamp::compress {
+namespace {
+
+using internal::FloatBits;
+using internal::kTile;
+using internal::Mask;
+
+// The documented norm: sqrt of the sum of squares in double, value j of the bucket in partial
+// sum j % 8, partial sums added pairwise. NaN when it is not a finite fp32.
+float BucketNorm(const float* x, size_t length) {
+  // Eight named accumulators rather than an array: they stay in registers (as four pairs).
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+  size_t i = 0;
+  for (; i + 8 <= length; i += 8) {
+    const double v0 = x[i], v1 = x[i + 1], v2 = x[i + 2], v3 = x[i + 3];
+    const double v4 = x[i + 4], v5 = x[i + 5], v6 = x[i + 6], v7 = x[i + 7];
+    s0 += v0 * v0;
+    s1 += v1 * v1;
+    s2 += v2 * v2;
+    s3 += v3 * v3;
+    s4 += v4 * v4;
+    s5 += v5 * v5;
+    s6 += v6 * v6;
+    s7 += v7 * v7;
+  }
+  double tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t k = 0; i < length; ++i, ++k) tail[k] = static_cast<double>(x[i]) * x[i];
+  s0 += tail[0];
+  s1 += tail[1];
+  s2 += tail[2];
+  s3 += tail[3];
+  s4 += tail[4];
+  s5 += tail[5];
+  s6 += tail[6];
+  s7 += tail[7];
+  const double root = std::sqrt(((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)));
+  // Written so that NaN fails too; also keeps the conversion to float in range.
+  if (!(root <= std::numeric_limits<float>::max())) return std::numeric_limits<float>::quiet_NaN();
+  return static_cast<float>(root);
+}
+
+// codes[j] for j < count, all values of one bucket with norm > 0 (finite).
+void QuantizeSegment(const float* x, const uint32_t* random, size_t count, float norm,
+                     float levels, int32_t sign_bit, uint32_t* codes) {
+  for (size_t j = 0; j < count; ++j) {
+    const int32_t bits = static_cast<int32_t>(FloatBits(x[j]));
+    float ratio = std::fabs(x[j]) / norm;
+    ratio = internal::SelectFloat(ratio < 1.0f, ratio, 1.0f);
+    const float v = ratio * levels;  // In [0, s]: the conversion is exact and defined.
+    const int32_t whole = static_cast<int32_t>(v);
+    const float fraction = v - static_cast<float>(whole);
+    const float uniform =
+        static_cast<float>(static_cast<int32_t>(random[j] >> 8)) * (1.0f / 16777216.0f);
+    const int32_t level = whole + (Mask(uniform < fraction) & 1);
+    const int32_t negative = Mask(bits < 0) & Mask(level > 0);
+    codes[j] = static_cast<uint32_t>(level | (negative & sign_bit));
+  }
+}
+
+// out[j] for j < count, all values of one bucket.
+void DequantizeSegment(const uint32_t* codes, size_t count, float scale, int32_t level_mask,
+                       int level_bits, float* out) {
+  for (size_t j = 0; j < count; ++j) {
+    const float magnitude =
+        static_cast<float>(static_cast<int32_t>(codes[j]) & level_mask) * scale;
+    const uint32_t bits = FloatBits(magnitude) | (codes[j] >> level_bits << 31);
+    std::memcpy(&out[j], &bits, sizeof(float));
+  }
+}
+
+// Whether any of codes[0..count) is invalid for a bucket with a positive norm.
+bool HasBadCode(const uint32_t* codes, size_t count, int32_t levels, int32_t level_mask,
+                int32_t sign_bit) {
+  int32_t bad = 0;
+  for (size_t j = 0; j < count; ++j) {
+    const int32_t code = static_cast<int32_t>(codes[j]);
+    bad |= Mask((code & level_mask) > levels) | Mask(code == sign_bit);
+  }
+  return bad != 0;
+}
+
+// Whether any of codes[0..count) is nonzero.
+bool HasNonzeroCode(const uint32_t* codes, size_t count) {
+  uint32_t any = 0;
+  for (size_t j = 0; j < count; ++j) any |= codes[j];
+  return any != 0;
+}
+
+}  // namespace
+
+absl::Status QsgdCodec::ValidateSpec(const config::Codec& spec, absl::string_view field_path) {
+  if (!spec.has_levels()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_path, ": codec 'qsgd' needs 'levels' (quantization levels s)"));
+  }
+  if (spec.levels() < 1 || spec.levels() > kMaxLevels) {
+    return absl::InvalidArgumentError(absl::StrCat(field_path, ".levels: must be in [1, ",
+                                                   kMaxLevels, "], got ", spec.levels()));
+  }
+  if (spec.has_bucket_size() &&
+      (spec.bucket_size() < 1 || spec.bucket_size() > kMaxBucketSize)) {
+    return absl::InvalidArgumentError(absl::StrCat(field_path, ".bucket_size: must be in [1, ",
+                                                   kMaxBucketSize, "], got ",
+                                                   spec.bucket_size()));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<Codec> QsgdCodec::Create(const config::Codec& spec, size_t num_elements) {
+  return std::make_unique<QsgdCodec>(
+      num_elements, spec.levels(), spec.has_bucket_size() ? spec.bucket_size() : kDefaultBucketSize);
+}
+
+int QsgdCodec::CodeBits(uint32_t levels) { return static_cast<int>(absl::bit_width(levels)) + 1; }
+
+size_t QsgdCodec::PayloadBytes(size_t num_elements, uint32_t levels, uint32_t bucket_size) {
+  const size_t buckets = (num_elements + bucket_size - 1) / bucket_size;
+  return kHeaderBytes + sizeof(float) * buckets +
+         internal::PackedBytes(num_elements, CodeBits(levels));
+}
+
+QsgdCodec::QsgdCodec(size_t num_elements, uint32_t levels, uint32_t bucket_size)
+    : Codec(num_elements), levels_(levels), bucket_size_(bucket_size), code_bits_(CodeBits(levels)) {
+  CHECK_GE(num_elements, 1u);
+  CHECK_LE(num_elements, uint64_t{1} << 34);  // Philox block numbers are 32-bit.
+  CHECK(levels >= 1 && levels <= kMaxLevels) << levels;
+  CHECK(bucket_size >= 1 && bucket_size <= kMaxBucketSize) << bucket_size;
+}
+
+absl::Status QsgdCodec::Encode(absl::Span<const float> input, const RandomKey& key,
+                               std::string* payload) {
+  CHECK_EQ(input.size(), size());
+  const size_t n = size();
+  const size_t buckets = NumBuckets();
+  payload->clear();
+  payload->reserve(MaxPayloadBytes());
+  AppendHeader(CodecId::kQsgd, kVersion, n, payload);
+  payload->resize(MaxPayloadBytes());
+  char* const norms = payload->data() + kHeaderBytes;
+  char* const packed = norms + sizeof(float) * buckets;
+
+  const float levels = static_cast<float>(levels_);
+  const int32_t sign_bit = int32_t{1} << (code_bits_ - 1);
+  uint32_t random[kTile];
+  uint32_t codes[kTile];
+  size_t norms_done = 0;
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = std::min(kTile, n - start);
+    // Norms of the buckets this tile reaches, each computed once; the tile's values are
+    // then still in cache.
+    for (; norms_done < buckets && norms_done * bucket_size_ < start + count; ++norms_done) {
+      const size_t begin = norms_done * bucket_size_;
+      const float norm =
+          BucketNorm(input.data() + begin, std::min<size_t>(bucket_size_, n - begin));
+      internal::StoreFloat(norm, norms + sizeof(float) * norms_done);
+    }
+    internal::PhiloxBits(key, start, count, random);
+    internal::ForEachBucketSegment(
+        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
+          const float norm = internal::LoadFloat(norms + sizeof(float) * b);
+          if (norm > 0) {  // Not 0 and not NaN: the values are all finite.
+            QuantizeSegment(input.data() + start + begin, random + begin, end - begin, norm,
+                            levels, sign_bit, codes + begin);
+          } else {
+            std::fill(codes + begin, codes + end, 0u);
+          }
+        });
+    internal::PackCodes(codes, count, code_bits_, packed + start / 8 * code_bits_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QsgdCodec::Validate(absl::string_view body) const {
+  const size_t n = size();
+  const size_t buckets = NumBuckets();
+  const size_t expected = sizeof(float) * buckets + internal::PackedBytes(n, code_bits_);
+  if (body.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("qsgd payload body is ", body.size(),
+                                                   " bytes, expected ", expected, " (",
+                                                   buckets, " buckets, ", code_bits_,
+                                                   " bits per value)"));
+  }
+  const char* const norms = body.data();
+  const char* const packed = norms + sizeof(float) * buckets;
+  for (size_t b = 0; b < buckets; ++b) {
+    const float norm = internal::LoadFloat(norms + sizeof(float) * b);
+    if (std::isnan(norm)) continue;
+    if (std::signbit(norm) || !std::isfinite(norm)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "qsgd norm of bucket ", b, " is ", norm, "; it must be NaN or finite and >= +0"));
+    }
+  }
+  if (!internal::PaddingIsZero(packed, n, code_bits_)) {
+    return absl::InvalidArgumentError("qsgd padding bits are not zero");
+  }
+  const int32_t levels = static_cast<int32_t>(levels_);
+  const int32_t sign_bit = int32_t{1} << (code_bits_ - 1);
+  const int32_t level_mask = sign_bit - 1;
+  uint32_t codes[kTile];
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = std::min(kTile, n - start);
+    internal::UnpackCodes(packed + start / 8 * code_bits_, count, code_bits_, codes);
+    absl::Status status;
+    internal::ForEachBucketSegment(
+        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
+          if (!status.ok()) return;
+          const float norm = internal::LoadFloat(norms + sizeof(float) * b);
+          const bool zero_only = !(norm > 0);
+          if (zero_only ? !HasNonzeroCode(codes + begin, end - begin)
+                        : !HasBadCode(codes + begin, end - begin, levels, level_mask, sign_bit)) {
+            return;
+          }
+          // Name the first bad value.
+          for (size_t j = begin; j < end; ++j) {
+            const uint64_t i = start + j;
+            const int32_t code = static_cast<int32_t>(codes[j]);
+            if (zero_only && code != 0) {
+              status = absl::InvalidArgumentError(
+                  absl::StrCat("qsgd element ", i, " has a nonzero code in bucket ", b,
+                               ", whose norm is ", norm));
+              return;
+            }
+            if ((code & level_mask) > levels) {
+              status = absl::InvalidArgumentError(absl::StrCat(
+                  "qsgd level ", code & level_mask, " of element ", i, " exceeds levels ", levels));
+              return;
+            }
+            if (code == sign_bit) {
+              status = absl::InvalidArgumentError(
+                  absl::StrCat("qsgd element ", i, " has a sign bit but level 0"));
+              return;
+            }
+          }
+        });
+    TAMP_RETURN_IF_ERROR(status);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QsgdCodec::Decode(absl::string_view payload, const RandomKey& /*key*/,
+                               absl::Span<float> out) const {
+  CHECK_EQ(out.size(), size());
+  TAMP_ASSIGN_OR_RETURN(const absl::string_view body,
+                        ParseHeader(payload, CodecId::kQsgd, kVersion, size()));
+  TAMP_RETURN_IF_ERROR(Validate(body));
+
+  const size_t n = size();
+  const char* const norms = body.data();
+  const char* const packed = norms + sizeof(float) * NumBuckets();
+  const int level_bits = code_bits_ - 1;
+  const int32_t level_mask = (int32_t{1} << level_bits) - 1;
+  const float levels = static_cast<float>(levels_);
+  uint32_t codes[kTile];
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = std::min(kTile, n - start);
+    internal::UnpackCodes(packed + start / 8 * code_bits_, count, code_bits_, codes);
+    internal::ForEachBucketSegment(
+        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
+          // A NaN norm gives NaN everywhere (the codes are 0), a zero norm zeros.
+          const float scale = internal::LoadFloat(norms + sizeof(float) * b) / levels;
+          DequantizeSegment(codes + begin, end - begin, scale, level_mask, level_bits,
+                            out.data() + start + begin);
+        });
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tamp::compress

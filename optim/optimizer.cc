@@ -1,81 +1,83 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
-#include "glog/logging.h"
+#include "optim/adam.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
 
 namespace tamp {
 namespace {
 
-// torch.optim.SGD with dampening 0; see optimizer.h for the update rule.
-class Sgd final : public Optimizer {
- public:
-  Sgd(const config::Optimizer& spec, size_t num_elements)
-      : lr_(spec.learning_rate()),
-        momentum_(spec.momentum()),
-        nesterov_(spec.nesterov()),
-        weight_decay_(spec.weight_decay()),
-        // Plain SGD keeps no state; a zero buffer makes step 0 give buf = g, as PyTorch's
-        // lazily cloned buffer does.
-        buffer_(momentum_ != 0.0f ? num_elements : 0, 0.0f) {}
+absl::Status FieldError(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("optimizer.", field, ": ", problem));
+}
 
-  void Apply(absl::Span<float> weights, absl::Span<const float> gradient,
-             int64_t /*step*/) override {
-    CHECK_EQ(weights.size(), gradient.size());
-    CHECK(buffer_.empty() || buffer_.size() == weights.size());
-    for (size_t i = 0; i < weights.size(); ++i) {
-      float d = gradient[i] + weight_decay_ * weights[i];
-      if (!buffer_.empty()) {
-        buffer_[i] = momentum_ * buffer_[i] + d;
-        d = nesterov_ ? d + momentum_ * buffer_[i] : buffer_[i];
-      }
-      weights[i] -= lr_ * d;
-    }
+// A hyper-parameter of one rule set for another.
+absl::Status NotUsed(absl::string_view field, absl::string_view name) {
+  return FieldError(field, absl::StrCat("not used by ", name));
+}
+
+// Written as !(x >= 0 && x < 1) etc. so NaN fails too.
+absl::Status CheckBeta(absl::string_view field, float beta) {
+  if (beta >= 0.0f && beta < 1.0f) return absl::OkStatus();
+  return FieldError(field, absl::StrCat("must be in [0, 1), got ", beta));
+}
+
+absl::Status ValidateSgd(const config::Optimizer& spec) {
+  if (spec.has_beta1()) return NotUsed("beta1", "sgd (only by adam)");
+  if (spec.has_beta2()) return NotUsed("beta2", "sgd (only by adam)");
+  if (spec.has_epsilon()) return NotUsed("epsilon", "sgd (only by adam)");
+  // momentum >= 1 makes the buffer grow without bound.
+  if (!(spec.momentum() >= 0.0f && spec.momentum() < 1.0f)) {
+    return FieldError("momentum", absl::StrCat("must be in [0, 1), got ", spec.momentum()));
   }
+  if (spec.nesterov() && spec.momentum() == 0.0f) {
+    return FieldError("nesterov", "requires momentum > 0");
+  }
+  return absl::OkStatus();
+}
 
- private:
-  const float lr_;
-  const float momentum_;
-  const bool nesterov_;
-  const float weight_decay_;
-  std::vector<float> buffer_;  // Momentum; empty when momentum == 0.
-};
+absl::Status ValidateAdam(const config::Optimizer& spec) {
+  if (spec.momentum() != 0.0f) return NotUsed("momentum", "adam (its moments use beta1, beta2)");
+  if (spec.nesterov()) return NotUsed("nesterov", "adam");
+  if (spec.has_beta1()) TAMP_RETURN_IF_ERROR(CheckBeta("beta1", spec.beta1()));
+  if (spec.has_beta2()) TAMP_RETURN_IF_ERROR(CheckBeta("beta2", spec.beta2()));
+  if (spec.has_epsilon() && (!(spec.epsilon() > 0.0f) || !std::isfinite(spec.epsilon()))) {
+    return FieldError("epsilon", absl::StrCat("must be > 0 and finite, got ", spec.epsilon()));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
 Optimizer::~Optimizer() = default;
 
 absl::Status ValidateOptimizerSpec(const config::Optimizer& spec) {
-  if (spec.name() != "sgd") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer.name: unknown optimizer '", spec.name(), "' (known: sgd)"));
+  if (spec.name() != "sgd" && spec.name() != "adam") {
+    return FieldError("name",
+                      absl::StrCat("unknown optimizer '", spec.name(), "' (known: sgd, adam)"));
   }
   // Written as !(x > 0) etc. so NaN fails too.
   if (!(spec.learning_rate() > 0.0f) || !std::isfinite(spec.learning_rate())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.learning_rate: must be > 0 and finite, got ", spec.learning_rate()));
+    return FieldError("learning_rate",
+                      absl::StrCat("must be > 0 and finite, got ", spec.learning_rate()));
   }
-  // momentum >= 1 makes the buffer grow without bound.
-  if (!(spec.momentum() >= 0.0f && spec.momentum() < 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer.momentum: must be in [0, 1), got ", spec.momentum()));
-  }
-  if (spec.nesterov() && spec.momentum() == 0.0f) {
-    return absl::InvalidArgumentError("optimizer.nesterov: requires momentum > 0");
-  }
+  TAMP_RETURN_IF_ERROR(spec.name() == "sgd" ? ValidateSgd(spec) : ValidateAdam(spec));
   if (!(spec.weight_decay() >= 0.0f) || !std::isfinite(spec.weight_decay())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer.weight_decay: must be >= 0 and finite, got ", spec.weight_decay()));
+    return FieldError("weight_decay",
+                      absl::StrCat("must be >= 0 and finite, got ", spec.weight_decay()));
   }
-  return absl::OkStatus();
+  return ValidateSchedule(spec);
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const config::Optimizer& spec,
                                                            size_t num_elements) {
   TAMP_RETURN_IF_ERROR(ValidateOptimizerSpec(spec));
+  if (spec.name() == "adam") return std::make_unique<Adam>(spec, num_elements);
   return std::make_unique<Sgd>(spec, num_elements);
 }
 

@@ -1,19 +1,19 @@
 // Optimizers applied per chunk: the server owns one per chunk of its shard (and workers may
 // own one per chunk for local steps).
 //
-// An Optimizer owns the per-chunk state its rule needs (e.g. SGD's momentum buffer), sized
-// for `num_elements` at creation, so a chunk's trajectory depends only on the gradients it
-// is given. Not thread-safe: the owner serialises calls (the server holds the chunk's lock).
+// An Optimizer owns the per-chunk state its rule needs (e.g. SGD's momentum buffer, Adam's
+// moment estimates), sized for `num_elements` at creation, so a chunk's trajectory depends
+// only on the gradients and learning rates it is given. Not thread-safe: the owner serialises
+// calls (the server holds the chunk's lock).
 //
-// "sgd" follows torch.optim.SGD with dampening 0:
-//   g   = gradient + weight_decay * w             (L2 penalty folded into the gradient)
-//   buf = momentum * buf + g                       (buf starts at 0, so step 0 gives buf = g)
-//   d   = nesterov ? g + momentum * buf : buf      (d = g when momentum == 0)
-//   w  -= learning_rate * d
+// Rules, one class each: "sgd" (optim/sgd.h, torch.optim.SGD) and "adam" (optim/adam.h,
+// torch.optim.Adam). The learning rate of each step comes from the schedule
+// (optim/schedule.h), which the caller evaluates.
 //
 // Example:
 //   TAMP_ASSIGN_OR_RETURN(auto opt, CreateOptimizer(config.optimizer(), chunk.length));
-//   opt->Apply(weights, mean_gradient, step);
+//   const double lr = LearningRate(config.optimizer(), step, steps_per_epoch, total_steps);
+//   opt->Apply(weights, mean_gradient, step, static_cast<float>(lr));
 #ifndef TAMP_OPTIM_OPTIMIZER_H_
 #define TAMP_OPTIM_OPTIMIZER_H_
 
@@ -34,15 +34,17 @@ class Optimizer {
 
   // Optimizer::Apply()
   //
-  // One update of `weights` from `gradient` (both num_elements values). `step` counts the
-  // updates applied before this one (0 first); rules with schedules or bias correction use
-  // it, plain SGD does not.
-  virtual void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step) = 0;
+  // One update of `weights` from `gradient` (both num_elements values) at rate
+  // `learning_rate` (the schedule's rate for this step). `step` counts the updates applied
+  // before this one (0 first); rules with bias correction (adam) use it, SGD does not.
+  virtual void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
+                     float learning_rate) = 0;
 };
 
-// Checks name and hyper-parameters; errors name the field, e.g.
-//   "optimizer.name: unknown optimizer 'adamw' (known: sgd)"
-//   "optimizer.learning_rate: must be > 0, got 0"
+// Checks name, hyper-parameters and schedule (ValidateSchedule); errors name the field, e.g.
+//   "optimizer.name: unknown optimizer 'adamw' (known: sgd, adam)"
+//   "optimizer.learning_rate: must be > 0 and finite, got 0"
+//   "optimizer.beta1: not used by sgd (only by adam)"
 absl::Status ValidateOptimizerSpec(const config::Optimizer& spec);
 
 // Validates `spec`, then creates an optimizer for chunks of `num_elements` values.

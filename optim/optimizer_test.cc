@@ -1,8 +1,10 @@
-// Closed-form checks of "sgd" against values computed by hand from torch.optim.SGD's rule.
-// Hyper-parameters and inputs are dyadic (0.5, 0.25, ...) wherever possible so every
-// intermediate is exact in fp32 and the comparisons can be exact.
+// Closed-form checks of "sgd" and "adam" against values computed by hand from
+// torch.optim.SGD's and torch.optim.Adam's rules. Hyper-parameters and inputs are dyadic
+// (0.5, 0.25, ...) wherever possible so every intermediate is exact in fp32 and the
+// comparisons can be exact; Adam's square roots need a tolerance.
 #include "optim/optimizer.h"
 
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -32,12 +34,26 @@ std::unique_ptr<Optimizer> Create(const config::Optimizer& spec, size_t n) {
   return std::move(optimizer).value();
 }
 
-// Applies `gradients` (one per step, each broadcast to every element) and returns w.
+config::Optimizer Adam(float lr, float beta1, float beta2, float epsilon = 1e-8f,
+                       float weight_decay = 0) {
+  config::Optimizer spec;
+  spec.set_name("adam");
+  spec.set_learning_rate(lr);
+  spec.set_beta1(beta1);
+  spec.set_beta2(beta2);
+  spec.set_epsilon(epsilon);
+  spec.set_weight_decay(weight_decay);
+  return spec;
+}
+
+// Applies `gradients` (one per step, each as long as w) at the constant rate
+// spec.learning_rate() and returns w.
 std::vector<float> Train(const config::Optimizer& spec, std::vector<float> w,
                          const std::vector<std::vector<float>>& gradients) {
   auto optimizer = Create(spec, w.size());
   for (size_t step = 0; step < gradients.size(); ++step) {
-    optimizer->Apply(absl::MakeSpan(w), gradients[step], static_cast<int64_t>(step));
+    optimizer->Apply(absl::MakeSpan(w), gradients[step], static_cast<int64_t>(step),
+                     spec.learning_rate());
   }
   return w;
 }
@@ -94,15 +110,103 @@ TEST(SgdTest, EachInstanceOwnsItsMomentum) {
   auto b = Create(Sgd(0.5f, 0.5f), 1);
   std::vector<float> wa = {1.0f}, wb = {1.0f};
   const std::vector<float> g = {1.0f};
-  a->Apply(absl::MakeSpan(wa), g, 0);
-  a->Apply(absl::MakeSpan(wa), g, 1);
-  b->Apply(absl::MakeSpan(wb), g, 0);  // A fresh buffer: buf = g, not 0.5 * 1.5 + g.
+  a->Apply(absl::MakeSpan(wa), g, 0, 0.5f);
+  a->Apply(absl::MakeSpan(wa), g, 1, 0.5f);
+  b->Apply(absl::MakeSpan(wb), g, 0, 0.5f);  // A fresh buffer: buf = g, not 0.5 * 1.5 + g.
   EXPECT_EQ(wa[0], -0.25f);
   EXPECT_EQ(wb[0], 0.5f);
 }
 
-TEST(ValidateOptimizerSpecTest, AcceptsSgd) {
+TEST(SgdTest, UsesTheRateItIsGiven) {
+  // The spec's learning_rate is the schedule's base; each step uses the rate passed in.
+  // lr 0.25, 0.5, 0.125, momentum 0.5, g = 1: buf 1, 1.5, 1.75;
+  //   w = 1 - 0.25 = 0.75;  0.75 - 0.75 = 0;  0 - 0.21875 = -0.21875.
+  auto optimizer = Create(Sgd(4.0f, 0.5f), 1);
+  std::vector<float> w = {1.0f};
+  const std::vector<float> g = {1.0f};
+  optimizer->Apply(absl::MakeSpan(w), g, 0, 0.25f);
+  EXPECT_EQ(w[0], 0.75f);
+  optimizer->Apply(absl::MakeSpan(w), g, 1, 0.5f);
+  EXPECT_EQ(w[0], 0.0f);
+  optimizer->Apply(absl::MakeSpan(w), g, 2, 0.125f);
+  EXPECT_EQ(w[0], -0.21875f);
+}
+
+TEST(AdamTest, ClosedFormSteps) {
+  // lr 0.1, beta1 0.5, beta2 0.75, g = 1, -1, 2 from w = 1 (t = step + 1):
+  //   t 1: m 0.5,    v 0.25,     1-b1^t 0.5,   1-b2^t 0.25;     m^ 1,    v^ 1
+  //        w = 1 - 0.1 * 1 / 1                         = 0.9
+  //   t 2: m -0.25,  v 0.4375,   1-b1^t 0.75,  1-b2^t 0.4375;   m^ -1/3, v^ 1
+  //        w = 0.9 + 0.1 / 3                           = 14/15 = 0.93333...
+  //   t 3: m 0.875,  v 1.328125, 1-b1^t 0.875, 1-b2^t 0.578125; m^ 1,    v^ 85/37
+  //        w = 14/15 - 0.1 * sqrt(37/85)               = 0.86735651...
+  // (epsilon 1e-8 moves each value by < 1e-8.)
+  const config::Optimizer spec = Adam(0.1f, 0.5f, 0.75f);
+  EXPECT_NEAR(Train(spec, {1.0f}, {{1.0f}})[0], 0.9, 1e-6);
+  EXPECT_NEAR(Train(spec, {1.0f}, {{1.0f}, {-1.0f}})[0], 14.0 / 15, 1e-6);
+  EXPECT_NEAR(Train(spec, {1.0f}, {{1.0f}, {-1.0f}, {2.0f}})[0],
+              14.0 / 15 - 0.1 * std::sqrt(37.0 / 85), 1e-6);
+}
+
+TEST(AdamTest, BiasCorrectionMakesEveryStepOfAConstantGradientMoveByLr) {
+  // Without correction the first step would move by lr * (1 - b1) / sqrt(1 - b2) = 3.16 lr;
+  // with it m^ = g and v^ = g^2 at every t, so each step moves by lr * g / |g|.
+  const config::Optimizer spec = Adam(0.5f, 0.9f, 0.999f);
+  for (int steps = 1; steps <= 5; ++steps) {
+    const std::vector<std::vector<float>> gradients(steps, {0.25f, -4.0f});
+    const std::vector<float> w = Train(spec, {1.0f, 1.0f}, gradients);
+    EXPECT_NEAR(w[0], 1.0 - 0.5 * steps, 1e-5) << steps << " steps";
+    EXPECT_NEAR(w[1], 1.0 + 0.5 * steps, 1e-5) << steps << " steps";
+  }
+}
+
+TEST(AdamTest, DefaultsAreTorchs) {
+  // beta1 0.9, beta2 0.999 when absent. lr 0.01, g = 1 then 0 from w = 1:
+  //   t 1: m 0.1,  v 0.001;    m^ 1,         v^ 1;          w = 0.99
+  //   t 2: m 0.09, v 0.000999; m^ 0.09/0.19, v^ 999/1999;
+  //        w = 0.99 - 0.01 * (9/19) / sqrt(999/1999) = 0.98329942...
+  config::Optimizer spec;
+  spec.set_name("adam");
+  spec.set_learning_rate(0.01f);
+  EXPECT_NEAR(Train(spec, {1.0f}, {{1.0f}, {0.0f}})[0],
+              0.99 - 0.01 * (9.0 / 19) / std::sqrt(999.0 / 1999), 1e-6);
+}
+
+TEST(AdamTest, WeightDecayIsAnL2TermInTheGradient) {
+  // torch.optim.Adam's weight_decay: g = gradient + wd * w, then the usual rule (so, unlike
+  // AdamW, the decay is normalised by v^ too). lr 0.1, b1 0.5, b2 0.75, wd 0.5, gradient 0,
+  // w = 2:
+  //   t 1: g 1;     m 0.5,   v 0.25;      m^ 1,        v^ 1;      w = 1.9
+  //   t 2: g 0.95;  m 0.725, v 0.413125;  m^ 0.966667, v^ 0.944286;
+  //        w = 1.9 - 0.1 * 0.966667 / 0.971744 = 1.80052246...
+  EXPECT_NEAR(Train(Adam(0.1f, 0.5f, 0.75f, 1e-8f, 0.5f), {2.0f}, {{0.0f}, {0.0f}})[0],
+              1.8005224628, 1e-6);
+}
+
+TEST(AdamTest, EpsilonBoundsTheStepOfATinyGradient) {
+  // g = 1e-6 constant, epsilon 1e-6: each step moves by lr * 1e-6 / (1e-6 + 1e-6) = lr / 2.
+  const std::vector<float> w =
+      Train(Adam(0.5f, 0.5f, 0.5f, 1e-6f), {0.0f}, {{1e-6f}, {1e-6f}, {1e-6f}});
+  EXPECT_NEAR(w[0], -0.75, 1e-5);
+}
+
+TEST(AdamTest, UsesTheStepItIsGivenForBiasCorrection) {
+  // A fresh optimizer told it is at step 1 (t = 2) corrects by 1 - b^2 although its moments
+  // hold one gradient: lr 0.1, b1 0.5, b2 0.75, g = 1: m 0.5, v 0.25; m^ 0.5/0.75 = 2/3,
+  // v^ 0.25/0.4375 = 4/7; w = 1 - 0.1 * (2/3) / sqrt(4/7) = 0.91180954...
+  auto optimizer = Create(Adam(0.1f, 0.5f, 0.75f), 1);
+  std::vector<float> w = {1.0f};
+  optimizer->Apply(absl::MakeSpan(w), std::vector<float>{1.0f}, 1, 0.1f);
+  EXPECT_NEAR(w[0], 1 - 0.1 * (2.0 / 3) / std::sqrt(4.0 / 7), 1e-6);
+}
+
+TEST(ValidateOptimizerSpecTest, AcceptsSgdAndAdam) {
   EXPECT_TRUE(ValidateOptimizerSpec(Sgd(0.1f, 0.9f, true, 1e-4f)).ok());
+  EXPECT_TRUE(ValidateOptimizerSpec(Adam(1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f)).ok());
+  config::Optimizer defaults;
+  defaults.set_name("adam");
+  defaults.set_learning_rate(1e-3f);
+  EXPECT_TRUE(ValidateOptimizerSpec(defaults).ok());
 }
 
 TEST(ValidateOptimizerSpecTest, ErrorsNameTheField) {
@@ -112,8 +216,17 @@ TEST(ValidateOptimizerSpecTest, ErrorsNameTheField) {
   };
   config::Optimizer adamw = Sgd(0.1f);
   adamw.set_name("adamw");
+  config::Optimizer sgd_with_beta = Sgd(0.1f);
+  sgd_with_beta.set_beta2(0.99f);
+  config::Optimizer adam_with_momentum = Adam(0.1f, 0.9f, 0.999f);
+  adam_with_momentum.set_momentum(0.9f);
+  config::Optimizer adam_with_nesterov = Adam(0.1f, 0.9f, 0.999f);
+  adam_with_nesterov.set_nesterov(true);
+  config::Optimizer bad_schedule = Adam(0.1f, 0.9f, 0.999f);
+  bad_schedule.mutable_schedule()->set_kind(config::Schedule::STEP);
+  bad_schedule.mutable_schedule()->set_decay_factor(2);
   const Case cases[] = {
-      {adamw, "optimizer.name: unknown optimizer 'adamw' (known: sgd)"},
+      {adamw, "optimizer.name: unknown optimizer 'adamw' (known: sgd, adam)"},
       {Sgd(0), "optimizer.learning_rate: must be > 0"},
       {Sgd(-1), "optimizer.learning_rate: must be > 0"},
       {Sgd(std::numeric_limits<float>::infinity()), "optimizer.learning_rate: must be > 0"},
@@ -122,6 +235,16 @@ TEST(ValidateOptimizerSpecTest, ErrorsNameTheField) {
       {Sgd(0.1f, std::numeric_limits<float>::quiet_NaN()), "optimizer.momentum"},
       {Sgd(0.1f, 0, true), "optimizer.nesterov: requires momentum > 0"},
       {Sgd(0.1f, 0, false, -1e-4f), "optimizer.weight_decay: must be >= 0"},
+      {sgd_with_beta, "optimizer.beta2: not used by sgd (only by adam)"},
+      {adam_with_momentum, "optimizer.momentum: not used by adam"},
+      {adam_with_nesterov, "optimizer.nesterov: not used by adam"},
+      {Adam(0.1f, 1.0f, 0.999f), "optimizer.beta1: must be in [0, 1), got 1"},
+      {Adam(0.1f, 0.9f, -0.5f), "optimizer.beta2: must be in [0, 1), got -0.5"},
+      {Adam(0.1f, 0.9f, std::numeric_limits<float>::quiet_NaN()), "optimizer.beta2"},
+      {Adam(0.1f, 0.9f, 0.999f, 0), "optimizer.epsilon: must be > 0 and finite, got 0"},
+      {Adam(0.1f, 0.9f, 0.999f, 1e-8f, -1), "optimizer.weight_decay: must be >= 0"},
+      // The schedule is validated too (optim/schedule_test.cc has its cases).
+      {bad_schedule, "optimizer.schedule.decay_factor: must be in (0, 1], got 2"},
   };
   for (const Case& c : cases) {
     const absl::Status status = ValidateOptimizerSpec(c.spec);

@@ -1,0 +1,40 @@
+// "sgd": torch.optim.SGD with dampening 0.
+//
+//   g   = gradient + weight_decay * w             (L2 penalty folded into the gradient)
+//   buf = momentum * buf + g                       (buf starts at 0, so step 0 gives buf = g)
+//   d   = nesterov ? g + momentum * buf : buf      (d = g when momentum == 0)
+//   w  -= lr * d                                   (lr: the step's rate from the schedule)
+//
+// State: the momentum buffer (none when momentum == 0). Create it through CreateOptimizer()
+// (optim/optimizer.h), which validates the spec.
+#ifndef TAMP_OPTIM_SGD_H_
+#define TAMP_OPTIM_SGD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "optim/optimizer.h"
+#include "proto/config.pb.h"
+
+namespace tamp {
+
+class Sgd final : public Optimizer {
+ public:
+  // `spec` must be valid (ValidateOptimizerSpec) and name "sgd".
+  Sgd(const config::Optimizer& spec, size_t num_elements);
+
+  void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
+             float learning_rate) override;
+
+ private:
+  const float momentum_;
+  const bool nesterov_;
+  const float weight_decay_;
+  std::vector<float> buffer_;  // Momentum; empty when momentum == 0.
+};
+
+}  // namespace tamp
+
+#endif  // TAMP_OPTIM_SGD_H_

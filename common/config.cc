@@ -13,6 +13,7 @@
 #include "compress/registry.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "optim/adam.h"
 #include "optim/optimizer.h"
 
 namespace tamp {
@@ -54,7 +55,8 @@ absl::Status ValidateAddress(absl::string_view address, absl::string_view field)
 absl::Status ValidateChunkCompression(const config::ChunkCompression& compression,
                                       absl::string_view field) {
   TAMP_RETURN_IF_ERROR(compress::ValidateCodecSpec(compression.push(), absl::StrCat(field, ".push")));
-  return compress::ValidateCodecSpec(compression.pull(), absl::StrCat(field, ".pull"));
+  // Multi-round codecs (powersgd) can only push.
+  return compress::ValidatePullCodecSpec(compression.pull(), absl::StrCat(field, ".pull"));
 }
 
 void DefaultCodecNames(config::ChunkCompression* compression) {
@@ -81,6 +83,14 @@ void ApplyDefaults(config::RunConfig* config) {
   if (cluster->connect_timeout_ms() == 0) cluster->set_connect_timeout_ms(10000);
   if (cluster->rpc_timeout_ms() == 0) cluster->set_rpc_timeout_ms(120000);
 
+  config::Model* model = config->mutable_model();
+  if (model->kind() == config::Model::CNN) {
+    if (model->conv_channels_size() == 0) {
+      for (uint32_t channels : kDefaultConvChannels) model->add_conv_channels(channels);
+    }
+    if (model->kernel_size() == 0) model->set_kernel_size(kDefaultKernelSize);
+  }
+
   config::Data* data = config->mutable_data();
   if (data->dir().empty()) data->set_dir(kDefaultDataDir);
   if (data->batch_size() == 0) data->set_batch_size(64);
@@ -89,7 +99,13 @@ void ApplyDefaults(config::RunConfig* config) {
   if (training->epochs() == 0) training->set_epochs(1);
   if (!training->has_eval_every_epoch()) training->set_eval_every_epoch(true);
 
-  if (config->optimizer().name().empty()) config->mutable_optimizer()->set_name("sgd");
+  config::Optimizer* optimizer = config->mutable_optimizer();
+  if (optimizer->name().empty()) optimizer->set_name("sgd");
+  if (optimizer->name() == "adam") {
+    if (!optimizer->has_beta1()) optimizer->set_beta1(kAdamDefaultBeta1);
+    if (!optimizer->has_beta2()) optimizer->set_beta2(kAdamDefaultBeta2);
+    if (!optimizer->has_epsilon()) optimizer->set_epsilon(kAdamDefaultEpsilon);
+  }
 
   config::Compression* compression = config->mutable_compression();
   if (compression->partition_bytes() == 0) compression->set_partition_bytes(4 << 20);

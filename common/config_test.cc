@@ -82,6 +82,71 @@ TEST(ConfigTest, ErrorsNameTheField) {
                 "compression.tensor_overrides[1].pattern: 'conv1.*' matches no tensor");
 }
 
+TEST(ConfigTest, AdamWithCosineScheduleAndWarmup) {
+  // The syntax users write; momentum: 0 only undoes kGoodConfig's SGD momentum.
+  config::RunConfig config = Load(R"pb(
+    optimizer {
+      name: "adam"
+      learning_rate: 0.001
+      momentum: 0
+      weight_decay: 0.0001
+      schedule { kind: COSINE min_lr: 0.00001 warmup_epochs: 0.5 }
+    }
+  )pb");
+  ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  const config::Optimizer& optimizer = config.optimizer();
+  EXPECT_EQ(optimizer.schedule().kind(), config::Schedule::COSINE);
+  EXPECT_EQ(optimizer.schedule().warmup_epochs(), 0.5);
+  // Adam's defaults are filled in on load, so every process sees the same values.
+  EXPECT_TRUE(optimizer.has_beta1());
+  EXPECT_EQ(optimizer.beta1(), 0.9f);
+  EXPECT_EQ(optimizer.beta2(), 0.999f);
+  EXPECT_EQ(optimizer.epsilon(), 1e-8f);
+  // ... and only for adam.
+  EXPECT_FALSE(Load().optimizer().has_beta1());
+}
+
+TEST(ConfigTest, OptimizerAndScheduleErrorsNameTheField) {
+  ExpectInvalid("optimizer { name: 'adam' beta2: 1 momentum: 0 }",
+                "optimizer.beta2: must be in [0, 1), got 1");
+  ExpectInvalid("optimizer { name: 'adam' }", "optimizer.momentum: not used by adam");
+  ExpectInvalid("optimizer { beta1: 0.8 }", "optimizer.beta1: not used by sgd");
+  ExpectInvalid("optimizer { schedule { kind: STEP decay_factor: 1.5 decay_epochs: 10 } }",
+                "optimizer.schedule.decay_factor: must be in (0, 1], got 1.5");
+  ExpectInvalid("optimizer { schedule { kind: STEP decay_factor: 0.1 } }",
+                "optimizer.schedule.decay_epochs: required for kind STEP");
+  ExpectInvalid("optimizer { schedule { kind: COSINE min_lr: 0.5 } }",
+                "optimizer.schedule.min_lr: must be in [0, optimizer.learning_rate");
+  ExpectInvalid("optimizer { schedule { warmup_epochs: -1 } }",
+                "optimizer.schedule.warmup_epochs: must be >= 0");
+}
+
+TEST(ConfigTest, CnnGetsDefaultShapeAndErrorsNameTheField) {
+  auto config = ParseConfig(R"pb(
+                              version: 1
+                              cluster { num_servers: 2 num_workers: 2 }
+                              model { kind: CNN fc_hidden: 128 }
+                              optimizer { learning_rate: 0.1 }
+                            )pb",
+                            "cnn.pbtxt");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(&*config);
+  ASSERT_TRUE(ValidateConfig(*config).ok()) << ValidateConfig(*config);
+  const config::Model& model = config->model();
+  EXPECT_EQ(std::vector<uint32_t>(model.conv_channels().begin(), model.conv_channels().end()),
+            (std::vector<uint32_t>{32, 64}));
+  EXPECT_EQ(model.kernel_size(), 5u);
+  EXPECT_EQ(model.fc_hidden_size(), 1);
+  auto layout = BuildJobLayout(*config);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->total_elements,
+            32u * 25 + 32 + 64 * 32 * 25 + 64 + 128 * 64 * 7 * 7 + 128 + 10 * 128 + 10);
+  // An MLP gets no CNN defaults, and rejects CNN fields.
+  EXPECT_EQ(Load().model().kernel_size(), 0u);
+  ExpectInvalid("model { kernel_size: 3 }", "model.kernel_size: is for kind CNN");
+  ExpectInvalid("model { kind: CNN kernel_size: 4 }", "model.hidden: is for kind MLP");
+}
+
 TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfigFile("/nonexistent/tamp.pbtxt").status().code(),
             absl::StatusCode::kNotFound);

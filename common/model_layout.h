@@ -4,6 +4,13 @@
 //
 // MLP with hidden [h1, ..., hk]: fc1.weight [h1, 784], fc1.bias [h1], ..., fc{k+1}.weight
 // [10, hk], fc{k+1}.bias [10]. Weights are row-major [out, in].
+//
+// CNN with conv_channels [c1, ..., cn], kernel_size k and fc_hidden [h1, ..., hm]:
+// conv1.weight [c1, 1, k, k], conv1.bias [c1], conv2.weight [c2, c1, k, k], conv2.bias [c2],
+// ..., then fc1.weight [h1, cn * s * s], fc1.bias [h1], ..., fc{m+1}.weight [10, hm],
+// fc{m+1}.bias [10], where s = 28 halved (rounding down) n times by the 2x2 max-pools. Conv
+// weights are row-major [out_channels, in_channels, ky, kx] (PyTorch's layout), and fc1's
+// inputs are the last pool's output flattened as (channel, y, x).
 #ifndef TAMP_COMMON_MODEL_LAYOUT_H_
 #define TAMP_COMMON_MODEL_LAYOUT_H_
 
@@ -20,6 +27,11 @@ namespace tamp {
 
 inline constexpr int kImageSize = 784;  // 28 x 28 Fashion-MNIST
 inline constexpr int kNumClasses = 10;
+inline constexpr int kImageSide = 28;
+
+// CNN defaults, filled in by ApplyDefaults (common/config.h) when the fields are unset.
+inline constexpr uint32_t kDefaultConvChannels[] = {32, 64};
+inline constexpr uint32_t kDefaultKernelSize = 5;
 
 struct TensorSpec {
   std::string name;
@@ -34,7 +46,8 @@ struct TensorSpec {
 // by '*' ("fc1.*").
 bool TensorNameMatches(absl::string_view pattern, absl::string_view name);
 
-// Errors name the offending config field (model.kind, model.hidden).
+// Errors name the offending config field (model.kind, model.hidden, model.conv_channels,
+// model.kernel_size, model.fc_hidden). Fields of the other kind must be unset.
 absl::StatusOr<std::vector<TensorSpec>> ModelTensors(const config::Model& model);
 
 // Fills `out` (spec.elements() values) with the initial value of tensor `tensor_index`:

@@ -69,7 +69,8 @@ absl::Status CompareChunk(uint32_t id, const rpc::ChunkInfo& worker, const rpc::
 }  // namespace
 
 void FillHandshake(const JobLayout& layout, const config::RunConfig& config, uint32_t worker_rank,
-                   uint32_t server_rank, rpc::HandshakeRequest* request) {
+                   uint32_t server_rank, uint64_t steps_per_epoch, uint64_t total_steps,
+                   rpc::HandshakeRequest* request) {
   request->Clear();
   request->set_protocol_version(kProtocolVersion);
   request->set_worker_rank(worker_rank);
@@ -85,6 +86,8 @@ void FillHandshake(const JobLayout& layout, const config::RunConfig& config, uin
     info->set_shard(plan.chunk.shard);
     *info->mutable_compression() = plan.compression;
   }
+  request->set_steps_per_epoch(steps_per_epoch);
+  request->set_total_steps(total_steps);
 }
 
 absl::Status CheckHandshake(const JobLayout& layout, const config::RunConfig& config,
@@ -124,7 +127,8 @@ absl::Status CheckHandshake(const JobLayout& layout, const config::RunConfig& co
   }
   // The server's own view in wire form, so both sides are compared field by field alike.
   rpc::HandshakeRequest own;
-  FillHandshake(layout, config, worker, server_rank, &own);
+  FillHandshake(layout, config, worker, server_rank, request.steps_per_epoch(),
+                request.total_steps(), &own);
   for (int i = 0; i < own.chunks_size(); ++i) {
     TAMP_RETURN_IF_ERROR(CompareChunk(i, request.chunks(i), own.chunks(i)));
   }

@@ -6,7 +6,8 @@
 //
 // Example (worker):
 //   rpc::HandshakeRequest request;
-//   FillHandshake(layout, config, worker_rank, server_rank, &request);
+//   FillHandshake(layout, config, worker_rank, server_rank, steps_per_epoch, total_steps,
+//                 &request);
 // Example (server):
 //   absl::Status status = CheckHandshake(layout, config, rank, request);
 //   // e.g. "chunk 3 (fc1.weight [524288, +262144]): push codec differs:
@@ -26,11 +27,16 @@ namespace tamp {
 // The wire protocol this build speaks (proto/tamp.proto).
 inline constexpr uint32_t kProtocolVersion = 1;
 
-// Describes the job as `worker_rank` sees it, for the shard `server_rank`.
+// Describes the job as `worker_rank` sees it, for the shard `server_rank`, with the run's
+// length as the worker computed it from its data (the shard's schedule needs it; see
+// Shard::FixRunLength): `steps_per_epoch` and `total_steps` (min(epochs * steps_per_epoch,
+// max_steps when set)).
 void FillHandshake(const JobLayout& layout, const config::RunConfig& config, uint32_t worker_rank,
-                   uint32_t server_rank, rpc::HandshakeRequest* request);
+                   uint32_t server_rank, uint64_t steps_per_epoch, uint64_t total_steps,
+                   rpc::HandshakeRequest* request);
 
-// Compares `request` with the job as shard `server_rank` sees it. Returns
+// Compares `request` with the job as shard `server_rank` sees it (not the run's length: that
+// is the shard's to fix, Shard::FixRunLength). Returns
 //   FAILED_PRECONDITION naming the first difference (protocol version, addressed shard,
 //     cluster size, chunk count, then chunk by chunk: id, tensor, range, owner, codecs);
 //   INVALID_ARGUMENT when the worker's rank is not below num_workers.

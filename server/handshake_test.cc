@@ -17,7 +17,7 @@ using ::tamp::testing::TestLayout;
 absl::Status Check(const config::RunConfig& worker_config, uint32_t worker = 1,
                    uint32_t addressed = 0) {
   rpc::HandshakeRequest request;
-  FillHandshake(TestLayout(worker_config), worker_config, worker, addressed, &request);
+  FillHandshake(TestLayout(worker_config), worker_config, worker, addressed, 16, 32, &request);
   const config::RunConfig server_config = TestConfig();
   return CheckHandshake(TestLayout(server_config), server_config, 0, request);
 }
@@ -28,7 +28,7 @@ absl::Status CheckEdited(Edit edit) {
   const config::RunConfig config = TestConfig();
   const JobLayout layout = TestLayout(config);
   rpc::HandshakeRequest request;
-  FillHandshake(layout, config, 1, 0, &request);
+  FillHandshake(layout, config, 1, 0, 16, 32, &request);
   edit(request);
   return CheckHandshake(layout, config, 0, request);
 }
@@ -42,12 +42,14 @@ TEST(HandshakeTest, FillDescribesEveryChunk) {
   const config::RunConfig config = TestConfig();
   const JobLayout layout = TestLayout(config);
   rpc::HandshakeRequest request;
-  FillHandshake(layout, config, 1, 0, &request);
+  FillHandshake(layout, config, 1, 0, 16, 32, &request);
   EXPECT_EQ(request.protocol_version(), 1u);
   EXPECT_EQ(request.worker_rank(), 1u);
   EXPECT_EQ(request.num_workers(), 2u);
   EXPECT_EQ(request.num_servers(), 2u);
   EXPECT_EQ(request.server_rank(), 0u);
+  EXPECT_EQ(request.steps_per_epoch(), 16u);
+  EXPECT_EQ(request.total_steps(), 32u);
   // fc1.weight in four chunks of 784, then fc1.bias, fc2.weight, fc2.bias.
   ASSERT_EQ(request.chunks_size(), 7);
   const rpc::ChunkInfo& chunk = request.chunks(1);
@@ -62,6 +64,15 @@ TEST(HandshakeTest, FillDescribesEveryChunk) {
 
 TEST(HandshakeTest, AcceptsTheSameJob) {
   EXPECT_TRUE(Check(TestConfig()).ok()) << Check(TestConfig());
+}
+
+TEST(HandshakeTest, LeavesTheRunLengthToTheShard) {
+  // The shard fixes the run's length from the first handshake (Shard::FixRunLength), so the
+  // layout check neither needs nor compares it.
+  EXPECT_TRUE(CheckEdited([](rpc::HandshakeRequest& r) {
+                r.set_steps_per_epoch(7);
+                r.set_total_steps(9);
+              }).ok());
 }
 
 TEST(HandshakeTest, ProtocolVersion) {

@@ -30,8 +30,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServerContext* context,
                                                             const rpc::HandshakeRequest* request,
                                                             rpc::HandshakeResponse* response) {
-  const absl::Status status =
-      CheckHandshake(shard_.layout(), shard_.config(), shard_.rank(), *request);
+  absl::Status status = CheckHandshake(shard_.layout(), shard_.config(), shard_.rank(), *request);
+  // The first accepted handshake fixes the run's length for the schedule; later ones must agree.
+  if (status.ok()) {
+    status = shard_.FixRunLength(request->steps_per_epoch(), request->total_steps());
+  }
   if (!status.ok()) {
     LOG(WARNING) << "refused handshake from " << context->peer() << ": " << status;
     return FinishNow(context, status);
@@ -48,12 +51,14 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The call (and so `response`) stays alive until Finish, which may come from another
   // worker's push; the request's payload is only read inside PushPull.
-  shard_.PushPull(
-      request->worker_rank(), request->step(), request->chunk_id(), request->payload(),
-      [reactor, response](absl::Status status, const std::string* update, uint64_t step) {
+  shard_.PushPullRound(
+      request->worker_rank(), request->step(), request->round(), request->chunk_id(),
+      request->payload(),
+      [reactor, response](absl::Status status, const Shard::PushAnswer* answer) {
         if (status.ok()) {
-          response->set_step(step);
-          response->set_payload(*update);
+          response->set_step(answer->step);
+          response->set_payload(*answer->update);
+          response->set_aggregate(*answer->aggregate);
         }
         reactor->Finish(ToGrpcStatus(status));
       });

@@ -2,8 +2,8 @@
 //
 // Callback API, one DefaultReactor per unary call, and no reaction ever waits: Handshake
 // and PullWeights answer at once; PushPull hands its reactor to the Shard, which finishes
-// it from whichever push completes the step (possibly one from another worker, on another
-// gRPC thread). gRPC runs reactions on a small shared pool, so a handler that blocked until
+// it from whichever push completes the step, or the round of a multi-round codec
+// (Shard::PushPullRound; possibly a push from another worker, on another gRPC thread). gRPC runs reactions on a small shared pool, so a handler that blocked until
 // every worker had pushed would starve the very pushes it waits for.
 //
 // Errors cross the wire with the Shard's absl code and message unchanged.

@@ -122,7 +122,7 @@ class ServiceTest : public ::testing::Test {
 TEST_F(ServiceTest, HandshakeAcceptsTheSameJob) {
   for (uint32_t worker = 0; worker < kWorkers; ++worker) {
     rpc::HandshakeRequest request;
-    FillHandshake(layout_, config_, worker, 0, &request);
+    FillHandshake(layout_, config_, worker, 0, 16, 32, &request);
     rpc::HandshakeResponse response;
     const grpc::Status status = Handshake(worker, request, &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
@@ -135,11 +135,50 @@ TEST_F(ServiceTest, HandshakeRefusesAnotherJobWithTheReason) {
   const config::RunConfig other =
       TestConfig([](config::RunConfig& c) { c.mutable_cluster()->set_num_workers(3); });
   rpc::HandshakeRequest request;
-  FillHandshake(TestLayout(other), other, 1, 0, &request);
+  FillHandshake(TestLayout(other), other, 1, 0, 16, 32, &request);
   rpc::HandshakeResponse response;
   const grpc::Status status = Handshake(1, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(status.error_message(), "num_workers: worker says 3, server 0 says 2");
+}
+
+TEST_F(ServiceTest, FirstHandshakeFixesTheRunLengthAndLaterOnesMustAgree) {
+  rpc::HandshakeResponse response;
+  // A refused handshake fixes nothing.
+  const config::RunConfig other =
+      TestConfig([](config::RunConfig& c) { c.mutable_cluster()->set_num_workers(3); });
+  rpc::HandshakeRequest refused;
+  FillHandshake(TestLayout(other), other, 1, 0, 99, 99, &refused);
+  EXPECT_EQ(Handshake(1, refused, &response).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  rpc::HandshakeRequest first;
+  FillHandshake(layout_, config_, 0, 0, 16, 32, &first);
+  grpc::Status status = Handshake(0, first, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+
+  // Worker 1 counted another number of steps per epoch (e.g. other data): refused.
+  rpc::HandshakeRequest mismatch;
+  FillHandshake(layout_, config_, 1, 0, 8, 32, &mismatch);
+  status = Handshake(1, mismatch, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message(),
+            "steps_per_epoch: worker says 8, server 0 has 16 from the first handshake");
+  FillHandshake(layout_, config_, 1, 0, 16, 40, &mismatch);
+  status = Handshake(1, mismatch, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message(),
+            "total_steps: worker says 40, server 0 has 32 from the first handshake");
+
+  // The same values are accepted again (a worker retrying, or the other worker).
+  rpc::HandshakeRequest agreeing;
+  FillHandshake(layout_, config_, 1, 0, 16, 32, &agreeing);
+  status = Handshake(1, agreeing, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+
+  // A worker that sends no run length (0) is refused.
+  rpc::HandshakeRequest empty;
+  FillHandshake(layout_, config_, 1, 0, 0, 0, &empty);
+  EXPECT_EQ(Handshake(1, empty, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(ServiceTest, ConcurrentPushesGetTheClosedFormUpdate) {

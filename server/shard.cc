@@ -15,6 +15,7 @@
 #include "compress/registry.h"
 #include "glog/logging.h"
 #include "optim/optimizer.h"
+#include "optim/schedule.h"
 
 // PullWeights sends weights as raw host floats; the wire format says little-endian.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "Tamp needs a little-endian host");
@@ -22,32 +23,46 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "Tamp needs a little-en
 namespace tamp {
 
 struct Shard::ChunkState {
-  // The answer to every push of one completed step; delivered after the lock is released.
+  // The answer to every push of one completed round (a step, for single-round codecs);
+  // delivered after the lock is released.
   struct Completion {
-    std::vector<DoneCallback> callbacks;
+    std::vector<RoundDoneCallback> callbacks;
     absl::Status status;
-    std::string update;
+    std::string update;     // Empty before the last round.
+    std::string aggregate;  // The push codec's answer (multi-round codecs).
     uint64_t step = 0;
+    bool last_round = true;
   };
 
   // Validates one push and adds it to the accumulator. On error nothing has changed.
   // Requires mu.
   absl::Status Add(const config::RunConfig& config, uint32_t worker, uint64_t push_step,
-                   absl::string_view payload) {
+                   uint32_t push_round, absl::string_view payload) {
     if (!closed.ok()) return closed;
-    if (push_step != step) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("chunk ", id, " is at step ", step, ", push was for step ", push_step));
+    // Single-round codecs keep their messages without rounds.
+    const std::string at = rounds == 1 ? "" : absl::StrCat(" round ", round);
+    if (push_round >= static_cast<uint32_t>(rounds)) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", id, " takes ", rounds,
+                                                     " round(s) per step, push was for round ",
+                                                     push_round));
+    }
+    if (push_step != step || push_round != round) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "chunk ", id, " is at step ", step, at, ", push was for step ", push_step,
+          rounds == 1 ? "" : absl::StrCat(" round ", push_round)));
     }
     if (arrived[worker]) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("worker ", worker, " already pushed chunk ", id, " for step ", step));
+      return absl::AlreadyExistsError(absl::StrCat("worker ", worker, " already pushed chunk ", id,
+                                                   " for step ", step, at));
     }
     // The codec contract: a bad payload is rejected before the accumulator is touched.
-    if (absl::Status status = push_codec->DecodeAdd(payload, PushKey(config, step, id, worker),
-                                                    absl::MakeSpan(accumulator));
+    const RandomKey key = PushKey(config, step, id, worker);
+    if (absl::Status status =
+            rounds == 1
+                ? push_codec->DecodeAdd(payload, key, absl::MakeSpan(accumulator))
+                : push_codec->DecodeAddRound(round, payload, key, absl::MakeSpan(accumulator));
         !status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("chunk ", id, " step ", step, " worker ",
+      return absl::Status(status.code(), absl::StrCat("chunk ", id, " step ", step, at, " worker ",
                                                       worker, ": ", status.message()));
     }
     arrived[worker] = true;
@@ -55,22 +70,58 @@ struct Shard::ChunkState {
     return absl::OkStatus();
   }
 
-  // Once every worker has pushed: mean gradient, optimizer step, update through the pull
-  // codec and residual; then resets for the next step and hands back the parked callbacks.
+  // Once every worker has pushed a round before the last (multi-round push codecs): the
+  // codec's answer to the round, then on to the next round; hands back the parked callbacks.
   // Requires mu.
-  Completion FinishStep(const config::RunConfig& config) {
-    push_codec->FinishAggregate(static_cast<int>(arrived.size()), absl::MakeSpan(accumulator));
+  Completion FinishRound(const config::RunConfig& config) {
+    Completion done;
+    push_codec->FinishRound(static_cast<int>(round), static_cast<int>(arrived.size()),
+                            absl::MakeSpan(accumulator), PullKey(config, step, id), &done.aggregate,
+                            {});
+    done.step = step;
+    done.last_round = false;
+    ++round;
+    accumulator.assign(push_codec->RoundValues(static_cast<int>(round)), 0.0f);
+    std::fill(arrived.begin(), arrived.end(), false);
+    num_arrived = 0;
+    done.callbacks = std::move(pending);
+    pending.clear();
+    return done;
+  }
+
+  // The gradient the optimizer applies once every worker has pushed the step's last round:
+  // the accumulator turned into the mean (or vote), or a multi-round codec's aggregate, whose
+  // answer goes to *answer. Requires mu.
+  absl::Span<const float> AggregateGradient(const config::RunConfig& config, std::string* answer) {
+    const int contributors = static_cast<int>(arrived.size());
+    if (rounds == 1) {
+      push_codec->FinishAggregate(contributors, absl::MakeSpan(accumulator));
+      return accumulator;
+    }
+    push_codec->FinishRound(static_cast<int>(round), contributors, absl::MakeSpan(accumulator),
+                            PullKey(config, step, id), answer, absl::MakeSpan(aggregate));
+    return aggregate;
+  }
+
+  // Once every worker has pushed: mean gradient, optimizer step at `learning_rate` (the
+  // schedule's rate for this step), update through the pull codec and residual; then resets
+  // for the next step and hands back the parked callbacks. Requires mu.
+  Completion FinishStep(const config::RunConfig& config, float learning_rate) {
+    Completion done;
+    const absl::Span<const float> gradient = AggregateGradient(config, &done.aggregate);
     update = weights;  // w_old
-    optimizer->Apply(absl::MakeSpan(weights), accumulator, static_cast<int64_t>(step));
+    optimizer->Apply(absl::MakeSpan(weights), gradient, static_cast<int64_t>(step),
+                     learning_rate);
     for (size_t i = 0; i < update.size(); ++i) update[i] = weights[i] - update[i];
 
-    Completion done;
     // Encoding a well-sized buffer fails only on a codec bug. The weights have moved either
     // way, so the step still counts; workers that get the error must resync (PullWeights).
     done.status =
         pull_feedback->Compress(*pull_codec, update, PullKey(config, step, id), &done.update);
     ++step;
     done.step = step;
+    round = 0;
+    accumulator.resize(push_codec->RoundValues(0));  // A no-op for single-round codecs.
     std::fill(accumulator.begin(), accumulator.end(), 0.0f);
     std::fill(arrived.begin(), arrived.end(), false);
     num_arrived = 0;
@@ -89,10 +140,13 @@ struct Shard::ChunkState {
   std::vector<float> weights;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<compress::Codec> push_codec;
-  std::vector<float> accumulator;  // Sum of this step's decoded pushes.
-  std::vector<bool> arrived;       // By worker, this step.
+  int rounds = 1;                  // push_codec->rounds(), fixed.
+  uint32_t round = 0;              // Of the step in progress.
+  std::vector<float> accumulator;  // Sum of this round's decoded pushes.
+  std::vector<float> aggregate;    // Multi-round codecs: the last round's gradient (n values).
+  std::vector<bool> arrived;       // By worker, this round.
   uint32_t num_arrived = 0;
-  std::vector<DoneCallback> pending;  // Of this step's accepted pushes.
+  std::vector<RoundDoneCallback> pending;  // Of this round's accepted pushes.
   std::unique_ptr<compress::Codec> pull_codec;
   std::unique_ptr<compress::ErrorFeedback> pull_feedback;
   std::vector<float> update;  // Scratch: w_old, then w_new - w_old.
@@ -116,14 +170,23 @@ absl::StatusOr<std::unique_ptr<Shard::ChunkState>> Shard::NewChunk(uint32_t id) 
   auto chunk = std::make_unique<ChunkState>();
   chunk->id = id;
   TAMP_ASSIGN_OR_RETURN(chunk->optimizer, CreateOptimizer(config_.optimizer(), n));
-  TAMP_ASSIGN_OR_RETURN(chunk->push_codec, compress::CreateCodec(plan.compression.push(), n));
-  TAMP_ASSIGN_OR_RETURN(chunk->pull_codec, compress::CreateCodec(plan.compression.pull(), n));
+  // Codecs that view a chunk as a matrix see its rows in the tensor, as the workers' do.
+  const compress::ChunkShape shape =
+      compress::ChunkShapeInTensor(layout_.tensor_of(plan).shape, plan.chunk.offset, n);
+  TAMP_ASSIGN_OR_RETURN(chunk->push_codec, compress::CreateCodec(plan.compression.push(), shape));
+  TAMP_ASSIGN_OR_RETURN(chunk->pull_codec, compress::CreateCodec(plan.compression.pull(), shape));
+  if (chunk->pull_codec->rounds() != 1) {  // Config validation refuses these already.
+    return absl::InvalidArgumentError(absl::StrCat("pull codec ", plan.compression.pull().name(),
+                                                   " takes several rounds; it can only push"));
+  }
+  chunk->rounds = chunk->push_codec->rounds();
+  if (chunk->rounds > 1) chunk->aggregate.resize(n);
   TAMP_ASSIGN_OR_RETURN(chunk->pull_feedback,
                         compress::ErrorFeedback::Create(plan.compression.pull_feedback(), n));
   chunk->weights.resize(n);
   InitTensorSlice(layout_.tensor_of(plan), config_.model().init_seed(), plan.chunk.tensor,
                   plan.chunk.offset, absl::MakeSpan(chunk->weights));
-  chunk->accumulator.assign(n, 0.0f);
+  chunk->accumulator.assign(chunk->push_codec->RoundValues(0), 0.0f);
   chunk->arrived.assign(config_.cluster().num_workers(), false);
   chunk->update.resize(n);
   return chunk;
@@ -166,38 +229,109 @@ absl::StatusOr<Shard::ChunkState*> Shard::Find(uint32_t chunk_id) const {
 
 void Shard::PushPull(uint32_t worker, uint64_t step, uint32_t chunk_id, absl::string_view payload,
                      DoneCallback done) {
+  // Its answer has no room for a multi-round codec's intermediate answers.
+  if (absl::StatusOr<ChunkState*> found = Find(chunk_id); found.ok() && (*found)->rounds != 1) {
+    done(absl::InvalidArgumentError(absl::StrCat("chunk ", chunk_id, " takes ", (*found)->rounds,
+                                                 " rounds per step: push with PushPullRound()")),
+         nullptr, 0);
+    return;
+  }
+  PushPullRound(worker, step, 0, chunk_id, payload,
+                [done = std::move(done)](absl::Status status, const PushAnswer* answer) {
+                  if (answer == nullptr) {
+                    done(std::move(status), nullptr, 0);
+                  } else {
+                    done(std::move(status), answer->update, answer->step);
+                  }
+                });
+}
+
+void Shard::PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32_t chunk_id,
+                          absl::string_view payload, RoundDoneCallback done) {
   const uint32_t num_workers = config_.cluster().num_workers();
   if (worker >= num_workers) {
     done(absl::InvalidArgumentError(absl::StrCat("worker ", worker, " out of range: the job has ",
                                                  num_workers, " workers")),
-         nullptr, 0);
+         nullptr);
     return;
   }
   absl::StatusOr<ChunkState*> found = Find(chunk_id);
   if (!found.ok()) {
-    done(found.status(), nullptr, 0);
+    done(found.status(), nullptr);
+    return;
+  }
+  if (absl::Status ready = CheckScheduleReady(); !ready.ok()) {
+    done(ready, nullptr);
     return;
   }
   ChunkState& chunk = **found;
   ChunkState::Completion completion;
   {
     std::lock_guard<std::mutex> lock(chunk.mu);
-    absl::Status status = chunk.Add(config_, worker, step, payload);
+    absl::Status status = chunk.Add(config_, worker, step, round, payload);
     if (status.ok()) {
       chunk.pending.push_back(std::move(done));
       if (chunk.num_arrived < num_workers) return;  // Answered by the last worker's push.
-      completion = chunk.FinishStep(config_);
+      completion = static_cast<int>(chunk.round) + 1 < chunk.rounds
+                       ? chunk.FinishRound(config_)
+                       : chunk.FinishStep(config_, LearningRateAt(chunk.step));
     } else {
       completion.callbacks.push_back(std::move(done));
       completion.status = std::move(status);
     }
   }
   // Outside the lock: a callback may take its time or push again.
-  const std::string* update = completion.status.ok() ? &completion.update : nullptr;
-  const uint64_t completed = completion.status.ok() ? completion.step : 0;
-  for (DoneCallback& callback : completion.callbacks) {
-    callback(completion.status, update, completed);
+  PushAnswer answer;
+  answer.step = completion.step;
+  answer.last_round = completion.last_round;
+  answer.update = &completion.update;
+  answer.aggregate = &completion.aggregate;
+  for (RoundDoneCallback& callback : completion.callbacks) {
+    callback(completion.status, completion.status.ok() ? &answer : nullptr);
   }
+}
+
+absl::Status Shard::FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps) {
+  if (steps_per_epoch == 0 || total_steps == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("steps_per_epoch and total_steps must be >= 1, got ", steps_per_epoch,
+                     " and ", total_steps));
+  }
+  std::lock_guard<std::mutex> lock(run_length_mu_);
+  if (!run_length_fixed_.load(std::memory_order_relaxed)) {
+    steps_per_epoch_ = steps_per_epoch;
+    total_steps_ = total_steps;
+    run_length_fixed_.store(true, std::memory_order_release);
+    return absl::OkStatus();
+  }
+  if (steps_per_epoch != steps_per_epoch_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("steps_per_epoch: worker says ", steps_per_epoch, ", server ", rank_,
+                     " has ", steps_per_epoch_, " from the first handshake"));
+  }
+  if (total_steps != total_steps_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("total_steps: worker says ", total_steps, ", server ", rank_, " has ",
+                     total_steps_, " from the first handshake"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shard::CheckScheduleReady() const {
+  if (!ScheduleNeedsRunLength(config_.optimizer().schedule()) ||
+      run_length_fixed_.load(std::memory_order_acquire)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "server ", rank_, " cannot step yet: optimizer.schedule needs the run's length "
+      "(steps_per_epoch, total_steps), which the first worker handshake sets"));
+}
+
+float Shard::LearningRateAt(uint64_t step) const {
+  // 0, 0 before a handshake: only for schedules that ignore them (CheckScheduleReady).
+  const bool fixed = run_length_fixed_.load(std::memory_order_acquire);
+  return static_cast<float>(LearningRate(config_.optimizer(), step, fixed ? steps_per_epoch_ : 0,
+                                         fixed ? total_steps_ : 0));
 }
 
 absl::Status Shard::PullWeights(rpc::PullWeightsResponse* response) const {
@@ -220,14 +354,14 @@ void Shard::Close(const absl::Status& reason) {
   CHECK(!reason.ok()) << "Close() needs an error to answer pushes with";
   for (uint32_t id : chunk_ids_) {
     ChunkState& chunk = *chunks_[id];
-    std::vector<DoneCallback> parked;
+    std::vector<RoundDoneCallback> parked;
     {
       std::lock_guard<std::mutex> lock(chunk.mu);
       chunk.closed = reason;
       parked = std::move(chunk.pending);
       chunk.pending.clear();
     }
-    for (DoneCallback& callback : parked) callback(reason, nullptr, 0);
+    for (RoundDoneCallback& callback : parked) callback(reason, nullptr);
   }
 }
 
@@ -245,6 +379,7 @@ absl::StatusOr<Shard::ChunkSnapshot> Shard::Snapshot(uint32_t chunk_id) const {
   std::lock_guard<std::mutex> lock(chunk->mu);
   ChunkSnapshot snapshot;
   snapshot.step = chunk->step;
+  snapshot.round = chunk->round;
   snapshot.weights = chunk->weights;
   snapshot.accumulator = chunk->accumulator;
   snapshot.arrived = chunk->arrived;

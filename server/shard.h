@@ -7,10 +7,19 @@
 //
 // Each step of a chunk: every worker pushes its encoded gradient for that step; each push is
 // decoded and added to the accumulator. The last push turns the sum into the mean, applies
-// the optimizer, encodes the update u = w_new - w_old through the pull codec and residual,
-// and answers all the step's pushes with that one payload, so every worker applies the same
-// bytes. Chunks advance independently: a worker may push chunk 5 of step 8 while chunk 6 is
-// still gathering step 7.
+// the optimizer at the schedule's rate for that step (optim/schedule.h; the run's length it
+// needs comes from the first handshake, FixRunLength), encodes the update u = w_new - w_old
+// through the pull codec and residual, and answers all the step's pushes with that one
+// payload, so every worker applies the same bytes. Chunks advance independently: a worker
+// may push chunk 5 of step 8 while chunk 6 is still gathering step 7.
+//
+// Multi-round push codecs (compress/codec.h Codec::rounds() > 1, e.g. powersgd) split a step
+// into rounds 0 .. R-1, each gathered like a step: the chunk accepts pushes for its current
+// (step, round) only; the last push of round r < R-1 has the codec aggregate the round
+// (FinishRound) and answers every push of the round with the same `aggregate` bytes, and the
+// chunk moves to round r + 1; the last push of round R-1 gets the codec's aggregate
+// gradient, and the step ends as above, answered with the update and the codec's final
+// `aggregate`. Single-round codecs are the case R = 1, with an empty `aggregate`.
 //
 // Thread safety: all methods may be called concurrently. Each chunk has its own mutex, so
 // pushes to different chunks run in parallel. PushPull never waits for other workers: it
@@ -22,12 +31,16 @@
 //   TAMP_ASSIGN_OR_RETURN(std::unique_ptr<Shard> shard, Shard::Create(config, layout, rank));
 //   shard->PushPull(worker, step, chunk_id, payload,
 //                   [](absl::Status status, const std::string* update, uint64_t step) { ... });
+//   shard->PushPullRound(worker, step, round, chunk_id, payload,
+//                        [](absl::Status status, const Shard::PushAnswer* answer) { ... });
 #ifndef TAMP_SERVER_SHARD_H_
 #define TAMP_SERVER_SHARD_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,6 +60,22 @@ class Shard {
   // the payload is valid only during the call. On error both are null/0.
   using DoneCallback =
       std::function<void(absl::Status status, const std::string* update_payload, uint64_t step)>;
+
+  // What an accepted push of any round is answered with; valid only during the callback.
+  struct PushAnswer {
+    // Steps the chunk has completed: push step + 1 after the step's last round, else the
+    // push step.
+    uint64_t step = 0;
+    // True when the answer ends the step (always, for single-round codecs).
+    bool last_round = true;
+    // The pull codec's encoding of the chunk's update; empty before the last round.
+    const std::string* update = nullptr;
+    // The push codec's answer to the round (Codec::FinishRound()); empty for single-round
+    // codecs.
+    const std::string* aggregate = nullptr;
+  };
+  // Called once per push: with OK and the answer, or with an error and null.
+  using RoundDoneCallback = std::function<void(absl::Status status, const PushAnswer* answer)>;
 
   // Shard::Create()
   //
@@ -68,11 +97,35 @@ class Shard {
   // Errors (the chunk's state is left bit-for-bit as it was):
   //   INVALID_ARGUMENT     worker >= num_workers; chunk_id out of range; a bad payload;
   //   NOT_FOUND            the chunk belongs to another shard;
-  //   FAILED_PRECONDITION  `step` is not the chunk's current step;
+  //   FAILED_PRECONDITION  `step` is not the chunk's current step; the schedule needs the
+  //                        run's length and no handshake has fixed it yet (FixRunLength);
   //   ALREADY_EXISTS       this worker already pushed this chunk and step;
   //   UNAVAILABLE          the shard is closed (Close()).
+  // For a chunk whose push codec takes several rounds, INVALID_ARGUMENT (use PushPullRound).
   void PushPull(uint32_t worker, uint64_t step, uint32_t chunk_id, absl::string_view payload,
                 DoneCallback done);
+
+  // Shard::PushPullRound()
+  //
+  // PushPull() for round `round` of the step (0 for single-round codecs). `done` is called
+  // exactly once: at once with an error, or once all num_workers workers have pushed this
+  // chunk, step and round. The errors of PushPull(), and:
+  //   INVALID_ARGUMENT     `round` >= the push codec's rounds();
+  //   FAILED_PRECONDITION  the chunk is in another round of `step` (e.g. "chunk 3 is at step
+  //                        4 round 1, push was for step 4 round 0");
+  //   ALREADY_EXISTS       this worker already pushed this chunk, step and round.
+  void PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32_t chunk_id,
+                     absl::string_view payload, RoundDoneCallback done);
+
+  // Shard::FixRunLength()
+  //
+  // Records the run's length from a worker's handshake: steps per epoch and steps in the whole
+  // run, which the learning-rate schedule needs (schedules are given in epochs; only workers
+  // know the data set). The first call fixes both; a later call with the same values is OK,
+  // one with other values is FAILED_PRECONDITION naming both, e.g.
+  //   "steps_per_epoch: worker says 64, server 0 has 32 from the first handshake"
+  // INVALID_ARGUMENT when either is 0.
+  absl::Status FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps);
 
   // Shard::PullWeights()
   //
@@ -101,9 +154,10 @@ class Shard {
   // not on this shard.
   struct ChunkSnapshot {
     uint64_t step = 0;
+    uint32_t round = 0;                // Within the step (multi-round push codecs).
     std::vector<float> weights;
-    std::vector<float> accumulator;
-    std::vector<bool> arrived;         // By worker.
+    std::vector<float> accumulator;    // Of the current round.
+    std::vector<bool> arrived;         // By worker, this round.
     std::vector<float> pull_residual;  // Empty when the pull side keeps no memory.
   };
   absl::StatusOr<ChunkSnapshot> Snapshot(uint32_t chunk_id) const;
@@ -117,6 +171,10 @@ class Shard {
   absl::StatusOr<std::unique_ptr<ChunkState>> NewChunk(uint32_t id) const;
   // The chunk `chunk_id` if this shard owns it, else the error PushPull reports.
   absl::StatusOr<ChunkState*> Find(uint32_t chunk_id) const;
+  // OK when the schedule can be evaluated: it ignores the run's length, or that is fixed.
+  absl::Status CheckScheduleReady() const;
+  // The schedule's rate for `step`; requires CheckScheduleReady().
+  float LearningRateAt(uint64_t step) const;
 
   const config::RunConfig config_;
   const JobLayout layout_;
@@ -124,6 +182,14 @@ class Shard {
   std::vector<uint32_t> chunk_ids_;
   // Indexed by chunk id; null for chunks of other shards. Set up in Create(), then fixed.
   std::vector<std::unique_ptr<ChunkState>> chunks_;
+
+  // The run's length (FixRunLength). Written once under run_length_mu_, before
+  // run_length_fixed_ is set (release); readers that see the flag (acquire) read them
+  // without the lock, since they never change again.
+  std::mutex run_length_mu_;
+  std::atomic<bool> run_length_fixed_{false};
+  uint64_t steps_per_epoch_ = 0;
+  uint64_t total_steps_ = 0;
 };
 
 }  // namespace tamp

@@ -1,6 +1,6 @@
 // Shard without gRPC: closed-form updates of a synchronous step with codec "none" and plain
 // SGD (lr 0.5, 2 workers), rejection of bad pushes with the state left bit-for-bit alone,
-// and multi-step runs.
+// multi-step runs, and the learning-rate schedule and Adam applied per step.
 #include "server/shard.h"
 
 #include <condition_variable>
@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "optim/schedule.h"
 #include "server/test_job.h"
 
 namespace tamp {
@@ -328,6 +330,131 @@ TEST_F(ShardTest, CloseFailsParkedAndLaterPushes) {
   EXPECT_EQ(parked.status, absl::UnavailableError("server shutting down"));
   Push(1, 0, chunk_, TestGradient(Length(chunk_), 0, 1), &later);
   EXPECT_EQ(later.status, absl::UnavailableError("server shutting down"));
+}
+
+// Shard 0 of `config`.
+std::unique_ptr<Shard> ShardWith(const config::RunConfig& config, const JobLayout& layout) {
+  absl::StatusOr<std::unique_ptr<Shard>> shard = Shard::Create(config, layout, 0);
+  CHECK(shard.ok()) << shard.status();
+  return *std::move(shard);
+}
+
+// The test job (plain SGD, lr 0.5) with optimizer.schedule given in text format.
+config::RunConfig ScheduledConfig(absl::string_view schedule) {
+  return TestConfig([&](config::RunConfig& c) {
+    CHECK(google::protobuf::TextFormat::ParseFromString(std::string(schedule),
+                                                        c.mutable_optimizer()->mutable_schedule()));
+  });
+}
+
+TEST(ShardScheduleTest, FixRunLengthFirstCallWinsAndLaterOnesMustAgree) {
+  const config::RunConfig config = ScheduledConfig("kind: COSINE");
+  const JobLayout layout = TestLayout(config);
+  std::unique_ptr<Shard> shard = ShardWith(config, layout);
+  EXPECT_EQ(shard->FixRunLength(0, 8), absl::InvalidArgumentError(
+                                           "steps_per_epoch and total_steps must be >= 1, got 0 "
+                                           "and 8"));
+  EXPECT_EQ(shard->FixRunLength(4, 0).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(shard->FixRunLength(2, 8).ok());
+  EXPECT_TRUE(shard->FixRunLength(2, 8).ok());  // Every worker sends the same.
+  EXPECT_EQ(shard->FixRunLength(4, 8),
+            absl::FailedPreconditionError(
+                "steps_per_epoch: worker says 4, server 0 has 2 from the first handshake"));
+  EXPECT_EQ(shard->FixRunLength(2, 6),
+            absl::FailedPreconditionError(
+                "total_steps: worker says 6, server 0 has 8 from the first handshake"));
+}
+
+TEST(ShardScheduleTest, NoStepBeforeAScheduleKnowsTheRunLength) {
+  const config::RunConfig config = ScheduledConfig("kind: CONSTANT warmup_epochs: 1");
+  const JobLayout layout = TestLayout(config);
+  std::unique_ptr<Shard> shard = ShardWith(config, layout);
+  const uint32_t chunk = shard->chunk_ids().front();
+  const size_t n = layout.chunks[chunk].chunk.length;
+  Answer answer;
+  shard->PushPull(0, 0, chunk, EncodePush(config, layout, 0, chunk, 0, TestGradient(n, 0, 0)),
+                  Record(&answer));
+  EXPECT_EQ(answer.calls, 1);
+  EXPECT_EQ(answer.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(answer.status.message()),
+              HasSubstr("optimizer.schedule needs the run's length"));
+  absl::StatusOr<Shard::ChunkSnapshot> snapshot = shard->Snapshot(chunk);
+  ASSERT_TRUE(snapshot.ok());
+  EXPECT_EQ(snapshot->arrived, std::vector<bool>(2, false));  // The push was not taken.
+}
+
+// Runs `steps` steps of every chunk of shard 0 with plain SGD under `schedule`, 2 steps per
+// epoch; checks that each step's change is exactly -lr(s) * mean gradient, with lr(s) from
+// `expected_lr` (fp32 operations as the server performs them).
+template <typename ExpectedLr>
+void ExpectEachStepUsesTheScheduledRate(absl::string_view schedule, uint64_t steps,
+                                        ExpectedLr expected_lr) {
+  const config::RunConfig config = ScheduledConfig(schedule);
+  const JobLayout layout = TestLayout(config);
+  std::unique_ptr<Shard> shard = ShardWith(config, layout);
+  ASSERT_TRUE(shard->FixRunLength(2, steps).ok());
+  for (uint64_t step = 0; step < steps; ++step) {
+    const float lr = expected_lr(step);
+    for (uint32_t id : shard->chunk_ids()) {
+      const size_t n = layout.chunks[id].chunk.length;
+      absl::StatusOr<Shard::ChunkSnapshot> before = shard->Snapshot(id);
+      ASSERT_TRUE(before.ok());
+      const std::vector<float> g0 = TestGradient(n, step + id, 0);
+      const std::vector<float> g1 = TestGradient(n, step + id, 1);
+      Answer a0, a1;
+      shard->PushPull(0, step, id, EncodePush(config, layout, step, id, 0, g0), Record(&a0));
+      shard->PushPull(1, step, id, EncodePush(config, layout, step, id, 1, g1), Record(&a1));
+      ASSERT_TRUE(a1.status.ok()) << a1.status;
+      std::vector<float> expected(n);
+      for (size_t i = 0; i < n; ++i) expected[i] = before->weights[i] - lr * ((g0[i] + g1[i]) / 2);
+      EXPECT_TRUE(BitIdentical(shard->Snapshot(id)->weights, expected))
+          << "chunk " << id << " step " << step << " lr " << lr;
+    }
+  }
+}
+
+TEST(ShardScheduleTest, StepDecayWithWarmupAtEachStep) {
+  // lr 0.5; 1 epoch (2 steps) of warm-up: 0.25, 0.5; then halved every 2 epochs (4 steps)
+  // counting from step 0: steps 2-3 at 0.5, steps 4-7 at 0.25.
+  const float kRates[] = {0.25f, 0.5f, 0.5f, 0.5f, 0.25f, 0.25f, 0.25f, 0.25f};
+  ExpectEachStepUsesTheScheduledRate(
+      "kind: STEP decay_factor: 0.5 decay_epochs: 2 warmup_epochs: 1", 8,
+      [&](uint64_t step) { return kRates[step]; });
+}
+
+TEST(ShardScheduleTest, CosineWithWarmupFollowsLearningRate) {
+  // lr 0.5, 1.5 epochs (3 steps) of warm-up, cosine to 0.05 over steps 3..10.
+  constexpr char kSchedule[] = "kind: COSINE min_lr: 0.05 warmup_epochs: 1.5";
+  const config::Optimizer optimizer = ScheduledConfig(kSchedule).optimizer();
+  ExpectEachStepUsesTheScheduledRate(kSchedule, 10, [&](uint64_t step) {
+    return static_cast<float>(LearningRate(optimizer, step, 2, 10));
+  });
+}
+
+TEST(ShardScheduleTest, AdamFirstStepMovesEachWeightByLr) {
+  // Bias-corrected Adam's first step is lr * g / (|g| + epsilon): every weight whose mean
+  // gradient is not 0 moves by lr against its sign.
+  const config::RunConfig config = TestConfig([](config::RunConfig& c) {
+    c.mutable_optimizer()->set_name("adam");
+    c.mutable_optimizer()->set_learning_rate(0.01f);
+  });
+  const JobLayout layout = TestLayout(config);
+  std::unique_ptr<Shard> shard = ShardWith(config, layout);
+  const uint32_t chunk = shard->chunk_ids().front();
+  const size_t n = layout.chunks[chunk].chunk.length;
+  const std::vector<float> w0 = shard->Snapshot(chunk)->weights;
+  const std::vector<float> g0 = TestGradient(n, 0, 0);
+  const std::vector<float> g1 = TestGradient(n, 0, 1);
+  Answer a0, a1;
+  shard->PushPull(0, 0, chunk, EncodePush(config, layout, 0, chunk, 0, g0), Record(&a0));
+  shard->PushPull(1, 0, chunk, EncodePush(config, layout, 0, chunk, 1, g1), Record(&a1));
+  ASSERT_TRUE(a1.status.ok()) << a1.status;
+  const std::vector<float> w1 = shard->Snapshot(chunk)->weights;
+  for (size_t i = 0; i < n; ++i) {
+    const float mean = (g0[i] + g1[i]) / 2;
+    const float expected = mean > 0 ? -0.01f : mean < 0 ? 0.01f : 0.0f;
+    ASSERT_NEAR(w1[i] - w0[i], expected, 1e-6) << "element " << i << " mean gradient " << mean;
+  }
 }
 
 }  // namespace

@@ -14,16 +14,20 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # A small, fast job: MLP 784-64-10 on 4096 examples.
 # write_config PATH [BLOCK=TEXT ...]: TEXT is added inside block BLOCK (cluster, data,
-# training, compression), e.g. write_config job.pbtxt training="max_steps: 40".
+# training, compression), e.g. write_config job.pbtxt training="max_steps: 40"; for BLOCK
+# model it replaces the block's contents (default "kind: MLP hidden: [64] init_seed: 3"),
+# e.g. model="kind: CNN conv_channels: [4, 8] kernel_size: 3 init_seed: 3".
 write_config() {
   local path=$1; shift
   local cluster="" data="" training="" compression=""
+  local model="kind: MLP hidden: [64] init_seed: 3"
   for assignment in "$@"; do
     case "${assignment%%=*}" in
       cluster) cluster="${assignment#*=}" ;;
       data) data="${assignment#*=}" ;;
       training) training="${assignment#*=}" ;;
       compression) compression="${assignment#*=}" ;;
+      model) model="${assignment#*=}" ;;
       *) fail "write_config: unknown block in '$assignment'" ;;
     esac
   done
@@ -34,7 +38,7 @@ write_config() {
 version: 1
 name: "test"
 cluster { num_servers: 2 num_workers: 2 $cluster }
-model { kind: MLP hidden: [64] init_seed: 3 }
+model { $model }
 data { $data_dir batch_size: 32 train_limit: 4096 test_limit: 1000 shuffle_seed: 5 $data }
 training { epochs: 2 $training }
 optimizer { learning_rate: 0.05 momentum: 0.9 }

@@ -35,10 +35,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/model_layout.h"
+#include "worker/model.h"
 
 namespace tamp {
 
-class MlpCpu {
+class MlpCpu final : public Model {
  public:
   // MlpCpu::Create()
   //
@@ -53,9 +54,9 @@ class MlpCpu {
   MlpCpu& operator=(const MlpCpu&) = delete;
 
   // All parameters, tensors concatenated in ModelTensors order.
-  absl::Span<float> params() { return absl::MakeSpan(params_); }
+  absl::Span<float> params() override { return absl::MakeSpan(params_); }
   // Gradients of the last TrainStep, laid out like params().
-  absl::Span<const float> grads() const { return absl::MakeConstSpan(grads_); }
+  absl::Span<const float> grads() const override { return absl::MakeConstSpan(grads_); }
 
   // First element of tensor `t` in params() and grads().
   size_t tensor_offset(int t) const { return offsets_[t]; }
@@ -74,13 +75,13 @@ class MlpCpu {
   //
   // 1 <= batch <= max_batch is checked (CHECK).
   float TrainStep(const float* x, const uint8_t* labels, int batch,
-                  const std::function<void(int)>& on_tensor_ready);
+                  const std::function<void(int)>& on_tensor_ready) override;
 
   // MlpCpu::CountCorrect()
   //
   // Forward only: how many of the `batch` examples have argmax(logits) == label (the lowest
   // index wins ties). Same shapes and batch bounds as TrainStep.
-  int64_t CountCorrect(const float* x, const uint8_t* labels, int batch);
+  int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) override;
 
  private:
   MlpCpu(std::vector<TensorSpec> tensors, int max_batch);

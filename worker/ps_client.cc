@@ -42,13 +42,16 @@ std::string PsClient::Describe(uint32_t shard) const {
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
-    const std::vector<std::string>& server_addresses) {
+    const std::vector<std::string>& server_addresses, uint64_t steps_per_epoch,
+    uint64_t total_steps) {
   if (server_addresses.size() != config.cluster().num_servers()) {
     return absl::InvalidArgumentError(
         absl::StrCat("got ", server_addresses.size(), " server addresses but cluster.num_servers is ",
                      config.cluster().num_servers()));
   }
   std::unique_ptr<PsClient> client(new PsClient(config, layout, worker_rank, server_addresses));
+  client->steps_per_epoch_ = steps_per_epoch;
+  client->total_steps_ = total_steps;
   for (uint32_t shard = 0; shard < server_addresses.size(); ++shard) {
     TAMP_RETURN_IF_ERROR(client->Handshake(shard));
   }
@@ -57,7 +60,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
 
 absl::Status PsClient::Handshake(uint32_t shard) {
   rpc::HandshakeRequest request;
-  FillHandshake(layout_, config_, worker_rank_, shard, &request);
+  FillHandshake(layout_, config_, worker_rank_, shard, steps_per_epoch_, total_steps_, &request);
   rpc::HandshakeResponse response;
   grpc::ClientContext context;
   // Servers may still be starting: wait for the channel instead of failing fast.
@@ -110,32 +113,46 @@ absl::StatusOr<uint64_t> PsClient::PullWeights(absl::Span<float> params) {
 }
 
 void PsClient::PushPull(uint64_t step, uint32_t chunk_id, std::string payload, PushPullDone done) {
+  PushPullRound(step, 0, chunk_id, std::move(payload),
+                [done = std::move(done)](absl::Status status, RoundAnswer answer) {
+                  done(std::move(status), std::move(answer.update));
+                });
+}
+
+void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, std::string payload,
+                             PushPullRoundDone done) {
   // One heap object per call keeps context, request and response alive until the callback.
   struct Call {
     grpc::ClientContext context;
     rpc::PushPullRequest request;
     rpc::PushPullResponse response;
-    PushPullDone done;
+    PushPullRoundDone done;
   };
   const uint32_t shard = layout_.chunks[chunk_id].chunk.shard;
   auto* call = new Call;
   call->request.set_worker_rank(worker_rank_);
   call->request.set_step(step);
   call->request.set_chunk_id(chunk_id);
+  call->request.set_round(round);
   *call->request.mutable_payload() = std::move(payload);
   call->done = std::move(done);
   call->context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
   stubs_[shard]->async()->PushPull(
       &call->context, &call->request, &call->response,
-      [this, call, shard, chunk_id, step](grpc::Status status) {
+      [this, call, shard, chunk_id, step, round](grpc::Status status) {
         std::unique_ptr<Call> owned(call);
         if (!status.ok()) {
           owned->done(FromGrpc(status, absl::StrCat(Describe(shard), "PushPull of chunk ", chunk_id,
-                                                    " step ", step, ": ")),
-                      std::string());
+                                                    " step ", step,
+                                                    round == 0 ? "" : absl::StrCat(" round ", round),
+                                                    ": ")),
+                      RoundAnswer());
           return;
         }
-        owned->done(absl::OkStatus(), std::move(*owned->response.mutable_payload()));
+        RoundAnswer answer;
+        answer.update = std::move(*owned->response.mutable_payload());
+        answer.aggregate = std::move(*owned->response.mutable_aggregate());
+        owned->done(absl::OkStatus(), std::move(answer));
       });
 }
 

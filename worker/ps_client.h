@@ -1,14 +1,16 @@
 // PsClient: a worker's connection to every parameter-server shard.
 //
 // Connect() opens one channel per shard and handshakes with each (waiting, bounded by
-// cluster.connect_timeout_ms, for shards that are still starting). PullWeights() fetches
+// cluster.connect_timeout_ms, for shards that are still starting); the handshake carries the
+// run's length, which the shards' learning-rate schedule needs. PullWeights() fetches
 // exact weights; PushPull() sends one chunk's payload and calls back with the shard's update.
 //
 // Thread safety: all methods may be called from any thread; callbacks run on gRPC's threads
 // and must not block.
 //
 // Example:
-//   TAMP_ASSIGN_OR_RETURN(auto client, PsClient::Connect(config, layout, rank, addresses));
+//   TAMP_ASSIGN_OR_RETURN(auto client, PsClient::Connect(config, layout, rank, addresses,
+//                                                        steps_per_epoch, total_steps));
 //   TAMP_ASSIGN_OR_RETURN(uint64_t step, client->PullWeights(params));
 //   client->PushPull(step, chunk_id, std::move(payload),
 //                    [](absl::Status s, std::string update) { ... });
@@ -33,10 +35,12 @@ class PsClient {
  public:
   using PushPullDone = std::function<void(absl::Status status, std::string update_payload)>;
 
-  // `server_addresses[s]` is shard s ("host:port").
+  // `server_addresses[s]` is shard s ("host:port"). `steps_per_epoch` and `total_steps` are
+  // the run's length as this worker computed it (see FillHandshake in server/handshake.h).
   static absl::StatusOr<std::unique_ptr<PsClient>> Connect(
       const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
-      const std::vector<std::string>& server_addresses);
+      const std::vector<std::string>& server_addresses, uint64_t steps_per_epoch,
+      uint64_t total_steps);
 
   // Copies every shard's exact weights into `params` (the flat buffer, layout order).
   // Returns the lowest step any shard has completed.
@@ -44,6 +48,22 @@ class PsClient {
 
   // Sends `payload` for (step, chunk) to the chunk's shard; `done` receives the update.
   void PushPull(uint64_t step, uint32_t chunk_id, std::string payload, PushPullDone done);
+
+  // What a shard answers one push of PushPullRound().
+  struct RoundAnswer {
+    std::string update;     // Pull payload of the update; empty before the step's last round.
+    std::string aggregate;  // The push codec's answer to the round (multi-round codecs).
+  };
+  using PushPullRoundDone = std::function<void(absl::Status status, RoundAnswer answer)>;
+
+  // PsClient::PushPullRound()
+  //
+  // PushPull() for round `round` of a multi-round push codec's step (compress/codec.h): the
+  // answer arrives once every worker has pushed that round, and `done` gets the round's
+  // aggregate, plus the update after the last round. PushPull() is round 0 of a single-round
+  // codec.
+  void PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, std::string payload,
+                     PushPullRoundDone done);
 
  private:
   PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
@@ -56,6 +76,8 @@ class PsClient {
   const JobLayout& layout_;
   const uint32_t worker_rank_;
   const std::vector<std::string> addresses_;
+  uint64_t steps_per_epoch_ = 0;  // Sent in every handshake; set by Connect().
+  uint64_t total_steps_ = 0;
   std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
 };
 

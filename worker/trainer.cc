@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compress/registry.h"
+#include "worker/cpu_models.h"
 #include "glog/logging.h"
 
 namespace tamp {
@@ -22,6 +23,12 @@ double Median(std::vector<double> values) {
   const size_t mid = values.size() / 2;
   std::nth_element(values.begin(), values.begin() + mid, values.end());
   return values[mid];
+}
+
+// Steps in the whole run: `epochs` passes of `per_epoch` steps, cut at max_steps when set.
+uint64_t TotalSteps(const config::Training& training, int64_t per_epoch) {
+  const uint64_t total = static_cast<uint64_t>(per_epoch) * training.epochs();
+  return training.max_steps() != 0 ? std::min<uint64_t>(total, training.max_steps()) : total;
 }
 
 }  // namespace
@@ -54,23 +61,40 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
   }
   trainer->batcher_ = std::make_unique<Batcher>(trainer->train_, rank, workers, data.batch_size(),
                                                 data.shuffle_seed());
-  TAMP_ASSIGN_OR_RETURN(trainer->model_, MlpCpu::Create(layout.tensors, data.batch_size()));
+  TAMP_ASSIGN_OR_RETURN(trainer->model_,
+                        CreateCpuModel(cfg.model(), layout.tensors, data.batch_size()));
   trainer->batch_x_.resize(size_t{data.batch_size()} * kImageSize);
   trainer->batch_labels_.resize(data.batch_size());
 
   trainer->tensor_chunks_.resize(layout.tensors.size());
   for (const ChunkPlan& plan : layout.chunks) {
     ChunkCodecs codecs;
-    TAMP_ASSIGN_OR_RETURN(codecs.push, compress::CreateCodec(plan.compression.push(), plan.chunk.length));
+    // Codecs that view a chunk as a matrix see its rows in the tensor, as the shard's do.
+    const compress::ChunkShape shape = compress::ChunkShapeInTensor(
+        layout.tensor_of(plan).shape, plan.chunk.offset, plan.chunk.length);
+    absl::StatusOr<std::unique_ptr<compress::Codec>> push =
+        compress::CreateCodec(plan.compression.push(), shape);
+    if (!push.ok()) {
+      return absl::Status(push.status().code(),
+                          absl::StrCat("chunk ", plan.chunk.id, " (", layout.tensor_of(plan).name,
+                                       "): ", push.status().message()));
+    }
+    codecs.push = *std::move(push);
     TAMP_ASSIGN_OR_RETURN(codecs.push_memory, compress::ErrorFeedback::Create(
                                                   plan.compression.push_feedback(), plan.chunk.length));
-    TAMP_ASSIGN_OR_RETURN(codecs.pull, compress::CreateCodec(plan.compression.pull(), plan.chunk.length));
+    TAMP_ASSIGN_OR_RETURN(codecs.pull, compress::CreateCodec(plan.compression.pull(), shape));
     trainer->codecs_.push_back(std::move(codecs));
     trainer->tensor_chunks_[plan.chunk.tensor].push_back(plan.chunk.id);
   }
   trainer->updates_.resize(layout.chunks.size());
+  trainer->aggregates_.resize(layout.chunks.size());
+  // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
+  // workers know: it goes to every shard in the handshake.
+  const int64_t per_epoch = trainer->batcher_->steps_per_epoch();
+  trainer->total_steps_ = TotalSteps(cfg.training(), per_epoch);
   TAMP_ASSIGN_OR_RETURN(trainer->client_,
-                        PsClient::Connect(cfg, layout, rank, server_addresses));
+                        PsClient::Connect(cfg, layout, rank, server_addresses,
+                                          static_cast<uint64_t>(per_epoch), trainer->total_steps_));
   return trainer;
 }
 
@@ -88,26 +112,99 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu;
   std::condition_variable all_answered;
-  int outstanding = 0;
+  int outstanding = 0;  // Chunks whose step has not been answered (or failed) yet.
   absl::Status first_error;
   absl::Status encode_error;
+  // Multi-round push codecs (compress/codec.h): a round's answer, before the last, queues the
+  // chunk's next round here; the training thread encodes and pushes it (from push_tensor
+  // between layers, and while it waits below), so codecs are only ever touched by this
+  // thread and gRPC's callbacks never block or compute. Guarded by mu.
+  struct NextRound {
+    uint32_t id;
+    uint32_t round;
+    std::string answer;  // The shard's answer to round `round` - 1.
+  };
+  std::vector<NextRound> next_rounds;
   const absl::Span<const float> grads = model_->grads();
+
+  // Pushes round `round` of multi-round chunk `id`, already counted in `outstanding`.
+  auto push_round = [&](uint32_t id, uint32_t round, std::string payload) {
+    bytes_pushed_ += payload.size();
+    const bool last = static_cast<int>(round) + 1 == codecs_[id].push->rounds();
+    client_->PushPullRound(step, round, id, std::move(payload),
+                           [&, id, round, last](absl::Status status, PsClient::RoundAnswer answer) {
+                             std::lock_guard<std::mutex> lock(mu);
+                             if (!status.ok() || last) {
+                               if (!status.ok() && first_error.ok()) first_error = status;
+                               updates_[id] = std::move(answer.update);
+                               aggregates_[id] = std::move(answer.aggregate);
+                               if (--outstanding == 0) all_answered.notify_one();
+                               return;
+                             }
+                             next_rounds.push_back({id, round + 1, std::move(answer.aggregate)});
+                             all_answered.notify_one();
+                           });
+  };
+  // On the training thread: the next round of every chunk whose last round was answered.
+  auto continue_rounds = [&] {
+    std::vector<NextRound> ready;
+    absl::Status failed;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ready.swap(next_rounds);
+      failed = first_error;
+    }
+    for (NextRound& next : ready) {
+      bytes_pulled_ += next.answer.size();
+      std::string payload;
+      if (failed.ok() && encode_error.ok()) {
+        ChunkCodecs& codecs = codecs_[next.id];
+        encode_error = codecs.push_memory->NextRound(*codecs.push, static_cast<int>(next.round),
+                                                     next.answer,
+                                                     PushKey(config_, step, next.id, rank_), &payload);
+        if (!encode_error.ok()) {
+          encode_error = absl::Status(
+              encode_error.code(),
+              absl::StrCat("round ", next.round, " of chunk ", next.id, " step ", step,
+                           " (answer from shard ", layout_.chunks[next.id].chunk.shard,
+                           "): ", encode_error.message()));
+        }
+      }
+      if (!failed.ok() || !encode_error.ok()) {  // The step fails: stop this chunk here.
+        std::lock_guard<std::mutex> lock(mu);
+        if (--outstanding == 0) all_answered.notify_one();
+        continue;
+      }
+      push_round(next.id, next.round, std::move(payload));
+    }
+  };
   auto push_tensor = [&](int tensor) {
+    continue_rounds();
     for (uint32_t id : tensor_chunks_[tensor]) {
       if (!encode_error.ok()) return;
       const ChunkPlan& plan = layout_.chunks[id];
       std::string payload;
       ChunkCodecs& codecs = codecs_[id];
-      encode_error = codecs.push_memory->Compress(
-          *codecs.push, grads.subspan(layout_.flat_offset(plan), plan.chunk.length),
-          PushKey(config_, step, id, rank_), &payload);
+      const bool multi_round = codecs.push->rounds() > 1;
+      const absl::Span<const float> gradient =
+          grads.subspan(layout_.flat_offset(plan), plan.chunk.length);
+      encode_error =
+          multi_round
+              ? codecs.push_memory->BeginRounds(*codecs.push, gradient,
+                                                PushKey(config_, step, id, rank_), &payload)
+              : codecs.push_memory->Compress(*codecs.push, gradient,
+                                             PushKey(config_, step, id, rank_), &payload);
       if (!encode_error.ok()) return;
-      bytes_pushed_ += payload.size();
       raw_bytes_pushed_ += plan.chunk.length * sizeof(float);
       {
         std::lock_guard<std::mutex> lock(mu);
         ++outstanding;
       }
+      if (multi_round) {
+        push_round(id, 0, std::move(payload));
+        continue;
+      }
+      bytes_pushed_ += payload.size();
       client_->PushPull(step, id, std::move(payload),
                         [&, id](absl::Status status, std::string update) {
                           std::lock_guard<std::mutex> lock(mu);
@@ -120,7 +217,13 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
   *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(), batcher_->batch_size(), push_tensor);
   {
     std::unique_lock<std::mutex> lock(mu);
-    all_answered.wait(lock, [&] { return outstanding == 0; });
+    while (true) {
+      all_answered.wait(lock, [&] { return outstanding == 0 || !next_rounds.empty(); });
+      if (next_rounds.empty()) break;  // Every chunk answered (a queued one is outstanding).
+      lock.unlock();
+      continue_rounds();
+      lock.lock();
+    }
   }
   TAMP_RETURN_IF_ERROR(encode_error);
   TAMP_RETURN_IF_ERROR(first_error);
@@ -130,6 +233,18 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
   for (const ChunkPlan& plan : layout_.chunks) {
     const uint32_t id = plan.chunk.id;
     bytes_pulled_ += updates_[id].size();
+    ChunkCodecs& codecs = codecs_[id];
+    if (codecs.push->rounds() > 1) {
+      // The push codec's final answer readies it for the next step, and the residual.
+      bytes_pulled_ += aggregates_[id].size();
+      absl::Status finished = codecs.push_memory->FinishRounds(*codecs.push, aggregates_[id],
+                                                                PushKey(config_, step, id, rank_));
+      if (!finished.ok()) {
+        return absl::Status(finished.code(), absl::StrCat("aggregate of chunk ", id, " step ", step,
+                                                          " from shard ", plan.chunk.shard, ": ",
+                                                          finished.message()));
+      }
+    }
     absl::Status decoded = codecs_[id].pull->DecodeAdd(
         updates_[id], PullKey(config_, step, id),
         params.subspan(layout_.flat_offset(plan), plan.chunk.length));
@@ -162,8 +277,7 @@ absl::Status Trainer::Run() {
   }
   const config::Training& training = config_.training();
   const int64_t per_epoch = batcher_->steps_per_epoch();
-  uint64_t total_steps = per_epoch * training.epochs();
-  if (training.max_steps() != 0) total_steps = std::min<uint64_t>(total_steps, training.max_steps());
+  const uint64_t total_steps = total_steps_;  // As sent in the handshake.
 
   std::vector<double> step_ms;
   step_ms.reserve(total_steps);

@@ -3,8 +3,11 @@
 // Each step: fill a batch, run forward/backward; as backward finishes a layer (last layer
 // first) compress each of its chunks (push codec + the worker's residual) and push it, so
 // communication overlaps the rest of backward; once every chunk's update has come back,
-// decode each into the replica. Every `training.resync_steps` (and at start) the replica is
-// replaced by the shards' exact weights. Worker 0 evaluates test accuracy after each epoch.
+// decode each into the replica. A chunk whose push codec takes several rounds per step
+// (powersgd) pushes round r + 1 once the shard has answered round r; the training thread
+// encodes it, between layers of backward or while it waits, so other chunks keep flowing.
+// Every `training.resync_steps` (and at start) the replica is replaced by the shards' exact
+// weights. Worker 0 evaluates test accuracy after each epoch.
 //
 // Progress goes to `sink` as tamp.events.WorkerEvent (STEP each step, EVAL, DONE at the end).
 #ifndef TAMP_WORKER_TRAINER_H_
@@ -25,7 +28,7 @@
 #include "proto/events.pb.h"
 #include "worker/batcher.h"
 #include "worker/fashion_mnist.h"
-#include "worker/mlp_cpu.h"
+#include "worker/model.h"
 #include "worker/ps_client.h"
 
 namespace tamp {
@@ -65,13 +68,16 @@ class Trainer {
   Dataset train_;
   Dataset test_;  // Loaded by worker 0 only.
   std::unique_ptr<Batcher> batcher_;
-  std::unique_ptr<MlpCpu> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<PsClient> client_;
+  uint64_t total_steps_ = 0;  // Of the whole run; computed before connecting (handshake).
   std::vector<ChunkCodecs> codecs_;                   // By chunk id.
   std::vector<std::vector<uint32_t>> tensor_chunks_;  // Chunk ids of each tensor.
   std::vector<float> batch_x_;
   std::vector<uint8_t> batch_labels_;
   std::vector<std::string> updates_;                  // By chunk id, this step's pulls.
+  // By chunk id, this step's last answer of a multi-round push codec (compress/codec.h).
+  std::vector<std::string> aggregates_;
   uint64_t bytes_pushed_ = 0;
   uint64_t bytes_pulled_ = 0;
   uint64_t raw_bytes_pushed_ = 0;

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# PowerSGD end to end: 2 servers + 2 workers as separate processes on loopback, every tensor
+# pushed with powersgd rank 2 and residual error feedback, so every chunk of every step
+# takes two rounds (P, then Q) through the real gRPC service. Two layouts:
+#   chunked  partition_bytes 16384 (testlib's): fc1.weight [64, 784] splits into 13 chunks
+#            of ~3860 values (partial rows of 784, zero-padded to 5-6 rows), spread over
+#            both shards; thin matrices, so little compression.
+#   whole    partition_bytes 4 MiB: every tensor is one chunk, fc1.weight the full 64 x 784
+#            matrix as in the paper.
+# Biases are vectors (near-square views); fc2.weight [10, 64] is one 10 x 64 chunk in both.
+# Each run checks: the loss falls (mean of the last 10 steps < 0.6 x the first 10), test
+# accuracy > 0.6 after 2 epochs, both workers end with bit-identical weights, and fewer
+# bytes are pushed than raw fp32 would take. Prints the loss figures and the push
+# compression ratio.
+source tests/testlib.sh
+
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# run_job NAME PARTITION_BYTES
+run_job() {
+  local name=$1 partition_bytes=$2
+  local dir="$WORK/$name"
+  mkdir -p "$dir"
+  local config="$dir/job.pbtxt"
+  write_config "$config" compression='tensor_overrides {
+      pattern: "*"
+      compression { push { name: "powersgd" rank: 2 } push_feedback { kind: RESIDUAL } }
+    }'
+  sed -i "s/^  partition_bytes: 16384$/  partition_bytes: $partition_bytes/" "$config"
+  grep -q "partition_bytes: $partition_bytes\$" "$config" || fail "no partition_bytes line to replace"
+
+  for rank in 0 1; do
+    "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$dir/port$rank" \
+      2> "$dir/server$rank.log" &
+    pids+=($!)
+  done
+  for rank in 0 1; do
+    for _ in $(seq 100); do [ -s "$dir/port$rank" ] && break; sleep 0.1; done
+    [ -s "$dir/port$rank" ] || { cat "$dir/server$rank.log" >&2; fail "$name: server $rank did not start"; }
+  done
+  local servers="127.0.0.1:$(cat "$dir/port0"),127.0.0.1:$(cat "$dir/port1")"
+
+  local worker_pids=()
+  for rank in 0 1; do
+    "$WORKER_BIN" --config="$config" --rank=$rank --servers="$servers" \
+      --dump_weights="$dir/weights$rank" > "$dir/events$rank" 2> "$dir/worker$rank.log" &
+    worker_pids+=($!)
+    pids+=($!)
+  done
+  for rank in 0 1; do
+    wait "${worker_pids[$rank]}" || { cat "$dir/worker$rank.log" >&2; fail "$name: worker $rank failed"; }
+  done
+
+  [ -s "$dir/weights0" ] || fail "$name: worker 0 wrote no weights"
+  cmp "$dir/weights0" "$dir/weights1" || fail "$name: worker replicas differ"
+
+  local losses steps first last
+  losses=$(grep '"kind":"STEP"' "$dir/events0" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2)
+  steps=$(echo "$losses" | wc -l)
+  [ "$steps" -eq 128 ] || fail "$name: expected 128 steps, got $steps"
+  first=$(echo "$losses" | head -10 | awk '{s+=$1} END {print s/NR}')
+  last=$(echo "$losses" | tail -10 | awk '{s+=$1} END {print s/NR}')
+  echo "$name: powersgd rank 2: loss first 10 steps $first, last 10 steps $last"
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.6 * a) }' || fail "$name: loss did not fall enough"
+
+  local done_line accuracy pushed raw
+  done_line=$(grep '"kind":"DONE"' "$dir/events0")
+  number() { echo "$done_line" | grep -oE "\"$1\": *\"?[0-9.e+-]+" | grep -oE '[0-9.e+-]+$' || echo 0; }
+  accuracy=$(number testAccuracy)
+  pushed=$(number bytesPushed)
+  raw=$(number rawBytesPushed)
+  echo "$name: test accuracy after 2 epochs: $accuracy"
+  awk -v a="$accuracy" 'BEGIN { exit !(a > 0.6) }' || fail "$name: test accuracy $accuracy"
+  echo "$name: bytes pushed by worker 0: $pushed (raw fp32: $raw)"
+  awk -v p="$pushed" -v r="$raw" -v n="$name" \
+    'BEGIN { printf "%s: push compression ratio: %.2f\n", n, r / p; exit !(p > 0 && p < r) }' ||
+    fail "$name: powersgd pushed $pushed bytes, raw fp32 is $raw"
+}
+
+run_job chunked 16384
+run_job whole 4194304
+echo PASS

@@ -1,0 +1,310 @@
+#include "worker/cnn_cpu.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "glog/logging.h"
+#include "worker/internal/cnn_ops.h"
+
+namespace tamp {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::Status BadTensor(int t, const TensorSpec& spec, absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat("tensor ", t, " (", spec.name, "): expected ",
+                                                 expected, ", got shape ",
+                                                 ShapeString(spec.shape)));
+}
+
+bool ValidWidth(int64_t w) { return w >= 1 && w <= std::numeric_limits<int>::max(); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CnnCpu>> CnnCpu::Create(std::vector<TensorSpec> tensors,
+                                                       int max_batch) {
+  if (max_batch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_batch must be >= 1, got ", max_batch));
+  }
+  if (tensors.empty() || tensors.size() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a CNN needs (weight, bias) tensor pairs, got ", tensors.size(), " tensors"));
+  }
+  const int num_tensors = static_cast<int>(tensors.size());
+  int t = 0;
+  int64_t channels = 1;
+  int64_t side = kImageSide;
+  for (; t < num_tensors && tensors[t].shape.size() == 4; t += 2) {
+    const TensorSpec& weight = tensors[t];
+    const TensorSpec& bias = tensors[t + 1];
+    const std::vector<int64_t>& s = weight.shape;
+    if (weight.is_bias || s[1] != channels || s[2] != s[3] || s[2] % 2 == 0 || s[2] < 1 ||
+        s[2] > 2 * kImageSide || !ValidWidth(s[0]) || s[0] > 65536) {
+      return BadTensor(t, weight,
+                       absl::StrCat("a conv weight of shape [out, ", channels, ", k, k], k odd"));
+    }
+    if (side < 2) {
+      return BadTensor(t, weight, absl::StrCat("no conv layer on a ", side, "x", side,
+                                               " input (2x2 pooling needs at least 2x2)"));
+    }
+    if (!bias.is_bias || bias.shape != std::vector<int64_t>{s[0]}) {
+      return BadTensor(t + 1, bias, absl::StrCat("a bias of shape [", s[0], "]"));
+    }
+    channels = s[0];
+    side /= 2;
+  }
+  const int num_conv = t / 2;
+  if (num_conv == 0) {
+    return BadTensor(0, tensors[0], "a conv weight of shape [out, 1, k, k] first");
+  }
+  int64_t in = channels * side * side;
+  for (; t < num_tensors; t += 2) {
+    const TensorSpec& weight = tensors[t];
+    const TensorSpec& bias = tensors[t + 1];
+    if (weight.is_bias || weight.shape.size() != 2 || weight.shape[1] != in ||
+        !ValidWidth(weight.shape[0])) {
+      return BadTensor(t, weight, absl::StrCat("an fc weight of shape [out, ", in, "]"));
+    }
+    const int64_t out = weight.shape[0];
+    if (!bias.is_bias || bias.shape != std::vector<int64_t>{out}) {
+      return BadTensor(t + 1, bias, absl::StrCat("a bias of shape [", out, "]"));
+    }
+    in = out;
+  }
+  if (num_tensors == 2 * num_conv) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a CNN needs fully connected layers after its ", num_conv, " conv layers"));
+  }
+  if (in != kNumClasses) {
+    return BadTensor(num_tensors - 2, tensors[num_tensors - 2],
+                     absl::StrCat("the last layer to have ", kNumClasses, " outputs"));
+  }
+  return std::unique_ptr<CnnCpu>(new CnnCpu(std::move(tensors), max_batch, num_conv));
+}
+
+CnnCpu::CnnCpu(std::vector<TensorSpec> tensors, int max_batch, int num_conv)
+    : tensors_(std::move(tensors)), max_batch_(max_batch) {
+  size_t total = 0;
+  for (const TensorSpec& spec : tensors_) {
+    offsets_.push_back(total);
+    total += spec.elements();
+  }
+  params_.assign(total, 0.0f);
+  grads_.assign(total, 0.0f);
+
+  const size_t batch = static_cast<size_t>(max_batch_);
+  int side = kImageSide;
+  conv_.resize(num_conv);
+  for (int i = 0; i < num_conv; ++i) {
+    ConvLayer& layer = conv_[i];
+    const TensorSpec& weight = tensors_[2 * i];
+    layer.out_channels = static_cast<int>(weight.shape[0]);
+    layer.in_channels = static_cast<int>(weight.shape[1]);
+    layer.kernel = static_cast<int>(weight.shape[2]);
+    layer.side = side;
+    layer.weight = 2 * i;
+    layer.bias = 2 * i + 1;
+    const size_t plane = static_cast<size_t>(side) * side;
+    const size_t pooled_plane = static_cast<size_t>(side / 2) * (side / 2);
+    layer.columns.resize(static_cast<size_t>(layer.in_channels) * layer.kernel * layer.kernel *
+                         batch * plane);
+    layer.z.resize(layer.out_channels * batch * plane);
+    layer.pooled.resize(layer.out_channels * batch * pooled_plane);
+    layer.argmax.resize(layer.pooled.size());
+    side /= 2;
+  }
+
+  widths_.push_back(conv_.back().out_channels * side * side);
+  for (size_t t = 2 * num_conv; t < tensors_.size(); t += 2) {
+    widths_.push_back(static_cast<int>(tensors_[t].shape[0]));
+  }
+  fc_act_.resize(widths_.size());
+  int max_input = 0;
+  for (int l = 0; l <= num_fc(); ++l) {
+    fc_act_[l].resize(batch * widths_[l]);
+    if (l < num_fc()) max_input = std::max(max_input, widths_[l]);
+  }
+  scratch_.resize(batch * max_input);
+}
+
+void CnnCpu::Forward(const float* x, int batch) {
+  CHECK_GE(batch, 1);
+  CHECK_LE(batch, max_batch_);
+  // Conv blocks. x [batch, 1, 28, 28] is already [1, batch, 28, 28].
+  const float* in = x;
+  for (ConvLayer& layer : conv_) {
+    const int k = layer.in_channels * layer.kernel * layer.kernel;
+    const int n = batch * layer.side * layer.side;
+    internal::Im2Col(in, layer.in_channels, batch, layer.side, layer.kernel,
+                     layer.columns.data());
+    // z [out, n] = W [out, k] x columns [k, n], then relu(z + bias) per channel.
+    const float* w = params_.data() + offsets_[layer.weight];
+    const float* b = params_.data() + offsets_[layer.bias];
+    float* z = layer.z.data();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, layer.out_channels, n, k, 1.0f, w, k,
+                layer.columns.data(), n, 0.0f, z, n);
+    for (int c = 0; c < layer.out_channels; ++c) {
+      float* row = z + static_cast<size_t>(c) * n;
+      const float bias = b[c];
+      for (int j = 0; j < n; ++j) row[j] = std::max(row[j] + bias, 0.0f);
+    }
+    internal::MaxPool2x2Forward(z, layer.out_channels * batch, layer.side, layer.pooled.data(),
+                                layer.argmax.data());
+    in = layer.pooled.data();
+  }
+
+  // Flatten [c, batch, s, s] to [batch, c * s * s], (c, y, x) within an example.
+  const ConvLayer& last = conv_.back();
+  const size_t plane = static_cast<size_t>(last.side / 2) * (last.side / 2);
+  const size_t features = static_cast<size_t>(widths_[0]);
+  for (int c = 0; c < last.out_channels; ++c) {
+    for (int i = 0; i < batch; ++i) {
+      const float* src = last.pooled.data() + (static_cast<size_t>(c) * batch + i) * plane;
+      std::copy(src, src + plane, fc_act_[0].data() + i * features + c * plane);
+    }
+  }
+
+  // Fully connected layers, as MlpCpu::Forward.
+  for (int l = 1; l <= num_fc(); ++l) {
+    const int n_in = widths_[l - 1];
+    const int n_out = widths_[l];
+    const float* a = fc_act_[l - 1].data();                          // [B, n_in]
+    const float* w = params_.data() + offsets_[fc_weight_index(l)];  // [n_out, n_in]
+    const float* b = params_.data() + offsets_[fc_bias_index(l)];    // [n_out]
+    float* z = fc_act_[l].data();                                    // [B, n_out]
+    for (int i = 0; i < batch; ++i) std::copy(b, b + n_out, z + static_cast<size_t>(i) * n_out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, n_out, n_in, 1.0f, a, n_in, w,
+                n_in, 1.0f, z, n_out);
+    if (l < num_fc()) {
+      for (size_t j = 0; j < static_cast<size_t>(batch) * n_out; ++j) z[j] = std::max(z[j], 0.0f);
+    }
+  }
+}
+
+float CnnCpu::TrainStep(const float* x, const uint8_t* labels, int batch,
+                        const std::function<void(int)>& on_tensor_ready) {
+  Forward(x, batch);
+  const int last = num_fc();
+
+  // Softmax cross-entropy, as MlpCpu: dloss/dlogits = (softmax - onehot) / B over the logits.
+  double loss_sum = 0.0;
+  const float inv_batch = 1.0f / static_cast<float>(batch);
+  for (int i = 0; i < batch; ++i) {
+    CHECK_LT(labels[i], kNumClasses) << "label of example " << i;
+    float* z = fc_act_[last].data() + static_cast<size_t>(i) * kNumClasses;
+    const float m = *std::max_element(z, z + kNumClasses);
+    const float z_label = z[labels[i]];
+    float sum = 0.0f;
+    for (int j = 0; j < kNumClasses; ++j) {
+      z[j] = std::exp(z[j] - m);
+      sum += z[j];
+    }
+    loss_sum += std::log(sum) - (z_label - m);
+    const float scale = inv_batch / sum;
+    for (int j = 0; j < kNumClasses; ++j) z[j] *= scale;
+    z[labels[i]] -= inv_batch;
+  }
+
+  // Fully connected backward, last layer first. On entry to layer l, fc_act_[l] holds dz_l.
+  for (int l = last; l >= 1; --l) {
+    const int n_in = widths_[l - 1];
+    const int n_out = widths_[l];
+    const float* dz = fc_act_[l].data();                                // [B, n_out]
+    const float* a = fc_act_[l - 1].data();                             // [B, n_in]
+    float* db = grads_.data() + offsets_[fc_bias_index(l)];             // [n_out]
+    float* dw = grads_.data() + offsets_[fc_weight_index(l)];           // [n_out, n_in]
+    std::fill(db, db + n_out, 0.0f);
+    for (int i = 0; i < batch; ++i) {
+      const float* row = dz + static_cast<size_t>(i) * n_out;
+      for (int j = 0; j < n_out; ++j) db[j] += row[j];
+    }
+    if (on_tensor_ready) on_tensor_ready(fc_bias_index(l));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, batch, 1.0f, dz, n_out, a,
+                n_in, 0.0f, dw, n_in);
+    if (on_tensor_ready) on_tensor_ready(fc_weight_index(l));
+
+    // da_{l-1} = dz_l W_l; for l > 1 masked by relu' into fc_act_[l-1].
+    const float* w = params_.data() + offsets_[fc_weight_index(l)];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n_in, n_out, 1.0f, dz, n_out,
+                w, n_in, 0.0f, scratch_.data(), n_in);
+    if (l == 1) break;
+    const float* da = scratch_.data();
+    float* prev = fc_act_[l - 1].data();
+    for (size_t j = 0; j < static_cast<size_t>(batch) * n_in; ++j) {
+      prev[j] = prev[j] > 0.0f ? da[j] : 0.0f;
+    }
+  }
+
+  // Unflatten dloss/df [batch, c * s * s] (in scratch_) into the last pool's [c, batch, s, s].
+  {
+    ConvLayer& layer = conv_.back();
+    const size_t plane = static_cast<size_t>(layer.side / 2) * (layer.side / 2);
+    const size_t features = static_cast<size_t>(widths_[0]);
+    for (int c = 0; c < layer.out_channels; ++c) {
+      for (int i = 0; i < batch; ++i) {
+        const float* src = scratch_.data() + i * features + c * plane;
+        std::copy(src, src + plane,
+                  layer.pooled.data() + (static_cast<size_t>(c) * batch + i) * plane);
+      }
+    }
+  }
+
+  // Conv backward, last layer first. On entry to layer i, its `pooled` holds dloss/d(pooled).
+  for (int i = num_conv() - 1; i >= 0; --i) {
+    ConvLayer& layer = conv_[i];
+    const int k = layer.in_channels * layer.kernel * layer.kernel;
+    const int n = batch * layer.side * layer.side;
+    float* dz = layer.z.data();  // [out, n]
+    internal::MaxPoolReluBackward(layer.pooled.data(), layer.argmax.data(),
+                                  layer.out_channels * batch, layer.side, dz);
+
+    float* db = grads_.data() + offsets_[layer.bias];
+    for (int c = 0; c < layer.out_channels; ++c) {
+      const float* row = dz + static_cast<size_t>(c) * n;
+      double sum = 0.0;  // Up to max_batch * 784 terms.
+      for (int j = 0; j < n; ++j) sum += row[j];
+      db[c] = static_cast<float>(sum);
+    }
+    if (on_tensor_ready) on_tensor_ready(layer.bias);
+
+    // dW [out, k] = dz [out, n] x columns^T [n, k]
+    float* dw = grads_.data() + offsets_[layer.weight];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, layer.out_channels, k, n, 1.0f, dz, n,
+                layer.columns.data(), n, 0.0f, dw, k);
+    if (on_tensor_ready) on_tensor_ready(layer.weight);
+
+    if (i == 0) break;  // No gradient for the input.
+    // dcolumns [k, n] = W^T [k, out] x dz [out, n], over the columns (no longer needed), then
+    // scattered back onto the previous layer's pooled output.
+    const float* w = params_.data() + offsets_[layer.weight];
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, layer.out_channels, 1.0f, w, k,
+                dz, n, 0.0f, layer.columns.data(), n);
+    internal::Col2Im(layer.columns.data(), layer.in_channels, batch, layer.side, layer.kernel,
+                     conv_[i - 1].pooled.data());
+  }
+  return static_cast<float>(loss_sum / batch);
+}
+
+int64_t CnnCpu::CountCorrect(const float* x, const uint8_t* labels, int batch) {
+  Forward(x, batch);
+  int64_t correct = 0;
+  for (int i = 0; i < batch; ++i) {
+    const float* z = fc_act_[num_fc()].data() + static_cast<size_t>(i) * kNumClasses;
+    const int64_t predicted = std::max_element(z, z + kNumClasses) - z;
+    if (predicted == labels[i]) ++correct;
+  }
+  return correct;
+}
+
+}  // namespace tamp

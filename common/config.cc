@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/model_layout.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "compress/registry.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -52,6 +54,70 @@ absl::Status ValidateAddress(absl::string_view address, absl::string_view field)
   return absl::OkStatus();
 }
 
+// config.validation: max_message_bytes fits gRPC's int limit and a useful minimum.
+absl::Status ValidateValidation(const config::Validation& validation) {
+  if (!config::Validation::NonfinitePolicy_IsValid(validation.nonfinite_policy())) {
+    return FieldError("validation.nonfinite_policy",
+                      absl::StrCat("unknown policy ", static_cast<int>(validation.nonfinite_policy())));
+  }
+  // 0 before ApplyDefaults() means the default.
+  if (validation.max_message_bytes() != 0 &&
+      (validation.max_message_bytes() < 4096 || validation.max_message_bytes() > 0x7fffffffu)) {
+    return FieldError("validation.max_message_bytes",
+                      absl::StrCat("must be in [4096, 2147483647], got ",
+                                   validation.max_message_bytes()));
+  }
+  return absl::OkStatus();
+}
+
+// Rounds per step of the registered codec `name` (1 when unknown: ValidateCodecSpec reports it).
+int CodecRounds(const std::string& name) {
+  for (const compress::CodecInfo& info : compress::ListCodecs()) {
+    if (info.name == name) return info.rounds;
+  }
+  return 1;
+}
+
+// consistency: staleness only with SSP and >= 1 there; multi-round push codecs are SYNC-only
+// (their rounds need every worker's push of the same step). Run after the compression check.
+absl::Status ValidateConsistency(const config::RunConfig& config) {
+  const config::Consistency& consistency = config.consistency();
+  const config::Consistency::Mode mode = consistency.mode();
+  if (!config::Consistency::Mode_IsValid(mode)) {
+    return FieldError("consistency.mode", absl::StrCat("unknown mode ", static_cast<int>(mode)));
+  }
+  if (mode == config::Consistency::SSP && consistency.staleness() == 0) {
+    return FieldError("consistency.staleness", "must be >= 1 with mode SSP (tau, in steps)");
+  }
+  if (mode != config::Consistency::SSP && consistency.staleness() != 0) {
+    return FieldError("consistency.staleness",
+                      absl::StrCat("is only used by mode SSP; mode is ",
+                                   config::Consistency::Mode_Name(mode)));
+  }
+  if (mode == config::Consistency::SYNC) return absl::OkStatus();
+  const config::Compression& compression = config.compression();
+  auto check = [&](const config::ChunkCompression& chunk, const std::string& field) {
+    const int rounds = CodecRounds(chunk.push().name());
+    if (rounds == 1) return absl::OkStatus();
+    return FieldError(absl::StrCat(field, ".push.name"),
+                      absl::StrCat("codec '", chunk.push().name(), "' takes ", rounds,
+                                   " rounds per step, which needs every worker's push of the "
+                                   "step; it works only with consistency.mode SYNC, not ",
+                                   config::Consistency::Mode_Name(mode)));
+  };
+  TAMP_RETURN_IF_ERROR(
+      check(compression.default_compression(), "compression.default_compression"));
+  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
+    TAMP_RETURN_IF_ERROR(check(compression.shard_overrides(i).compression(),
+                               absl::StrCat("compression.shard_overrides[", i, "].compression")));
+  }
+  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+    TAMP_RETURN_IF_ERROR(check(compression.tensor_overrides(i).compression(),
+                               absl::StrCat("compression.tensor_overrides[", i, "].compression")));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateChunkCompression(const config::ChunkCompression& compression,
                                       absl::string_view field) {
   TAMP_RETURN_IF_ERROR(compress::ValidateCodecSpec(compression.push(), absl::StrCat(field, ".push")));
@@ -82,6 +148,9 @@ void ApplyDefaults(config::RunConfig* config) {
   if (cluster->host().empty()) cluster->set_host("127.0.0.1");
   if (cluster->connect_timeout_ms() == 0) cluster->set_connect_timeout_ms(10000);
   if (cluster->rpc_timeout_ms() == 0) cluster->set_rpc_timeout_ms(120000);
+  if (config->validation().max_message_bytes() == 0) {
+    config->mutable_validation()->set_max_message_bytes(256 << 20);
+  }
 
   config::Model* model = config->mutable_model();
   if (model->kind() == config::Model::CNN) {
@@ -158,6 +227,12 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   if (compression.partition_bytes() < sizeof(float)) {
     return FieldError("compression.partition_bytes", "must be >= 4");
   }
+  // Written so that NaN fails too; inf would clip nothing and is refused as a likely typo.
+  if (compression.has_clip_norm() &&
+      !(compression.clip_norm() > 0 && compression.clip_norm() < HUGE_VAL)) {
+    return FieldError("compression.clip_norm",
+                      absl::StrCat("must be > 0 and finite, got ", compression.clip_norm()));
+  }
   TAMP_RETURN_IF_ERROR(
       ValidateChunkCompression(compression.default_compression(), "compression.default_compression"));
   for (int i = 0; i < compression.shard_overrides_size(); ++i) {
@@ -191,7 +266,9 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
     TAMP_RETURN_IF_ERROR(
         ValidateChunkCompression(override.compression(), absl::StrCat(field, ".compression")));
   }
-  return absl::OkStatus();
+  TAMP_RETURN_IF_ERROR(ValidateSecurity(config));
+  TAMP_RETURN_IF_ERROR(ValidateValidation(config.validation()));
+  return ValidateConsistency(config);
 }
 
 absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {

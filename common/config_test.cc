@@ -179,5 +179,26 @@ TEST(JobLayoutTest, ResolvesCompressionPerChunk) {
             layout->total_elements);
 }
 
+TEST(ConfigTest, DgcClippingAndSparsityWarmupErrorsNameTheField) {
+  const config::RunConfig good = Load(
+      "compression { clip_norm: 5 default_compression { push { ratio_warmup: [0.25, 0.0625] } "
+      "push_feedback { kind: DGC_MOMENTUM momentum: 0.9 } } }");
+  EXPECT_TRUE(ValidateConfig(good).ok()) << ValidateConfig(good);
+  ExpectInvalid("compression { clip_norm: 0 }", "compression.clip_norm: must be > 0 and finite, got 0");
+  ExpectInvalid("compression { clip_norm: -1 }", "compression.clip_norm: must be > 0");
+  ExpectInvalid("compression { clip_norm: inf }", "compression.clip_norm: must be > 0");
+  ExpectInvalid("compression { default_compression { push { ratio_warmup: [0.5, 2] } } }",
+                "compression.default_compression.push.ratio_warmup[1]: must be in (0, 1], got 2");
+  ExpectInvalid(
+      "compression { default_compression { pull { name: 'topk' ratio: 0.1 ratio_warmup: 0.5 } } }",
+      "compression.default_compression.pull.ratio_warmup: sparsity warm-up applies to push "
+      "codecs only");
+  ExpectInvalid(
+      "compression { tensor_overrides { pattern: 'fc1.*' compression { push { name: 'qsgd' "
+      "levels: 3 ratio_warmup: 0.5 } } } }",
+      "compression.tensor_overrides[1].compression.push.ratio_warmup: codec 'qsgd' takes no "
+      "parameter 'ratio_warmup'");
+}
+
 }  // namespace
 }  // namespace tamp

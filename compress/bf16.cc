@@ -1,5 +1,8 @@
 #include "compress/bf16.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compress/internal/quantize.h"
@@ -8,29 +11,37 @@
 
 namespace tamp::compress {
 
+namespace {
+
 using internal::kTile;
 
-// Whole tiles go through loops of fixed trip count, which vectorise.
+TAMP_QUANTIZE_KERNEL void ToBf16s(const float* in, size_t n, uint16_t* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = FloatToBf16(in[i]);
+}
+
+TAMP_QUANTIZE_KERNEL void FromBf16s(const uint16_t* in, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
+}
+
+}  // namespace
+
+// A tile at a time through an aligned buffer (the payload bytes have no alignment).
 void FloatsToBf16s(const float* in, size_t n, char* out) {
   uint16_t values[kTile];
-  size_t start = 0;
-  for (; start + kTile <= n; start += kTile) {
-    for (size_t i = 0; i < kTile; ++i) values[i] = FloatToBf16(in[start + i]);
-    std::memcpy(out + 2 * start, values, sizeof(values));
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = std::min(kTile, n - start);
+    ToBf16s(in + start, count, values);
+    std::memcpy(out + 2 * start, values, 2 * count);
   }
-  for (size_t i = start; i < n; ++i) values[i - start] = FloatToBf16(in[i]);
-  std::memcpy(out + 2 * start, values, 2 * (n - start));
 }
 
 void Bf16sToFloats(const char* in, size_t n, float* out) {
   uint16_t values[kTile];
-  size_t start = 0;
-  for (; start + kTile <= n; start += kTile) {
-    std::memcpy(values, in + 2 * start, sizeof(values));
-    for (size_t i = 0; i < kTile; ++i) out[start + i] = Bf16ToFloat(values[i]);
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = std::min(kTile, n - start);
+    std::memcpy(values, in + 2 * start, 2 * count);
+    FromBf16s(values, count, out + start);
   }
-  std::memcpy(values, in + 2 * start, 2 * (n - start));
-  for (size_t i = start; i < n; ++i) out[i] = Bf16ToFloat(values[i - start]);
 }
 
 std::unique_ptr<Codec> Bf16Codec::Create(const config::Codec& /*spec*/, size_t num_elements) {

@@ -13,7 +13,8 @@
 // Decoding (x = bits << 16) is exact; every 16-bit code is valid, so the decoder checks only
 // the header and the length.
 //
-// Cost: integer-only, branch-free loops over tiles of 1024 values, vectorised by the compiler.
+// Cost: integer-only, branch-free loops over tiles of 1024 values, vectorised by the compiler
+// (AVX-512/AVX2 versions picked at load time where the CPU has them).
 //
 // Example:
 //   Bf16Codec codec(n);

@@ -46,19 +46,19 @@ TEST(Bf16ConversionTest, KnownValues) {
       {-2.0f, 0xc000},
       {0.0f, 0x0000},
       {-0.0f, 0x8000},
-      {1.0f + std::ldexp(1.0f, -8), 0x3f80},                         // Tie: to even.
-      {1.0f + std::ldexp(3.0f, -8), 0x3f82},                         // Tie: to even.
+      {1.0f + std::ldexp(1.0f, -8), 0x3f80},                          // Tie: to even.
+      {1.0f + std::ldexp(3.0f, -8), 0x3f82},                          // Tie: to even.
       {1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20), 0x3f81},  // Above the tie.
-      {WithBits(0x7f7f7fff), 0x7f7f},                                // Largest that stays finite.
-      {WithBits(0x7f7f8000), 0x7f80},                                // Tie at the top: Inf.
-      {std::numeric_limits<float>::max(), 0x7f80},                   // Overflow to Inf.
+      {WithBits(0x7f7f7fff), 0x7f7f},                                 // Largest that stays finite.
+      {WithBits(0x7f7f8000), 0x7f80},                                 // Tie at the top: Inf.
+      {std::numeric_limits<float>::max(), 0x7f80},                    // Overflow to Inf.
       {-std::numeric_limits<float>::max(), 0xff80},
       {kInf, 0x7f80},
       {-kInf, 0xff80},
-      {std::ldexp(1.0f, -149), 0x0000},                              // fp32 subnormal: rounds away.
-      {WithBits(0x00008000), 0x0000},                                // Subnormal tie: to even 0.
-      {WithBits(0x00018000), 0x0002},                                // Subnormal tie: to even 2.
-      {WithBits(0x007fffff), 0x0080},                                // Rounds up to the smallest normal.
+      {std::ldexp(1.0f, -149), 0x0000},  // fp32 subnormal: rounds away.
+      {WithBits(0x00008000), 0x0000},    // Subnormal tie: to even 0.
+      {WithBits(0x00018000), 0x0002},    // Subnormal tie: to even 2.
+      {WithBits(0x007fffff), 0x0080},    // Rounds up to the smallest normal.
       {kNaN, 0x7fc0},
       {WithBits(0x7f800001), 0x7fc0},  // NaN with its payload in the low bits: stays NaN.
       {WithBits(0xffbfffff), 0xffff},  // Signalling NaN, payload kept: quieted.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -26,48 +28,60 @@ uint32_t HalfKey(uint32_t key) {
   return std::min(MagnitudeKey(magnitude * 0.5f), key - 1);
 }
 
-// The sample's positions, one per stratum in order (see DgcCodec::SamplePositions()).
+// The sample's positions, one per stratum in order (see DgcCodec::SamplePositions()),
+// produced a batch at a time.
 class StratifiedPositions {
  public:
+  static constexpr size_t kBatch = 64;  // A multiple of 4: batches start on Philox blocks.
+  static_assert(kBatch % 4 == 0);
+
   StratifiedPositions(const RandomKey& key, size_t n, size_t s)
-      : stream_(key), wide_(key), s_(s), base_(n / s), extra_(n % s),
+      : stream_(key),
+        wide_(key),
+        s_(s),
+        base_(n / s),
+        extra_(n % s),
         narrow_(base_ < 0xffffffffu) {}
 
-  size_t Next() {
-    carry_ += extra_;
-    const size_t length = base_ + (carry_ >= s_);
-    if (carry_ >= s_) carry_ -= s_;
-    size_t offset;
+  // Writes the next min(kBatch, s - produced) positions into out[] and returns how many.
+  size_t NextBatch(size_t* out) {
+    const size_t count = std::min(kBatch, s_ - j_);
+    uint32_t words[kBatch];
     if (narrow_) {
-      if (j_ % 4 == 0) words_ = stream_.Block(static_cast<uint32_t>(j_ / 4));
-      offset = static_cast<size_t>((uint64_t{words_.v[j_ % 4]} * length) >> 32);
-    } else {
-      offset = static_cast<size_t>(wide_.Below(j_, length));
+      // Words j_ .. j_ + count of the stream; j_ is a multiple of 4 (kBatch is).
+      for (size_t t = 0; t < count; t += 4) {
+        const r123::Philox4x32::ctr_type block = stream_.Block(static_cast<uint32_t>((j_ + t) / 4));
+        std::copy(block.v, block.v + 4, words + t);
+      }
     }
-    const size_t position = begin_ + offset;
-    begin_ += length;
-    ++j_;
-    return position;
+    for (size_t t = 0; t < count; ++t, ++j_) {
+      carry_ += extra_;
+      const size_t length = base_ + (carry_ >= s_);
+      if (carry_ >= s_) carry_ -= s_;
+      const size_t offset = narrow_ ? static_cast<size_t>((uint64_t{words[t]} * length) >> 32)
+                                    : static_cast<size_t>(wide_.Below(j_, length));
+      out[t] = begin_ + offset;
+      begin_ += length;
+    }
+    return count;
   }
 
  private:
-  PhiloxStream stream_;
+  const PhiloxStream stream_;
   UniformDraws wide_;
   const size_t s_, base_, extra_;  // Strata are base_ or base_ + 1 long.
   const bool narrow_;              // Every stratum is shorter than 2^32.
-  r123::Philox4x32::ctr_type words_ = {};
   size_t j_ = 0, begin_ = 0, carry_ = 0;
 };
 
-// Sample keys, in batches: positions first, then the loads, which can then overlap.
+// Sample keys: each batch's positions first, then its loads, which can then overlap.
 void SampleKeys(absl::Span<const float> input, const RandomKey& key, absl::Span<uint32_t> out) {
   StratifiedPositions positions(key, input.size(), out.size());
-  constexpr size_t kBatch = 64;
-  size_t batch[kBatch];
-  for (size_t first = 0; first < out.size(); first += kBatch) {
-    const size_t count = std::min(kBatch, out.size() - first);
-    for (size_t t = 0; t < count; ++t) batch[t] = positions.Next();
+  size_t batch[StratifiedPositions::kBatch];
+  for (size_t first = 0; first < out.size();) {
+    const size_t count = positions.NextBatch(batch);
     for (size_t t = 0; t < count; ++t) out[first + t] = MagnitudeKey(input[batch[t]]);
+    first += count;
   }
 }
 
@@ -93,8 +107,9 @@ void DgcCodec::SamplePositions(const RandomKey& key, size_t num_elements, size_t
                                std::vector<size_t>* positions) {
   CHECK(sample_size >= 1 && sample_size <= num_elements) << sample_size << " of " << num_elements;
   StratifiedPositions stratified(key, num_elements, sample_size);
+  positions->resize(sample_size + StratifiedPositions::kBatch);
+  for (size_t first = 0; first < sample_size;) first += stratified.NextBatch(&(*positions)[first]);
   positions->resize(sample_size);
-  for (size_t& position : *positions) position = stratified.Next();
 }
 
 size_t DgcCodec::SampleSize(double sample_ratio, size_t num_elements) {
@@ -114,18 +129,16 @@ DgcCodec::DgcCodec(size_t num_elements, size_t k, double sample_ratio, ValueForm
   CHECK(sample_ratio > 0 && sample_ratio <= 1) << sample_ratio;
 }
 
-size_t DgcCodec::MaxPayloadBytes() const {
-  return TopKCodec::PayloadBytes(size(), k_, values_);
-}
+size_t DgcCodec::MaxPayloadBytes() const { return TopKCodec::PayloadBytes(size(), k_, values_); }
 
 void DgcCodec::Select(absl::Span<const float> input, const RandomKey& key,
                       std::vector<size_t>* indices) {
   const size_t n = size();
   const size_t s = sample_size_;
   // r0 = ceil(k s / n), in 128 bits: k s may exceed 2^64 for huge chunks.
-  const auto r0 = static_cast<size_t>(
-      (static_cast<unsigned __int128>(k_) * s + n - 1) / n);
-  const size_t rank = r0 + static_cast<size_t>(std::ceil(3 * std::sqrt(static_cast<double>(r0)))) + 1;
+  const auto r0 = static_cast<size_t>((static_cast<unsigned __int128>(k_) * s + n - 1) / n);
+  const size_t rank =
+      r0 + static_cast<size_t>(std::ceil(3 * std::sqrt(static_cast<double>(r0)))) + 1;
   if (k_ < n && rank <= s) {
     thread_local std::vector<uint32_t> sample;
     sample.resize(s);

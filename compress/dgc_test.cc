@@ -214,8 +214,8 @@ TEST(DgcCodecTest, TheKeyDoesNotChangeThePayload) {
   std::string first, other;
   ASSERT_TRUE(codec.Encode(input, {.seed = 1, .worker = 0}, &first).ok());
   for (uint32_t worker = 1; worker < 5; ++worker) {
-    ASSERT_TRUE(codec.Encode(input, {.seed = worker * 77, .step = worker, .worker = worker},
-                             &other).ok());
+    ASSERT_TRUE(
+        codec.Encode(input, {.seed = worker * 77, .step = worker, .worker = worker}, &other).ok());
     EXPECT_TRUE(first == other) << worker;
   }
 }
@@ -262,8 +262,10 @@ TEST(DgcCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
        "dgc payload body is 8 bytes, expected 9 (k = 2, 3 bits per index)"},
       {good + "x", "dgc payload body is 10 bytes, expected 9 (k = 2, 3 bits per index)"},
       {good.substr(0, 11), "payload truncated: 11 bytes, header needs 12"},
-      {MakePayload(5, {4, 1}, {2, -1}), "dgc indices not strictly increasing: entry 1 is 1 after 4"},
-      {MakePayload(5, {2, 2}, {2, -1}), "dgc indices not strictly increasing: entry 1 is 2 after 2"},
+      {MakePayload(5, {4, 1}, {2, -1}),
+       "dgc indices not strictly increasing: entry 1 is 1 after 4"},
+      {MakePayload(5, {2, 2}, {2, -1}),
+       "dgc indices not strictly increasing: entry 1 is 2 after 2"},
       {MakePayload(5, {1, 7}, {2, -1}), "dgc index 7 (entry 1) is out of range for 5 elements"},
       {padding, "dgc index padding bits are not zero"},
       {version, "unsupported dgc payload version 2 (this build reads 1)"},
@@ -350,7 +352,8 @@ TEST(DgcCodecTest, SamplePositionsAreOnePerStratum) {
       // Offsets come from the key: the worker's own stream.
       EXPECT_EQ(positions, SamplePositions(key, n, s));
       if (n / s >= 8) {
-        EXPECT_NE(positions, SamplePositions({.seed = 2, .step = n, .chunk = 1, .worker = 5}, n, s));
+        EXPECT_NE(positions,
+                  SamplePositions({.seed = 2, .step = n, .chunk = 1, .worker = 5}, n, s));
       }
     }
   }

@@ -97,8 +97,8 @@ inline float Fp16ToFloat(uint16_t half) {
   const int32_t sign = static_cast<int32_t>(half & 0x8000) << 16;
   const int32_t magnitude = half & 0x7fff;
   const int32_t normal = (magnitude << 13) + (112 << 23);
-  const int32_t infinity = (magnitude << 13) + (224 << 23);  // Exponent 255.
-  const int32_t nan = infinity | 0x00400000;                   // Quiet.
+  const int32_t infinity = (magnitude << 13) + (224 << 23);                      // Exponent 255.
+  const int32_t nan = infinity | 0x00400000;                                     // Quiet.
   const float subnormal = static_cast<float>(magnitude) * (1.0f / 16777216.0f);  // Exact.
   int32_t subnormal_bits;
   std::memcpy(&subnormal_bits, &subnormal, sizeof(subnormal_bits));

@@ -29,11 +29,12 @@ uint16_t ReferenceFp16(float x) {
   const double a = std::fabs(static_cast<double>(x));
   if (a >= 65520.0) return sign | 0x7c00;
   int e;
-  std::frexp(a, &e);                           // a = f * 2^e, f in [0.5, 1).
-  const int exponent = std::max(e - 1, -14);   // Subnormals share 2^-14's quantum.
+  std::frexp(a, &e);                          // a = f * 2^e, f in [0.5, 1).
+  const int exponent = std::max(e - 1, -14);  // Subnormals share 2^-14's quantum.
   const double quantum = std::ldexp(1.0, exponent - 10);
   const double rounded = std::nearbyint(a / quantum) * quantum;
-  if (rounded < std::ldexp(1.0, -14)) return sign | static_cast<uint16_t>(rounded / std::ldexp(1.0, -24));
+  if (rounded < std::ldexp(1.0, -14))
+    return sign | static_cast<uint16_t>(rounded / std::ldexp(1.0, -24));
   std::frexp(rounded, &e);
   const int biased = e - 1 + 15;
   const double mantissa = rounded / std::ldexp(1.0, e - 1) - 1.0;
@@ -50,30 +51,30 @@ TEST(Fp16ConversionTest, KnownValues) {
       {-2.0f, 0xc000},
       {0.0f, 0x0000},
       {-0.0f, 0x8000},
-      {65504.0f, 0x7bff},                        // Largest half.
-      {65519.996f, 0x7bff},                      // Just below the midpoint to 2^16.
-      {65520.0f, 0x7c00},                        // The midpoint: ties to even = Inf.
-      {1e6f, 0x7c00},                            // Overflow.
+      {65504.0f, 0x7bff},    // Largest half.
+      {65519.996f, 0x7bff},  // Just below the midpoint to 2^16.
+      {65520.0f, 0x7c00},    // The midpoint: ties to even = Inf.
+      {1e6f, 0x7c00},        // Overflow.
       {-1e6f, 0xfc00},
       {kInf, 0x7c00},
       {-kInf, 0xfc00},
-      {std::ldexp(1.0f, -14), 0x0400},           // Smallest normal.
-      {std::ldexp(1.0f, -24), 0x0001},           // Smallest subnormal.
-      {std::ldexp(1.0f, -25), 0x0000},           // Half of it: a tie, to even 0.
+      {std::ldexp(1.0f, -14), 0x0400},               // Smallest normal.
+      {std::ldexp(1.0f, -24), 0x0001},               // Smallest subnormal.
+      {std::ldexp(1.0f, -25), 0x0000},               // Half of it: a tie, to even 0.
       {std::ldexp(1.0f, -25) * 1.0000001f, 0x0001},  // Just above the tie.
-      {std::ldexp(3.0f, -25), 0x0002},           // 1.5 quanta: tie between 1 and 2, to 2.
-      {std::ldexp(5.0f, -25), 0x0002},           // 2.5 quanta: tie between 2 and 3, to 2.
+      {std::ldexp(3.0f, -25), 0x0002},               // 1.5 quanta: tie between 1 and 2, to 2.
+      {std::ldexp(5.0f, -25), 0x0002},               // 2.5 quanta: tie between 2 and 3, to 2.
       {std::ldexp(1.0f, -14) - std::ldexp(1.0f, -25), 0x0400},  // 1023.5 quanta, to 1024.
-      {1.0f + std::ldexp(1.0f, -11), 0x3c00},    // Tie between 0x3c00 and 0x3c01: even.
-      {1.0f + std::ldexp(3.0f, -11), 0x3c02},    // Tie between 0x3c01 and 0x3c02: even.
+      {1.0f + std::ldexp(1.0f, -11), 0x3c00},  // Tie between 0x3c00 and 0x3c01: even.
+      {1.0f + std::ldexp(3.0f, -11), 0x3c02},  // Tie between 0x3c01 and 0x3c02: even.
       {1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -23), 0x3c01},  // Above the tie.
-      {2047.5f, 0x6800},                         // Tie at the top of a binade: carries to 2048.
+      {2047.5f, 0x6800},  // Tie at the top of a binade: carries to 2048.
       {0.1f, 0x2e66},
-      {std::ldexp(1.0f, -149), 0x0000},          // fp32 subnormal.
+      {std::ldexp(1.0f, -149), 0x0000},  // fp32 subnormal.
       {kNaN, 0x7e00},
       {-kNaN, 0xfe00},
-      {WithBits(0x7f800001), 0x7e00},            // Signalling NaN, payload in low bits: quiet.
-      {WithBits(0x7fffffff), 0x7fff},            // Top payload bits kept.
+      {WithBits(0x7f800001), 0x7e00},  // Signalling NaN, payload in low bits: quiet.
+      {WithBits(0x7fffffff), 0x7fff},  // Top payload bits kept.
   };
   for (const Case& c : cases) {
     EXPECT_EQ(FloatToFp16(c.x), c.half) << c.x << " (0x" << std::hex << BitsOf(c.x) << ")";
@@ -92,10 +93,10 @@ TEST(Fp16ConversionTest, DecodesEveryHalfExactly) {
       EXPECT_EQ(BitsOf(x) & 0x7fffffff, 0x7fc00000u | (mantissa << 13)) << h;  // Quiet.
       continue;
     }
-    const double expected =
-        exponent == 0x1f ? INFINITY
-                         : exponent == 0 ? std::ldexp(mantissa, -24)
-                                         : std::ldexp(1024 + mantissa, static_cast<int>(exponent) - 25);
+    const double expected = exponent == 0x1f ? INFINITY
+                            : exponent == 0
+                                ? std::ldexp(mantissa, -24)
+                                : std::ldexp(1024 + mantissa, static_cast<int>(exponent) - 25);
     ASSERT_EQ(std::fabs(static_cast<double>(x)), expected) << h;
     ASSERT_EQ(FloatToFp16(x), h) << "round trip of " << h;
   }
@@ -125,7 +126,8 @@ TEST(Fp16ConversionTest, F16cKernelGivesIdenticalBitsForEveryFloat) {
   std::vector<float> in(65536);
   std::string portable(2 * in.size(), '\0'), f16c(2 * in.size(), '\0');
   for (uint64_t high = 0; high < 65536; ++high) {
-    for (uint32_t low = 0; low < 65536; ++low) in[low] = WithBits(static_cast<uint32_t>(high << 16) | low);
+    for (uint32_t low = 0; low < 65536; ++low)
+      in[low] = WithBits(static_cast<uint32_t>(high << 16) | low);
     const size_t skip = high % 7;
     FloatsToFp16sWith(Fp16Kernel::kPortable, in.data() + skip, in.size() - skip, portable.data());
     FloatsToFp16sWith(Fp16Kernel::kF16c, in.data() + skip, in.size() - skip, f16c.data());

@@ -42,51 +42,38 @@ inline bool IsValidRange(const Range& range) {
 inline bool ZeroCodesOnly(const Range& range) { return !(range.max > range.min); }
 
 // Min and max of x[0..length), or (NaN, NaN) when a value is NaN or ±Inf or max - min
-// overflows. Element j goes to lane j % 8; the lanes are named variables, not an array, so
-// that they stay in vector registers.
+// overflows. Element j goes to lane j % 8; named accumulators (lanes 0-3, 4-7) stay in
+// registers.
 Range BucketRange(const float* x, size_t length) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
-#define TAMP_LANE_DECLARE(k) float lo##k = kInf, hi##k = -kInf, poison##k = 0;
-#define TAMP_LANE_UPDATE(k, v)              \
-  lo##k = SelectFloat((v) < lo##k, (v), lo##k); \
-  hi##k = SelectFloat((v) > hi##k, (v), hi##k); \
-  poison##k += (v) - (v); /* NaN once a value is NaN or ±Inf, else 0. */
-  TAMP_LANE_DECLARE(0)
-  TAMP_LANE_DECLARE(1)
-  TAMP_LANE_DECLARE(2)
-  TAMP_LANE_DECLARE(3)
-  TAMP_LANE_DECLARE(4)
-  TAMP_LANE_DECLARE(5)
-  TAMP_LANE_DECLARE(6)
-  TAMP_LANE_DECLARE(7)
+  internal::Float4 lo_low = {kInf, kInf, kInf, kInf}, lo_high = lo_low;
+  internal::Float4 hi_low = -lo_low, hi_high = -lo_low;
+  internal::Float4 poison_low = {}, poison_high = {};  // NaN once a value is NaN or ±Inf.
   size_t i = 0;
   for (; i + 8 <= length; i += 8) {
-    TAMP_LANE_UPDATE(0, x[i])
-    TAMP_LANE_UPDATE(1, x[i + 1])
-    TAMP_LANE_UPDATE(2, x[i + 2])
-    TAMP_LANE_UPDATE(3, x[i + 3])
-    TAMP_LANE_UPDATE(4, x[i + 4])
-    TAMP_LANE_UPDATE(5, x[i + 5])
-    TAMP_LANE_UPDATE(6, x[i + 6])
-    TAMP_LANE_UPDATE(7, x[i + 7])
+    const internal::Float4 low = internal::LoadFloat4(x + i);
+    const internal::Float4 high = internal::LoadFloat4(x + i + 4);
+    lo_low = low < lo_low ? low : lo_low;
+    lo_high = high < lo_high ? high : lo_high;
+    hi_low = low > hi_low ? low : hi_low;
+    hi_high = high > hi_high ? high : hi_high;
+    poison_low += low - low;
+    poison_high += high - high;
   }
-  // The tail: lane k gets x[i + k] where it exists, else a neutral element.
-  float tail[8];
-  for (int k = 0; k < 8; ++k) tail[k] = i + k < length ? x[i + k] : x[0];
-  TAMP_LANE_UPDATE(0, tail[0])
-  TAMP_LANE_UPDATE(1, tail[1])
-  TAMP_LANE_UPDATE(2, tail[2])
-  TAMP_LANE_UPDATE(3, tail[3])
-  TAMP_LANE_UPDATE(4, tail[4])
-  TAMP_LANE_UPDATE(5, tail[5])
-  TAMP_LANE_UPDATE(6, tail[6])
-  TAMP_LANE_UPDATE(7, tail[7])
-#undef TAMP_LANE_DECLARE
-#undef TAMP_LANE_UPDATE
-  const float min = std::min({lo0, lo1, lo2, lo3, lo4, lo5, lo6, lo7});
-  const float max = std::max({hi0, hi1, hi2, hi3, hi4, hi5, hi6, hi7});
-  const float poison =
-      ((poison0 + poison1) + (poison2 + poison3)) + ((poison4 + poison5) + (poison6 + poison7));
+  float lo[8] = {lo_low[0],  lo_low[1],  lo_low[2],  lo_low[3],
+                 lo_high[0], lo_high[1], lo_high[2], lo_high[3]};
+  float hi[8] = {hi_low[0],  hi_low[1],  hi_low[2],  hi_low[3],
+                 hi_high[0], hi_high[1], hi_high[2], hi_high[3]};
+  float poison = ((poison_low[0] + poison_low[1]) + (poison_low[2] + poison_low[3])) +
+                 ((poison_high[0] + poison_high[1]) + (poison_high[2] + poison_high[3]));
+  for (int k = 0; i < length; ++i, ++k) {
+    const float v = x[i];
+    lo[k] = v < lo[k] ? v : lo[k];
+    hi[k] = v > hi[k] ? v : hi[k];
+    poison += v - v;
+  }
+  const float min = *std::min_element(lo, lo + 8);
+  const float max = *std::max_element(hi, hi + 8);
   if (std::isnan(poison) || !std::isfinite(max - min)) return {kNaN, kNaN};
   return {min, max};
 }
@@ -94,8 +81,8 @@ Range BucketRange(const float* x, size_t length) {
 // codes[j] for j < count, all values of one bucket with finite min < max. `random` is
 // unused for nearest rounding.
 template <bool kStochastic>
-void QuantizeSegment(const float* x, const uint32_t* random, size_t count, Range range,
-                     int bits, uint32_t* codes) {
+TAMP_QUANTIZE_KERNEL void QuantizeSegment(const float* x, const uint32_t* random, size_t count,
+                                          Range range, int bits, uint32_t* codes) {
   const float step = Step(range, bits);
   const float top = static_cast<float>((1 << bits) - 1);
   for (size_t j = 0; j < count; ++j) {
@@ -117,7 +104,8 @@ void QuantizeSegment(const float* x, const uint32_t* random, size_t count, Range
 }
 
 // out[j] for j < count, all values of one bucket.
-void DequantizeSegment(const uint32_t* codes, size_t count, float min, float step, float* out) {
+TAMP_QUANTIZE_KERNEL void DequantizeSegment(const uint32_t* codes, size_t count, float min,
+                                            float step, float* out) {
   for (size_t j = 0; j < count; ++j) {
     out[j] = min + static_cast<float>(static_cast<int32_t>(codes[j])) * step;
   }
@@ -144,11 +132,9 @@ absl::Status MaxMinCodec::ValidateSpec(const config::Codec& spec, absl::string_v
     return absl::InvalidArgumentError(
         absl::StrCat(field_path, ".bits: must be in [1, ", kMaxBits, "], got ", spec.bits()));
   }
-  if (spec.has_bucket_size() &&
-      (spec.bucket_size() < 1 || spec.bucket_size() > kMaxBucketSize)) {
+  if (spec.has_bucket_size() && (spec.bucket_size() < 1 || spec.bucket_size() > kMaxBucketSize)) {
     return absl::InvalidArgumentError(absl::StrCat(field_path, ".bucket_size: must be in [1, ",
-                                                   kMaxBucketSize, "], got ",
-                                                   spec.bucket_size()));
+                                                   kMaxBucketSize, "], got ", spec.bucket_size()));
   }
   return absl::OkStatus();
 }
@@ -224,9 +210,8 @@ absl::Status MaxMinCodec::Validate(absl::string_view body) const {
   const size_t expected = 2 * sizeof(float) * buckets + internal::PackedBytes(n, bits_);
   if (body.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat("maxmin payload body is ", body.size(),
-                                                   " bytes, expected ", expected, " (",
-                                                   buckets, " buckets, ", bits_,
-                                                   " bits per value)"));
+                                                   " bytes, expected ", expected, " (", buckets,
+                                                   " buckets, ", bits_, " bits per value)"));
   }
   const char* const ranges = body.data();
   const char* const packed = ranges + 2 * sizeof(float) * buckets;
@@ -252,16 +237,16 @@ absl::Status MaxMinCodec::Validate(absl::string_view body) const {
     internal::ForEachBucketSegment(
         start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
           const Range range = LoadRange(ranges, b);
-          if (!status.ok() || !ZeroCodesOnly(range) || !HasNonzeroCode(codes + begin, end - begin)) {
+          if (!status.ok() || !ZeroCodesOnly(range) ||
+              !HasNonzeroCode(codes + begin, end - begin)) {
             return;
           }
-          const size_t j = std::find_if(codes + begin, codes + end,
-                                        [](uint32_t code) { return code != 0; }) -
-                           codes;
-          status = absl::InvalidArgumentError(
-              absl::StrCat("maxmin element ", start + j, " has code ", codes[j], " in bucket ", b,
-                           ", whose min and max are ", range.min, " and ", range.max,
-                           "; it must be 0"));
+          const size_t j =
+              std::find_if(codes + begin, codes + end, [](uint32_t code) { return code != 0; }) -
+              codes;
+          status = absl::InvalidArgumentError(absl::StrCat(
+              "maxmin element ", start + j, " has code ", codes[j], " in bucket ", b,
+              ", whose min and max are ", range.min, " and ", range.max, "; it must be 0"));
         });
     TAMP_RETURN_IF_ERROR(status);
   }

@@ -26,9 +26,9 @@
 // max = min; zero padding. So every chunk has exactly one valid encoding per key.
 //
 // Cost: encode = per 1024-value tile, the ranges of the buckets it reaches (one pass each),
-// Philox words when stochastic (AVX-512/AVX2 where available), a branch-free quantize loop
-// and packing 8 codes at a time. Decode = one pass (plus a check pass over the codes only
-// when some bucket must have zero codes).
+// Philox words when stochastic, a branch-free quantize loop and packing (Philox and the loops
+// have AVX-512/AVX2 versions, picked at run time). Decode = one pass (plus a check pass over
+// the codes only when some bucket must have zero codes).
 //
 // Example:
 //   bits: 4 bucket_size: 512   -> 12 + 8 * ceil(n / 512) + ceil(n / 2) bytes.

@@ -18,10 +18,10 @@
 namespace tamp::compress {
 namespace {
 
-using ::testing::ElementsAre;
 using quantize_testing::ExpectRejected;
 using quantize_testing::Key;
 using quantize_testing::NormalValues;
+using ::testing::ElementsAre;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -112,8 +112,8 @@ TEST(MaxMinCodecTest, ErrorIsWithinHalfAStepOrAStep) {
         for (size_t i = 0; i < n; ++i) {
           const auto [min, max] = SentRange(payload, i / d);
           const double step = (double{max} - min) / ((1 << bits) - 1);
-          const double rounding = 4 * std::numeric_limits<float>::epsilon() *
-                                  std::max(std::fabs(min), std::fabs(max));
+          const double rounding =
+              4 * std::numeric_limits<float>::epsilon() * std::max(std::fabs(min), std::fabs(max));
           const double bound = (stochastic ? step : step / 2) + rounding;
           ASSERT_LE(std::fabs(double{out[i]} - input[i]), bound)
               << "i=" << i << " bits=" << bits << " d=" << d << " stochastic=" << stochastic;
@@ -133,8 +133,8 @@ TEST(MaxMinCodecTest, RangesAreTheBucketMinAndMax) {
   for (size_t b = 0; b < 4; ++b) {
     const auto first = input.begin() + 300 * b;
     const auto last = input.begin() + std::min<size_t>(1000, 300 * (b + 1));
-    EXPECT_EQ(SentRange(payload, b), std::make_pair(*std::min_element(first, last),
-                                                    *std::max_element(first, last)))
+    EXPECT_EQ(SentRange(payload, b),
+              std::make_pair(*std::min_element(first, last), *std::max_element(first, last)))
         << b;
   }
 }
@@ -179,8 +179,7 @@ TEST(MaxMinCodecTest, NearestIsKeyIndependentStochasticIsNot) {
 
 TEST(MaxMinCodecTest, ConstantAndNonFiniteBuckets) {
   // d = 3: buckets [0, 3), [3, 6), [6, 9), [9, 12), [12, 13).
-  const std::vector<float> input = {2, 2, 2,  1, kNaN, 3,  kInf, 0, 1,
-                                    -3e38f, 3e38f, 0, 5};
+  const std::vector<float> input = {2, 2, 2, 1, kNaN, 3, kInf, 0, 1, -3e38f, 3e38f, 0, 5};
   for (bool stochastic : {false, true}) {
     MaxMinCodec codec(input.size(), 8, 3, stochastic);
     std::string payload;
@@ -230,8 +229,9 @@ TEST(MaxMinCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   padding.back() |= 0x80;  // Bit 15: past the 5 codes.
   ExpectRejected(codec, padding, "maxmin padding bits are not zero");
   // A NaN bucket with zero codes is valid and decodes to NaN.
-  ASSERT_TRUE(codec.Decode(MakePayload(5, {{0, 7}, {kNaN, kNaN}, {4, 4}}, {7, 0, 0, 0, 0}, 3), {},
-                           absl::MakeSpan(out))
+  ASSERT_TRUE(codec
+                  .Decode(MakePayload(5, {{0, 7}, {kNaN, kNaN}, {4, 4}}, {7, 0, 0, 0, 0}, 3), {},
+                          absl::MakeSpan(out))
                   .ok());
   EXPECT_TRUE(std::isnan(out[2]) && std::isnan(out[3]));
 }

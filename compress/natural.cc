@@ -19,7 +19,8 @@ using internal::Mask;
 constexpr int32_t kNaNCode = 0x100;
 
 // codes[j] for j < count. Integer-only and branch-free (signed compares, which SSE has).
-void EncodeValues(const float* x, const uint32_t* random, size_t count, uint32_t* codes) {
+TAMP_QUANTIZE_KERNEL void EncodeValues(const float* x, const uint32_t* random, size_t count,
+                                       uint32_t* codes) {
   for (size_t j = 0; j < count; ++j) {
     const int32_t bits = static_cast<int32_t>(FloatBits(x[j]));
     const int32_t magnitude = bits & 0x7fffffff;
@@ -36,13 +37,13 @@ void EncodeValues(const float* x, const uint32_t* random, size_t count, uint32_t
 }
 
 // out[j] for j < count.
-void DecodeValues(const uint32_t* codes, size_t count, float* out) {
+TAMP_QUANTIZE_KERNEL void DecodeValues(const uint32_t* codes, size_t count, float* out) {
   for (size_t j = 0; j < count; ++j) {
     const uint32_t code = codes[j];
     const uint32_t power = ((code & 0x100u) << 23) | ((code & 0xffu) << 23);
     const int32_t is_nan = Mask(code == static_cast<uint32_t>(kNaNCode));
-    const uint32_t bits = (0x7fc00000u & static_cast<uint32_t>(is_nan)) |
-                          (power & ~static_cast<uint32_t>(is_nan));
+    const uint32_t bits =
+        (0x7fc00000u & static_cast<uint32_t>(is_nan)) | (power & ~static_cast<uint32_t>(is_nan));
     std::memcpy(&out[j], &bits, sizeof(float));
   }
 }

@@ -18,8 +18,9 @@
 // Payload bytes: 12 + ceil(9n / 8). Takes no parameters. Every 9-bit code is valid, so the
 // decoder checks the length and the padding bits only.
 //
-// Cost: per 1024-value tile, Philox words (AVX-512/AVX2 where available), a branch-free
-// integer loop, packing 8 codes at a time; decoding is two shifts per value.
+// Cost: per 1024-value tile, Philox words, a branch-free integer loop, packing 8 codes at a
+// time (Philox and the loops have AVX-512/AVX2 versions, picked at run time); decoding is a
+// few integer operations per value.
 //
 // Example:
 //   NaturalCodec codec(n);   // 1000 values -> 12 + 1125 bytes.

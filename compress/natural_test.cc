@@ -15,11 +15,11 @@
 namespace tamp::compress {
 namespace {
 
-using ::testing::ElementsAre;
 using quantize_testing::ExpectRejected;
 using quantize_testing::Key;
 using quantize_testing::NormalValues;
 using quantize_testing::WithBits;
+using ::testing::ElementsAre;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -63,8 +63,8 @@ TEST(NaturalCodecTest, PayloadIs12PlusCeilNineNOverEight) {
 }
 
 TEST(NaturalCodecTest, PowersOfTwoZerosAndSpecialsAreExact) {
-  const std::vector<float> input = {1,    -2,   0.5f, std::ldexp(1.0f, -126), std::ldexp(-1.0f, 127),
-                                    0,    -0.0f, kInf, -kInf,                  kNaN};
+  const std::vector<float> input = {
+      1, -2, 0.5f, std::ldexp(1.0f, -126), std::ldexp(-1.0f, 127), 0, -0.0f, kInf, -kInf, kNaN};
   NaturalCodec codec(input.size());
   for (int step = 0; step < 5; ++step) {  // Whatever the key.
     std::string payload;
@@ -80,7 +80,8 @@ TEST(NaturalCodecTest, PowersOfTwoZerosAndSpecialsAreExact) {
 TEST(NaturalCodecTest, RoundsToOneOfTheTwoPowersAround) {
   const size_t n = 4000;
   std::vector<float> input = NormalValues(n, 2);
-  for (size_t i = 0; i < n; i += 3) input[i] = std::ldexp(input[i], static_cast<int>(i % 200) - 100);
+  for (size_t i = 0; i < n; i += 3)
+    input[i] = std::ldexp(input[i], static_cast<int>(i % 200) - 100);
   input[0] = std::numeric_limits<float>::max();
   input[1] = WithBits(0x00000123);  // A float subnormal: 0 or 2^-126.
   NaturalCodec codec(n);
@@ -100,8 +101,8 @@ TEST(NaturalCodecTest, UnbiasedWithVarianceAtMostAnEighthOfXSquared) {
   const size_t n = 400;
   std::vector<float> input = NormalValues(n, 3);
   for (size_t i = 0; i < n; ++i) input[i] = std::ldexp(input[i], static_cast<int>(i % 41) - 20);
-  input[0] = 1.5f;        // m = 1/2: the largest spread per binade's middle.
-  input[1] = 4.0f / 3;    // m = 1/3: variance exactly x^2 / 8 (the bound).
+  input[0] = 1.5f;      // m = 1/2: the largest spread per binade's middle.
+  input[1] = 4.0f / 3;  // m = 1/3: variance exactly x^2 / 8 (the bound).
   NaturalCodec codec(n);
   const int draws = 4000;
   const quantize_testing::Moments moments = quantize_testing::DecodeMoments(codec, input, draws);

@@ -22,40 +22,35 @@ using internal::Mask;
 // The documented norm: sqrt of the sum of squares in double, value j of the bucket in partial
 // sum j % 8, partial sums added pairwise. NaN when it is not a finite fp32.
 float BucketNorm(const float* x, size_t length) {
-  // Eight named accumulators rather than an array: they stay in registers (as four pairs).
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+  // Lanes 0-1, 2-3, 4-5, 6-7 as named accumulators, which stay in registers.
+  internal::Double2 s01 = {}, s23 = {}, s45 = {}, s67 = {};
   size_t i = 0;
   for (; i + 8 <= length; i += 8) {
-    const double v0 = x[i], v1 = x[i + 1], v2 = x[i + 2], v3 = x[i + 3];
-    const double v4 = x[i + 4], v5 = x[i + 5], v6 = x[i + 6], v7 = x[i + 7];
-    s0 += v0 * v0;
-    s1 += v1 * v1;
-    s2 += v2 * v2;
-    s3 += v3 * v3;
-    s4 += v4 * v4;
-    s5 += v5 * v5;
-    s6 += v6 * v6;
-    s7 += v7 * v7;
+    const internal::Double2 v01 = internal::LoadDouble2(x + i);
+    const internal::Double2 v23 = internal::LoadDouble2(x + i + 2);
+    const internal::Double2 v45 = internal::LoadDouble2(x + i + 4);
+    const internal::Double2 v67 = internal::LoadDouble2(x + i + 6);
+    s01 += v01 * v01;
+    s23 += v23 * v23;
+    s45 += v45 * v45;
+    s67 += v67 * v67;
   }
-  double tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (size_t k = 0; i < length; ++i, ++k) tail[k] = static_cast<double>(x[i]) * x[i];
-  s0 += tail[0];
-  s1 += tail[1];
-  s2 += tail[2];
-  s3 += tail[3];
-  s4 += tail[4];
-  s5 += tail[5];
-  s6 += tail[6];
-  s7 += tail[7];
-  const double root = std::sqrt(((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)));
+  double sums[8] = {s01[0], s01[1], s23[0], s23[1], s45[0], s45[1], s67[0], s67[1]};
+  for (int k = 0; i < length; ++i, ++k) {
+    const double v = x[i];
+    sums[k] += v * v;
+  }
+  const double root = std::sqrt(((sums[0] + sums[1]) + (sums[2] + sums[3])) +
+                                ((sums[4] + sums[5]) + (sums[6] + sums[7])));
   // Written so that NaN fails too; also keeps the conversion to float in range.
   if (!(root <= std::numeric_limits<float>::max())) return std::numeric_limits<float>::quiet_NaN();
   return static_cast<float>(root);
 }
 
 // codes[j] for j < count, all values of one bucket with norm > 0 (finite).
-void QuantizeSegment(const float* x, const uint32_t* random, size_t count, float norm,
-                     float levels, int32_t sign_bit, uint32_t* codes) {
+TAMP_QUANTIZE_KERNEL void QuantizeSegment(const float* x, const uint32_t* random, size_t count,
+                                          float norm, float levels, int32_t sign_bit,
+                                          uint32_t* codes) {
   for (size_t j = 0; j < count; ++j) {
     const int32_t bits = static_cast<int32_t>(FloatBits(x[j]));
     float ratio = std::fabs(x[j]) / norm;
@@ -72,19 +67,18 @@ void QuantizeSegment(const float* x, const uint32_t* random, size_t count, float
 }
 
 // out[j] for j < count, all values of one bucket.
-void DequantizeSegment(const uint32_t* codes, size_t count, float scale, int32_t level_mask,
-                       int level_bits, float* out) {
+TAMP_QUANTIZE_KERNEL void DequantizeSegment(const uint32_t* codes, size_t count, float scale,
+                                            int32_t level_mask, int level_bits, float* out) {
   for (size_t j = 0; j < count; ++j) {
-    const float magnitude =
-        static_cast<float>(static_cast<int32_t>(codes[j]) & level_mask) * scale;
+    const float magnitude = static_cast<float>(static_cast<int32_t>(codes[j]) & level_mask) * scale;
     const uint32_t bits = FloatBits(magnitude) | (codes[j] >> level_bits << 31);
     std::memcpy(&out[j], &bits, sizeof(float));
   }
 }
 
 // Whether any of codes[0..count) is invalid for a bucket with a positive norm.
-bool HasBadCode(const uint32_t* codes, size_t count, int32_t levels, int32_t level_mask,
-                int32_t sign_bit) {
+TAMP_QUANTIZE_KERNEL bool HasBadCode(const uint32_t* codes, size_t count, int32_t levels,
+                                     int32_t level_mask, int32_t sign_bit) {
   int32_t bad = 0;
   for (size_t j = 0; j < count; ++j) {
     const int32_t code = static_cast<int32_t>(codes[j]);
@@ -108,21 +102,20 @@ absl::Status QsgdCodec::ValidateSpec(const config::Codec& spec, absl::string_vie
         absl::StrCat(field_path, ": codec 'qsgd' needs 'levels' (quantization levels s)"));
   }
   if (spec.levels() < 1 || spec.levels() > kMaxLevels) {
-    return absl::InvalidArgumentError(absl::StrCat(field_path, ".levels: must be in [1, ",
-                                                   kMaxLevels, "], got ", spec.levels()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_path, ".levels: must be in [1, ", kMaxLevels, "], got ", spec.levels()));
   }
-  if (spec.has_bucket_size() &&
-      (spec.bucket_size() < 1 || spec.bucket_size() > kMaxBucketSize)) {
+  if (spec.has_bucket_size() && (spec.bucket_size() < 1 || spec.bucket_size() > kMaxBucketSize)) {
     return absl::InvalidArgumentError(absl::StrCat(field_path, ".bucket_size: must be in [1, ",
-                                                   kMaxBucketSize, "], got ",
-                                                   spec.bucket_size()));
+                                                   kMaxBucketSize, "], got ", spec.bucket_size()));
   }
   return absl::OkStatus();
 }
 
 std::unique_ptr<Codec> QsgdCodec::Create(const config::Codec& spec, size_t num_elements) {
   return std::make_unique<QsgdCodec>(
-      num_elements, spec.levels(), spec.has_bucket_size() ? spec.bucket_size() : kDefaultBucketSize);
+      num_elements, spec.levels(),
+      spec.has_bucket_size() ? spec.bucket_size() : kDefaultBucketSize);
 }
 
 int QsgdCodec::CodeBits(uint32_t levels) { return static_cast<int>(absl::bit_width(levels)) + 1; }
@@ -134,7 +127,10 @@ size_t QsgdCodec::PayloadBytes(size_t num_elements, uint32_t levels, uint32_t bu
 }
 
 QsgdCodec::QsgdCodec(size_t num_elements, uint32_t levels, uint32_t bucket_size)
-    : Codec(num_elements), levels_(levels), bucket_size_(bucket_size), code_bits_(CodeBits(levels)) {
+    : Codec(num_elements),
+      levels_(levels),
+      bucket_size_(bucket_size),
+      code_bits_(CodeBits(levels)) {
   CHECK_GE(num_elements, 1u);
   CHECK_LE(num_elements, uint64_t{1} << 34);  // Philox block numbers are 32-bit.
   CHECK(levels >= 1 && levels <= kMaxLevels) << levels;
@@ -173,8 +169,8 @@ absl::Status QsgdCodec::Encode(absl::Span<const float> input, const RandomKey& k
         start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
           const float norm = internal::LoadFloat(norms + sizeof(float) * b);
           if (norm > 0) {  // Not 0 and not NaN: the values are all finite.
-            QuantizeSegment(input.data() + start + begin, random + begin, end - begin, norm,
-                            levels, sign_bit, codes + begin);
+            QuantizeSegment(input.data() + start + begin, random + begin, end - begin, norm, levels,
+                            sign_bit, codes + begin);
           } else {
             std::fill(codes + begin, codes + end, 0u);
           }
@@ -190,9 +186,8 @@ absl::Status QsgdCodec::Validate(absl::string_view body) const {
   const size_t expected = sizeof(float) * buckets + internal::PackedBytes(n, code_bits_);
   if (body.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat("qsgd payload body is ", body.size(),
-                                                   " bytes, expected ", expected, " (",
-                                                   buckets, " buckets, ", code_bits_,
-                                                   " bits per value)"));
+                                                   " bytes, expected ", expected, " (", buckets,
+                                                   " buckets, ", code_bits_, " bits per value)"));
   }
   const char* const norms = body.data();
   const char* const packed = norms + sizeof(float) * buckets;
@@ -200,8 +195,8 @@ absl::Status QsgdCodec::Validate(absl::string_view body) const {
     const float norm = internal::LoadFloat(norms + sizeof(float) * b);
     if (std::isnan(norm)) continue;
     if (std::signbit(norm) || !std::isfinite(norm)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "qsgd norm of bucket ", b, " is ", norm, "; it must be NaN or finite and >= +0"));
+      return absl::InvalidArgumentError(absl::StrCat("qsgd norm of bucket ", b, " is ", norm,
+                                                     "; it must be NaN or finite and >= +0"));
     }
   }
   if (!internal::PaddingIsZero(packed, n, code_bits_)) {
@@ -229,9 +224,9 @@ absl::Status QsgdCodec::Validate(absl::string_view body) const {
             const uint64_t i = start + j;
             const int32_t code = static_cast<int32_t>(codes[j]);
             if (zero_only && code != 0) {
-              status = absl::InvalidArgumentError(
-                  absl::StrCat("qsgd element ", i, " has a nonzero code in bucket ", b,
-                               ", whose norm is ", norm));
+              status = absl::InvalidArgumentError(absl::StrCat("qsgd element ", i,
+                                                               " has a nonzero code in bucket ", b,
+                                                               ", whose norm is ", norm));
               return;
             }
             if ((code & level_mask) > levels) {

@@ -30,9 +30,9 @@
 // bucket whose norm is NaN or 0; zero padding. So every chunk has exactly one valid
 // encoding per key.
 //
-// Cost: encode = one pass for the norms, then per 1024-value tile: Philox words (AVX-512/AVX2
-// where available), a branch-free quantize loop, packing 8 codes at a time. Decode = a
-// validation pass over the codes, then the decode pass.
+// Cost: encode = one pass for the norms, then per 1024-value tile: Philox words, a
+// branch-free quantize loop, packing (Philox and the loops have AVX-512/AVX2 versions, picked
+// at run time). Decode = a validation pass over the codes, then the decode pass.
 //
 // Example:
 //   levels: 127 bucket_size: 512   -> B = 8: 12 + 4 * ceil(n / 512) + n bytes.
@@ -85,9 +85,7 @@ class QsgdCodec final : public Codec {
   uint32_t bucket_size() const { return bucket_size_; }
 
   CodecId id() const override { return CodecId::kQsgd; }
-  size_t MaxPayloadBytes() const override {
-    return PayloadBytes(size(), levels_, bucket_size_);
-  }
+  size_t MaxPayloadBytes() const override { return PayloadBytes(size(), levels_, bucket_size_); }
   absl::Status Encode(absl::Span<const float> input, const RandomKey& key,
                       std::string* payload) override;
   absl::Status Decode(absl::string_view payload, const RandomKey& key,

@@ -16,10 +16,10 @@
 namespace tamp::compress {
 namespace {
 
-using ::testing::ElementsAre;
 using quantize_testing::ExpectRejected;
 using quantize_testing::Key;
 using quantize_testing::NormalValues;
+using ::testing::ElementsAre;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -138,7 +138,8 @@ TEST(QsgdCodecTest, NormIsTheL2NormOfEachBucket) {
   const std::vector<float> norms = Norms(payload, 4);
   for (size_t b = 0; b < 4; ++b) {
     double sum = 0;
-    for (size_t i = 300 * b; i < std::min<size_t>(n, 300 * (b + 1)); ++i) sum += double{input[i]} * input[i];
+    for (size_t i = 300 * b; i < std::min<size_t>(n, 300 * (b + 1)); ++i)
+      sum += double{input[i]} * input[i];
     EXPECT_NEAR(norms[b], std::sqrt(sum), 1e-6 * std::sqrt(sum)) << b;
   }
 }
@@ -279,9 +280,9 @@ TEST(QsgdCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   padding.back() |= 0x10;  // Bit 20: past the 5 codes.
   ExpectRejected(codec, padding, "qsgd padding bits are not zero");
   // A NaN bucket with zero codes is valid and decodes to NaN.
-  ASSERT_TRUE(codec.Decode(MakePayload(5, {5, 1, kNaN}, {3, 12, 5, 0, 0}, 4), {},
-                           absl::MakeSpan(out))
-                  .ok());
+  ASSERT_TRUE(
+      codec.Decode(MakePayload(5, {5, 1, kNaN}, {3, 12, 5, 0, 0}, 4), {}, absl::MakeSpan(out))
+          .ok());
   EXPECT_TRUE(std::isnan(out[4]));
 }
 

@@ -22,8 +22,7 @@ absl::Status RandomBlockCodec::ValidateSpec(const config::Codec& spec,
                                             absl::string_view field_path) {
   TAMP_RETURN_IF_ERROR(ValidateRatio(spec, field_path, "randomblock"));
   if (spec.has_num_blocks() && spec.num_blocks() == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field_path, ".num_blocks: must be >= 1, got 0"));
+    return absl::InvalidArgumentError(absl::StrCat(field_path, ".num_blocks: must be >= 1, got 0"));
   }
   return absl::OkStatus();
 }
@@ -81,9 +80,9 @@ absl::StatusOr<const char*> RandomBlockCodec::Values(absl::string_view payload) 
                         ParseHeader(payload, CodecId::kRandomBlock, kVersion, size()));
   const size_t expected = ValueBytes(values_) * entries_sent();
   if (body.size() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "randomblock payload body is ", body.size(), " bytes, expected ", expected, " (",
-        blocks_, " blocks of ", block_length_, " values)"));
+    return absl::InvalidArgumentError(absl::StrCat("randomblock payload body is ", body.size(),
+                                                   " bytes, expected ", expected, " (", blocks_,
+                                                   " blocks of ", block_length_, " values)"));
   }
   return body.data();
 }

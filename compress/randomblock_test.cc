@@ -98,7 +98,8 @@ TEST(RandomBlockCodecTest, LayoutFollowsTheFormula) {
 
 TEST(RandomBlockCodecTest, SharedAcrossWorkersAndMovingAcrossSteps) {
   RandomBlockCodec codec(100000, 1000, 10);
-  const std::vector<size_t> worker0 = Starts(codec, {.seed = 1, .step = 5, .chunk = 2, .worker = 0});
+  const std::vector<size_t> worker0 =
+      Starts(codec, {.seed = 1, .step = 5, .chunk = 2, .worker = 0});
   EXPECT_EQ(worker0, Starts(codec, {.seed = 1, .step = 5, .chunk = 2, .worker = 3}));
   EXPECT_EQ(worker0, Starts(codec, {.seed = 1, .step = 5, .chunk = 2, .worker = kSharedStream}));
   EXPECT_NE(worker0, Starts(codec, {.seed = 1, .step = 6, .chunk = 2, .worker = 0}));
@@ -135,7 +136,7 @@ TEST(RandomBlockCodecTest, SendsTheBlocksUnscaledAndDecodesThemInPlace) {
       for (size_t i = start; i < start + 33; ++i) kept[i] = true;
     }
     for (size_t i = 0; i < n; ++i) {
-      const float expected = !kept[i]                      ? 0.0f
+      const float expected = !kept[i]                       ? 0.0f
                              : format == ValueFormat::kFp32 ? input[i]
                                                             : HalfToFloat(FloatToHalf(input[i]));
       EXPECT_EQ(Bits(out[i]), Bits(expected)) << i;
@@ -200,7 +201,8 @@ TEST(RandomBlockCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
       {good.substr(0, good.size() - 1),
        "randomblock payload body is 7 bytes, expected 8 (1 blocks of 2 values)"},
       {good + "x", "randomblock payload body is 9 bytes, expected 8 (1 blocks of 2 values)"},
-      {good.substr(0, 12), "randomblock payload body is 0 bytes, expected 8 (1 blocks of 2 values)"},
+      {good.substr(0, 12),
+       "randomblock payload body is 0 bytes, expected 8 (1 blocks of 2 values)"},
       {other, "payload is for codec 6 (randomk), expected 7 (randomblock)"},
       {magic, "bad payload magic 0x58 0x50, expected 'TP'"},
       {"", "payload truncated: 0 bytes, header needs 12"},

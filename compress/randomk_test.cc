@@ -67,8 +67,10 @@ TEST(RandomKPositionsTest, DistinctSortedInRangeForManySizes) {
 
 TEST(RandomKPositionsTest, SharedAcrossWorkersAndDifferentAcrossSteps) {
   const size_t n = 10007, k = 100;
-  const std::vector<size_t> worker0 = Positions({.seed = 1, .step = 7, .chunk = 3, .worker = 0}, n, k);
-  const std::vector<size_t> worker9 = Positions({.seed = 1, .step = 7, .chunk = 3, .worker = 9}, n, k);
+  const std::vector<size_t> worker0 =
+      Positions({.seed = 1, .step = 7, .chunk = 3, .worker = 0}, n, k);
+  const std::vector<size_t> worker9 =
+      Positions({.seed = 1, .step = 7, .chunk = 3, .worker = 9}, n, k);
   const std::vector<size_t> shared =
       Positions({.seed = 1, .step = 7, .chunk = 3, .worker = kSharedStream}, n, k);
   EXPECT_EQ(worker0, worker9);
@@ -184,7 +186,8 @@ TEST(RandomKCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   std::string count = good;
   count[4] = 6;
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {good.substr(0, good.size() - 1), "randomk payload body is 7 bytes, expected 8 (k = 2 values)"},
+      {good.substr(0, good.size() - 1),
+       "randomk payload body is 7 bytes, expected 8 (k = 2 values)"},
       {good + "xy", "randomk payload body is 10 bytes, expected 8 (k = 2 values)"},
       {good.substr(0, 12), "randomk payload body is 0 bytes, expected 8 (k = 2 values)"},
       {good.substr(0, 5), "payload truncated: 5 bytes, header needs 12"},

@@ -197,6 +197,18 @@ std::string KnownNames() {
   });
 }
 
+// The codecs that take `ratio`, hence `ratio_warmup`.
+std::string RatioCodecNames() {
+  std::vector<std::string> names;
+  for (const Entry& entry : Entries()) {
+    const auto& accepted = entry.parameters;
+    if (std::find(accepted.begin(), accepted.end(), "ratio") != accepted.end()) {
+      names.emplace_back(CodecName(entry.id));
+    }
+  }
+  return absl::StrJoin(names, ", ");
+}
+
 // Rejects any set field of `spec`, other than the name, that the codec does not document.
 absl::Status CheckParameters(const config::Codec& spec, const Entry& entry,
                              absl::string_view field_path) {
@@ -206,6 +218,14 @@ absl::Status CheckParameters(const config::Codec& spec, const Entry& entry,
     if (field->number() == config::Codec::kNameFieldNumber) continue;
     const auto& accepted = entry.parameters;
     if (std::find(accepted.begin(), accepted.end(), field->name()) != accepted.end()) continue;
+    if (field->number() == config::Codec::kRatioWarmupFieldNumber) {
+      // Sparsity warm-up replaces `ratio`, so every codec whose k comes from it takes it.
+      if (std::find(accepted.begin(), accepted.end(), "ratio") != accepted.end()) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          field_path, ".ratio_warmup: codec '", spec.name(),
+          "' takes no parameter 'ratio_warmup' (sparsity warm-up needs a codec that keeps "
+          "k = ratio * n entries: ", RatioCodecNames(), ")"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(field_path, ".", field->name(), ": codec '",
                                                    spec.name(), "' takes no parameter '",
                                                    field->name(), "'"));
@@ -243,6 +263,13 @@ absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view fiel
                                                    spec.name(), "' (known: ", KnownNames(), ")"));
   }
   TAMP_RETURN_IF_ERROR(CheckParameters(spec, *entry, field_path));
+  for (int e = 0; e < spec.ratio_warmup_size(); ++e) {
+    const double ratio = spec.ratio_warmup(e);
+    if (!(ratio > 0 && ratio <= 1)) {  // Written so that NaN fails too.
+      return absl::InvalidArgumentError(absl::StrCat(field_path, ".ratio_warmup[", e,
+                                                     "]: must be in (0, 1], got ", ratio));
+    }
+  }
   return entry->validate == nullptr ? absl::OkStatus() : entry->validate(spec, field_path);
 }
 
@@ -253,6 +280,10 @@ absl::Status ValidatePullCodecSpec(const config::Codec& spec, absl::string_view 
     return absl::InvalidArgumentError(absl::StrCat(
         field_path, ".name: codec '", spec.name(), "' takes ", entry->rounds,
         " rounds per step and can only push; the pull side answers in one"));
+  }
+  if (spec.ratio_warmup_size() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field_path, ".ratio_warmup: sparsity warm-up applies to push codecs only"));
   }
   return absl::OkStatus();
 }

@@ -33,6 +33,8 @@ struct CodecInfo {
 const std::vector<CodecInfo>& ListCodecs();
 
 // Checks the name and parameters of `spec`. `field_path` prefixes error messages.
+// `ratio_warmup` (compress/ratio_warmup.h) is accepted by every codec that takes `ratio`,
+// without being listed in CodecInfo::parameters; each value must be in (0, 1].
 absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view field_path);
 
 // ValidatePullCodecSpec()
@@ -41,6 +43,7 @@ absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view fiel
 // (powersgd) can only push, e.g.
 //   "compression.default_compression.pull.name: codec 'powersgd' takes 2 rounds per step and
 //    can only push; the pull side answers in one"
+// and sparsity warm-up is push-only ("...pull.ratio_warmup: ...").
 absl::Status ValidatePullCodecSpec(const config::Codec& spec, absl::string_view field_path);
 
 // Creates a codec for chunks of `num_elements` values. Validates `spec` first.

@@ -138,3 +138,45 @@ TEST(RegistryExampleTest, EveryCodecHasAValidExampleThatCreatesACodec) {
 
 }  // namespace
 }  // namespace tamp::compress
+
+namespace tamp::compress {
+namespace {
+
+// The sparsification codecs (dgc, threshold, randomk, randomblock): specs, validation through
+// the registry, and payload sizes worked by hand for n = 1000 (b = 10 index bits).
+TEST(RegistrySparseTest, CreatesTheSparsificationCodecsWithTheirSizes) {
+  const struct {
+    const char* text;
+    CodecId id;
+    size_t bytes;
+  } cases[] = {
+      {"name: 'topk' ratio: 0.01 fp16_values: true", CodecId::kTopK, 12 + 13 + 20},
+      {"name: 'dgc' ratio: 0.01", CodecId::kDgc, 12 + 13 + 40},
+      {"name: 'dgc' ratio: 0.01 sample_ratio: 0.1 fp16_values: true", CodecId::kDgc, 12 + 13 + 20},
+      {"name: 'threshold' threshold: 0.5", CodecId::kThreshold, 12 + 8 + 1250 + 4000},
+      {"name: 'threshold' threshold: 0.5 fp16_values: true", CodecId::kThreshold,
+       12 + 8 + 1250 + 2000},
+      {"name: 'randomk' count: 10", CodecId::kRandomK, 12 + 40},
+      {"name: 'randomk' ratio: 0.01 fp16_values: true", CodecId::kRandomK, 12 + 20},
+      {"name: 'randomblock' ratio: 0.01", CodecId::kRandomBlock, 12 + 40},
+      {"name: 'randomblock' ratio: 0.01 num_blocks: 4", CodecId::kRandomBlock, 12 + 32},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<std::unique_ptr<Codec>> codec = CreateCodec(Spec(c.text), 1000);
+    ASSERT_TRUE(codec.ok()) << c.text << ": " << codec.status();
+    EXPECT_EQ((*codec)->id(), c.id) << c.text;
+    EXPECT_EQ((*codec)->MaxPayloadBytes(), c.bytes) << c.text;
+  }
+  EXPECT_EQ(Validate("name: 'dgc' count: 10").message(),
+            "compression.default_compression.push.count: codec 'dgc' takes no parameter 'count'");
+  EXPECT_EQ(Validate("name: 'randomblock' ratio: 0.1 num_blocks: 0").message(),
+            "compression.default_compression.push.num_blocks: must be >= 1, got 0");
+  EXPECT_EQ(Validate("name: 'threshold'").message(),
+            "compression.default_compression.push: codec 'threshold' needs 'threshold'");
+  EXPECT_EQ(Validate("name: 'randomk' ratio: 0.1 count: 3").message(),
+            "compression.default_compression.push: codec 'randomk' needs exactly one of 'ratio' "
+            "and 'count', got both");
+}
+
+}  // namespace
+}  // namespace tamp::compress

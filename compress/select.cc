@@ -199,8 +199,8 @@ __attribute__((target("avx2"))) void Avx2KeyMasks(const float* x, size_t n, uint
   KeyMasksTail(x, i, n, min_key, masks);
 }
 
-__attribute__((target("avx512f"))) void Avx512KeyMasks(const float* x, size_t n,
-                                                       uint32_t min_key, uint64_t* masks) {
+__attribute__((target("avx512f"))) void Avx512KeyMasks(const float* x, size_t n, uint32_t min_key,
+                                                       uint64_t* masks) {
   ClearMasks(n, masks);
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i below = _mm512_set1_epi32(Below(min_key));
@@ -261,8 +261,7 @@ bool ScanKernelSupported(ScanKernel kernel) {
   }
 }
 
-void KeyMasksWith(ScanKernel kernel, const float* x, size_t n, uint32_t min_key,
-                  uint64_t* masks) {
+void KeyMasksWith(ScanKernel kernel, const float* x, size_t n, uint32_t min_key, uint64_t* masks) {
   CHECK(ScanKernelSupported(kernel)) << static_cast<int>(kernel);
   CHECK_LE(n, kScanTile);
   KernelFn(kernel)(x, n, min_key, masks);
@@ -285,21 +284,36 @@ bool Gather(absl::Span<const float> input, uint32_t min_key, size_t cap, Candida
   size_t count = 0;
   for (size_t start = 0; start < n; start += kScanTile) {
     const size_t m = std::min(kScanTile, n - start);
-    if (count + m > out->indices.size()) {
-      const size_t capacity = std::max(2 * out->indices.size(), count + m);
+    if (count + m + 2 > out->indices.size()) {
+      const size_t capacity = std::max(2 * out->indices.size(), count + m + 2);
       out->indices.resize(capacity);
       out->keys.resize(capacity);
     }
     size_t* indices = out->indices.data();
     uint32_t* keys = out->keys.data();
     select_internal::KeyMasks(x + start, m, min_key, masks);
+    // Mask words mostly hold 0, 1 or 2 set bits in no predictable pattern, so each word
+    // stores its first two candidates unconditionally (a word without them stores entries
+    // that the count then leaves out) and only words with more take a loop.
     for (size_t w = 0; w < (m + 63) / 64; ++w) {
-      for (uint64_t bits = masks[w]; bits != 0; bits &= bits - 1) {
-        const size_t i = start + 64 * w + absl::countr_zero(bits);
-        indices[count] = i;
-        keys[count] = MagnitudeKey(x[i]);
-        ++count;
+      const uint64_t bits = masks[w];
+      const size_t base = start + 64 * w;
+      const uint64_t rest = bits & (bits - 1);
+      const size_t first = base + (absl::countr_zero(bits) & 63);
+      const size_t second = base + (absl::countr_zero(rest) & 63);
+      indices[count] = first;
+      keys[count] = MagnitudeKey(x[first]);
+      indices[count + 1] = second;
+      keys[count + 1] = MagnitudeKey(x[second]);
+      const int set = absl::popcount(bits);
+      if (set > 2) {
+        size_t j = count + 2;
+        for (uint64_t more = rest & (rest - 1); more != 0; more &= more - 1, ++j) {
+          indices[j] = base + absl::countr_zero(more);
+          keys[j] = MagnitudeKey(x[indices[j]]);
+        }
       }
+      count += set;
     }
     if (count > cap) return false;
   }
@@ -365,8 +379,8 @@ void SelectLargestMagnitudes(absl::Span<const float> input, size_t k,
   }
   // The bin is huge: resolve it with passes over the input, then compact.
   const float* x = input.data();
-  const Cutoff cutoff =
-      RadixCutoff(n, k, [x](size_t i) { return MagnitudeKey(x[i]); }, &top);
+  const Cutoff cutoff = RadixCutoff(
+      n, k, [x](size_t i) { return MagnitudeKey(x[i]); }, &top);
   indices->reserve(k);
   size_t ties = cutoff.ties;
   for (size_t i = 0; i < n && indices->size() < k; ++i) {

@@ -10,15 +10,18 @@
 // in |x|):
 //   1. One pass histograms the top 11 key bits (8 exponent + 3 mantissa bits) of all n
 //      entries and finds the bin B holding the k-th largest key.
-//   2. One vectorised pass gathers (index, key) of the entries in B or above: about k plus
-//      one bin, a few percent of n for gradient-like data.
-//   3. Three histogram rounds (11/11/9 bits) over the gathered keys find the exact k-th key
-//      T and how many entries equal to T are needed; one pass over the gathered entries
-//      emits the selection in index order.
-// When B alone holds very many entries (many equal magnitudes, e.g. mostly zeros), step 2
-// would gather most of the chunk, so instead rounds 2 and 3 histogram the input itself and
-// one compaction pass emits the selection: at most five passes and O(1) extra memory.
-// Scratch is thread-local, so concurrent calls from different threads are safe.
+//   2. One vectorised pass (ForEachKeyAtLeast(): AVX-512, AVX2 or SSE2 compares into bit
+//      masks, chosen at run time) gathers (index, key) of the entries in B or above: about k
+//      plus one bin, a few percent of n for gradient-like data.
+//   3. Three histogram rounds (11/11/9 bits) over the gathered keys, each keeping only the
+//      chosen bin for the next, find the exact k-th key T and how many entries equal to T
+//      are needed; one branch-free pass over the gathered entries emits the selection in
+//      index order.
+// When B alone holds very many entries (more than 4k + 65536: many equal magnitudes, e.g.
+// mostly zeros), step 2 would gather most of the chunk, so instead rounds 2 and 3 histogram
+// the input itself and one compaction pass emits the selection: at most five passes and
+// O(1) extra memory. Scratch (O(k) gathered entries) is thread-local, so concurrent calls
+// from different threads are safe.
 //
 // Example:
 //   std::vector<size_t> indices;
@@ -97,8 +100,7 @@ void KeyMasks(const float* x, size_t n, uint32_t min_key, uint64_t* masks);
 // The implementations behind KeyMasks(), for tests that check them against each other.
 enum class ScanKernel { kPortable, kSse2, kAvx2, kAvx512 };
 bool ScanKernelSupported(ScanKernel kernel);
-void KeyMasksWith(ScanKernel kernel, const float* x, size_t n, uint32_t min_key,
-                  uint64_t* masks);
+void KeyMasksWith(ScanKernel kernel, const float* x, size_t n, uint32_t min_key, uint64_t* masks);
 
 }  // namespace select_internal
 

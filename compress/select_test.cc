@@ -46,16 +46,16 @@ std::vector<std::vector<float>> Inputs(size_t n, std::mt19937& rng) {
   std::uniform_int_distribution<int> pick(0, 9);
   std::vector<std::vector<float>> inputs(7, std::vector<float>(n));
   for (size_t i = 0; i < n; ++i) {
-    inputs[0][i] = normal(rng);                             // Gradient-like.
-    inputs[1][i] = static_cast<float>(small(rng));          // Many ties, +-0.
-    inputs[2][i] = 1.25f;                                   // All equal.
-    inputs[3][i] = pick(rng) == 0 ? normal(rng) : 0.0f;     // Mostly zeros.
+    inputs[0][i] = normal(rng);                          // Gradient-like.
+    inputs[1][i] = static_cast<float>(small(rng));       // Many ties, +-0.
+    inputs[2][i] = 1.25f;                                // All equal.
+    inputs[3][i] = pick(rng) == 0 ? normal(rng) : 0.0f;  // Mostly zeros.
     inputs[4][i] = (i % 2 ? -1.0f : 1.0f) * std::ldexp(1.0f, -140 + static_cast<int>(i % 20));
     // Specials among normal values: NaN (either sign), +-inf, -0, the largest float.
-    const float specials[] = {kNaN, -kNaN, kInf, -kInf, -0.0f, 0.0f,
-                              std::numeric_limits<float>::max()};
+    const float specials[] = {
+        kNaN, -kNaN, kInf, -kInf, -0.0f, 0.0f, std::numeric_limits<float>::max()};
     inputs[5][i] = pick(rng) < 3 ? specials[pick(rng) % 7] : normal(rng);
-    inputs[6][i] = pick(rng) == 0 ? -0.0f : 0.0f;           // Only zeros of both signs.
+    inputs[6][i] = pick(rng) == 0 ? -0.0f : 0.0f;  // Only zeros of both signs.
   }
   return inputs;
 }
@@ -68,8 +68,14 @@ TEST(MagnitudeKeyTest, OrdersLikeMagnitudeWithNaNAsInfinity) {
   EXPECT_EQ(MagnitudeKey(kNaN), kInfinityKey);
   EXPECT_EQ(MagnitudeKey(-kNaN), kInfinityKey);
   EXPECT_EQ(MagnitudeKey(-2.0f), MagnitudeKey(2.0f));
-  const float ascending[] = {std::numeric_limits<float>::denorm_min(), 1e-38f, 1e-10f, 0.5f,
-                             1.0f, 1.0000001f, 3e38f, kInf};
+  const float ascending[] = {std::numeric_limits<float>::denorm_min(),
+                             1e-38f,
+                             1e-10f,
+                             0.5f,
+                             1.0f,
+                             1.0000001f,
+                             3e38f,
+                             kInf};
   for (size_t i = 1; i < std::size(ascending); ++i) {
     EXPECT_LT(MagnitudeKey(ascending[i - 1]), MagnitudeKey(-ascending[i])) << i;
   }
@@ -126,8 +132,7 @@ TEST(SelectAtLeastTest, ReportsTooFewTooManyOrTheExactSelection) {
   size_t at_least = 0;
   for (float v : x) at_least += MagnitudeKey(v) >= two;
   ASSERT_GT(at_least, 50u);
-  EXPECT_EQ(SelectLargestAtLeast(x, at_least + 1, two, x.size(), &indices),
-            SelectOutcome::kTooFew);
+  EXPECT_EQ(SelectLargestAtLeast(x, at_least + 1, two, x.size(), &indices), SelectOutcome::kTooFew);
   EXPECT_EQ(SelectLargestAtLeast(x, 10, two, at_least - 1, &indices), SelectOutcome::kTooMany);
   for (size_t k : {size_t{1}, size_t{10}, at_least - 1, at_least}) {
     ASSERT_EQ(SelectLargestAtLeast(x, k, two, at_least, &indices), SelectOutcome::kSelected);
@@ -142,7 +147,8 @@ TEST(KthLargestKeyTest, MatchesSorting) {
   std::mt19937 rng(5);
   for (size_t m : {1, 2, 9, 1000}) {
     std::vector<uint32_t> keys(m);
-    for (uint32_t& key : keys) key = MagnitudeKey(std::ldexp(static_cast<float>(rng() % 64), static_cast<int>(rng() % 9)));
+    for (uint32_t& key : keys)
+      key = MagnitudeKey(std::ldexp(static_cast<float>(rng() % 64), static_cast<int>(rng() % 9)));
     std::vector<uint32_t> sorted = keys;
     std::sort(sorted.rbegin(), sorted.rend());
     for (size_t r = 1; r <= m; r += 1 + m / 7) {
@@ -195,8 +201,8 @@ TEST(KeyMasksTest, EveryKernelGivesTheSameMasks) {
   for (size_t i = 0; i < x.size(); i += 37) x[i] = (i % 2 ? kNaN : -kInf);
   x[3] = -0.0f;
   x[4] = std::numeric_limits<float>::denorm_min();
-  for (size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000},
-                   kScanTile}) {
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, kScanTile}) {
     for (float floor : {0.0f, std::numeric_limits<float>::denorm_min(), 1.0f, kInf}) {
       std::vector<uint64_t> expected(kScanTile / 64, ~uint64_t{0});
       KeyMasksWith(ScanKernel::kPortable, x.data(), n, MagnitudeKey(floor), expected.data());
@@ -211,8 +217,8 @@ TEST(KeyMasksTest, EveryKernelGivesTheSameMasks) {
         std::vector<uint64_t> masks(kScanTile / 64, ~uint64_t{0});
         KeyMasksWith(kernel, x.data(), n, MagnitudeKey(floor), masks.data());
         for (size_t w = 0; w < (n + 63) / 64; ++w) {
-          ASSERT_EQ(masks[w], expected[w]) << "kernel " << static_cast<int>(kernel) << " n=" << n
-                                           << " word " << w;
+          ASSERT_EQ(masks[w], expected[w])
+              << "kernel " << static_cast<int>(kernel) << " n=" << n << " word " << w;
         }
       }
     }

@@ -80,6 +80,12 @@ void AppendValues(absl::Span<const float> values, ValueFormat format, std::strin
   }
 }
 
+// The fp16 paths work a tile at a time in two steps, gather (or scatter) of fp32 values and
+// conversion of a contiguous tile: converting straight from cache-missing loads runs ~20x
+// slower at 2^24 entries (the conversion's branches hold up the next loads), while the plain
+// gather keeps many loads in flight.
+constexpr size_t kValueTile = 1024;
+
 void GatherValues(absl::Span<const float> input, absl::Span<const size_t> indices,
                   ValueFormat format, std::string* out) {
   const size_t start = out->size();
@@ -89,10 +95,15 @@ void GatherValues(absl::Span<const float> input, absl::Span<const size_t> indice
     for (size_t j = 0; j < indices.size(); ++j) {
       std::memcpy(p + 4 * j, &input[indices[j]], 4);
     }
-  } else {
-    for (size_t j = 0; j < indices.size(); ++j) {
-      const uint16_t h = FloatToHalf(input[indices[j]]);
-      std::memcpy(p + 2 * j, &h, 2);
+    return;
+  }
+  float tile[kValueTile];
+  for (size_t first = 0; first < indices.size(); first += kValueTile) {
+    const size_t count = std::min(kValueTile, indices.size() - first);
+    for (size_t t = 0; t < count; ++t) tile[t] = input[indices[first + t]];
+    for (size_t t = 0; t < count; ++t) {
+      const uint16_t h = FloatToHalf(tile[t]);
+      std::memcpy(p + 2 * (first + t), &h, 2);
     }
   }
 }
@@ -113,35 +124,48 @@ void AddValues(const char* values, size_t count, ValueFormat format, float* out)
   }
 }
 
-void ScatterValues(absl::Span<const size_t> indices, const char* values, ValueFormat format,
-                   float* out) {
+namespace {
+
+template <bool kAdd>
+void Scatter(absl::Span<const size_t> indices, const char* values, ValueFormat format, float* out) {
   if (format == ValueFormat::kFp32) {
     for (size_t j = 0; j < indices.size(); ++j) {
-      out[indices[j]] = LoadValue(values, j, ValueFormat::kFp32);
+      const float v = LoadValue(values, j, ValueFormat::kFp32);
+      if (kAdd) {
+        out[indices[j]] += v;
+      } else {
+        out[indices[j]] = v;
+      }
     }
-  } else {
-    for (size_t j = 0; j < indices.size(); ++j) {
-      out[indices[j]] = LoadValue(values, j, ValueFormat::kFp16);
+    return;
+  }
+  float tile[kValueTile];
+  for (size_t first = 0; first < indices.size(); first += kValueTile) {
+    const size_t count = std::min(kValueTile, indices.size() - first);
+    LoadValues(values + 2 * first, count, ValueFormat::kFp16, tile);
+    for (size_t t = 0; t < count; ++t) {
+      if (kAdd) {
+        out[indices[first + t]] += tile[t];
+      } else {
+        out[indices[first + t]] = tile[t];
+      }
     }
   }
+}
+
+}  // namespace
+
+void ScatterValues(absl::Span<const size_t> indices, const char* values, ValueFormat format,
+                   float* out) {
+  Scatter<false>(indices, values, format, out);
 }
 
 void ScatterAddValues(absl::Span<const size_t> indices, const char* values, ValueFormat format,
                       float* out) {
-  if (format == ValueFormat::kFp32) {
-    for (size_t j = 0; j < indices.size(); ++j) {
-      out[indices[j]] += LoadValue(values, j, ValueFormat::kFp32);
-    }
-  } else {
-    for (size_t j = 0; j < indices.size(); ++j) {
-      out[indices[j]] += LoadValue(values, j, ValueFormat::kFp16);
-    }
-  }
+  Scatter<true>(indices, values, format, out);
 }
 
-int IndexBits(size_t n) {
-  return std::max(1, static_cast<int>(absl::bit_width(uint64_t{n} - 1)));
-}
+int IndexBits(size_t n) { return std::max(1, static_cast<int>(absl::bit_width(uint64_t{n} - 1))); }
 
 void AppendIndices(absl::Span<const size_t> indices, int bits, std::string* out) {
   BitWriter writer(out);
@@ -150,8 +174,7 @@ void AppendIndices(absl::Span<const size_t> indices, int bits, std::string* out)
 }
 
 absl::StatusOr<absl::Span<const size_t>> ParseIndices(absl::string_view bytes, size_t count,
-                                                      int bits, size_t n,
-                                                      absl::string_view codec) {
+                                                      int bits, size_t n, absl::string_view codec) {
   DCHECK_EQ(bytes.size(), PackedIndexBytes(count, bits));
   thread_local std::vector<size_t> indices;
   indices.resize(count);
@@ -165,8 +188,8 @@ absl::StatusOr<absl::Span<const size_t>> ParseIndices(absl::string_view bytes, s
     }
     if (j > 0 && index <= indices[j - 1]) {
       return absl::InvalidArgumentError(absl::StrCat(codec,
-                                                     " indices not strictly increasing: entry ",
-                                                     j, " is ", index, " after ", indices[j - 1]));
+                                                     " indices not strictly increasing: entry ", j,
+                                                     " is ", index, " after ", indices[j - 1]));
     }
     indices[j] = static_cast<size_t>(index);
   }
@@ -188,8 +211,8 @@ absl::StatusOr<IndexedValues> ParseIndexedValues(absl::string_view body, size_t 
   const size_t expected = index_bytes + ValueBytes(format) * k;
   if (body.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat(codec, " payload body is ", body.size(),
-                                                   " bytes, expected ", expected, " (k = ", k,
-                                                   ", ", bits, " bits per index)"));
+                                                   " bytes, expected ", expected, " (k = ", k, ", ",
+                                                   bits, " bits per index)"));
   }
   TAMP_ASSIGN_OR_RETURN(const absl::Span<const size_t> indices,
                         ParseIndices(body.substr(0, index_bytes), k, bits, n, codec));

@@ -145,8 +145,7 @@ void AppendIndices(absl::Span<const size_t> indices, int bits, std::string* out)
 //   "topk indices not strictly increasing: entry 1 is 1 after 4"
 //   "topk index padding bits are not zero"
 absl::StatusOr<absl::Span<const size_t>> ParseIndices(absl::string_view bytes, size_t count,
-                                                      int bits, size_t n,
-                                                      absl::string_view codec);
+                                                      int bits, size_t n, absl::string_view codec);
 
 // IndexedValues
 //

@@ -36,8 +36,8 @@ uint32_t ToBits(float x) {
 double HalfValue(uint16_t h) {
   const int exponent = (h >> 10) & 0x1f;
   const int mantissa = h & 0x3ff;
-  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -24)
-                                         : std::ldexp(1024 + mantissa, exponent - 25);
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
   return (h & 0x8000) ? -magnitude : magnitude;
 }
 
@@ -50,7 +50,10 @@ uint16_t ReferenceHalf(float x) {
   uint16_t lo = 0, hi = 0x7bff;  // Largest h with HalfValue(h) <= a.
   while (lo < hi) {
     const uint16_t mid = static_cast<uint16_t>((lo + hi + 1) / 2);
-    if (HalfValue(mid) <= a) lo = mid; else hi = mid - 1;
+    if (HalfValue(mid) <= a)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const double below = HalfValue(lo), above = HalfValue(lo + 1);
   if (a - below < above - a) return sign | lo;
@@ -131,8 +134,8 @@ TEST(ValuesTest, AppendLoadGatherScatterInBothFormats) {
     std::vector<float> loaded(input.size());
     LoadValues(bytes.data() + 1, input.size(), format, loaded.data());
     for (size_t j = 0; j < input.size(); ++j) {
-      const float expected = format == ValueFormat::kFp32 ? input[j]
-                                                          : HalfToFloat(FloatToHalf(input[j]));
+      const float expected =
+          format == ValueFormat::kFp32 ? input[j] : HalfToFloat(FloatToHalf(input[j]));
       EXPECT_EQ(ToBits(loaded[j]), ToBits(expected)) << j;
       EXPECT_EQ(ToBits(LoadValue(bytes.data() + 1, j, format)), ToBits(expected)) << j;
     }

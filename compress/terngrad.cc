@@ -21,8 +21,8 @@ using internal::Mask;
 constexpr int kCodeBits = 2;
 
 // codes[j] for j < count: 0, 1 (+1) or 2 (-1). `scale` is finite and > 0, the values finite.
-void TernarizeValues(const float* x, const uint32_t* random, size_t count, float scale,
-                     uint32_t* codes) {
+TAMP_QUANTIZE_KERNEL void TernarizeValues(const float* x, const uint32_t* random, size_t count,
+                                          float scale, uint32_t* codes) {
   for (size_t j = 0; j < count; ++j) {
     const int32_t bits = static_cast<int32_t>(FloatBits(x[j]));
     float clipped = std::fabs(x[j]);
@@ -36,7 +36,8 @@ void TernarizeValues(const float* x, const uint32_t* random, size_t count, float
 }
 
 // out[j] for j < count.
-void ScaleTernaries(const uint32_t* codes, size_t count, float scale, float* out) {
+TAMP_QUANTIZE_KERNEL void ScaleTernaries(const uint32_t* codes, size_t count, float scale,
+                                         float* out) {
   for (size_t j = 0; j < count; ++j) {
     const int32_t code = static_cast<int32_t>(codes[j]);
     // code 0 -> 0, 1 -> +1, 2 -> -1: (code & 1) - (code >> 1).
@@ -70,21 +71,38 @@ float TernGradCodec::Scale(absl::Span<const float> input) {
   CHECK(!input.empty());
   const size_t n = input.size();
   const float* x = input.data();
-  // Shifted sums over d = x - x[0]; element j goes to accumulator j % 8.
+  // Shifted sums over d = x - x[0]; element j goes to lane j % 8. Named accumulators (lane
+  // pairs for the doubles, halves for the floats) stay in registers.
   const double shift = x[0];
-  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  double q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  float max_abs[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  internal::Double2 s01 = {}, s23 = {}, s45 = {}, s67 = {};
+  internal::Double2 q01 = {}, q23 = {}, q45 = {}, q67 = {};
+  internal::Float4 max_low = {}, max_high = {};
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) {
-      const double d = x[i + k] - shift;
-      s[k] += d;
-      q[k] += d * d;
-      const float a = std::fabs(x[i + k]);
-      max_abs[k] = internal::SelectFloat(a > max_abs[k], a, max_abs[k]);
-    }
+    const internal::Double2 d01 = internal::LoadDouble2(x + i) - shift;
+    const internal::Double2 d23 = internal::LoadDouble2(x + i + 2) - shift;
+    const internal::Double2 d45 = internal::LoadDouble2(x + i + 4) - shift;
+    const internal::Double2 d67 = internal::LoadDouble2(x + i + 6) - shift;
+    s01 += d01;
+    s23 += d23;
+    s45 += d45;
+    s67 += d67;
+    q01 += d01 * d01;
+    q23 += d23 * d23;
+    q45 += d45 * d45;
+    q67 += d67 * d67;
+    // |v|; NaN lanes do not matter (see below).
+    const internal::Float4 low = internal::LoadFloat4(x + i);
+    const internal::Float4 high = internal::LoadFloat4(x + i + 4);
+    const internal::Float4 abs_low = low < 0 ? -low : low;
+    const internal::Float4 abs_high = high < 0 ? -high : high;
+    max_low = abs_low > max_low ? abs_low : max_low;
+    max_high = abs_high > max_high ? abs_high : max_high;
   }
+  double s[8] = {s01[0], s01[1], s23[0], s23[1], s45[0], s45[1], s67[0], s67[1]};
+  double q[8] = {q01[0], q01[1], q23[0], q23[1], q45[0], q45[1], q67[0], q67[1]};
+  float max_abs[8] = {max_low[0],  max_low[1],  max_low[2],  max_low[3],
+                      max_high[0], max_high[1], max_high[2], max_high[3]};
   for (int k = 0; i < n; ++i, ++k) {
     const double d = x[i] - shift;
     s[k] += d;
@@ -104,8 +122,7 @@ float TernGradCodec::Scale(absl::Span<const float> input) {
   return static_cast<float>(clip);  // < largest, so in range.
 }
 
-std::unique_ptr<Codec> TernGradCodec::Create(const config::Codec& /*spec*/,
-                                             size_t num_elements) {
+std::unique_ptr<Codec> TernGradCodec::Create(const config::Codec& /*spec*/, size_t num_elements) {
   return std::make_unique<TernGradCodec>(num_elements);
 }
 
@@ -151,9 +168,8 @@ absl::Status TernGradCodec::Decode(absl::string_view payload, const RandomKey& /
                         ParseHeader(payload, CodecId::kTernGrad, kVersion, n));
   const size_t code_bytes = internal::PackedBytes(n, kCodeBits);
   if (body.size() != sizeof(float) + code_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("terngrad payload body is ", body.size(),
-                                                   " bytes, expected ",
-                                                   sizeof(float) + code_bytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "terngrad payload body is ", body.size(), " bytes, expected ", sizeof(float) + code_bytes));
   }
   const float scale = internal::LoadFloat(body.data());
   if (!std::isnan(scale) && (std::signbit(scale) || !std::isfinite(scale))) {

@@ -25,9 +25,9 @@
 // The decoder checks before writing: exact body length; scale is NaN or a finite fp32 >= +0;
 // no code 3; all codes zero when the scale is NaN or 0; zero padding.
 //
-// Cost: encode = one statistics pass, then per 1024-value tile Philox words (AVX-512/AVX2
-// where available), a branch-free ternarize loop and packing. Decode = a byte-wise check for
-// code 3, then one pass.
+// Cost: encode = one statistics pass, then per 1024-value tile Philox words, a branch-free
+// ternarize loop and packing (Philox and the loops have AVX-512/AVX2 versions, picked at run
+// time). Decode = a word-wise check for code 3, then one pass.
 //
 // Example:
 //   TernGradCodec codec(n);   // 1000 values -> 12 + 4 + 250 bytes.

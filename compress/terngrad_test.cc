@@ -16,10 +16,10 @@
 namespace tamp::compress {
 namespace {
 
-using ::testing::ElementsAre;
 using quantize_testing::ExpectRejected;
 using quantize_testing::Key;
 using quantize_testing::NormalValues;
+using ::testing::ElementsAre;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -191,7 +191,8 @@ TEST(TernGradCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   TernGradCodec longer(100);
   std::vector<uint64_t> codes(100, 1);
   codes[77] = 3;
-  ExpectRejected(longer, MakePayload(100, 1.0f, codes), "terngrad payload holds the invalid code 3");
+  ExpectRejected(longer, MakePayload(100, 1.0f, codes),
+                 "terngrad payload holds the invalid code 3");
 }
 
 TEST(TernGradCodecTest, ErrorFeedbackIdentity) {

@@ -14,16 +14,15 @@
 
 namespace tamp::compress {
 
-absl::Status ThresholdCodec::ValidateSpec(const config::Codec& spec,
-                                          absl::string_view field_path) {
+absl::Status ThresholdCodec::ValidateSpec(const config::Codec& spec, absl::string_view field_path) {
   if (!spec.has_threshold()) {
     return absl::InvalidArgumentError(
         absl::StrCat(field_path, ": codec 'threshold' needs 'threshold'"));
   }
   // Written so that NaN fails too.
   if (!(spec.threshold() > 0 && std::isfinite(spec.threshold()))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field_path, ".threshold: must be finite and > 0, got ", spec.threshold()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_path, ".threshold: must be finite and > 0, got ", spec.threshold()));
   }
   return absl::OkStatus();
 }
@@ -39,9 +38,8 @@ size_t ThresholdCodec::PayloadBytes(size_t num_elements, size_t count, ValueForm
 
 uint32_t ThresholdCodec::KeyFloor(double threshold) {
   CHECK(threshold > 0 && std::isfinite(threshold)) << threshold;
-  float floor = threshold >= std::numeric_limits<float>::max()
-                    ? std::numeric_limits<float>::max()
-                    : static_cast<float>(threshold);
+  float floor = threshold >= std::numeric_limits<float>::max() ? std::numeric_limits<float>::max()
+                                                               : static_cast<float>(threshold);
   if (static_cast<double>(floor) > threshold) floor = std::nextafter(floor, 0.0f);
   return MagnitudeKey(floor);
 }

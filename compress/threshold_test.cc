@@ -109,12 +109,12 @@ TEST(ThresholdCodecTest, ComparesWithTheExactDoubleThreshold) {
   EXPECT_THAT(SentIndices(payload, 4), ElementsAre(1, 2));
   // A threshold that is a float itself: equal is not above.
   ThresholdCodec one(3, 1.0);
-  ASSERT_TRUE(one.Encode(std::vector<float>{1.0f, -1.0f, std::nextafter(1.0f, 2.0f)}, {},
-                         &payload).ok());
+  ASSERT_TRUE(
+      one.Encode(std::vector<float>{1.0f, -1.0f, std::nextafter(1.0f, 2.0f)}, {}, &payload).ok());
   EXPECT_THAT(SentIndices(payload, 3), ElementsAre(2));
   EXPECT_EQ(ThresholdCodec::KeyFloor(1.0), 0x3f800000u);
   EXPECT_EQ(ThresholdCodec::KeyFloor(1e300), 0x7f7fffffu);  // Only inf and NaN exceed it.
-  EXPECT_EQ(ThresholdCodec::KeyFloor(1e-300), 0u);           // Every non-zero exceeds it.
+  EXPECT_EQ(ThresholdCodec::KeyFloor(1e-300), 0u);          // Every non-zero exceeds it.
 }
 
 TEST(ThresholdCodecTest, NothingAboveIsAValidEmptyPayload) {
@@ -191,7 +191,8 @@ TEST(ThresholdCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
        "threshold count 18446744073709551615 exceeds the chunk size 5"},
       {good.substr(0, good.size() - 1),
        "threshold payload body is 16 bytes, expected 17 for count 2 (3 bits per index)"},
-      {good + "x", "threshold payload body is 18 bytes, expected 17 for count 2 (3 bits per index)"},
+      {good + "x",
+       "threshold payload body is 18 bytes, expected 17 for count 2 (3 bits per index)"},
       {MakePayload(5, 3, {1, 4}, {2, -1}),
        "threshold payload body is 17 bytes, expected 22 for count 3 (3 bits per index)"},
       {MakePayload(5, 0, {1, 4}, {2, -1}),
@@ -200,7 +201,8 @@ TEST(ThresholdCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
        "threshold indices not strictly increasing: entry 1 is 3 after 3"},
       {MakePayload(5, 2, {4, 2}, {2, -1}),
        "threshold indices not strictly increasing: entry 1 is 2 after 4"},
-      {MakePayload(5, 2, {1, 5}, {2, -1}), "threshold index 5 (entry 1) is out of range for 5 elements"},
+      {MakePayload(5, 2, {1, 5}, {2, -1}),
+       "threshold index 5 (entry 1) is out of range for 5 elements"},
       {padding, "threshold index padding bits are not zero"},
       {MakePayload(6, 2, {1, 4}, {2, -1}), "element count 6 does not match chunk size 5"},
   };
@@ -248,8 +250,8 @@ TEST(ThresholdCodecTest, ValidateSpecNamesTheField) {
             "push: codec 'threshold' needs 'threshold'");
   for (double bad : {0.0, -1.0, static_cast<double>(kNaN), static_cast<double>(kInf)}) {
     spec.set_threshold(bad);
-    EXPECT_EQ(ThresholdCodec::ValidateSpec(spec, "push").code(),
-              absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(ThresholdCodec::ValidateSpec(spec, "push").code(), absl::StatusCode::kInvalidArgument)
+        << bad;
   }
   spec.set_threshold(0);
   EXPECT_EQ(ThresholdCodec::ValidateSpec(spec, "push").message(),

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -25,7 +26,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/config.h"
+#include "common/grpc_security.h"
 #include "common/job_layout.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -44,8 +47,9 @@ namespace {
 
 constexpr int kExitCannotServe = 1;
 constexpr int kExitUsage = 2;
-// A shard's weights travel in one PullWeights response.
-constexpr int kMaxMessageBytes = 1 << 30;
+// Room for PullWeights' framing (chunk ids, field tags) beyond the shard's raw weights.
+constexpr uint64_t kPullWeightsSlack = 1 << 20;
+constexpr uint64_t kGrpcMaxMessageBytes = 0x7fffffff;
 constexpr auto kShutdownGrace = std::chrono::seconds(2);
 
 std::string Megabytes(uint64_t bytes) { return absl::StrFormat("%.1f MB", bytes / 1e6); }
@@ -150,13 +154,39 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "tamp_server: %s\n", std::string(shard.status().message()).c_str());
     return kExitUsage;
   }
-  ParameterServerService service(shard->get());
+  // Admission and transport (common/security.h): the job token, TLS or allowed plaintext.
+  absl::StatusOr<std::string> token = LoadJobToken(setup->config.cluster());
+  if (!token.ok()) {
+    std::fprintf(stderr, "tamp_server: %s\n", std::string(token.status().message()).c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(setup->config.cluster(), absl::GetFlag(FLAGS_host));
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "tamp_server: %s\n",
+                 std::string(credentials.status().message()).c_str());
+    return kExitUsage;
+  }
+  LOG(INFO) << "transport: " << (setup->config.cluster().has_tls()
+                                     ? (setup->config.cluster().tls().require_client_cert()
+                                            ? "mutual TLS"
+                                            : "TLS")
+                                     : "plaintext")
+            << (token->empty() ? ", no job token" : ", job token required");
+  ParameterServerService service(shard->get(), *std::move(token));
 
+  // Requests are bounded by validation.max_message_bytes; answers must fit the whole shard.
+  const uint64_t max_receive = setup->config.validation().max_message_bytes() != 0
+                                   ? setup->config.validation().max_message_bytes()
+                                   : uint64_t{256} << 20;
+  const uint64_t max_send = std::min(
+      kGrpcMaxMessageBytes,
+      std::max(max_receive, setup->layout.shard_bytes[setup->rank] + kPullWeightsSlack));
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(setup->address, grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddListeningPort(setup->address, *credentials, &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_receive));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_send));
   // gRPC sets SO_REUSEPORT by default: a second server on a taken port would start fine and
   // share the workers' connections with the first. Fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -3,6 +3,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_security.h"
+#include "common/security.h"
 #include "glog/logging.h"
 #include "server/handshake.h"
 
@@ -27,16 +29,25 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+absl::Status ParameterServerService::Admit(const grpc::CallbackServerContext& context) const {
+  if (job_token_.empty() || TokensEqual(PresentedToken(context), job_token_)) {
+    return absl::OkStatus();
+  }
+  LOG_EVERY_N(WARNING, 100) << "refused a call without the job token from " << context.peer();
+  return absl::UnauthenticatedError("missing or wrong job token (cluster.job_token_file)");
+}
+
 grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServerContext* context,
                                                             const rpc::HandshakeRequest* request,
                                                             rpc::HandshakeResponse* response) {
+  if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
   absl::Status status = CheckHandshake(shard_.layout(), shard_.config(), shard_.rank(), *request);
   // The first accepted handshake fixes the run's length for the schedule; later ones must agree.
   if (status.ok()) {
     status = shard_.FixRunLength(request->steps_per_epoch(), request->total_steps());
   }
   if (!status.ok()) {
-    LOG(WARNING) << "refused handshake from " << context->peer() << ": " << status;
+    LOG_EVERY_N(WARNING, 100) << "refused handshake from " << context->peer() << ": " << status;
     return FinishNow(context, status);
   }
   LOG(INFO) << "worker " << request->worker_rank() << " joined from " << context->peer();
@@ -48,6 +59,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
 grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* context,
                                                            const rpc::PushPullRequest* request,
                                                            rpc::PushPullResponse* response) {
+  if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The call (and so `response`) stays alive until Finish, which may come from another
   // worker's push; the request's payload is only read inside PushPull.
@@ -68,14 +80,10 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
 grpc::ServerUnaryReactor* ParameterServerService::PullWeights(
     grpc::CallbackServerContext* context, const rpc::PullWeightsRequest* request,
     rpc::PullWeightsResponse* response) {
-  const uint32_t num_workers = shard_.config().cluster().num_workers();
-  if (request->worker_rank() >= num_workers) {
-    return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
-                                  "worker ", request->worker_rank(), " out of range: the job has ",
-                                  num_workers, " workers")));
-  }
+  if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
   // A copy of the shard's weights under short per-chunk locks; no waiting on other calls.
-  return FinishNow(context, shard_.PullWeights(response));
+  // ASYNC / SSP: also resets this worker's view (server/shard.h). Checks the worker's rank.
+  return FinishNow(context, shard_.PullWeights(request->worker_rank(), response));
 }
 
 }  // namespace tamp

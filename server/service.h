@@ -15,6 +15,9 @@
 #ifndef TAMP_SERVER_SERVICE_H_
 #define TAMP_SERVER_SERVICE_H_
 
+#include <string>
+#include <utility>
+
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
@@ -30,6 +33,11 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
   // `shard` must outlive the service and every call in flight (Shard::Close() answers the
   // ones parked in an unfinished step).
   explicit ParameterServerService(Shard* shard) : shard_(*shard) {}
+  // With a non-empty `job_token` (common/security.h LoadJobToken), every call must carry it
+  // ("authorization: Bearer <token>" or "x-tamp-token: <token>", compared in constant time);
+  // one that does not is answered UNAUTHENTICATED before anything else is read or changed.
+  ParameterServerService(Shard* shard, std::string job_token)
+      : shard_(*shard), job_token_(std::move(job_token)) {}
 
   grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
                                       const rpc::HandshakeRequest* request,
@@ -42,7 +50,11 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
                                         rpc::PullWeightsResponse* response) override;
 
  private:
+  // OK when no token is configured or the call carries it; else UNAUTHENTICATED.
+  absl::Status Admit(const grpc::CallbackServerContext& context) const;
+
   Shard& shard_;
+  const std::string job_token_;
 };
 
 }  // namespace tamp

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "compress/codec.h"
 #include "compress/error_feedback.h"
+#include "compress/ratio_warmup.h"
 #include "compress/registry.h"
 #include "glog/logging.h"
 #include "optim/optimizer.h"
@@ -57,17 +58,70 @@ struct Shard::ChunkState {
     }
     // The codec contract: a bad payload is rejected before the accumulator is touched.
     const RandomKey key = PushKey(config, step, id, worker);
+    const config::Validation::NonfinitePolicy policy = config.validation().nonfinite_policy();
+    bool finite = true;
     if (absl::Status status =
-            rounds == 1
-                ? push_codec->DecodeAdd(payload, key, absl::MakeSpan(accumulator))
-                : push_codec->DecodeAddRound(round, payload, key, absl::MakeSpan(accumulator));
+            policy == config::Validation::ALLOW
+                ? (rounds == 1
+                       ? PushCodecAt(step).DecodeAdd(payload, key, absl::MakeSpan(accumulator))
+                       : push_codec->DecodeAddRound(round, payload, key,
+                                                    absl::MakeSpan(accumulator)))
+                : DecodeAddFinite(step, payload, key, &finite);
         !status.ok()) {
       return absl::Status(status.code(), absl::StrCat("chunk ", id, " step ", step, at, " worker ",
                                                       worker, ": ", status.message()));
     }
+    if (!finite) {
+      const std::string what = absl::StrCat("chunk ", id, " step ", step, at, " worker ", worker,
+                                            ": the push holds NaN or Inf (or overflows the sum)");
+      if (policy == config::Validation::REJECT) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, "; validation.nonfinite_policy is REJECT"));
+      }
+      ++nonfinite_skipped;  // SKIP: arrived, with a zero contribution.
+      LOG_EVERY_N(WARNING, 100) << what << "; skipped (validation.nonfinite_policy SKIP, "
+                                << google::COUNTER << " so far on this server)";
+    }
     arrived[worker] = true;
     ++num_arrived;
     return absl::OkStatus();
+  }
+
+  // accumulator += decode(payload), but only if every sum is finite (NaN / Inf detection for
+  // nonfinite_policy REJECT and SKIP). Single-round codecs: Decode() into `scratch`, then one
+  // pass forms accumulator + scratch in `scratch` while OR-ing an exponent-all-ones test, and
+  // a finite result is swapped in (O(1)). That is the work of the default DecodeAdd (decode
+  // to a buffer, add), with the check fused into the add, so there is no second pass; it also
+  // catches finite pushes whose sum overflows. Sparse codecs whose DecodeAdd scatters pay a
+  // dense add instead. Multi-round codecs: copy the (small) round accumulator, DecodeAddRound
+  // into it, check. *finite false: the accumulator is untouched. A bad payload is an error,
+  // as with DecodeAdd. Requires mu.
+  absl::Status DecodeAddFinite(uint64_t push_step, absl::string_view payload,
+                               const RandomKey& key, bool* finite) {
+    scratch.resize(accumulator.size());
+    uint32_t bad = 0;
+    if (rounds == 1) {
+      TAMP_RETURN_IF_ERROR(PushCodecAt(push_step).Decode(payload, key, absl::MakeSpan(scratch)));
+      for (size_t i = 0; i < scratch.size(); ++i) {
+        const float sum = accumulator[i] + scratch[i];
+        scratch[i] = sum;
+        bad |= NonFinite(sum);
+      }
+    } else {
+      std::copy(accumulator.begin(), accumulator.end(), scratch.begin());
+      TAMP_RETURN_IF_ERROR(
+          push_codec->DecodeAddRound(round, payload, key, absl::MakeSpan(scratch)));
+      for (const float value : scratch) bad |= NonFinite(value);
+    }
+    *finite = bad == 0;
+    if (*finite) accumulator.swap(scratch);
+    return absl::OkStatus();
+  }
+  // 1 for NaN and +-Inf (exponent bits all ones), else 0; branch-free so loops vectorise.
+  static uint32_t NonFinite(float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof(bits));
+    return static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
   }
 
   // Once every worker has pushed a round before the last (multi-round push codecs): the
@@ -95,7 +149,7 @@ struct Shard::ChunkState {
   absl::Span<const float> AggregateGradient(const config::RunConfig& config, std::string* answer) {
     const int contributors = static_cast<int>(arrived.size());
     if (rounds == 1) {
-      push_codec->FinishAggregate(contributors, absl::MakeSpan(accumulator));
+      PushCodecAt(step).FinishAggregate(contributors, absl::MakeSpan(accumulator));
       return accumulator;
     }
     push_codec->FinishRound(static_cast<int>(round), contributors, absl::MakeSpan(accumulator),
@@ -130,6 +184,124 @@ struct Shard::ChunkState {
     return done;
   }
 
+  // ---- ASYNC / SSP (config.consistency; see shard.h) ----
+
+  // Validates worker `worker`'s push for its step `push_step` and applies it at once:
+  // decode, the codec's one-push aggregate scaled by 1 / num_workers, optimizer at
+  // `learning_rate`. On error nothing has changed. Requires mu.
+  absl::Status AddAsync(const config::RunConfig& config, uint32_t worker, uint64_t push_step,
+                        uint32_t push_round, absl::string_view payload, float learning_rate) {
+    if (!closed.ok()) return closed;
+    if (push_round != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", id, " takes 1 round(s) per step, ",
+                                                     "push was for round ", push_round));
+    }
+    if (push_step < worker_steps[worker]) {
+      return absl::AlreadyExistsError(absl::StrCat("worker ", worker, " already pushed chunk ", id,
+                                                   " for step ", push_step));
+    }
+    if (push_step > worker_steps[worker]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("chunk ", id, ": worker ", worker, " is at step ", worker_steps[worker],
+                       ", push was for step ", push_step));
+    }
+    const RandomKey key = PushKey(config, push_step, id, worker);
+    if (absl::Status status =
+            PushCodecAt(push_step).DecodeAdd(payload, key, absl::MakeSpan(accumulator));
+        !status.ok()) {
+      std::fill(accumulator.begin(), accumulator.end(), 0.0f);  // Back to the state before.
+      return absl::Status(status.code(), absl::StrCat("chunk ", id, " step ", push_step,
+                                                      " worker ", worker, ": ", status.message()));
+    }
+    // One push's aggregate (the value itself, or its sign for vote codecs), as a mean over
+    // the W workers so the learning rate means what it means in SYNC.
+    PushCodecAt(push_step).FinishAggregate(1, absl::MakeSpan(accumulator));
+    const float scale = 1.0f / static_cast<float>(worker_steps.size());
+    // NaN / Inf detection fused into the scaling pass (config.validation.nonfinite_policy).
+    uint32_t bad = 0;
+    for (float& value : accumulator) {
+      value *= scale;
+      bad |= NonFinite(value);
+    }
+    const config::Validation::NonfinitePolicy policy = config.validation().nonfinite_policy();
+    if (bad != 0 && policy != config::Validation::ALLOW) {
+      std::fill(accumulator.begin(), accumulator.end(), 0.0f);  // Back to the state before.
+      const std::string what = absl::StrCat("chunk ", id, " step ", push_step, " worker ", worker,
+                                            ": the push holds NaN or Inf");
+      if (policy == config::Validation::REJECT) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, "; validation.nonfinite_policy is REJECT"));
+      }
+      // SKIP: the worker's step advances, nothing is applied.
+      ++nonfinite_skipped;
+      ++worker_steps[worker];
+      LOG_EVERY_N(WARNING, 100) << what << "; skipped (validation.nonfinite_policy SKIP, "
+                                << google::COUNTER << " so far on this server)";
+      return absl::OkStatus();
+    }
+    optimizer->Apply(absl::MakeSpan(weights), accumulator, static_cast<int64_t>(step),
+                     learning_rate);
+    std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+    ++step;
+    ++worker_steps[worker];
+    return absl::OkStatus();
+  }
+
+  // SSP: a push for step s may be answered once every worker has pushed step s - staleness,
+  // i.e. s < min(worker_steps) + staleness. ASYNC: always. Requires mu.
+  bool MayAnswer(uint64_t push_step) const {
+    if (staleness == 0) return true;
+    return push_step < SlowestPushes() + staleness;
+  }
+  uint64_t SlowestPushes() const {
+    return *std::min_element(worker_steps.begin(), worker_steps.end());
+  }
+
+  // The answer to worker `worker`'s push of step `push_step`: encode(w - view) through the
+  // pull codec (keyed by the push step, as the worker decodes it), and view += decode(that),
+  // so whatever the codec drops is sent with a later answer. Requires mu.
+  absl::Status AnswerAsync(const config::RunConfig& config, uint32_t worker, uint64_t push_step,
+                           std::string* payload) {
+    std::vector<float>& view = views[worker];
+    for (size_t i = 0; i < update.size(); ++i) update[i] = weights[i] - view[i];
+    const RandomKey key = PullKey(config, push_step, id);
+    TAMP_RETURN_IF_ERROR(pull_codec->Encode(update, key, payload));
+    return pull_codec->DecodeAdd(*payload, key, absl::MakeSpan(view));
+  }
+
+  // A push answered later (SSP), with what its answer needs.
+  struct Parked {
+    uint32_t worker;
+    uint64_t step;
+    RoundDoneCallback done;
+  };
+  // One formed answer of ASYNC/SSP, delivered after the lock is released.
+  struct AsyncAnswer {
+    RoundDoneCallback done;
+    absl::Status status;
+    std::string update;
+    uint64_t step = 0;
+    uint64_t slowest = 0;
+  };
+  // Forms the answer of every parked push that may now be answered, in push order.
+  // Requires mu.
+  void ReleaseParked(const config::RunConfig& config, std::vector<AsyncAnswer>* out) {
+    std::vector<Parked> still;
+    for (Parked& push : parked) {
+      if (!MayAnswer(push.step)) {
+        still.push_back(std::move(push));
+        continue;
+      }
+      AsyncAnswer answer;
+      answer.done = std::move(push.done);
+      answer.status = AnswerAsync(config, push.worker, push.step, &answer.update);
+      answer.step = push.step + 1;
+      answer.slowest = SlowestPushes();
+      out->push_back(std::move(answer));
+    }
+    parked = std::move(still);
+  }
+
   uint32_t id = 0;
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer,
@@ -140,6 +312,16 @@ struct Shard::ChunkState {
   std::vector<float> weights;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<compress::Codec> push_codec;
+  // Sparsity warm-up (compress/ratio_warmup.h): the push codecs of the first epochs; null
+  // without ratio_warmup. Then steps_per_epoch points at the shard's, which pushes may read
+  // once CheckScheduleReady() has seen the run's length fixed.
+  std::unique_ptr<compress::RatioWarmup> push_warmup;
+  const uint64_t* steps_per_epoch = nullptr;
+  // The push codec that encoded step `at`: push_codec, or a warm-up codec during warm-up.
+  compress::Codec& PushCodecAt(uint64_t at) {
+    return push_warmup == nullptr ? *push_codec
+                                  : push_warmup->CodecFor(at / *steps_per_epoch, *push_codec);
+  }
   int rounds = 1;                  // push_codec->rounds(), fixed.
   uint32_t round = 0;              // Of the step in progress.
   std::vector<float> accumulator;  // Sum of this round's decoded pushes.
@@ -150,7 +332,15 @@ struct Shard::ChunkState {
   std::unique_ptr<compress::Codec> pull_codec;
   std::unique_ptr<compress::ErrorFeedback> pull_feedback;
   std::vector<float> update;  // Scratch: w_old, then w_new - w_old.
+  std::vector<float> scratch;  // DecodeAddFinite(): the next accumulator.
+  uint64_t nonfinite_skipped = 0;  // Pushes skipped by nonfinite_policy SKIP.
   absl::Status closed;        // Not OK once Close() ran.
+  // ASYNC / SSP only (empty in SYNC). `step` above counts applied pushes there.
+  bool async = false;
+  uint64_t staleness = 0;                 // SSP's tau; 0 for ASYNC (no bound).
+  std::vector<uint64_t> worker_steps;     // By worker: its pushes applied (its next step).
+  std::vector<std::vector<float>> views;  // By worker: the weights that worker holds.
+  std::vector<Parked> parked;             // SSP: accepted pushes not answered yet.
 };
 
 namespace {
@@ -174,6 +364,9 @@ absl::StatusOr<std::unique_ptr<Shard::ChunkState>> Shard::NewChunk(uint32_t id) 
   const compress::ChunkShape shape =
       compress::ChunkShapeInTensor(layout_.tensor_of(plan).shape, plan.chunk.offset, n);
   TAMP_ASSIGN_OR_RETURN(chunk->push_codec, compress::CreateCodec(plan.compression.push(), shape));
+  TAMP_ASSIGN_OR_RETURN(chunk->push_warmup,
+                        compress::RatioWarmup::Create(plan.compression.push(), shape));
+  chunk->steps_per_epoch = &steps_per_epoch_;
   TAMP_ASSIGN_OR_RETURN(chunk->pull_codec, compress::CreateCodec(plan.compression.pull(), shape));
   if (chunk->pull_codec->rounds() != 1) {  // Config validation refuses these already.
     return absl::InvalidArgumentError(absl::StrCat("pull codec ", plan.compression.pull().name(),
@@ -189,6 +382,20 @@ absl::StatusOr<std::unique_ptr<Shard::ChunkState>> Shard::NewChunk(uint32_t id) 
   chunk->accumulator.assign(chunk->push_codec->RoundValues(0), 0.0f);
   chunk->arrived.assign(config_.cluster().num_workers(), false);
   chunk->update.resize(n);
+  const config::Consistency& consistency = config_.consistency();
+  if (consistency.mode() != config::Consistency::SYNC) {
+    if (chunk->rounds != 1) {  // Config validation refuses these already.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "push codec ", plan.compression.push().name(), " takes several rounds; it works only "
+          "with consistency.mode SYNC"));
+    }
+    chunk->async = true;
+    chunk->staleness =
+        consistency.mode() == config::Consistency::SSP ? consistency.staleness() : 0;
+    chunk->worker_steps.assign(config_.cluster().num_workers(), 0);
+    // Every worker starts from the initial weights (and resets its view on PullWeights).
+    chunk->views.assign(config_.cluster().num_workers(), chunk->weights);
+  }
   return chunk;
 }
 
@@ -209,6 +416,7 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const config::RunConfig& co
   for (uint32_t id : shard->chunk_ids_) {
     absl::StatusOr<std::unique_ptr<ChunkState>> chunk = shard->NewChunk(id);
     if (!chunk.ok()) return AboutChunk(layout, id, chunk.status());
+    if ((*chunk)->push_warmup != nullptr) shard->has_ratio_warmup_ = true;
     shard->chunks_[id] = std::move(chunk).value();
   }
   return shard;
@@ -265,6 +473,10 @@ void Shard::PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32
     return;
   }
   ChunkState& chunk = **found;
+  if (chunk.async) {
+    PushAsync(chunk, worker, step, round, payload, std::move(done));
+    return;
+  }
   ChunkState::Completion completion;
   {
     std::lock_guard<std::mutex> lock(chunk.mu);
@@ -288,6 +500,40 @@ void Shard::PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32
   answer.aggregate = &completion.aggregate;
   for (RoundDoneCallback& callback : completion.callbacks) {
     callback(completion.status, completion.status.ok() ? &answer : nullptr);
+  }
+}
+
+void Shard::PushAsync(ChunkState& chunk, uint32_t worker, uint64_t step, uint32_t round,
+                      absl::string_view payload, RoundDoneCallback done) {
+  std::vector<ChunkState::AsyncAnswer> answers;
+  {
+    std::lock_guard<std::mutex> lock(chunk.mu);
+    // The schedule's rate at the pushing worker's own step.
+    absl::Status status = chunk.AddAsync(config_, worker, step, round, payload, LearningRateAt(step));
+    if (!status.ok()) {
+      ChunkState::AsyncAnswer refused;
+      refused.done = std::move(done);
+      refused.status = std::move(status);
+      answers.push_back(std::move(refused));
+    } else {
+      // This push, then any parked one it unblocked (it may have been the slowest's).
+      chunk.parked.push_back({worker, step, std::move(done)});
+      chunk.ReleaseParked(config_, &answers);
+    }
+  }
+  // Outside the lock: a callback may take its time or push again.
+  const std::string empty;
+  for (ChunkState::AsyncAnswer& answer : answers) {
+    if (!answer.status.ok()) {
+      answer.done(answer.status, nullptr);
+      continue;
+    }
+    PushAnswer out;
+    out.step = answer.step;
+    out.update = &answer.update;
+    out.aggregate = &empty;
+    out.slowest_pushes = answer.slowest;
+    answer.done(absl::OkStatus(), &out);
   }
 }
 
@@ -318,10 +564,13 @@ absl::Status Shard::FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps)
 }
 
 absl::Status Shard::CheckScheduleReady() const {
-  if (!ScheduleNeedsRunLength(config_.optimizer().schedule()) ||
-      run_length_fixed_.load(std::memory_order_acquire)) {
-    return absl::OkStatus();
+  if (run_length_fixed_.load(std::memory_order_acquire)) return absl::OkStatus();
+  if (has_ratio_warmup_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "server ", rank_, " cannot step yet: push codec ratio_warmup needs steps_per_epoch, "
+        "which the first worker handshake sets"));
   }
+  if (!ScheduleNeedsRunLength(config_.optimizer().schedule())) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "server ", rank_, " cannot step yet: optimizer.schedule needs the run's length "
       "(steps_per_epoch, total_steps), which the first worker handshake sets"));
@@ -332,6 +581,29 @@ float Shard::LearningRateAt(uint64_t step) const {
   const bool fixed = run_length_fixed_.load(std::memory_order_acquire);
   return static_cast<float>(LearningRate(config_.optimizer(), step, fixed ? steps_per_epoch_ : 0,
                                          fixed ? total_steps_ : 0));
+}
+
+absl::Status Shard::PullWeights(uint32_t worker, rpc::PullWeightsResponse* response) {
+  const uint32_t num_workers = config_.cluster().num_workers();
+  if (worker >= num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " out of range: the job has ",
+                                                   num_workers, " workers"));
+  }
+  if (config_.consistency().mode() == config::Consistency::SYNC) return PullWeights(response);
+  response->Clear();
+  uint64_t min_step = std::numeric_limits<uint64_t>::max();
+  for (uint32_t id : chunk_ids_) {
+    ChunkState& chunk = *chunks_[id];
+    rpc::ChunkWeights* out = response->add_chunks();
+    out->set_chunk_id(id);
+    std::lock_guard<std::mutex> lock(chunk.mu);
+    out->set_values(reinterpret_cast<const char*>(chunk.weights.data()),
+                    chunk.weights.size() * sizeof(float));
+    chunk.views[worker] = chunk.weights;  // The worker now holds exactly these.
+    min_step = std::min(min_step, chunk.worker_steps[worker]);
+  }
+  response->set_step(chunk_ids_.empty() ? 0 : min_step);
+  return absl::OkStatus();
 }
 
 absl::Status Shard::PullWeights(rpc::PullWeightsResponse* response) const {
@@ -360,6 +632,8 @@ void Shard::Close(const absl::Status& reason) {
       chunk.closed = reason;
       parked = std::move(chunk.pending);
       chunk.pending.clear();
+      for (ChunkState::Parked& push : chunk.parked) parked.push_back(std::move(push.done));
+      chunk.parked.clear();
     }
     for (RoundDoneCallback& callback : parked) callback(reason, nullptr);
   }
@@ -385,6 +659,9 @@ absl::StatusOr<Shard::ChunkSnapshot> Shard::Snapshot(uint32_t chunk_id) const {
   snapshot.arrived = chunk->arrived;
   const absl::Span<const float> residual = chunk->pull_feedback->residual();
   snapshot.pull_residual.assign(residual.begin(), residual.end());
+  snapshot.worker_steps = chunk->worker_steps;
+  snapshot.nonfinite_skipped = chunk->nonfinite_skipped;
+  snapshot.views = chunk->views;
   return snapshot;
 }
 

@@ -1,4 +1,5 @@
-// Shard: the state of one parameter-server shard and its synchronous (BSP) step.
+// Shard: the state of one parameter-server shard: its synchronous (BSP) step, and the
+// asynchronous (ASYNC) and stale-synchronous (SSP) modes.
 //
 // A shard owns the chunks JobLayout assigns to its rank. For each chunk it keeps the exact
 // fp32 weights, the optimizer and its state, the push codec and an fp32 accumulator of the
@@ -20,6 +21,29 @@
 // chunk moves to round r + 1; the last push of round R-1 gets the codec's aggregate
 // gradient, and the step ends as above, answered with the update and the codec's final
 // `aggregate`. Single-round codecs are the case R = 1, with an empty `aggregate`.
+//
+// Consistency modes (config.consistency; docs/consistency.md). The above is SYNC, the default.
+// ASYNC and SSP change only when a push is applied and when it is answered:
+//   ASYNC  A push is applied on arrival: the shard decodes that one worker's gradient, takes
+//          the codec's aggregate of that single push (the value; its sign for vote codecs),
+//          scales it by 1 / num_workers so the learning rate means what it does in SYNC (W
+//          pushes of gradient g move the weights as one SYNC step of mean g would with plain
+//          SGD), and applies the optimizer at the schedule's rate for the pushing worker's
+//          step. The chunk's step() counts applied pushes; each worker keeps its own step
+//          counter, and a worker's pushes of a chunk must come in step order 0, 1, 2, ...
+//          Workers' replicas differ, so the shard keeps per chunk and worker the weights that
+//          worker holds (its "view"): the answer is encode(w - view) through the pull codec,
+//          keyed by the push step, and view += decode(answer), so what the pull codec drops is
+//          carried into that worker's next answer (the pull_feedback residual is not used in
+//          these modes). Memory: num_workers extra copies of every chunk's weights.
+//          PullWeights(worker, ...) resets that worker's views to the exact weights.
+//   SSP    Stale-synchronous parallel with staleness tau: as ASYNC, but worker w's push for
+//          its step s is answered only once every worker has pushed step s - tau of that
+//          chunk (s < min over workers of pushes made + tau), so no worker runs more than tau
+//          steps ahead of the slowest. The push is applied on arrival; its answer is parked
+//          (never blocking the caller) and formed from the weights at release, when a later
+//          push (the slowest's) unblocks it.
+// Multi-round push codecs are SYNC-only (Create refuses them otherwise).
 //
 // Thread safety: all methods may be called concurrently. Each chunk has its own mutex, so
 // pushes to different chunks run in parallel. PushPull never waits for other workers: it
@@ -73,6 +97,9 @@ class Shard {
     // The push codec's answer to the round (Codec::FinishRound()); empty for single-round
     // codecs.
     const std::string* aggregate = nullptr;
+    // ASYNC / SSP: the fewest pushes of this chunk any worker had made when the answer was
+    // formed (SSP guarantees push step < slowest_pushes + tau). 0 in SYNC.
+    uint64_t slowest_pushes = 0;
   };
   // Called once per push: with OK and the answer, or with an error and null.
   using RoundDoneCallback = std::function<void(absl::Status status, const PushAnswer* answer)>;
@@ -95,7 +122,11 @@ class Shard {
   // called exactly once: at once with an error, or with the update once all num_workers
   // workers have pushed this chunk and step. `payload` is only read before PushPull returns.
   // Errors (the chunk's state is left bit-for-bit as it was):
-  //   INVALID_ARGUMENT     worker >= num_workers; chunk_id out of range; a bad payload;
+  //   INVALID_ARGUMENT     worker >= num_workers; chunk_id out of range; a bad payload; with
+  //                        config.validation.nonfinite_policy REJECT (the default), a decoded
+  //                        gradient holding NaN / Inf or making the step's sum overflow (SKIP
+  //                        counts such a push as arrived with a zero contribution; ALLOW
+  //                        does not look);
   //   NOT_FOUND            the chunk belongs to another shard;
   //   FAILED_PRECONDITION  `step` is not the chunk's current step; the schedule needs the
   //                        run's length and no handshake has fixed it yet (FixRunLength);
@@ -134,6 +165,14 @@ class Shard {
   // while a step is in flight they may come from different steps; workers pull between steps.
   absl::Status PullWeights(rpc::PullWeightsResponse* response) const;
 
+  // Shard::PullWeights(worker, ...)
+  //
+  // PullWeights() for worker `worker` (INVALID_ARGUMENT when out of range), which the service
+  // calls. SYNC: the same as above. ASYNC / SSP: also resets the worker's view of every chunk
+  // to the weights returned (its next answers are relative to them), and the step is the
+  // fewest pushes of any chunk this worker has had applied (its own step counter).
+  absl::Status PullWeights(uint32_t worker, rpc::PullWeightsResponse* response);
+
   // Shard::Close()
   //
   // Fails every parked push with `reason` (an error, e.g. UNAVAILABLE "server shutting down")
@@ -159,6 +198,11 @@ class Shard {
     std::vector<float> accumulator;    // Of the current round.
     std::vector<bool> arrived;         // By worker, this round.
     std::vector<float> pull_residual;  // Empty when the pull side keeps no memory.
+    // ASYNC / SSP (empty in SYNC): by worker, its pushes applied and its view of the chunk.
+    std::vector<uint64_t> worker_steps;
+    std::vector<std::vector<float>> views;
+    // Pushes of this chunk that config.validation.nonfinite_policy SKIP counted as zero.
+    uint64_t nonfinite_skipped = 0;
   };
   absl::StatusOr<ChunkSnapshot> Snapshot(uint32_t chunk_id) const;
 
@@ -169,9 +213,13 @@ class Shard {
 
   // The initial state of chunk `id` (weights initialised, optimizer and codecs created).
   absl::StatusOr<std::unique_ptr<ChunkState>> NewChunk(uint32_t id) const;
+  // PushPullRound() of an ASYNC / SSP chunk.
+  void PushAsync(ChunkState& chunk, uint32_t worker, uint64_t step, uint32_t round,
+                 absl::string_view payload, RoundDoneCallback done);
   // The chunk `chunk_id` if this shard owns it, else the error PushPull reports.
   absl::StatusOr<ChunkState*> Find(uint32_t chunk_id) const;
-  // OK when the schedule can be evaluated: it ignores the run's length, or that is fixed.
+  // OK when the schedule can be evaluated and the push codecs picked: the run's length is
+  // fixed, or neither the schedule nor a push codec's ratio_warmup needs it.
   absl::Status CheckScheduleReady() const;
   // The schedule's rate for `step`; requires CheckScheduleReady().
   float LearningRateAt(uint64_t step) const;
@@ -182,6 +230,9 @@ class Shard {
   std::vector<uint32_t> chunk_ids_;
   // Indexed by chunk id; null for chunks of other shards. Set up in Create(), then fixed.
   std::vector<std::unique_ptr<ChunkState>> chunks_;
+  // Some chunk's push codec has a sparsity warm-up, which needs steps_per_epoch. Set in
+  // Create(), then fixed.
+  bool has_ratio_warmup_ = false;
 
   // The run's length (FixRunLength). Written once under run_length_mu_, before
   // run_length_fixed_ is set (release); readers that see the flag (acquire) read them

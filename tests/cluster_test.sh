@@ -41,8 +41,8 @@ cmp "$WORK/weights0" "$WORK/weights1" || fail "worker replicas differ"
 losses=$(grep '"kind":"STEP"' "$WORK/events0" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2)
 steps=$(echo "$losses" | wc -l)
 [ "$steps" -eq 128 ] || fail "expected 128 steps, got $steps"
-first=$(echo "$losses" | head -10 | awk '{s+=$1} END {print s/NR}')
-last=$(echo "$losses" | tail -10 | awk '{s+=$1} END {print s/NR}')
+first=$(echo "$losses" | mean_first 10)
+last=$(echo "$losses" | mean_last 10)
 echo "loss: first 10 steps $first, last 10 steps $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.6 * a) }' || fail "loss did not fall enough"
 accuracy=$(grep '"kind":"DONE"' "$WORK/events0" | grep -o '"testAccuracy":[0-9.e+-]*' | cut -d: -f2)

@@ -47,8 +47,8 @@ floats=$(( 36 + 4 + 288 + 8 + 10 * 392 + 10 ))
 losses=$(grep '"kind":"STEP"' "$WORK/events0" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2)
 steps=$(echo "$losses" | wc -l)
 [ "$steps" -eq 40 ] || fail "expected 40 steps, got $steps"
-first=$(echo "$losses" | head -10 | awk '{s+=$1} END {print s/NR}')
-last=$(echo "$losses" | tail -10 | awk '{s+=$1} END {print s/NR}')
+first=$(echo "$losses" | mean_first 10)
+last=$(echo "$losses" | mean_last 10)
 echo "loss: first 10 steps $first, last 10 steps $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.6 * a) }' || fail "loss did not fall enough"
 accuracy=$(grep '"kind":"DONE"' "$WORK/events0" | grep -o '"testAccuracy":[0-9.e+-]*' | cut -d: -f2)

@@ -86,8 +86,8 @@ while IFS= read -r spec; do
     failures+=("$name: $steps STEP events with a loss, expected $MAX_STEPS")
     continue
   fi
-  first=$(echo "$losses" | head -10 | awk '{ s += $1 } END { printf "%.4f", s / NR }')
-  last=$(echo "$losses" | tail -10 | awk '{ s += $1 } END { printf "%.4f", s / NR }')
+  first=$(echo "$losses" | mean_first 10)
+  last=$(echo "$losses" | mean_last 10)
   printf '%-12s %8.2f %10s %10s %9s %7s\n' "$name" "$ratio" "$first" "$last" "$accuracy" "$seconds"
 
   [ "$steps" -eq "$MAX_STEPS" ] || failures+=("$name: $steps STEP events, expected $MAX_STEPS")

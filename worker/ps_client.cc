@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_security.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "server/handshake.h"
@@ -26,14 +28,22 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view context) {
 
 PsClient::PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
                    std::vector<std::string> addresses)
-    : config_(config), layout_(layout), worker_rank_(worker_rank), addresses_(std::move(addresses)) {
+    : config_(config), layout_(layout), worker_rank_(worker_rank), addresses_(std::move(addresses)) {}
+
+absl::Status PsClient::OpenChannels() {
+  // Admission and transport (common/security.h): the job token, TLS or allowed plaintext.
+  TAMP_ASSIGN_OR_RETURN(job_token_, LoadJobToken(config_.cluster()));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
+  AddTlsChannelArguments(config_.cluster(), &args);
   for (const std::string& address : addresses_) {
-    stubs_.push_back(rpc::ParameterServer::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+    TAMP_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                          MakeChannelCredentials(config_.cluster(), address));
+    stubs_.push_back(
+        rpc::ParameterServer::NewStub(grpc::CreateCustomChannel(address, credentials, args)));
   }
+  return absl::OkStatus();
 }
 
 std::string PsClient::Describe(uint32_t shard) const {
@@ -52,6 +62,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
   std::unique_ptr<PsClient> client(new PsClient(config, layout, worker_rank, server_addresses));
   client->steps_per_epoch_ = steps_per_epoch;
   client->total_steps_ = total_steps;
+  TAMP_RETURN_IF_ERROR(client->OpenChannels());
   for (uint32_t shard = 0; shard < server_addresses.size(); ++shard) {
     TAMP_RETURN_IF_ERROR(client->Handshake(shard));
   }
@@ -65,6 +76,7 @@ absl::Status PsClient::Handshake(uint32_t shard) {
   grpc::ClientContext context;
   // Servers may still be starting: wait for the channel instead of failing fast.
   context.set_wait_for_ready(true);
+  AttachJobToken(job_token_, &context);
   context.set_deadline(DeadlineIn(config_.cluster().connect_timeout_ms()));
   grpc::Status status = stubs_[shard]->Handshake(&context, request, &response);
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -84,6 +96,7 @@ absl::StatusOr<uint64_t> PsClient::PullWeights(absl::Span<float> params) {
     rpc::PullWeightsResponse response;
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+    AttachJobToken(job_token_, &context);
     grpc::Status status = stubs_[shard]->PullWeights(&context, request, &response);
     if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "PullWeights: "));
     const std::vector<uint32_t> expected = layout_.ChunksOfShard(shard);
@@ -137,6 +150,7 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
   *call->request.mutable_payload() = std::move(payload);
   call->done = std::move(done);
   call->context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+  AttachJobToken(job_token_, &call->context);
   stubs_[shard]->async()->PushPull(
       &call->context, &call->request, &call->response,
       [this, call, shard, chunk_id, step, round](grpc::Status status) {

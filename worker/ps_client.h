@@ -69,6 +69,8 @@ class PsClient {
   PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
            std::vector<std::string> addresses);
   absl::Status Handshake(uint32_t shard);
+  // Loads the job token and opens one channel per shard with the configured credentials.
+  absl::Status OpenChannels();
   // "shard 1 (127.0.0.1:4000): " — prefixes errors so they name the server.
   std::string Describe(uint32_t shard) const;
 
@@ -78,6 +80,7 @@ class PsClient {
   const std::vector<std::string> addresses_;
   uint64_t steps_per_epoch_ = 0;  // Sent in every handshake; set by Connect().
   uint64_t total_steps_ = 0;
+  std::string job_token_;  // Sent with every call when not empty (common/security.h).
   std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
 };
 

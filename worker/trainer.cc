@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compress/registry.h"
+#include "worker/grad_clip.h"
 #include "worker/cpu_models.h"
 #include "glog/logging.h"
 
@@ -80,11 +81,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
                                        "): ", push.status().message()));
     }
     codecs.push = *std::move(push);
+    TAMP_ASSIGN_OR_RETURN(codecs.push_warmup,
+                          compress::RatioWarmup::Create(plan.compression.push(), shape));
     TAMP_ASSIGN_OR_RETURN(codecs.push_memory, compress::ErrorFeedback::Create(
                                                   plan.compression.push_feedback(), plan.chunk.length));
     TAMP_ASSIGN_OR_RETURN(codecs.pull, compress::CreateCodec(plan.compression.pull(), shape));
     trainer->codecs_.push_back(std::move(codecs));
     trainer->tensor_chunks_[plan.chunk.tensor].push_back(plan.chunk.id);
+  }
+  if (cfg.compression().has_clip_norm()) {
+    trainer->clip_threshold_ = LocalClipThreshold(cfg.compression().clip_norm(), workers);
   }
   trainer->updates_.resize(layout.chunks.size());
   trainer->aggregates_.resize(layout.chunks.size());
@@ -108,6 +114,13 @@ void Trainer::Emit(events::WorkerEvent event) {
 
 absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* loss) {
   batcher_->Fill(epoch, index, batch_x_.data(), batch_labels_.data());
+  using Clock = StepTimeline::Clock;
+  timeline_.Reset();
+  step_shard_pushed_.assign(layout_.shard_bytes.size(), 0);
+  step_shard_pulled_.assign(layout_.shard_bytes.size(), 0);
+  step_raw_pushed_ = 0;
+  decode_ms_ = 0;
+  apply_ms_ = 0;
 
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu;
@@ -130,10 +143,13 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
   // Pushes round `round` of multi-round chunk `id`, already counted in `outstanding`.
   auto push_round = [&](uint32_t id, uint32_t round, std::string payload) {
     bytes_pushed_ += payload.size();
+    step_shard_pushed_[layout_.chunks[id].chunk.shard] += payload.size();
     const bool last = static_cast<int>(round) + 1 == codecs_[id].push->rounds();
+    const Clock::time_point sent = Clock::now();
     client_->PushPullRound(step, round, id, std::move(payload),
-                           [&, id, round, last](absl::Status status, PsClient::RoundAnswer answer) {
+                           [&, id, round, last, sent](absl::Status status, PsClient::RoundAnswer answer) {
                              std::lock_guard<std::mutex> lock(mu);
+                             timeline_.AddRpc(sent, Clock::now());
                              if (!status.ok() || last) {
                                if (!status.ok() && first_error.ok()) first_error = status;
                                updates_[id] = std::move(answer.update);
@@ -156,12 +172,15 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
     }
     for (NextRound& next : ready) {
       bytes_pulled_ += next.answer.size();
+      step_shard_pulled_[layout_.chunks[next.id].chunk.shard] += next.answer.size();
       std::string payload;
       if (failed.ok() && encode_error.ok()) {
         ChunkCodecs& codecs = codecs_[next.id];
+        const Clock::time_point encode_start = Clock::now();
         encode_error = codecs.push_memory->NextRound(*codecs.push, static_cast<int>(next.round),
                                                      next.answer,
                                                      PushKey(config_, step, next.id, rank_), &payload);
+        timeline_.AddEncode(Clock::now() - encode_start);
         if (!encode_error.ok()) {
           encode_error = absl::Status(
               encode_error.code(),
@@ -180,6 +199,18 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
   };
   auto push_tensor = [&](int tensor) {
     continue_rounds();
+    // Local gradient clipping, once per tensor: its chunks are one contiguous slice of grads.
+    absl::Span<const float> tensor_grads;  // Clipped, when clipping scaled it; else empty.
+    if (clip_threshold_ > 0 && !tensor_chunks_[tensor].empty()) {
+      const uint64_t begin = layout_.tensor_offsets[tensor];
+      const absl::Span<const float> all =
+          grads.subspan(begin, static_cast<size_t>(layout_.tensors[tensor].elements()));
+      if (const float scale = ClipScale(all, clip_threshold_); scale != 1.0f) {
+        clipped_.resize(all.size());
+        for (size_t i = 0; i < all.size(); ++i) clipped_[i] = scale * all[i];
+        tensor_grads = clipped_;
+      }
+    }
     for (uint32_t id : tensor_chunks_[tensor]) {
       if (!encode_error.ok()) return;
       const ChunkPlan& plan = layout_.chunks[id];
@@ -187,15 +218,22 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
       ChunkCodecs& codecs = codecs_[id];
       const bool multi_round = codecs.push->rounds() > 1;
       const absl::Span<const float> gradient =
-          grads.subspan(layout_.flat_offset(plan), plan.chunk.length);
+          tensor_grads.empty() ? grads.subspan(layout_.flat_offset(plan), plan.chunk.length)
+                               : tensor_grads.subspan(plan.chunk.offset, plan.chunk.length);
+      // Sparsity warm-up: this epoch's k, as the shard decodes it.
+      compress::Codec& push_codec =
+          codecs.push_warmup ? codecs.push_warmup->CodecFor(epoch, *codecs.push) : *codecs.push;
+      const Clock::time_point encode_start = Clock::now();
       encode_error =
           multi_round
               ? codecs.push_memory->BeginRounds(*codecs.push, gradient,
                                                 PushKey(config_, step, id, rank_), &payload)
-              : codecs.push_memory->Compress(*codecs.push, gradient,
+              : codecs.push_memory->Compress(push_codec, gradient,
                                              PushKey(config_, step, id, rank_), &payload);
+      timeline_.AddEncode(Clock::now() - encode_start);
       if (!encode_error.ok()) return;
       raw_bytes_pushed_ += plan.chunk.length * sizeof(float);
+      step_raw_pushed_ += plan.chunk.length * sizeof(float);
       {
         std::lock_guard<std::mutex> lock(mu);
         ++outstanding;
@@ -205,16 +243,28 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
         continue;
       }
       bytes_pushed_ += payload.size();
+      step_shard_pushed_[plan.chunk.shard] += payload.size();
+      const Clock::time_point sent = Clock::now();
       client_->PushPull(step, id, std::move(payload),
-                        [&, id](absl::Status status, std::string update) {
+                        [&, id, sent](absl::Status status, std::string update) {
                           std::lock_guard<std::mutex> lock(mu);
+                          timeline_.AddRpc(sent, Clock::now());
                           if (!status.ok() && first_error.ok()) first_error = status;
                           updates_[id] = std::move(update);
                           if (--outstanding == 0) all_answered.notify_one();
                         });
     }
   };
-  *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(), batcher_->batch_size(), push_tensor);
+  // Compute is TrainStep minus its callbacks (which encode and push).
+  auto on_tensor_ready = [&](int tensor) {
+    timeline_.ComputeEnd(Clock::now());
+    push_tensor(tensor);
+    timeline_.ComputeBegin(Clock::now());
+  };
+  timeline_.ComputeBegin(Clock::now());
+  *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(), batcher_->batch_size(),
+                            on_tensor_ready);
+  timeline_.ComputeEnd(Clock::now());
   {
     std::unique_lock<std::mutex> lock(mu);
     while (true) {
@@ -233,10 +283,13 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
   for (const ChunkPlan& plan : layout_.chunks) {
     const uint32_t id = plan.chunk.id;
     bytes_pulled_ += updates_[id].size();
+    step_shard_pulled_[plan.chunk.shard] += updates_[id].size();
     ChunkCodecs& codecs = codecs_[id];
+    const Clock::time_point decode_start = Clock::now();
     if (codecs.push->rounds() > 1) {
       // The push codec's final answer readies it for the next step, and the residual.
       bytes_pulled_ += aggregates_[id].size();
+      step_shard_pulled_[plan.chunk.shard] += aggregates_[id].size();
       absl::Status finished = codecs.push_memory->FinishRounds(*codecs.push, aggregates_[id],
                                                                 PushKey(config_, step, id, rank_));
       if (!finished.ok()) {
@@ -245,14 +298,21 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
                                                           finished.message()));
       }
     }
-    absl::Status decoded = codecs_[id].pull->DecodeAdd(
-        updates_[id], PullKey(config_, step, id),
-        params.subspan(layout_.flat_offset(plan), plan.chunk.length));
+    // Decode, then add (what DecodeAdd's default does), timed apart: decode_ms, apply_ms.
+    if (decoded_.size() < plan.chunk.length) decoded_.resize(plan.chunk.length);
+    const absl::Span<float> update = absl::MakeSpan(decoded_.data(), plan.chunk.length);
+    absl::Status decoded =
+        codecs_[id].pull->Decode(updates_[id], PullKey(config_, step, id), update);
+    const Clock::time_point apply_start = Clock::now();
+    decode_ms_ += std::chrono::duration<double, std::milli>(apply_start - decode_start).count();
     if (!decoded.ok()) {
       return absl::Status(decoded.code(), absl::StrCat("update of chunk ", id, " step ", step,
                                                        " from shard ", plan.chunk.shard, ": ",
                                                        decoded.message()));
     }
+    float* weights = params.data() + layout_.flat_offset(plan);
+    for (size_t i = 0; i < update.size(); ++i) weights[i] += update[i];
+    apply_ms_ += MillisecondsSince(apply_start);
   }
   return absl::OkStatus();
 }
@@ -299,6 +359,21 @@ absl::Status Trainer::Run() {
     event.set_epoch(epoch);
     event.set_loss(loss);
     event.set_step_ms(step_ms.back());
+    for (uint64_t bytes : step_shard_pushed_) event.add_step_shard_bytes_pushed(bytes);
+    for (uint64_t bytes : step_shard_pulled_) event.add_step_shard_bytes_pulled(bytes);
+    uint64_t step_pushed = 0;
+    for (uint64_t bytes : step_shard_pushed_) step_pushed += bytes;
+    event.set_step_raw_bytes_pushed(step_raw_pushed_);
+    event.set_step_compression_ratio(
+        step_pushed == 0 ? 0.0 : static_cast<double>(step_raw_pushed_) / step_pushed);
+    const StepTimeline::Figures figures = timeline_.Summarize();
+    event.set_compute_ms(figures.compute_ms);
+    event.set_encode_ms(figures.encode_ms);
+    event.set_wire_ms(figures.wire_ms);
+    event.set_decode_ms(decode_ms_);
+    event.set_apply_ms(apply_ms_);
+    event.set_comm_ms(figures.comm_ms);
+    event.set_comm_hidden_percent(figures.hidden_percent);
     Emit(event);
 
     const bool epoch_done = (step + 1) % per_epoch == 0 || step + 1 == total_steps;

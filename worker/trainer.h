@@ -24,12 +24,14 @@
 #include "common/job_layout.h"
 #include "compress/codec.h"
 #include "compress/error_feedback.h"
+#include "compress/ratio_warmup.h"
 #include "proto/config.pb.h"
 #include "proto/events.pb.h"
 #include "worker/batcher.h"
 #include "worker/fashion_mnist.h"
 #include "worker/model.h"
 #include "worker/ps_client.h"
+#include "worker/step_timeline.h"
 
 namespace tamp {
 
@@ -52,6 +54,8 @@ class Trainer {
   // Per-chunk codecs of this worker: the push side keeps its residual.
   struct ChunkCodecs {
     std::unique_ptr<compress::Codec> push;
+    // Sparsity warm-up's push codecs (compress/ratio_warmup.h); null without ratio_warmup.
+    std::unique_ptr<compress::RatioWarmup> push_warmup;
     std::unique_ptr<compress::ErrorFeedback> push_memory;
     std::unique_ptr<compress::Codec> pull;
   };
@@ -72,6 +76,10 @@ class Trainer {
   std::unique_ptr<PsClient> client_;
   uint64_t total_steps_ = 0;  // Of the whole run; computed before connecting (handshake).
   std::vector<ChunkCodecs> codecs_;                   // By chunk id.
+  // Local gradient clipping (compression.clip_norm, worker/grad_clip.h): the per-tensor
+  // threshold (0: off) and this step's clipped gradient of the tensor being pushed.
+  double clip_threshold_ = 0;
+  std::vector<float> clipped_;
   std::vector<std::vector<uint32_t>> tensor_chunks_;  // Chunk ids of each tensor.
   std::vector<float> batch_x_;
   std::vector<uint8_t> batch_labels_;
@@ -81,6 +89,14 @@ class Trainer {
   uint64_t bytes_pushed_ = 0;
   uint64_t bytes_pulled_ = 0;
   uint64_t raw_bytes_pushed_ = 0;
+  // This step's figures: Step() fills them, Run() puts them in the STEP event.
+  std::vector<uint64_t> step_shard_pushed_;  // Wire bytes by shard.
+  std::vector<uint64_t> step_shard_pulled_;
+  uint64_t step_raw_pushed_ = 0;
+  StepTimeline timeline_;
+  double decode_ms_ = 0;
+  double apply_ms_ = 0;
+  std::vector<float> decoded_;  // Scratch: one chunk's decoded update.
 };
 
 }  // namespace tamp

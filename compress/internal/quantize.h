@@ -2,17 +2,19 @@
 // Internal to compress/.
 //
 // The codecs work a tile of kTile elements at a time: draw the tile's random words, turn
-// the tile into small integer codes with a branch-free loop of fixed trip count (which the
-// compiler vectorises), then pack the codes. Tiles start at multiples of kTile, so every
-// tile starts on a Philox block (4 elements) and on a byte of the packed code stream.
+// the tile (bucket by bucket: ForEachBucketSegment) into small integer codes with
+// branch-free loops (TAMP_QUANTIZE_KERNEL: vectorised, with AVX-512/AVX2 versions), then
+// pack the codes. Tiles start at multiples of kTile, so every tile starts on a Philox block
+// (4 elements) and on a byte of the packed code stream.
 //
 // PhiloxBits() draws exactly the words of PhiloxStream(key).Bits(i), 16 blocks per step
 // with AVX-512 or AVX2 where the CPU has them (chosen once, at run time) and 1 block per
-// step elsewhere; all kernels give identical words (philox is integer-only).
+// step elsewhere; all kernels give identical words (Philox is integer-only).
 //
 // PackCodes()/UnpackCodes() move `bits`-wide codes (1..16 bits) to and from the bit stream
 // of compress/wire_format.h (code j occupies bits j*bits .. j*bits+bits-1, least
-// significant bit first; the last byte is zero-padded), 8 codes (= `bits` bytes) per step.
+// significant bit first; the last byte is zero-padded): whole bytes at a time for 4, 8 and
+// 16 bits, else 8 codes (= `bits` bytes) per step.
 //
 // Example (a 9-bit codec; scratch arrays are kTile long):
 //   for (size_t start = 0; start < n; start += kTile) {
@@ -31,6 +33,18 @@
 #include "common/philox.h"
 
 namespace tamp::compress::internal {
+
+// TAMP_QUANTIZE_KERNEL
+//
+// Marks a loop function to be compiled for AVX-512, AVX2 and the build's baseline, the
+// best one picked when the program loads (function multiversioning; x86-64 GCC/Clang only,
+// nothing elsewhere). The loops use only IEEE-exact operations and the build does not
+// contract a * b + c into an FMA (-ffp-contract=off), so every version gives the same bits.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TAMP_QUANTIZE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TAMP_QUANTIZE_KERNEL
+#endif
 
 // Elements per tile: a multiple of 64 (whole Philox blocks, whole bytes of codes of any
 // width), small enough that a tile's scratch stays in L1.
@@ -78,6 +92,30 @@ inline float SelectFloat(bool condition, float a, float b) {
   float result;
   std::memcpy(&result, &bits, sizeof(result));
   return result;
+}
+
+// Float4, Float2, Double2
+//
+// Native 16-byte (and 8-byte) vectors (GCC and Clang vector extensions) for the per-bucket
+// reductions, which keep 8 lanes in fixed order (lane k accumulates elements k, k + 8, ...)
+// as two Float4 or four Double2 accumulators; plain loops over such lanes do not stay in
+// registers, and wider generic vectors are lowered badly on SSE-only targets.
+typedef float Float4 __attribute__((vector_size(16)));
+typedef float Float2 __attribute__((vector_size(8)));
+typedef double Double2 __attribute__((vector_size(16)));
+
+// LoadFloat4(), LoadDouble2()
+//
+// x[0..4) as floats; x[0..2) widened to doubles (exactly). Any alignment.
+inline Float4 LoadFloat4(const float* x) {
+  Float4 v;
+  std::memcpy(&v, x, sizeof(v));
+  return v;
+}
+inline Double2 LoadDouble2(const float* x) {
+  Float2 v;
+  std::memcpy(&v, x, sizeof(v));
+  return __builtin_convertvector(v, Double2);
 }
 
 // LoadFloat(), StoreFloat()

@@ -32,17 +32,29 @@ TEST(PhiloxBitsTest, EveryKernelDrawsExactlyThePhiloxStreamWords) {
   const std::vector<RandomKey> keys = {
       {},
       {.seed = 7, .step = 3, .chunk = 1, .worker = 0},
-      {.seed = 0x0123456789abcdefull, .step = (uint64_t{5} << 32) | 9, .chunk = 77,
+      {.seed = 0x0123456789abcdefull,
+       .step = (uint64_t{5} << 32) | 9,
+       .chunk = 77,
        .worker = kSharedStream},
   };
   // (first, count): whole and partial 16-block groups, partial blocks, the last blocks
   // before the 2^32-block limit.
-  const std::vector<std::pair<uint64_t, size_t>> ranges = {
-      {0, 0},    {0, 1},    {0, 3},    {0, 4},     {0, 5},    {0, 63},
-      {0, 64},   {0, 65},   {4, 1000}, {1024, 1024}, {64, 257},
-      {(uint64_t{1} << 34) - 1024, 1024}, {(uint64_t{1} << 34) - 72, 72}};
+  const std::vector<std::pair<uint64_t, size_t>> ranges = {{0, 0},
+                                                           {0, 1},
+                                                           {0, 3},
+                                                           {0, 4},
+                                                           {0, 5},
+                                                           {0, 63},
+                                                           {0, 64},
+                                                           {0, 65},
+                                                           {4, 1000},
+                                                           {1024, 1024},
+                                                           {64, 257},
+                                                           {(uint64_t{1} << 34) - 1024, 1024},
+                                                           {(uint64_t{1} << 34) - 72, 72}};
   int kernels_run = 0;
-  for (PhiloxKernel kernel : {PhiloxKernel::kPortable, PhiloxKernel::kAvx2, PhiloxKernel::kAvx512}) {
+  for (PhiloxKernel kernel :
+       {PhiloxKernel::kPortable, PhiloxKernel::kAvx2, PhiloxKernel::kAvx512}) {
     if (!PhiloxKernelSupported(kernel)) {
       std::cout << "Philox kernel " << KernelName(kernel) << " not supported here, skipped\n";
       continue;

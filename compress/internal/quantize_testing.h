@@ -123,8 +123,9 @@ void ExpectHeaderAndLengthChecks(const Codec& codec, const std::string& good,
   std::string count = good;
   const uint64_t wrong = codec.size() + 1;
   std::memcpy(&count[4], &wrong, 8);
-  ExpectRejected(codec, count, absl::StrCat("element count ", wrong,
-                                            " does not match chunk size ", codec.size()));
+  ExpectRejected(
+      codec, count,
+      absl::StrCat("element count ", wrong, " does not match chunk size ", codec.size()));
 }
 
 // Per-value sample mean and variance of decode(encode(input, key)) over keys Key(0..draws).
@@ -149,8 +150,7 @@ inline Moments DecodeMoments(Codec& codec, const std::vector<float>& input, int 
   Moments moments{std::vector<double>(n), std::vector<double>(n)};
   for (size_t i = 0; i < n; ++i) {
     moments.mean[i] = sum[i] / draws;
-    moments.variance[i] =
-        std::max(0.0, (squares[i] - sum[i] * sum[i] / draws) / (draws - 1));
+    moments.variance[i] = std::max(0.0, (squares[i] - sum[i] * sum[i] / draws) / (draws - 1));
   }
   return moments;
 }
@@ -176,7 +176,8 @@ inline void ExpectUnbiased(const std::vector<double>& mean, const std::vector<do
     total_variance += standard_error * standard_error;
   }
   double total_slack = 0;
-  for (size_t i = 0; i < mean.size(); ++i) total_slack += 1e-6 * (std::fabs(target[i]) + std::fabs(gap[i]));
+  for (size_t i = 0; i < mean.size(); ++i)
+    total_slack += 1e-6 * (std::fabs(target[i]) + std::fabs(gap[i]));
   EXPECT_LE(std::fabs(total_error), 5 * std::sqrt(total_variance) + total_slack)
       << "systematic bias";
 }

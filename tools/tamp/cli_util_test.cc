@@ -178,13 +178,15 @@ TEST_F(FindBinaryTest, BadExplicitValuesAreErrors) {
 
 TEST(ParseRunArgsTest, ConfigAndFlagsInAnyOrder) {
   auto options = ParseRunArgs({"--run_dir", "/tmp/r", "x.pbtxt", "--summary_json=/tmp/s.json",
-                               "--server_binary=/s", "--worker_binary", "/w"});
+                               "--server_binary=/s", "--worker_binary", "/w",
+                               "--metrics_file=/tmp/m.jsonl"});
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->config_path, "x.pbtxt");
   EXPECT_EQ(options->run_dir, "/tmp/r");
   EXPECT_EQ(options->summary_json, "/tmp/s.json");
   EXPECT_EQ(options->server_binary, "/s");
   EXPECT_EQ(options->worker_binary, "/w");
+  EXPECT_EQ(options->metrics_file, "/tmp/m.jsonl");
 }
 
 TEST(ParseRunArgsTest, Errors) {

@@ -1,11 +1,13 @@
 #include "tools/tamp/job.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/job_layout.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/interrupt.h"
 #include "tools/tamp/process_group.h"
@@ -67,6 +70,8 @@ class Job {
 
   // A worker's stdout line: an event, or output forwarded to the console.
   void HandleLine(int child, const std::string& line);
+  // "shard 0: 4 chunks, 102 KiB (50.1%)" for each shard, if the config has a layout.
+  void SayShardLoad();
   // Prints "tamp: <child name> <what>" and the tail of the child's log.
   void ReportChildFailure(int child, absl::string_view what);
   // Stops everything still running and returns the exit code for `outcome`.
@@ -88,6 +93,7 @@ class Job {
   std::vector<int> workers_;      // Child index by worker rank.
   ProgressRenderer renderer_;
   SummaryBuilder summary_;
+  std::ofstream metrics_;  // --metrics_file, if set.
   Clock::time_point start_;
   bool started_ = false;
 };
@@ -216,12 +222,30 @@ void Job::HandleLine(int child, const std::string& line) {
   if (role.role == Role::kWorker) {
     absl::StatusOr<events::WorkerEvent> event = ParseWorkerEvent(line);
     if (event.ok()) {
+      if (metrics_.is_open() && event->kind() == events::WorkerEvent::STEP) {
+        metrics_ << StepMetricsJson(role.rank, *event) << "\n" << std::flush;
+      }
       summary_.Add(role.rank, *event);
       renderer_.OnEvent(role.rank, *event, absl::Now());
       return;
     }
   }
   renderer_.PrintLine(absl::StrCat("[", group_.name(child), "] ", line));
+}
+
+void Job::SayShardLoad() {
+  // Configs without a model (tests' stand-ins) have no layout: nothing to say.
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(config_);
+  if (!layout.ok()) return;
+  uint64_t total = 0;
+  for (uint64_t bytes : layout->shard_bytes) total += bytes;
+  for (size_t shard = 0; shard < layout->shard_bytes.size(); ++shard) {
+    const uint64_t bytes = layout->shard_bytes[shard];
+    const size_t chunks = layout->ChunksOfShard(static_cast<uint32_t>(shard)).size();
+    Say(absl::StrCat("shard ", shard, ": ", chunks, chunks == 1 ? " chunk, " : " chunks, ",
+                     FormatBytes(bytes), " (",
+                     FormatPercent(total == 0 ? 0.0 : static_cast<double>(bytes) / total), ")"));
+  }
 }
 
 void Job::ReportChildFailure(int child, absl::string_view what) {
@@ -296,6 +320,14 @@ int Job::Run() {
     return kExitFailed;
   }
   interrupts_ = std::move(*interrupts);
+  if (!options_.metrics_file.empty()) {
+    metrics_.open(options_.metrics_file, std::ios::out | std::ios::trunc);
+    if (!metrics_.is_open()) {
+      Say(absl::StrCat("cannot write the metrics file ", options_.metrics_file, ": ",
+                       strerror(errno)));
+      return kExitUsage;
+    }
+  }
 
   const auto& cluster = config_.cluster();
   std::vector<std::string> addresses(cluster.server_addresses().begin(),
@@ -304,6 +336,7 @@ int Job::Run() {
   Say(absl::StrCat("run \"", config_.name(),
                    "\": ", own_servers ? absl::StrCat(cluster.num_servers(), " servers, ") : "",
                    cluster.num_workers(), " workers; logs in ", run_dir_));
+  SayShardLoad();
   if (own_servers) {
     if (absl::Status status = StartServers(); !status.ok()) {
       Say(status.message());

@@ -13,6 +13,9 @@
 // SIGINT/SIGTERM/SIGHUP to the launcher tear down the same way; a second one SIGKILLs at
 // once. No child outlives RunJob() in any path.
 //
+// At start it prints each shard's chunk count and bytes (from BuildJobLayout). With
+// RunOptions::metrics_file it writes StepMetricsJson() of every STEP event, a line each.
+//
 // Files in the run dir: server-I.log, server-I.port, worker-J.log (children's stderr).
 #ifndef TAMP_TOOLS_TAMP_JOB_H_
 #define TAMP_TOOLS_TAMP_JOB_H_

@@ -14,10 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/events.pb.h"
@@ -259,6 +261,37 @@ TEST_F(JobTest, WorkerWithoutDoneFails) {
   ASSERT_EQ(Run(), kExitFailed) << out_.str();
   EXPECT_THAT(out_.str(), HasSubstr("exited (exit status 0) without reporting DONE"));
   ExpectAllGone(3);
+}
+
+TEST_F(JobTest, MetricsFileGetsEveryStepAndShardLoadIsShown) {
+  options_.metrics_file = dir_ + "/metrics.jsonl";
+  // A model gives the job a layout: MLP 784-64-10 in 16 KiB chunks on 2 shards.
+  ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(
+      R"(model { kind: MLP hidden: [64] } compression { partition_bytes: 16384 })", &config_));
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("tamp: shard 0: "));
+  EXPECT_THAT(out, HasSubstr("tamp: shard 1: "));
+  EXPECT_THAT(out, Not(HasSubstr("tamp: shard 2: ")));
+  EXPECT_THAT(out, HasSubstr(" chunks, "));
+  const std::vector<std::string> lines =
+      absl::StrSplit(ReadFile(options_.metrics_file), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 10u);  // 5 steps x 2 workers.
+  int per_worker[2] = {0, 0};
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.front(), '{');
+    if (absl::StartsWith(line, R"({"worker":0,)")) ++per_worker[0];
+    if (absl::StartsWith(line, R"({"worker":1,)")) ++per_worker[1];
+  }
+  EXPECT_EQ(per_worker[0], 5);
+  EXPECT_EQ(per_worker[1], 5);
+  EXPECT_THAT(lines.back(), HasSubstr(R"("step":5,)"));
+}
+
+TEST_F(JobTest, UnwritableMetricsFileIsAUsageError) {
+  options_.metrics_file = dir_ + "/no/such/dir/metrics.jsonl";
+  EXPECT_EQ(Run(), kExitUsage);
+  EXPECT_THAT(out_.str(), HasSubstr("cannot write the metrics file"));
 }
 
 TEST_F(JobTest, ExternalServersStartOnlyWorkers) {

@@ -1,6 +1,6 @@
 // tamp: the launcher and command-line tool of Tamp.
 //
-//   tamp run CONFIG [--summary_json=PATH] [--run_dir=DIR]
+//   tamp run CONFIG [--summary_json=PATH] [--metrics_file=PATH] [--run_dir=DIR]
 //                   [--server_binary=PATH] [--worker_binary=PATH]
 //   tamp codecs
 //   tamp help
@@ -26,6 +26,9 @@ Commands:
                        cluster.server_addresses is set), show progress, stop everything
                        at the end, on a failure or on Ctrl-C.
       --summary_json=PATH    On success, write a tamp.events.RunSummary as JSON.
+      --metrics_file=PATH    Write one JSON object per worker step: bytes pushed and
+                             pulled per shard, compression ratio, compute/encode/wire/
+                             decode/apply ms and the share of communication hidden.
       --run_dir=DIR          Directory for logs and port files (default: a fresh
                              $TMPDIR/tamp-run-XXXXXX).
       --server_binary=PATH   tamp_server to run (default: $TAMP_SERVER_BINARY, else the
@@ -47,7 +50,7 @@ int Usage(const std::string& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Under `bazel run`, relative paths (CONFIG, --summary_json, --run_dir) mean the user's
+  // Under `bazel run`, relative paths (CONFIG, --summary_json, --metrics_file, --run_dir) mean the user's
   // directory, not the runfiles tree Bazel starts us in. Binaries are found from
   // /proc/self/exe, so they are unaffected.
   if (const char* dir = getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr && *dir != '\0') {

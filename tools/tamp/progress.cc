@@ -54,6 +54,11 @@ std::string ProgressRenderer::Fields(bool with_percent) const {
           "pushed %s (%.1fx)", FormatBytes(e.bytes_pushed()),
           static_cast<double>(e.raw_bytes_pushed()) / static_cast<double>(e.bytes_pushed())));
     }
+    if (e.compute_ms() > 0 || e.comm_ms() > 0) {  // Workers that measure the step's split.
+      fields.push_back(absl::StrFormat("c/e/w/d/a %.1f/%.1f/%.1f/%.1f/%.1f ms", e.compute_ms(),
+                                       e.encode_ms(), e.wire_ms(), e.decode_ms(), e.apply_ms()));
+      fields.push_back(absl::StrFormat("hidden %.0f%%", e.comm_hidden_percent()));
+    }
   } else if (test_accuracy_) {
     fields.push_back(absl::StrCat("acc ", FormatPercent(*test_accuracy_)));
   }

@@ -9,6 +9,10 @@
 //     at the last step and otherwise at most every `plain_interval`, plus every EVAL:
 //       step 400/1000 (40%) | epoch 2/3 | loss 0.4321 | acc 84.21% | 3.2 ms/step | pushed ...
 //       epoch 2/3: test accuracy 85.10%
+// When the STEP event carries the step's time split, both modes end with it and the share
+// of communication hidden behind compute (worker/step_timeline.h):
+//       ... | c/e/w/d/a 2.1/0.3/0.8/0.1/0.0 ms | hidden 61%
+// (compute, encode, wire, decode, apply of worker 0's latest step).
 // Progress follows worker 0 (in synchronous training every worker is on the same step;
 // worker 0 is also the one that evaluates). WorkerEvent.epoch counts from 0, as tamp_worker
 // writes it; epochs are shown counting from 1.

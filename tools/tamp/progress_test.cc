@@ -76,6 +76,23 @@ TEST(ProgressPlainTest, PrintsFirstEveryTenPercentLastAndEvals) {
   EXPECT_EQ(out.str().find('\033'), std::string::npos);
 }
 
+TEST(ProgressPlainTest, ShowsTheStepsTimeSplitAndHiddenShare) {
+  std::ostringstream out;
+  ProgressRenderer progress(Options(/*tty=*/false), &out);
+  events::WorkerEvent e = Step(1, 100, 0.5f);
+  e.set_compute_ms(2.14);
+  e.set_encode_ms(0.31);
+  e.set_wire_ms(0.84);
+  e.set_decode_ms(0.12);
+  e.set_apply_ms(0.01);
+  e.set_comm_ms(9.5);
+  e.set_comm_hidden_percent(61.4);
+  progress.OnEvent(0, e, absl::UnixEpoch());
+  EXPECT_EQ(out.str(),
+            "step 1/100 (1%) | epoch 1/2 | loss 0.5000 | 3.2 ms/step | pushed 1000 B (10.0x) | "
+            "c/e/w/d/a 2.1/0.3/0.8/0.1/0.0 ms | hidden 61%\n");
+}
+
 TEST(ProgressPlainTest, PrintsAfterTheIntervalBetweenMarks) {
   std::ostringstream out;
   ProgressRenderer progress(Options(/*tty=*/false), &out);

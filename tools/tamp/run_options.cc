@@ -12,6 +12,7 @@ absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
   RunOptions options;
   const std::pair<const char*, std::string*> flags[] = {
       {"summary_json", &options.summary_json},
+      {"metrics_file", &options.metrics_file},
       {"run_dir", &options.run_dir},
       {"server_binary", &options.server_binary},
       {"worker_binary", &options.worker_binary},

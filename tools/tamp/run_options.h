@@ -14,6 +14,9 @@ struct RunOptions {
   std::string config_path;
   // Where to write the RunSummary JSON on success; empty: nowhere.
   std::string summary_json;
+  // Where to write one JSON object per worker step (figures of its STEP event, one line
+  // each, flushed as they come); empty: nowhere.
+  std::string metrics_file;
   // Directory for logs and port files; empty: a fresh one under $TMPDIR.
   std::string run_dir;
   // Binaries; empty: found by FindBinary().
@@ -30,8 +33,8 @@ struct RunOptions {
 
 // ParseRunArgs()
 //
-// Parses the arguments after "run": one CONFIG and the flags --summary_json, --run_dir,
-// --server_binary, --worker_binary, each as --flag=VALUE or --flag VALUE.
+// Parses the arguments after "run": one CONFIG and the flags --summary_json, --metrics_file,
+// --run_dir, --server_binary, --worker_binary, each as --flag=VALUE or --flag VALUE.
 // INVALID_ARGUMENT with a one-line reason otherwise.
 absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args);
 

@@ -1,9 +1,12 @@
 #include "tools/tamp/summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -36,6 +39,12 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
   switch (event.kind()) {
     case events::WorkerEvent::STEP:
       if (worker == 0) final_loss_ = event.loss();
+      compute_ms_.push_back(event.compute_ms());
+      encode_ms_.push_back(event.encode_ms());
+      wire_ms_.push_back(event.wire_ms());
+      decode_ms_.push_back(event.decode_ms());
+      apply_ms_.push_back(event.apply_ms());
+      hidden_percent_.push_back(event.comm_hidden_percent());
       break;
     case events::WorkerEvent::DONE:
       done_[worker] = event;
@@ -74,6 +83,12 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   summary.set_compression_ratio(
       pushed == 0 ? 0.0 : static_cast<double>(raw_pushed) / static_cast<double>(pushed));
   summary.set_final_loss(final_loss_);
+  summary.set_compute_ms_median(Median(compute_ms_));
+  summary.set_encode_ms_median(Median(encode_ms_));
+  summary.set_wire_ms_median(Median(wire_ms_));
+  summary.set_decode_ms_median(Median(decode_ms_));
+  summary.set_apply_ms_median(Median(apply_ms_));
+  summary.set_comm_hidden_percent_median(Median(hidden_percent_));
   return summary;
 }
 
@@ -82,6 +97,36 @@ double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+namespace {
+
+// A JSON number with 6 significant digits ("0.5123", "4.1", "12"); null if not finite.
+std::string JsonNumber(double value) {
+  return std::isfinite(value) ? absl::StrFormat("%.6g", value) : "null";
+}
+
+}  // namespace
+
+std::string StepMetricsJson(int worker, const events::WorkerEvent& step) {
+  uint64_t pushed = 0, pulled = 0;
+  for (uint64_t bytes : step.step_shard_bytes_pushed()) pushed += bytes;
+  for (uint64_t bytes : step.step_shard_bytes_pulled()) pulled += bytes;
+  return absl::StrCat(
+      "{\"worker\":", worker, ",\"step\":", step.step(), ",\"loss\":", JsonNumber(step.loss()),
+      ",\"step_ms\":", JsonNumber(step.step_ms()), ",\"bytes_pushed\":", pushed,
+      ",\"bytes_pulled\":", pulled, ",\"shard_bytes_pushed\":[",
+      absl::StrJoin(step.step_shard_bytes_pushed(), ","), "],\"shard_bytes_pulled\":[",
+      absl::StrJoin(step.step_shard_bytes_pulled(), ","),
+      "],\"raw_bytes_pushed\":", step.step_raw_bytes_pushed(),
+      ",\"compression_ratio\":", JsonNumber(step.step_compression_ratio()),
+      ",\"compute_ms\":", JsonNumber(step.compute_ms()),
+      ",\"encode_ms\":", JsonNumber(step.encode_ms()),
+      ",\"wire_ms\":", JsonNumber(step.wire_ms()),
+      ",\"decode_ms\":", JsonNumber(step.decode_ms()),
+      ",\"apply_ms\":", JsonNumber(step.apply_ms()),
+      ",\"comm_ms\":", JsonNumber(step.comm_ms()),
+      ",\"comm_hidden_percent\":", JsonNumber(step.comm_hidden_percent()), "}");
 }
 
 std::string SummaryToJson(const events::RunSummary& summary) {

@@ -37,6 +37,9 @@ absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
 //   bytes_pushed/pulled    sums of the workers' DONE values
 //   compression_ratio      sum raw_bytes_pushed / sum bytes_pushed (0 if nothing pushed)
 //   final_loss             loss of worker 0's last STEP (0 if none)
+//   <x>_ms_median          compute, encode, wire, decode, apply: median over every STEP
+//                          of every worker (0 if none)
+//   comm_hidden_percent_median  likewise, of comm_hidden_percent
 // name, epochs and wall_seconds come from the caller.
 class SummaryBuilder {
  public:
@@ -58,10 +61,22 @@ class SummaryBuilder {
  private:
   std::vector<std::optional<events::WorkerEvent>> done_;
   float final_loss_ = 0;
+  // Of every STEP of every worker.
+  std::vector<double> compute_ms_, encode_ms_, wire_ms_, decode_ms_, apply_ms_, hidden_percent_;
 };
 
 // Median of `values` (mean of the middle two for an even count; 0 for none).
 double Median(std::vector<double> values);
+
+// StepMetricsJson()
+//
+// One line of --metrics_file for a STEP event of worker `worker` (no newline), e.g.
+//   {"worker":1,"step":40,"loss":0.5123,"step_ms":4.1,"bytes_pushed":5120,
+//    "bytes_pulled":9000,"shard_bytes_pushed":[2560,2560],"shard_bytes_pulled":[4500,4500],
+//    "raw_bytes_pushed":20480,"compression_ratio":4,"compute_ms":2.1,"encode_ms":0.3,
+//    "wire_ms":0.8,"decode_ms":0.1,"apply_ms":0.02,"comm_ms":9.5,"comm_hidden_percent":61.2}
+// bytes_pushed/pulled are this step's, the sums of the per-shard lists (indexed by shard).
+std::string StepMetricsJson(int worker, const events::WorkerEvent& step);
 
 // SummaryToJson()
 //

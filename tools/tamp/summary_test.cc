@@ -1,5 +1,6 @@
 #include "tools/tamp/summary.h"
 
+#include <cmath>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -92,6 +93,61 @@ TEST(SummaryBuilderTest, NothingPushedMeansRatioZeroAndEvenMedianAverages) {
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ(summary->compression_ratio(), 0.0);
   EXPECT_DOUBLE_EQ(summary->step_ms_median(), 4.0);
+}
+
+events::WorkerEvent StepTimes(double compute, double encode, double wire, double decode,
+                              double apply, double hidden) {
+  events::WorkerEvent e = StepLoss(1.0f);
+  e.set_compute_ms(compute);
+  e.set_encode_ms(encode);
+  e.set_wire_ms(wire);
+  e.set_decode_ms(decode);
+  e.set_apply_ms(apply);
+  e.set_comm_hidden_percent(hidden);
+  return e;
+}
+
+TEST(SummaryBuilderTest, MediansOfTheTimeSplitOverEveryWorkersSteps) {
+  SummaryBuilder builder(2);
+  builder.Add(0, StepTimes(1, 10, 100, 1000, 5, 50));
+  builder.Add(1, StepTimes(3, 30, 300, 3000, 6, 70));
+  builder.Add(0, StepTimes(2, 20, 200, 2000, 7, 60));
+  builder.Add(0, Done(1, 1, 1, 1, 1));
+  builder.Add(1, Done(1, 1, 1, 1, 1));
+  auto summary = builder.Build("x", 1, 1);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_DOUBLE_EQ(summary->compute_ms_median(), 2);
+  EXPECT_DOUBLE_EQ(summary->encode_ms_median(), 20);
+  EXPECT_DOUBLE_EQ(summary->wire_ms_median(), 200);
+  EXPECT_DOUBLE_EQ(summary->decode_ms_median(), 2000);
+  EXPECT_DOUBLE_EQ(summary->apply_ms_median(), 6);
+  EXPECT_DOUBLE_EQ(summary->comm_hidden_percent_median(), 60);
+  // Existing fields are unchanged by STEP figures.
+  EXPECT_DOUBLE_EQ(summary->step_ms_median(), 1);
+  EXPECT_DOUBLE_EQ(summary->compression_ratio(), 1);
+}
+
+TEST(StepMetricsJsonTest, OneObjectWithPerShardBytesAndTheirSums) {
+  events::WorkerEvent e = StepTimes(2.5, 0.25, 1, 0.125, 0.0625, 61.5);
+  e.set_step(40);
+  e.set_loss(0.5f);
+  e.set_step_ms(4);
+  e.add_step_shard_bytes_pushed(2560);
+  e.add_step_shard_bytes_pushed(1000);
+  e.add_step_shard_bytes_pulled(4500);
+  e.add_step_shard_bytes_pulled(4000);
+  e.set_step_raw_bytes_pushed(14240);
+  e.set_step_compression_ratio(4);
+  e.set_comm_ms(9.5);
+  e.set_bytes_pushed(999999);  // Cumulative: not what the metrics line reports.
+  EXPECT_EQ(StepMetricsJson(1, e),
+            R"({"worker":1,"step":40,"loss":0.5,"step_ms":4,"bytes_pushed":3560,)"
+            R"("bytes_pulled":8500,"shard_bytes_pushed":[2560,1000],)"
+            R"("shard_bytes_pulled":[4500,4000],"raw_bytes_pushed":14240,)"
+            R"("compression_ratio":4,"compute_ms":2.5,"encode_ms":0.25,"wire_ms":1,)"
+            R"("decode_ms":0.125,"apply_ms":0.0625,"comm_ms":9.5,"comm_hidden_percent":61.5})");
+  e.set_loss(std::nanf(""));
+  EXPECT_THAT(StepMetricsJson(0, e), HasSubstr(R"("loss":null,)"));
 }
 
 TEST(SummaryBuilderTest, MissingDoneIsAnError) {

@@ -1,0 +1,103 @@
+#include "common/security.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "common/config.h"
+#include "gtest/gtest.h"
+
+namespace tamp {
+namespace {
+
+config::RunConfig Parse(const std::string& cluster) {
+  absl::StatusOr<config::RunConfig> config = ParseConfig(
+      "version: 1 cluster { num_servers: 1 num_workers: 1 " + cluster +
+          " } model { kind: MLP hidden: [4] } optimizer { learning_rate: 0.1 }",
+      "test");
+  EXPECT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(&*config);
+  return *config;
+}
+
+TEST(SecurityTest, Loopback) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST",
+                           "::ffff:127.0.0.1"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"0.0.0.0", "10.0.0.1", "::", "example.org", "128.0.0.1", ""}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+  EXPECT_EQ(HostOfAddress("10.0.0.1:80"), "10.0.0.1");
+  EXPECT_EQ(HostOfAddress("[::1]:80"), "::1");
+}
+
+TEST(SecurityTest, ExistingLoopbackConfigsNeedNothing) {
+  EXPECT_TRUE(ValidateConfig(Parse("")).ok());
+  EXPECT_TRUE(ValidateConfig(Parse(R"(server_addresses: ["localhost:1"])")).ok());
+}
+
+TEST(SecurityTest, NonLoopbackNeedsTlsOrExplicitPlaintext) {
+  absl::Status status = ValidateConfig(Parse(R"(host: "0.0.0.0")"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("cluster.host"), absl::string_view::npos) << status;
+  status = ValidateConfig(Parse(R"(server_addresses: ["10.0.0.1:4000"])"));
+  EXPECT_NE(status.message().find("cluster.server_addresses[0]"), absl::string_view::npos)
+      << status;
+  EXPECT_TRUE(ValidateConfig(Parse(R"(host: "0.0.0.0" plaintext: true)")).ok());
+  EXPECT_TRUE(
+      ValidateConfig(Parse(R"(host: "0.0.0.0" tls { cert_file: "c" key_file: "k" ca_file: "a" })"))
+          .ok());
+}
+
+TEST(SecurityTest, TlsFieldsAreChecked) {
+  absl::Status status = ValidateConfig(Parse(R"(tls { cert_file: "c" key_file: "k" })"));
+  EXPECT_NE(status.message().find("cluster.tls.ca_file"), absl::string_view::npos) << status;
+  status = ValidateConfig(
+      Parse(R"(plaintext: true tls { cert_file: "c" key_file: "k" ca_file: "a" })"));
+  EXPECT_NE(status.message().find("cluster.plaintext"), absl::string_view::npos) << status;
+  status = ValidateConfig(
+      Parse(R"(tls { cert_file: "c" key_file: "k" ca_file: "a" client_cert_file: "x" })"));
+  EXPECT_NE(status.message().find("cluster.tls.client_key_file"), absl::string_view::npos)
+      << status;
+}
+
+TEST(SecurityTest, ValidationDefaultsAndRange) {
+  const config::RunConfig config = Parse("");
+  EXPECT_EQ(config.validation().max_message_bytes(), 256u << 20);
+  EXPECT_EQ(config.validation().nonfinite_policy(), config::Validation::REJECT);
+  config::RunConfig small = config;
+  small.mutable_validation()->set_max_message_bytes(100);
+  EXPECT_NE(ValidateConfig(small).message().find("validation.max_message_bytes"),
+            absl::string_view::npos);
+}
+
+TEST(SecurityTest, TokenFromFileTrimmedElseEnvironment) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/token";
+  std::ofstream(path) << "\n  abc def \t\n";
+  config::Cluster cluster;
+  cluster.set_job_token_file(path);
+  EXPECT_EQ(*LoadJobToken(cluster), "abc def");
+  std::ofstream(path) << " \n";
+  EXPECT_EQ(LoadJobToken(cluster).status().code(), absl::StatusCode::kInvalidArgument);
+  cluster.set_job_token_file(path + ".missing");
+  EXPECT_EQ(LoadJobToken(cluster).status().code(), absl::StatusCode::kNotFound);
+  cluster.clear_job_token_file();
+  unsetenv(kJobTokenEnv);
+  EXPECT_EQ(*LoadJobToken(cluster), "");
+  setenv(kJobTokenEnv, " from-env\n", 1);
+  EXPECT_EQ(*LoadJobToken(cluster), "from-env");
+  unsetenv(kJobTokenEnv);
+}
+
+TEST(SecurityTest, TokensEqual) {
+  EXPECT_TRUE(TokensEqual("abc", "abc"));
+  EXPECT_FALSE(TokensEqual("abd", "abc"));
+  EXPECT_FALSE(TokensEqual("ab", "abc"));
+  EXPECT_FALSE(TokensEqual("abcd", "abc"));
+  EXPECT_FALSE(TokensEqual("", "abc"));
+  EXPECT_TRUE(TokensEqual("", ""));
+}
+
+}  // namespace
+}  // namespace tamp

@@ -129,6 +129,8 @@ int Main(int argc, char** argv) {
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = 1;
   google::InitGoogleLogging(argv[0]);
+  // A crash prints the signal and a stack trace to stderr (the launcher shows the log tail).
+  google::InstallFailureSignalHandler();
   if (positional.size() > 1) {
     std::fprintf(stderr, "tamp_server: unexpected argument '%s' (flags are --name=value)\n",
                  positional[1]);

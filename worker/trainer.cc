@@ -124,7 +124,7 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
 
   // std::mutex, not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu;
-  std::condition_variable all_answered;
+  std::condition_variable progress;  // An answer or a queued round arrived.
   int outstanding = 0;  // Chunks whose step has not been answered (or failed) yet.
   absl::Status first_error;
   absl::Status encode_error;
@@ -138,6 +138,9 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
     std::string answer;  // The shard's answer to round `round` - 1.
   };
   std::vector<NextRound> next_rounds;
+  // Chunks whose final answer arrived and that the training thread has not applied yet.
+  // Guarded by mu.
+  std::vector<uint32_t> answered;
   const absl::Span<const float> grads = model_->grads();
 
   // Pushes round `round` of multi-round chunk `id`, already counted in `outstanding`.
@@ -154,11 +157,13 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
                                if (!status.ok() && first_error.ok()) first_error = status;
                                updates_[id] = std::move(answer.update);
                                aggregates_[id] = std::move(answer.aggregate);
-                               if (--outstanding == 0) all_answered.notify_one();
+                               if (status.ok()) answered.push_back(id);
+                               --outstanding;
+                               progress.notify_one();
                                return;
                              }
                              next_rounds.push_back({id, round + 1, std::move(answer.aggregate)});
-                             all_answered.notify_one();
+                             progress.notify_one();
                            });
   };
   // On the training thread: the next round of every chunk whose last round was answered.
@@ -191,7 +196,7 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
       }
       if (!failed.ok() || !encode_error.ok()) {  // The step fails: stop this chunk here.
         std::lock_guard<std::mutex> lock(mu);
-        if (--outstanding == 0) all_answered.notify_one();
+        if (--outstanding == 0) progress.notify_one();
         continue;
       }
       push_round(next.id, next.round, std::move(payload));
@@ -251,7 +256,9 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
                           timeline_.AddRpc(sent, Clock::now());
                           if (!status.ok() && first_error.ok()) first_error = status;
                           updates_[id] = std::move(update);
-                          if (--outstanding == 0) all_answered.notify_one();
+                          if (status.ok()) answered.push_back(id);
+                          --outstanding;
+                          progress.notify_one();
                         });
     }
   };
@@ -265,23 +272,11 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
   *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(), batcher_->batch_size(),
                             on_tensor_ready);
   timeline_.ComputeEnd(Clock::now());
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    while (true) {
-      all_answered.wait(lock, [&] { return outstanding == 0 || !next_rounds.empty(); });
-      if (next_rounds.empty()) break;  // Every chunk answered (a queued one is outstanding).
-      lock.unlock();
-      continue_rounds();
-      lock.lock();
-    }
-  }
-  TAMP_RETURN_IF_ERROR(encode_error);
-  TAMP_RETURN_IF_ERROR(first_error);
-
-  // All shards answered: the replica's weights are no longer read by backward.
+  // Backward no longer reads the replica's weights: apply each chunk's update as soon as
+  // its shard answers, while the other answers are still on the wire.
   const absl::Span<float> params = model_->params();
-  for (const ChunkPlan& plan : layout_.chunks) {
-    const uint32_t id = plan.chunk.id;
+  auto apply_chunk = [&](uint32_t id) -> absl::Status {
+    const ChunkPlan& plan = layout_.chunks[id];
     bytes_pulled_ += updates_[id].size();
     step_shard_pulled_[plan.chunk.shard] += updates_[id].size();
     ChunkCodecs& codecs = codecs_[id];
@@ -301,8 +296,7 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
     // Decode, then add (what DecodeAdd's default does), timed apart: decode_ms, apply_ms.
     if (decoded_.size() < plan.chunk.length) decoded_.resize(plan.chunk.length);
     const absl::Span<float> update = absl::MakeSpan(decoded_.data(), plan.chunk.length);
-    absl::Status decoded =
-        codecs_[id].pull->Decode(updates_[id], PullKey(config_, step, id), update);
+    absl::Status decoded = codecs.pull->Decode(updates_[id], PullKey(config_, step, id), update);
     const Clock::time_point apply_start = Clock::now();
     decode_ms_ += std::chrono::duration<double, std::milli>(apply_start - decode_start).count();
     if (!decoded.ok()) {
@@ -313,8 +307,32 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
     float* weights = params.data() + layout_.flat_offset(plan);
     for (size_t i = 0; i < update.size(); ++i) weights[i] += update[i];
     apply_ms_ += MillisecondsSince(apply_start);
+    return absl::OkStatus();
+  };
+  // Every callback must have run before this frame ends (they use its locals), so after a
+  // failure keep waiting, but stop applying.
+  absl::Status apply_error;
+  std::vector<uint32_t> to_apply;
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    progress.wait(lock, [&] {
+      return outstanding == 0 || !next_rounds.empty() || !answered.empty();
+    });
+    to_apply.swap(answered);
+    const bool rounds_queued = !next_rounds.empty();
+    const bool done = outstanding == 0 && to_apply.empty() && !rounds_queued;
+    lock.unlock();
+    if (done) break;
+    for (uint32_t id : to_apply) {
+      if (apply_error.ok()) apply_error = apply_chunk(id);
+    }
+    to_apply.clear();
+    if (rounds_queued) continue_rounds();
+    lock.lock();
   }
-  return absl::OkStatus();
+  TAMP_RETURN_IF_ERROR(encode_error);
+  TAMP_RETURN_IF_ERROR(first_error);
+  return apply_error;
 }
 
 absl::StatusOr<double> Trainer::Evaluate() {

@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  // A crash prints the signal and a stack trace to stderr (the launcher shows the log tail).
+  google::InstallFailureSignalHandler();
 
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) {

@@ -1,0 +1,241 @@
+// Without CUDA (tools/cuda.bzl) this file compiles to nothing.
+#if TAMP_HAVE_CUDA
+
+#include "compress/cuda/device_codec.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compress/bf16.h"
+#include "compress/cuda/internal/launch.h"
+#include "compress/efsign.h"
+#include "compress/fp16.h"
+#include "compress/maxmin.h"
+#include "compress/natural.h"
+#include "compress/qsgd.h"
+#include "compress/registry.h"
+#include "compress/signsgd.h"
+#include "compress/terngrad.h"
+#include "compress/topk.h"
+#include "compress/wire_format.h"
+#include "kernels/cuda_check.h"
+
+namespace tamp::compress::cuda {
+namespace {
+
+using cuda_internal::MakeQuantLayout;
+using cuda_internal::QuantKind;
+
+constexpr uint64_t kMaxElements = uint64_t{1} << 32;  // Indices and counts are 32-bit.
+
+const char* ReasonText(uint32_t reason) {
+  switch (reason) {
+    case cuda_internal::kReasonPadding:
+      return "padding bits are not zero";
+    case cuda_internal::kReasonBadStat:
+      return "a norm, scale or range is not allowed (NaN, or finite and >= +0, min <= max)";
+    case cuda_internal::kReasonNonzeroCode:
+      return "nonzero code where the bucket's or chunk's scale allows only 0";
+    case cuda_internal::kReasonLevelTooLarge:
+      return "level exceeds levels";
+    case cuda_internal::kReasonSignWithoutLevel:
+      return "sign bit on level 0";
+    case cuda_internal::kReasonCodeThree:
+      return "invalid code 3";
+    case cuda_internal::kReasonIndexRange:
+      return "index out of range";
+    case cuda_internal::kReasonIndexOrder:
+      return "indices not strictly increasing";
+    default:
+      return "invalid body";
+  }
+}
+
+}  // namespace
+
+bool HasDeviceCodec(absl::string_view name) {
+  for (absl::string_view known : {"fp16", "bf16", "natural", "signsgd", "efsign", "qsgd",
+                                  "terngrad", "maxmin", "topk"}) {
+    if (name == known) return true;
+  }
+  return false;
+}
+
+DeviceCodec::DeviceCodec(CodecId id, uint8_t version, size_t size)
+    : id_(id), version_(version), size_(size) {}
+
+DeviceCodec::~DeviceCodec() = default;
+
+size_t DeviceCodec::PayloadBytes() const { return kHeaderBytes + body_bytes_; }
+
+absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::Codec& spec,
+                                                                 size_t num_elements) {
+  TAMP_RETURN_IF_ERROR(ValidateCodecSpec(spec, "codec"));
+  if (!HasDeviceCodec(spec.name())) {
+    return absl::UnimplementedError(
+        absl::StrCat("codec '", spec.name(), "' has no GPU implementation"));
+  }
+  if (num_elements == 0) return absl::InvalidArgumentError("num_elements must be >= 1");
+  if (num_elements >= kMaxElements) {
+    return absl::UnimplementedError(
+        absl::StrCat("GPU codecs take chunks of fewer than 2^32 values, got ", num_elements));
+  }
+  if (!kernels::CudaDeviceAvailable()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no CUDA device: ", kernels::CudaDeviceUnavailableReason()));
+  }
+  const std::string& name = spec.name();
+  const uint64_t n = num_elements;
+  std::unique_ptr<DeviceCodec> codec;
+  auto quant = [&](CodecId id, uint8_t version, cuda_internal::QuantLayout layout) {
+    codec.reset(new DeviceCodec(id, version, n));
+    codec->quant_ = layout;
+    codec->body_bytes_ = layout.body_bytes();
+  };
+  if (name == "fp16") {
+    quant(CodecId::kFp16, Fp16Codec::kVersion, MakeQuantLayout(QuantKind::kFp16, n));
+  } else if (name == "bf16") {
+    quant(CodecId::kBf16, Bf16Codec::kVersion, MakeQuantLayout(QuantKind::kBf16, n));
+  } else if (name == "natural") {
+    quant(CodecId::kNatural, NaturalCodec::kVersion, MakeQuantLayout(QuantKind::kNatural, n));
+  } else if (name == "signsgd") {
+    quant(CodecId::kSignSgd, SignSgdCodec::kVersion, MakeQuantLayout(QuantKind::kSignSgd, n));
+  } else if (name == "efsign") {
+    quant(CodecId::kEfSign, EfSignCodec::kVersion, MakeQuantLayout(QuantKind::kEfSign, n));
+  } else if (name == "terngrad") {
+    quant(CodecId::kTernGrad, TernGradCodec::kVersion, MakeQuantLayout(QuantKind::kTernGrad, n));
+  } else if (name == "qsgd") {
+    const uint32_t bucket =
+        spec.has_bucket_size() ? spec.bucket_size() : QsgdCodec::kDefaultBucketSize;
+    quant(CodecId::kQsgd, QsgdCodec::kVersion,
+          MakeQuantLayout(QuantKind::kQsgd, n, spec.levels(), bucket));
+  } else if (name == "maxmin") {
+    const uint32_t bucket =
+        spec.has_bucket_size() ? spec.bucket_size() : MaxMinCodec::kDefaultBucketSize;
+    quant(CodecId::kMaxMin, MaxMinCodec::kVersion,
+          MakeQuantLayout(QuantKind::kMaxMin, n, 0, bucket, static_cast<int>(spec.bits()),
+                          spec.stochastic()));
+  } else {  // topk
+    codec.reset(new DeviceCodec(CodecId::kTopK, TopKCodec::kVersion, n));
+    codec->is_topk_ = true;
+    codec->topk_ = cuda_internal::MakeTopKLayout(n, TopKCodec::EntriesKept(spec, n),
+                                                 spec.fp16_values());
+    codec->body_bytes_ = codec->topk_.body_bytes();
+  }
+
+  // Two-pass scratch sizing (the launchers' null-temp call), then one allocation.
+  size_t temp_bytes = 0;
+  if (codec->is_topk_) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(nullptr, &temp_bytes, codec->topk_,
+                                                        nullptr, nullptr, 1.0f, nullptr,
+                                                        nullptr));
+  } else {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeQuant(nullptr, &temp_bytes, codec->quant_,
+                                                         RandomKey{}, nullptr, nullptr, 1.0f,
+                                                         nullptr, nullptr));
+  }
+  codec->temp_bytes_ = temp_bytes;
+  TAMP_ASSIGN_OR_RETURN(codec->temp_, kernels::DeviceArray<unsigned char>::Create(temp_bytes));
+  TAMP_ASSIGN_OR_RETURN(codec->body_,
+                        kernels::DeviceArray<unsigned char>::Create(codec->body_bytes_));
+  TAMP_ASSIGN_OR_RETURN(codec->verdict_, kernels::DeviceArray<unsigned long long>::Create(1));
+  return codec;
+}
+
+absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float residual_scale,
+                                 const RandomKey& key, unsigned char* d_body,
+                                 cudaStream_t stream) {
+  if (d_input == nullptr || d_body == nullptr) {
+    return absl::InvalidArgumentError("Encode: d_input and d_body must not be null");
+  }
+  if (reinterpret_cast<uintptr_t>(d_body) % 4 != 0) {
+    return absl::InvalidArgumentError("Encode: d_body must be 4-byte aligned");
+  }
+  size_t temp_bytes = temp_bytes_;
+  if (is_topk_) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(temp_.data(), &temp_bytes, topk_,
+                                                        d_input, d_residual, residual_scale,
+                                                        d_body, stream));
+  } else {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeQuant(temp_.data(), &temp_bytes, quant_, key,
+                                                         d_input, d_residual, residual_scale,
+                                                         d_body, stream));
+  }
+  return absl::OkStatus();
+}
+
+bool DeviceCodec::NeedsCheck() const {
+  return is_topk_ || (quant_.kind != QuantKind::kFp16 && quant_.kind != QuantKind::kBf16);
+}
+
+absl::Status DeviceCodec::ErrorFor(unsigned long long verdict) const {
+  const uint64_t element = verdict >> 8;
+  const uint32_t reason = static_cast<uint32_t>(verdict & 0xff);
+  const bool is_entry = reason == cuda_internal::kReasonIndexRange ||
+                        reason == cuda_internal::kReasonIndexOrder;
+  return absl::InvalidArgumentError(absl::StrCat(CodecName(id_), " payload: ",
+                                                 is_entry ? "entry " : "element ", element, ": ",
+                                                 ReasonText(reason)));
+}
+
+absl::Status DeviceCodec::Decode(const unsigned char* d_body, const RandomKey& /*key*/,
+                                 float* d_out, bool accumulate, cudaStream_t stream) {
+  if (d_body == nullptr || d_out == nullptr) {
+    return absl::InvalidArgumentError("Decode: d_body and d_out must not be null");
+  }
+  if (reinterpret_cast<uintptr_t>(d_body) % 4 != 0) {
+    return absl::InvalidArgumentError("Decode: d_body must be 4-byte aligned");
+  }
+  const bool check = NeedsCheck();
+  unsigned long long* verdict = check ? verdict_.data() : nullptr;
+  if (is_topk_) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::CheckTopK(topk_, d_body, verdict, stream));
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cuda_internal::DecodeTopK(topk_, d_body, d_out, accumulate, verdict, stream));
+  } else {
+    if (check) TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::CheckQuant(quant_, d_body, verdict, stream));
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cuda_internal::DecodeQuant(quant_, d_body, d_out, accumulate, verdict, stream));
+  }
+  if (!check) return absl::OkStatus();
+  unsigned long long host_verdict = cuda_internal::kValid;
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&host_verdict, verdict, sizeof(host_verdict),
+                                            cudaMemcpyDeviceToHost, stream));
+  TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  if (host_verdict != cuda_internal::kValid) return ErrorFor(host_verdict);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceCodec::EncodeToPayload(const float* d_input, float* d_residual,
+                                          float residual_scale, const RandomKey& key,
+                                          std::string* payload, cudaStream_t stream) {
+  TAMP_RETURN_IF_ERROR(Encode(d_input, d_residual, residual_scale, key, body_.data(), stream));
+  payload->clear();
+  payload->reserve(PayloadBytes());
+  AppendHeader(id_, version_, size_, payload);
+  payload->resize(PayloadBytes());
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(payload->data() + kHeaderBytes, body_.data(),
+                                            body_bytes_, cudaMemcpyDeviceToHost, stream));
+  TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceCodec::DecodePayload(absl::string_view payload, const RandomKey& key,
+                                        float* d_out, bool accumulate, cudaStream_t stream) {
+  TAMP_ASSIGN_OR_RETURN(const absl::string_view body,
+                        ParseHeader(payload, id_, version_, size_));
+  if (body.size() != body_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat(CodecName(id_), " payload body is ",
+                                                   body.size(), " bytes, expected ",
+                                                   body_bytes_));
+  }
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(body_.data(), body.data(), body_bytes_,
+                                            cudaMemcpyHostToDevice, stream));
+  return Decode(body_.data(), key, d_out, accumulate, stream);
+}
+
+}  // namespace tamp::compress::cuda
+
+#endif  // TAMP_HAVE_CUDA

@@ -1,0 +1,130 @@
+// DeviceCodec: a codec's encode and decode on the GPU, for gradients and updates that live in
+// device memory. Payloads are byte-identical to the CPU codec's (compress/codec.h) for the
+// same input and key, so CPU and GPU processes can talk to each other.
+//
+// Codecs: fp16, bf16, natural, signsgd, efsign, qsgd, terngrad, maxmin, topk (HasDeviceCodec()).
+// Others return UNIMPLEMENTED from Create(); callers fall back to the CPU codec.
+//
+// Error feedback is fused: Encode(input, residual, s) encodes c = input + residual and
+// leaves residual = s * (c - decode(body)), which is ErrorFeedback RESIDUAL
+// (compress/error_feedback.h) in one pass over input and residual for the elementwise and
+// bucketed codecs (terngrad and efsign read them twice: their scale needs the whole chunk
+// first; topk stages c in the residual buffer, see compress/cuda/topk.cu).
+//
+// Blocking: Encode and Decode only enqueue work on `stream`, except that Decode of a codec
+// whose body needs checking (all but fp16 and bf16) waits for the check's verdict (a
+// stream synchronisation). EncodeToPayload/DecodePayload copy to and from host memory and
+// synchronise. Buffers must outlive the enqueued work. Not thread-safe: one call at a time
+// per instance (it owns its scratch).
+//
+// Untrusted payloads: Decode checks the body on the device (the CPU decoder's rules) before
+// anything is written; an invalid body is INVALID_ARGUMENT and leaves `out` untouched.
+//
+// Example (worker push, gradient and residual on the device):
+//   TAMP_ASSIGN_OR_RETURN(auto codec, DeviceCodec::Create(spec, chunk_length));
+//   std::string payload;
+//   TAMP_RETURN_IF_ERROR(codec->EncodeToPayload(d_grad, d_residual, 1.0f, key, &payload, s));
+//   ... and on the receiving side:
+//   TAMP_RETURN_IF_ERROR(codec->DecodePayload(payload, key, d_update, false, s));
+#ifndef TAMP_COMPRESS_CUDA_DEVICE_CODEC_H_
+#define TAMP_COMPRESS_CUDA_DEVICE_CODEC_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/philox.h"
+#include "compress/codec.h"
+#include "compress/cuda/internal/quantize_agent.h"
+#include "compress/cuda/internal/topk_agent.h"
+#include "kernels/device.h"
+#include "proto/config.pb.h"
+
+namespace tamp::compress::cuda {
+
+// HasDeviceCodec()
+//
+// Whether DeviceCodec::Create() supports codec `name` (a registry name).
+bool HasDeviceCodec(absl::string_view name);
+
+class DeviceCodec {
+ public:
+  // DeviceCodec::Create()
+  //
+  // Validates `spec` (compress/registry.h ValidateCodecSpec) and sets up a codec for chunks
+  // of num_elements values, allocating its device scratch. UNIMPLEMENTED for codecs without
+  // a GPU version and for chunks of 2^32 values or more; INVALID_ARGUMENT for a bad spec or
+  // num_elements == 0; FAILED_PRECONDITION without a device.
+  static absl::StatusOr<std::unique_ptr<DeviceCodec>> Create(const config::Codec& spec,
+                                                             size_t num_elements);
+
+  DeviceCodec(const DeviceCodec&) = delete;
+  DeviceCodec& operator=(const DeviceCodec&) = delete;
+  ~DeviceCodec();
+
+  CodecId id() const { return id_; }
+  size_t size() const { return size_; }
+
+  // DeviceCodec::BodyBytes(), PayloadBytes()
+  //
+  // Exact sizes: the body, and the body plus the 12-byte header (= the CPU codec's
+  // MaxPayloadBytes()).
+  size_t BodyBytes() const { return body_bytes_; }
+  size_t PayloadBytes() const;
+
+  // DeviceCodec::Encode()
+  //
+  // Writes the body of encode(c) to d_body (BodyBytes() bytes of device memory, 4-byte
+  // aligned), c = d_input (size() values) or, when d_residual is not null, d_input +
+  // d_residual, in which case d_residual becomes residual_scale * (c - decode(body)).
+  absl::Status Encode(const float* d_input, float* d_residual, float residual_scale,
+                      const RandomKey& key, unsigned char* d_body, cudaStream_t stream);
+
+  // DeviceCodec::Decode()
+  //
+  // d_out (size() values) = decode(d_body), or += with `accumulate` (the server's
+  // DecodeAdd). Checks the body first (see the file comment).
+  absl::Status Decode(const unsigned char* d_body, const RandomKey& key, float* d_out,
+                      bool accumulate, cudaStream_t stream);
+
+  // DeviceCodec::EncodeToPayload()
+  //
+  // Encode() into the codec's own body buffer, then *payload = header + body on the host.
+  absl::Status EncodeToPayload(const float* d_input, float* d_residual, float residual_scale,
+                               const RandomKey& key, std::string* payload, cudaStream_t stream);
+
+  // DeviceCodec::DecodePayload()
+  //
+  // Checks the header on the host (compress/wire_format.h ParseHeader) and the body length,
+  // copies the body to the device and Decode()s it.
+  absl::Status DecodePayload(absl::string_view payload, const RandomKey& key, float* d_out,
+                             bool accumulate, cudaStream_t stream);
+
+ private:
+  DeviceCodec(CodecId id, uint8_t version, size_t size);
+
+  absl::Status ErrorFor(unsigned long long verdict) const;
+  bool NeedsCheck() const;
+
+  const CodecId id_;
+  const uint8_t version_;
+  const size_t size_;
+  bool is_topk_ = false;
+  cuda_internal::QuantLayout quant_;
+  cuda_internal::TopKLayout topk_;
+  size_t body_bytes_ = 0;
+  size_t temp_bytes_ = 0;
+  kernels::DeviceArray<unsigned char> temp_;
+  kernels::DeviceArray<unsigned char> body_;  // For the *Payload() calls.
+  kernels::DeviceArray<unsigned long long> verdict_;
+};
+
+}  // namespace tamp::compress::cuda
+
+#endif  // TAMP_COMPRESS_CUDA_DEVICE_CODEC_H_

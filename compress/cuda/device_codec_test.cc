@@ -1,0 +1,220 @@
+// GPU codecs (compress/cuda/device_codec.h) against the CPU codecs, byte for byte. Tests that
+// need a device skip without one ("no CUDA device: skipping (...)").
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "compress/codec.h"
+#include "compress/cuda/internal/test_cases.h"
+#include "compress/error_feedback.h"
+#include "compress/registry.h"
+#include "compress/wire_format.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda_testing.h"
+#include "kernels/device.h"
+#if TAMP_HAVE_CUDA
+#include "compress/cuda/device_codec.h"
+#endif
+
+namespace tamp::compress::cuda {
+namespace {
+
+#if TAMP_HAVE_CUDA
+
+using cuda_testing::Flavor;
+using kernels::DeviceArray;
+using kernels::testing::CompareBitwise;
+using kernels::testing::CompareBytes;
+using kernels::testing::Download;
+using kernels::testing::Upload;
+
+// Runs without a device: the checks before any device work.
+TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
+  config::Codec none;
+  none.set_name("none");
+  EXPECT_EQ(DeviceCodec::Create(none, 10).status().code(), absl::StatusCode::kUnimplemented);
+  config::Codec bad;
+  bad.set_name("qsgd");  // 'levels' missing.
+  EXPECT_EQ(DeviceCodec::Create(bad, 10).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(HasDeviceCodec("topk"));
+  EXPECT_FALSE(HasDeviceCodec("powersgd"));
+  if (!kernels::CudaDeviceAvailable()) {
+    config::Codec fp16;
+    fp16.set_name("fp16");
+    EXPECT_EQ(DeviceCodec::Create(fp16, 10).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+}
+
+class DeviceCodecTest : public ::testing::TestWithParam<cuda_testing::SpecCase> {};
+
+void ExpectMatchesCpu(const config::Codec& spec, size_t n, Flavor flavor) {
+  SCOPED_TRACE(::testing::Message() << "n " << n << " flavor " << static_cast<int>(flavor));
+  auto cpu = CreateCodec(spec, n);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto gpu = DeviceCodec::Create(spec, n);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_EQ((*gpu)->PayloadBytes(), (*cpu)->MaxPayloadBytes());
+  const std::vector<float> x = cuda_testing::Values(n, 1000 + n, flavor);
+  const RandomKey key = cuda_testing::Key(static_cast<uint32_t>(n));
+  DeviceArray<float> d_x = Upload<float>(x);
+
+  // Encode.
+  std::string cpu_payload, gpu_payload;
+  ASSERT_TRUE((*cpu)->Encode(x, key, &cpu_payload).ok());
+  ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), nullptr, 1.0f, key, &gpu_payload, nullptr).ok());
+  ASSERT_TRUE(CompareBytes("payload", gpu_payload, cpu_payload));
+
+  // Decode (=, +=).
+  std::vector<float> cpu_out(n);
+  ASSERT_TRUE((*cpu)->Decode(cpu_payload, key, absl::MakeSpan(cpu_out)).ok());
+  auto d_out = DeviceArray<float>::Create(n).value();
+  ASSERT_TRUE((*gpu)->DecodePayload(cpu_payload, key, d_out.data(), false, nullptr).ok());
+  EXPECT_TRUE(CompareBitwise("decoded", Download(d_out), cpu_out));
+  std::vector<float> acc = cuda_testing::Values(n, 7, Flavor::kGradient);
+  DeviceArray<float> d_acc = Upload<float>(acc);
+  ASSERT_TRUE((*cpu)->DecodeAdd(cpu_payload, key, absl::MakeSpan(acc)).ok());
+  ASSERT_TRUE((*gpu)->DecodePayload(cpu_payload, key, d_acc.data(), true, nullptr).ok());
+  EXPECT_TRUE(CompareBitwise("accumulated", Download(d_acc), acc));
+
+  // Fused error feedback: two steps against ErrorFeedback RESIDUAL.
+  for (const float scale : {1.0f, 0.5f}) {
+    SCOPED_TRACE(::testing::Message() << "residual scale " << scale);
+    config::ErrorFeedback ef;
+    ef.set_kind(config::ErrorFeedback::RESIDUAL);
+    ef.set_scale(scale);
+    auto memory = ErrorFeedback::Create(ef, n);
+    ASSERT_TRUE(memory.ok());
+    DeviceArray<float> d_residual = Upload<float>(std::vector<float>(n, 0.0f));
+    for (int step = 0; step < 2; ++step) {
+      const std::vector<float> g = step == 0 ? x : cuda_testing::Values(n, 2000 + n, Flavor::kGradient);
+      const RandomKey step_key{.seed = 42, .step = static_cast<uint64_t>(step), .chunk = 1, .worker = 0};
+      DeviceArray<float> d_g = Upload<float>(g);
+      ASSERT_TRUE((*memory)->Compress(**cpu, g, step_key, &cpu_payload).ok());
+      ASSERT_TRUE((*gpu)->EncodeToPayload(d_g.data(), d_residual.data(), scale, step_key,
+                                          &gpu_payload, nullptr)
+                      .ok());
+      ASSERT_TRUE(CompareBytes("EF payload", gpu_payload, cpu_payload)) << "step " << step;
+      ASSERT_TRUE(CompareBitwise("residual", Download(d_residual), (*memory)->residual()))
+          << "step " << step;
+    }
+  }
+}
+
+TEST_P(DeviceCodecTest, MatchesCpuCodec) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  for (const size_t n : cuda_testing::Sizes()) {
+    for (const Flavor flavor : {Flavor::kGradient, Flavor::kSpecial, Flavor::kHuge}) {
+      ExpectMatchesCpu(GetParam().spec, n, flavor);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Many blocks, tiles and buckets.
+TEST_P(DeviceCodecTest, MatchesCpuCodecOnLargeChunks) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  ExpectMatchesCpu(GetParam().spec, (size_t{1} << 20) + 3, Flavor::kGradient);
+}
+
+// Corrupted payloads: rejected (INVALID_ARGUMENT, output untouched) exactly when the CPU
+// decoder rejects them.
+TEST_P(DeviceCodecTest, RejectsWhatCpuRejects) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const config::Codec& spec = GetParam().spec;
+  std::mt19937 rng(5);
+  for (const size_t n : {size_t{33}, size_t{8199}}) {
+    auto cpu = CreateCodec(spec, n);
+    auto gpu = DeviceCodec::Create(spec, n);
+    ASSERT_TRUE(cpu.ok() && gpu.ok());
+    const std::vector<float> x = cuda_testing::Values(n, 300 + n, Flavor::kSpecial);
+    const RandomKey key = cuda_testing::Key(1);
+    std::string payload;
+    ASSERT_TRUE((*cpu)->Encode(x, key, &payload).ok());
+    const std::vector<float> sentinel(n, 12345.0f);
+    for (int trial = 0; trial < 60; ++trial) {
+      std::string bad = payload;
+      const size_t at = kHeaderBytes + rng() % (payload.size() - kHeaderBytes);
+      bad[at] = static_cast<char>(rng());
+      std::vector<float> out(n);
+      const bool cpu_ok = (*cpu)->Decode(bad, key, absl::MakeSpan(out)).ok();
+      DeviceArray<float> d_out = Upload<float>(sentinel);
+      const absl::Status status = (*gpu)->DecodePayload(bad, key, d_out.data(), false, nullptr);
+      ASSERT_EQ(status.ok(), cpu_ok) << "trial " << trial << ": " << status;
+      if (!cpu_ok) {
+        EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_TRUE(CompareBitwise("untouched", Download(d_out), sentinel));
+      }
+    }
+    // A truncated payload never reaches the device.
+    DeviceArray<float> d_out = Upload<float>(sentinel);
+    EXPECT_EQ((*gpu)->DecodePayload(absl::string_view(payload).substr(0, payload.size() - 1), key,
+                                    d_out.data(), false, nullptr)
+                  .code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllCodecs, DeviceCodecTest, ::testing::ValuesIn(cuda_testing::AllSpecs()),
+    [](const ::testing::TestParamInfo<cuda_testing::SpecCase>& info) { return info.param.label; });
+
+// Top-k when the k-th magnitude is shared by most of the chunk (all ties resolved by index),
+// and fp16/bf16 over a wide sample of bit patterns.
+TEST(DeviceCodecEdgeTest, TopKWithMassiveTies) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const size_t n = 300007;
+  std::vector<float> x(n, 0.0f);
+  for (size_t i = 0; i < n; i += 1001) x[i] = (i % 2 ? -1.0f : 1.0f) * 0.5f;
+  for (const uint64_t count : {uint64_t{1}, uint64_t{250}, uint64_t{5000}, uint64_t{n}}) {
+    config::Codec spec;
+    spec.set_name("topk");
+    spec.set_count(count);
+    auto cpu = CreateCodec(spec, n);
+    auto gpu = DeviceCodec::Create(spec, n);
+    ASSERT_TRUE(cpu.ok() && gpu.ok());
+    DeviceArray<float> d_x = Upload<float>(x);
+    std::string cpu_payload, gpu_payload;
+    ASSERT_TRUE((*cpu)->Encode(x, {}, &cpu_payload).ok());
+    ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), nullptr, 1.0f, {}, &gpu_payload, nullptr).ok());
+    EXPECT_TRUE(CompareBytes("payload", gpu_payload, cpu_payload)) << "k " << count;
+  }
+}
+
+TEST(DeviceCodecEdgeTest, HalfConversionsOverManyBitPatterns) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const size_t n = size_t{1} << 24;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Every upper half-word, with low bits that hit the ties, +-1 around them and the rest.
+    const uint32_t low[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x7fff, 0x8000, 0x8001,
+                            0xffff, 0x1234, 0x2fff, 0x3000, 0xc000, 0xefff, 0xf000, 0x5555};
+    // Low 16 bits for bf16; bits 12..0 matter for fp16, covered by the same table shifted.
+    const uint32_t bits = (static_cast<uint32_t>(i >> 4) << 16) | low[i & 15];
+    std::memcpy(&x[i], &bits, 4);
+  }
+  for (const char* name : {"fp16", "bf16"}) {
+    config::Codec spec;
+    spec.set_name(name);
+    auto cpu = CreateCodec(spec, n);
+    auto gpu = DeviceCodec::Create(spec, n);
+    ASSERT_TRUE(cpu.ok() && gpu.ok());
+    DeviceArray<float> d_x = Upload<float>(x);
+    std::string cpu_payload, gpu_payload;
+    ASSERT_TRUE((*cpu)->Encode(x, {}, &cpu_payload).ok());
+    ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), nullptr, 1.0f, {}, &gpu_payload, nullptr).ok());
+    EXPECT_TRUE(CompareBytes(name, gpu_payload, cpu_payload));
+  }
+}
+
+#else  // !TAMP_HAVE_CUDA
+
+TEST(DeviceCodecTest, BuiltWithoutCuda) { GTEST_SKIP() << "no CUDA device: skipping (built without CUDA)"; }
+
+#endif  // TAMP_HAVE_CUDA
+
+}  // namespace
+}  // namespace tamp::compress::cuda

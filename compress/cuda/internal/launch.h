@@ -1,0 +1,67 @@
+// Raw launchers of compress/cuda/quantize.cu and compress/cuda/topk.cu. Internal to
+// compress/cuda/: use compress/cuda/device_codec.h.
+//
+// CUB's conventions: host functions that enqueue kernels on `stream` and return
+// cudaError_t (the launch's; faults surface at the next synchronising call). Those that need
+// scratch take it in two passes: called with temp == nullptr they only set *temp_bytes
+// (never to 0, so a real call always passes a real buffer).
+// Plain types only, so this header compiles under nvcc and the host compiler alike.
+#ifndef TAMP_COMPRESS_CUDA_INTERNAL_LAUNCH_H_
+#define TAMP_COMPRESS_CUDA_INTERNAL_LAUNCH_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/philox.h"
+#include "compress/cuda/internal/quantize_agent.h"
+#include "compress/cuda/internal/topk_agent.h"
+
+namespace tamp::compress::cuda_internal {
+
+// ---------------------------------------------------------------------------------------
+// Quantizing codecs (layout: quantize_agent.h)
+// ---------------------------------------------------------------------------------------
+
+// Encodes `input` (layout.n values) into `body` (layout.body_bytes(), 4-byte aligned). With
+// `residual` (else null): c = input + residual is encoded and residual = residual_scale *
+// (c - decode(body)) written back, in the same pass (UsesFusedStats() for qsgd/maxmin says
+// whether their stats share it). `input` and `residual` need only float alignment.
+cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& layout,
+                        const RandomKey& key, const float* input, float* residual,
+                        float residual_scale, unsigned char* body, cudaStream_t stream);
+
+// Sets *verdict (device) to kValid or the smallest verdict (quantize_agent.h QuantReason)
+// of `body`.
+cudaError_t CheckQuant(const QuantLayout& layout, const unsigned char* body,
+                       unsigned long long* verdict, cudaStream_t stream);
+
+// out = decode(body), or out += with `accumulate`; does nothing when `verdict` (device, may
+// be null) is not kValid by the time it runs.
+cudaError_t DecodeQuant(const QuantLayout& layout, const unsigned char* body, float* out,
+                        bool accumulate, const unsigned long long* verdict, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// topk (layout: topk_agent.h)
+// ---------------------------------------------------------------------------------------
+
+// Selects the layout.k largest magnitudes of c = input (+ residual) exactly as
+// compress/select.h does and writes the body; with `residual`, residual = residual_scale *
+// (c - decode(body)) (c is staged in `residual` meanwhile).
+cudaError_t EncodeTopK(void* temp, size_t* temp_bytes, const TopKLayout& layout,
+                       const float* input, float* residual, float residual_scale,
+                       unsigned char* body, cudaStream_t stream);
+
+// Checks the indices (range, strictly increasing, zero padding) into *verdict.
+cudaError_t CheckTopK(const TopKLayout& layout, const unsigned char* body,
+                      unsigned long long* verdict, cudaStream_t stream);
+
+// out = decode(body) (zeros elsewhere) or out += the k values; nothing unless *verdict is
+// kValid.
+cudaError_t DecodeTopK(const TopKLayout& layout, const unsigned char* body, float* out,
+                       bool accumulate, const unsigned long long* verdict, cudaStream_t stream);
+
+}  // namespace tamp::compress::cuda_internal
+
+#endif  // TAMP_COMPRESS_CUDA_INTERNAL_LAUNCH_H_

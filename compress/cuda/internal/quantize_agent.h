@@ -1,0 +1,475 @@
+// Per-thread work of the GPU quantizing codecs (fp16, bf16, natural, signsgd, efsign, qsgd,
+// terngrad, maxmin), written once for host and device. Internal to compress/cuda/.
+//
+// The kernels of compress/cuda/quantize.cu are thin loops over these "agents", and
+// compress/cuda/emulation_test.cc runs the very same agents on the host, one simulated
+// thread after another, against the CPU codecs: so everything but the CUDA plumbing
+// (launch shapes, shared memory, barriers) is checked byte for byte on any machine.
+//
+// Body layout (the CPU codecs'): [stats][codes]. stats: qsgd 4 bytes (norm) per bucket,
+// maxmin 8 (min, max) per bucket, terngrad and efsign 4 (one scale), others none. codes: n
+// codes of `bits` bits, PackCodes order. Every stats size is a multiple of 4, so the code
+// stream is 4-byte aligned whenever the body is.
+//
+// Work split: a group is 32 consecutive values [32g, 32g + 32) ∩ [0, n); its codes fill
+// exactly `bits` 32-bit words (4 * bits bytes at 4 * bits * g into the code stream), so a
+// thread encodes or decodes a group with word-sized stores and no cooperation, and a group
+// covers 8 whole Philox blocks.
+#ifndef TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
+#define TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
+
+#include <cstdint>
+
+#include "common/philox.h"
+#include "compress/cuda/internal/codec_math.h"
+
+namespace tamp::compress::cuda_internal {
+
+inline constexpr uint32_t kGroup = 32;  // Values per thread.
+
+// Tuning constants shared with the kernels (quantize.cu): the fused stats path stages
+// kFusedTile values per block (256 threads x kGroup) and takes power-of-two buckets of at
+// least kFusedMinBucket values (at most 64 buckets per tile); the chunk-stats kernel feeds
+// its chains kChainTile values (a multiple of 64) at a time.
+inline constexpr uint32_t kFusedTile = 8192;
+inline constexpr uint32_t kFusedMinBucket = 128;
+inline constexpr uint32_t kChainTile = 4096;
+
+enum class QuantKind : int {
+  kFp16,
+  kBf16,
+  kNatural,
+  kSignSgd,
+  kEfSign,
+  kQsgd,
+  kTernGrad,
+  kMaxMin,
+};
+
+// QuantLayout
+//
+// Everything a kernel needs to know about one codec instance; plain data.
+struct QuantLayout {
+  QuantKind kind = QuantKind::kFp16;
+  uint64_t n = 0;
+  int bits = 16;               // Code width.
+  uint32_t bucket_size = 0;    // qsgd, maxmin; 0 otherwise.
+  uint64_t buckets = 0;        // qsgd, maxmin: ceil(n / bucket_size).
+  uint32_t levels = 0;         // qsgd s.
+  bool stochastic = false;     // maxmin.
+  uint64_t stats_bytes = 0;    // Bytes before the code stream.
+  uint64_t code_bytes = 0;     // PackedBytes(n, bits).
+
+  TAMP_HD uint64_t groups() const { return (n + kGroup - 1) / kGroup; }
+  TAMP_HD uint64_t body_bytes() const { return stats_bytes + code_bytes; }
+};
+
+// Makes the layout of a codec; the parameters are those of the CPU codec (validated there).
+inline QuantLayout MakeQuantLayout(QuantKind kind, uint64_t n, uint32_t levels = 0,
+                                   uint32_t bucket_size = 0, int bits = 0,
+                                   bool stochastic = false) {
+  QuantLayout l;
+  l.kind = kind;
+  l.n = n;
+  switch (kind) {
+    case QuantKind::kFp16:
+    case QuantKind::kBf16:
+      l.bits = 16;
+      break;
+    case QuantKind::kNatural:
+      l.bits = kNaturalBits;
+      break;
+    case QuantKind::kSignSgd:
+      l.bits = 1;
+      break;
+    case QuantKind::kEfSign:
+      l.bits = 1;
+      l.stats_bytes = 4;
+      break;
+    case QuantKind::kQsgd: {
+      int width = 0;
+      while ((levels >> width) != 0) ++width;  // bit_width(levels)
+      l.bits = width + 1;
+      l.levels = levels;
+      l.bucket_size = bucket_size;
+      l.buckets = (n + bucket_size - 1) / bucket_size;
+      l.stats_bytes = 4 * l.buckets;
+      break;
+    }
+    case QuantKind::kTernGrad:
+      l.bits = 2;
+      l.stats_bytes = 4;
+      break;
+    case QuantKind::kMaxMin:
+      l.bits = bits;
+      l.bucket_size = bucket_size;
+      l.buckets = (n + bucket_size - 1) / bucket_size;
+      l.stochastic = stochastic;
+      l.stats_bytes = 8 * l.buckets;
+      break;
+  }
+  l.code_bytes = PackedBytes(n, l.bits);
+  return l;
+}
+
+// Whether a codec draws Philox words.
+TAMP_HD bool UsesRandom(const QuantLayout& l) {
+  return l.kind == QuantKind::kNatural || l.kind == QuantKind::kQsgd ||
+         l.kind == QuantKind::kTernGrad || (l.kind == QuantKind::kMaxMin && l.stochastic);
+}
+
+// Values of a group come from `Source`: an object with `float operator()(uint64_t i)` giving
+// the compensated value c_i (input, or input + residual) of chunk element i.
+struct GlobalSource {
+  const float* input;
+  const float* residual;  // Null: no error feedback.
+  TAMP_HD float operator()(uint64_t i) const {
+    return residual == nullptr ? input[i] : Compensate(input[i], residual[i]);
+  }
+};
+
+// Per-bucket statistics as stored in the body (read back by the quantize pass).
+TAMP_HD float LoadStat(const unsigned char* body, uint64_t index) {
+  return reinterpret_cast<const float*>(body)[index];
+}
+TAMP_HD void StoreStat(unsigned char* body, uint64_t index, float value) {
+  reinterpret_cast<float*>(body)[index] = value;
+}
+
+// ---------------------------------------------------------------------------------------
+// Encode: one group
+// ---------------------------------------------------------------------------------------
+
+// The code of value c (element i) and, through *decoded, what the receiver will decode it to.
+// `stats` is the body (stats first); `random` the element's Philox word.
+TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, uint64_t i,
+                             float c, uint32_t random, float* decoded) {
+  switch (l.kind) {
+    case QuantKind::kFp16: {
+      const uint16_t h = FloatToFp16(c);
+      *decoded = Fp16ToFloat(h);
+      return h;
+    }
+    case QuantKind::kBf16: {
+      const uint16_t h = FloatToBf16(c);
+      *decoded = Bf16ToFloat(h);
+      return h;
+    }
+    case QuantKind::kNatural: {
+      const uint32_t code = NaturalCode(c, random);
+      *decoded = NaturalValue(code);
+      return code;
+    }
+    case QuantKind::kSignSgd: {
+      const bool negative = c < 0.0f;
+      *decoded = negative ? -1.0f : 1.0f;  // UnpackSigns(plane, 1.0f): 1 * (+-1)
+      return negative ? 1u : 0u;
+    }
+    case QuantKind::kEfSign: {
+      const bool negative = c < 0.0f;
+      *decoded = MulRn(LoadStat(stats, 0), negative ? -1.0f : 1.0f);
+      return negative ? 1u : 0u;
+    }
+    case QuantKind::kQsgd: {
+      const uint64_t b = i / l.bucket_size;
+      const float norm = LoadStat(stats, b);
+      const uint32_t sign_bit = 1u << (l.bits - 1);
+      const uint32_t code =
+          norm > 0 ? QsgdCode(c, random, norm, static_cast<float>(l.levels), sign_bit) : 0u;
+      *decoded = QsgdValue(code, DivRn(norm, static_cast<float>(l.levels)), sign_bit - 1,
+                           l.bits - 1);
+      return code;
+    }
+    case QuantKind::kTernGrad: {
+      const float scale = LoadStat(stats, 0);
+      const uint32_t code = scale > 0 ? TernCode(c, random, scale) : 0u;
+      *decoded = TernValue(code, scale);
+      return code;
+    }
+    case QuantKind::kMaxMin: {
+      const uint64_t b = i / l.bucket_size;
+      const float min = LoadStat(stats, 2 * b), max = LoadStat(stats, 2 * b + 1);
+      const float step = MaxMinStep(min, max, l.bits);
+      const uint32_t code =
+          MaxMinZeroCodesOnly(min, max) ? 0u : MaxMinCode(c, random, min, step, l.bits, l.stochastic);
+      *decoded = MaxMinValue(code, min, step);
+      return code;
+    }
+  }
+  return 0;
+}
+
+// Encodes group g: codes into the body, and (residual != null) the new residual
+// residual_scale * (c - decoded). `values` gives c for element i (a GlobalSource, or a view
+// of a shared-memory tile). The stats of the group's buckets are already in the body.
+template <typename Source>
+TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
+                         const Source& values, float* residual, float residual_scale,
+                         unsigned char* body) {
+  const uint64_t first = g * kGroup;
+  const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
+  BitSink sink(body + l.stats_bytes + 4 * static_cast<uint64_t>(l.bits) * g);
+  const bool random = UsesRandom(l);
+  const PhiloxStream stream(key);
+  for (uint32_t q = 0; q * 4 < count; ++q) {
+    r123::Philox4x32::ctr_type words = {{0, 0, 0, 0}};
+    if (random) words = stream.Block(static_cast<uint32_t>((first >> 2) + q));
+    for (uint32_t e = 0; e < 4 && 4 * q + e < count; ++e) {
+      const uint64_t i = first + 4 * q + e;
+      const float c = values(i);
+      float decoded;
+      sink.Put(EncodeValue(l, body, i, c, words.v[e], &decoded), l.bits);
+      if (residual != nullptr) residual[i] = NextResidual(residual_scale, c, decoded);
+    }
+  }
+  sink.Finish();
+}
+
+// ---------------------------------------------------------------------------------------
+// Decode and validate: one group
+// ---------------------------------------------------------------------------------------
+
+TAMP_HD float DecodeValue(const QuantLayout& l, const unsigned char* body, uint64_t i,
+                          uint32_t code) {
+  switch (l.kind) {
+    case QuantKind::kFp16:
+      return Fp16ToFloat(static_cast<uint16_t>(code));
+    case QuantKind::kBf16:
+      return Bf16ToFloat(static_cast<uint16_t>(code));
+    case QuantKind::kNatural:
+      return NaturalValue(code);
+    case QuantKind::kSignSgd:
+      return code ? -1.0f : 1.0f;
+    case QuantKind::kEfSign:
+      return MulRn(LoadStat(body, 0), code ? -1.0f : 1.0f);
+    case QuantKind::kQsgd: {
+      const uint32_t sign_bit = 1u << (l.bits - 1);
+      const float scale =
+          DivRn(LoadStat(body, i / l.bucket_size), static_cast<float>(l.levels));
+      return QsgdValue(code, scale, sign_bit - 1, l.bits - 1);
+    }
+    case QuantKind::kTernGrad:
+      return TernValue(code, LoadStat(body, 0));
+    case QuantKind::kMaxMin: {
+      const uint64_t b = i / l.bucket_size;
+      const float min = LoadStat(body, 2 * b), max = LoadStat(body, 2 * b + 1);
+      return MaxMinValue(code, min, MaxMinStep(min, max, l.bits));
+    }
+  }
+  return 0;
+}
+
+// out[i] = (or +=) the decoded values of group g.
+TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* body, float* out,
+                         bool accumulate) {
+  const uint64_t first = g * kGroup;
+  const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
+  const uint64_t offset = 4 * static_cast<uint64_t>(l.bits) * g;
+  BitSource source(body + l.stats_bytes + offset, l.code_bytes - offset);
+  for (uint32_t j = 0; j < count; ++j) {
+    const uint64_t i = first + j;
+    const float v = DecodeValue(l, body, i, source.Get(l.bits));
+    out[i] = accumulate ? AddRn(out[i], v) : v;
+  }
+}
+
+// Whether every stat is allowed: qsgd norms NaN or finite >= +0; terngrad scale likewise;
+// efsign scale with the sign bit clear; maxmin pairs (NaN, NaN) or finite, min <= max,
+// max - min finite. Returns kValid or the verdict of bucket b's problem.
+TAMP_HD unsigned long long CheckStat(const QuantLayout& l, const unsigned char* body, uint64_t b) {
+  switch (l.kind) {
+    case QuantKind::kQsgd:
+    case QuantKind::kTernGrad: {
+      const float v = LoadStat(body, b);
+      const bool ok = IsNaN(v) || ((FloatBits(v) >> 31) == 0 && IsFiniteF(v));
+      return ok ? kValid : Verdict(l.kind == QuantKind::kQsgd ? b * l.bucket_size : 0, kReasonBadStat);
+    }
+    case QuantKind::kEfSign:
+      return (FloatBits(LoadStat(body, 0)) >> 31) == 0 ? kValid : Verdict(0, kReasonBadStat);
+    case QuantKind::kMaxMin: {
+      const float min = LoadStat(body, 2 * b), max = LoadStat(body, 2 * b + 1);
+      const bool ok = (IsNaN(min) && IsNaN(max)) ||
+                      (IsFiniteF(min) && IsFiniteF(max) && min <= max && IsFiniteF(SubRn(max, min)));
+      return ok ? kValid : Verdict(b * l.bucket_size, kReasonBadStat);
+    }
+    default:
+      return kValid;
+  }
+}
+
+// Stats to check: buckets for qsgd and maxmin, one for terngrad and efsign, else none.
+TAMP_HD uint64_t NumStats(const QuantLayout& l) {
+  if (l.kind == QuantKind::kQsgd || l.kind == QuantKind::kMaxMin) return l.buckets;
+  return l.stats_bytes > 0 ? 1 : 0;
+}
+
+// kValid, or the verdict for the padding bits after the last code.
+TAMP_HD unsigned long long CheckPadding(const QuantLayout& l, const unsigned char* body) {
+  const int used = static_cast<int>((l.n % 8) * l.bits % 8);
+  if (used == 0) return kValid;
+  const unsigned last = body[l.stats_bytes + l.code_bytes - 1];
+  return (last >> used) == 0 ? kValid : Verdict(l.n, kReasonPadding);
+}
+
+// The smallest verdict among the codes of group g (stats assumed valid; a bad stat is
+// reported by CheckStat, and its bucket's codes are then judged by the rules below anyway).
+TAMP_HD unsigned long long CheckGroup(const QuantLayout& l, uint64_t g, const unsigned char* body) {
+  if (l.kind != QuantKind::kQsgd && l.kind != QuantKind::kTernGrad && l.kind != QuantKind::kMaxMin) {
+    return kValid;  // Every code is valid.
+  }
+  const uint64_t first = g * kGroup;
+  const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
+  const uint64_t offset = 4 * static_cast<uint64_t>(l.bits) * g;
+  BitSource source(body + l.stats_bytes + offset, l.code_bytes - offset);
+  for (uint32_t j = 0; j < count; ++j) {
+    const uint64_t i = first + j;
+    const uint32_t code = source.Get(l.bits);
+    switch (l.kind) {
+      case QuantKind::kQsgd: {
+        const float norm = LoadStat(body, i / l.bucket_size);
+        const uint32_t sign_bit = 1u << (l.bits - 1);
+        if (!(norm > 0)) {
+          if (code != 0) return Verdict(i, kReasonNonzeroCode);
+        } else if ((code & (sign_bit - 1)) > l.levels) {
+          return Verdict(i, kReasonLevelTooLarge);
+        } else if (code == sign_bit) {
+          return Verdict(i, kReasonSignWithoutLevel);
+        }
+        break;
+      }
+      case QuantKind::kTernGrad: {
+        if (code == 3) return Verdict(i, kReasonCodeThree);
+        if (!(LoadStat(body, 0) > 0) && code != 0) return Verdict(i, kReasonNonzeroCode);
+        break;
+      }
+      case QuantKind::kMaxMin: {
+        const uint64_t b = i / l.bucket_size;
+        if (MaxMinZeroCodesOnly(LoadStat(body, 2 * b), LoadStat(body, 2 * b + 1)) && code != 0) {
+          return Verdict(i, kReasonNonzeroCode);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return kValid;
+}
+
+// ---------------------------------------------------------------------------------------
+// Statistics
+// ---------------------------------------------------------------------------------------
+
+// Values of one bucket through a Source: value(j) = source(begin + j).
+template <typename Source>
+struct BucketView {
+  const Source* source;
+  uint64_t begin;
+  TAMP_HD float operator()(uint64_t j) const { return (*source)(begin + j); }
+};
+
+// Bucket b's length.
+TAMP_HD uint32_t BucketLength(const QuantLayout& l, uint64_t b) {
+  const uint64_t begin = b * l.bucket_size;
+  return l.n - begin < l.bucket_size ? static_cast<uint32_t>(l.n - begin) : l.bucket_size;
+}
+
+// Lane statistics of one bucket, as stored between the stats passes: qsgd a double (sum of
+// squares), maxmin a RangeLane. Union so that one scratch array serves both.
+union LaneStat {
+  double squares;
+  RangeLane range;
+};
+
+template <typename View>
+TAMP_HD LaneStat BucketLaneStat(const QuantLayout& l, const View& view, uint32_t length,
+                                int lane) {
+  LaneStat s;
+  if (l.kind == QuantKind::kQsgd) {
+    s.squares = QsgdLaneSquares(view, length, lane);
+  } else {
+    s.range = MaxMinLane(view, length, lane);
+  }
+  return s;
+}
+
+// Writes bucket b's stats into the body from its 8 lane stats.
+TAMP_HD void StoreBucketStats(const QuantLayout& l, const LaneStat* lanes, uint64_t b,
+                              unsigned char* body) {
+  if (l.kind == QuantKind::kQsgd) {
+    double s[8];
+    for (int k = 0; k < 8; ++k) s[k] = lanes[k].squares;
+    StoreStat(body, b, QsgdNormFromLanes(s));
+  } else {
+    RangeLane r[8];
+    for (int k = 0; k < 8; ++k) r[k] = lanes[k].range;
+    float min, max;
+    MaxMinRangeFromLanes(r, &min, &max);
+    StoreStat(body, 2 * b, min);
+    StoreStat(body, 2 * b + 1, max);
+  }
+}
+
+// Whole-chunk statistics (terngrad, efsign) are serial by definition: 8 (terngrad) or 16
+// (efsign) chains of double additions in element order. The accumulator below is fed the
+// chunk's values in order, a tile at a time, by one thread per lane (lanes start from
+// ZeroTernLane() and 0.0).
+// terngrad lane k over tile values tile[0..count), chunk elements first..first+count, where
+// first is a multiple of 8.
+TAMP_HD void TernLaneTile(const float* tile, uint32_t count, double shift, int k, TernLane* lane) {
+  for (uint32_t j = k; j < count; j += 8) TernAccumulate(tile[j], shift, lane);
+}
+
+// efsign lane l over a tile of whole 64-value blocks (zero-padded past the chunk's end).
+TAMP_HD void EfSignLaneTile(const float* tile, uint32_t blocks, int l, double* sum) {
+  for (uint32_t w = 0; w < blocks; ++w) {
+    *sum = DAddRn(*sum, static_cast<double>(EfSignQuad(tile + 64 * w, l)));
+  }
+}
+
+// efsign total: the 16 lane sums in order; the caller handles a non-finite total.
+TAMP_HD double EfSignTotal(const double* ef) {
+  double total = 0;
+  for (int l = 0; l < 16; ++l) total = DAddRn(total, ef[l]);
+  return total;
+}
+
+// Whether qsgd/maxmin compute their bucket stats inside the quantize kernel: buckets that
+// tile kFusedTile exactly, and few enough per tile for the lane scratch.
+TAMP_HD bool UsesFusedStats(const QuantLayout& l) {
+  if (l.kind != QuantKind::kQsgd && l.kind != QuantKind::kMaxMin) return false;
+  const uint32_t d = l.bucket_size;
+  return d >= kFusedMinBucket && d <= kFusedTile && (d & (d - 1)) == 0;
+}
+
+// Stores the whole-chunk stat (terngrad or efsign scale) from the finished lanes. efsign's
+// fallback when the fast total is not finite is efsign.cc's double-only sum: NaN if any value
+// is NaN, else +inf if any is infinite, else (finite values whose fp32 pairs overflowed) the
+// serial double sum, read again through `source`.
+template <typename Source>
+TAMP_HD void FinishChunkStats(const QuantLayout& l, const TernLane* tern, const double* ef,
+                              bool any_nan, bool any_inf, const Source& source,
+                              unsigned char* body) {
+  if (l.kind == QuantKind::kTernGrad) {
+    StoreStat(body, 0, TernScaleFromLanes(tern, l.n));
+    return;
+  }
+  double total = EfSignTotal(ef);
+  if (!IsFiniteD(total)) {
+    if (any_nan) {
+      total = static_cast<double>(QuietNaN());
+    } else if (any_inf) {
+      total = static_cast<double>(BitsFloat(0x7f800000u));
+    } else {
+      total = 0;
+      for (uint64_t i = 0; i < l.n; ++i) {
+        total = DAddRn(total, AbsD(static_cast<double>(source(i))));
+      }
+    }
+  }
+  StoreStat(body, 0, EfSignScale(total, l.n));
+}
+
+}  // namespace tamp::compress::cuda_internal
+
+#endif  // TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_

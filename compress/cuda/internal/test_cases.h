@@ -1,0 +1,112 @@
+// Inputs and codec specs shared by compress/cuda/emulation_test.cc (host, runs everywhere)
+// and compress/cuda/device_codec_test.cc (GPU). Internal, testonly.
+#ifndef TAMP_COMPRESS_CUDA_INTERNAL_TEST_CASES_H_
+#define TAMP_COMPRESS_CUDA_INTERNAL_TEST_CASES_H_
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/philox.h"
+#include "proto/config.pb.h"
+
+namespace tamp::compress::cuda_testing {
+
+struct SpecCase {
+  std::string label;
+  config::Codec spec;
+};
+
+// gtest prints the label rather than the bytes.
+inline void PrintTo(const SpecCase& c, std::ostream* os) { *os << c.label; }
+
+inline config::Codec NamedSpec(const std::string& name) {
+  config::Codec spec;
+  spec.set_name(name);
+  return spec;
+}
+
+// Every GPU codec, with parameters that take each code path: fused and two-pass bucket stats,
+// buckets of 1 and of odd sizes, all maxmin widths, fp16 top-k values.
+inline std::vector<SpecCase> AllSpecs() {
+  std::vector<SpecCase> cases;
+  for (const char* name : {"fp16", "bf16", "natural", "signsgd", "efsign", "terngrad"}) {
+    cases.push_back({name, NamedSpec(name)});
+  }
+  for (const auto& [levels, bucket] : std::vector<std::pair<uint32_t, uint32_t>>{
+           {1, 512}, {127, 512}, {255, 128}, {7, 100}, {32767, 1}, {3, 8192}, {15, 20000}}) {
+    config::Codec spec = NamedSpec("qsgd");
+    spec.set_levels(levels);
+    spec.set_bucket_size(bucket);
+    cases.push_back({absl::StrCat("qsgd_s", levels, "_d", bucket), spec});
+  }
+  for (int bits = 1; bits <= 8; ++bits) {
+    for (const bool stochastic : {false, true}) {
+      config::Codec spec = NamedSpec("maxmin");
+      spec.set_bits(bits);
+      spec.set_bucket_size(bits % 2 == 0 ? 512 : 37);
+      spec.set_stochastic(stochastic);
+      cases.push_back({absl::StrCat("maxmin_b", bits, stochastic ? "_stoch" : "_near", "_d",
+                                    spec.bucket_size()),
+                       spec});
+    }
+  }
+  for (const double ratio : {0.01, 0.3, 1.0}) {
+    for (const bool fp16 : {false, true}) {
+      config::Codec spec = NamedSpec("topk");
+      spec.set_ratio(ratio);
+      spec.set_fp16_values(fp16);
+      cases.push_back({absl::StrCat("topk_r", static_cast<int>(ratio * 100), fp16 ? "_fp16" : ""),
+                       spec});
+    }
+  }
+  config::Codec one = NamedSpec("topk");
+  one.set_count(1);
+  cases.push_back({"topk_count1", one});
+  return cases;
+}
+
+// Chunk sizes around the group (32), Philox block (4), byte (8), tile and bucket boundaries.
+inline std::vector<size_t> Sizes() { return {1, 3, 8, 31, 32, 33, 1000, 4097, 8192, 8199, 20011}; }
+
+enum class Flavor {
+  kGradient,  // Normal values with a wide range of magnitudes, some exact zeros and ties.
+  kSpecial,   // The same plus NaN, +-inf, -0, subnormals and huge values.
+  kHuge,      // Values near FLT_MAX (efsign's double-only fallback, maxmin range overflow).
+};
+
+inline std::vector<float> Values(size_t n, uint32_t seed, Flavor flavor) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-12, 2);
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = normal(rng) * std::ldexp(1.0f, exponent(rng));
+    if (i % 17 == 5) x[i] = 0.0f;
+    if (i % 23 == 7) x[i] = 0.125f;  // Ties for top-k.
+    if (flavor == Flavor::kHuge) {
+      x[i] = (i % 2 ? 3.0e38f : -2.9e38f) * (0.9f + 0.1f * static_cast<float>(i % 11) / 11.0f);
+    }
+  }
+  if (flavor == Flavor::kSpecial) {
+    const float specials[] = {-0.0f, std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), 1e-40f, -3e-45f, 6.5e4f,
+                              -65519.0f, 65520.0f, 3.4e38f};
+    for (size_t j = 0; j < sizeof(specials) / sizeof(specials[0]) && j * 97 < n; ++j) {
+      x[j * 97] = specials[j];
+    }
+  }
+  return x;
+}
+
+inline RandomKey Key(uint32_t chunk) { return RandomKey{.seed = 42, .step = 7, .chunk = chunk, .worker = 3}; }
+
+}  // namespace tamp::compress::cuda_testing
+
+#endif  // TAMP_COMPRESS_CUDA_INTERNAL_TEST_CASES_H_

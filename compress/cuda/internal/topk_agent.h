@@ -1,0 +1,178 @@
+// Per-thread pieces of GPU top-k (compress/cuda/topk.cu), written once for host and device.
+// Internal to compress/cuda/.
+//
+// The selection is compress/select.h's, exactly: keys MagnitudeKey(c) (31 bits: |c|'s bits,
+// NaN as +inf); the k largest, ties to the lowest indices; indices ascending. It is found by
+// radix select without sorting:
+//   1. three histogram levels over the key bits 30..20, 19..9, 8..0 (each pass counts only
+//      the keys that agree with the prefix found so far) give the cutoff key T and `ties`,
+//      how many entries equal to T belong to the k (select.cc RadixCutoff(), same levels);
+//   2. per tile of 4096 entries, count (key > T, key == T); an exclusive scan of the tile
+//      counts says where each tile's selected entries go and how many of the T's before it
+//      were taken;
+//   3. each tile writes its selected indices and values in index order (block scans).
+// Body (compress/topk.h): k indices of IndexBits(n) bits (PackCodes order, zero-padded to a
+// byte), then k values, fp32 or fp16 (sparse.h FloatToHalf(): saturating), unaligned.
+#ifndef TAMP_COMPRESS_CUDA_INTERNAL_TOPK_AGENT_H_
+#define TAMP_COMPRESS_CUDA_INTERNAL_TOPK_AGENT_H_
+
+#include <cstdint>
+
+#include "compress/cuda/internal/codec_math.h"
+
+namespace tamp::compress::cuda_internal {
+
+// Radix levels of select.cc: (shift, mask) for bits 30..20, 19..9, 8..0.
+inline constexpr int kTopKLevels = 3;
+TAMP_HD int LevelShift(int level) { return level == 0 ? 20 : (level == 1 ? 9 : 0); }
+TAMP_HD uint32_t LevelMask(int level) { return level == 2 ? 0x1ffu : 0x7ffu; }
+inline constexpr uint32_t kTopKBins = 2048;
+
+struct TopKLayout {
+  uint64_t n = 0;
+  uint64_t k = 0;
+  int index_bits = 1;
+  bool fp16_values = false;
+
+  TAMP_HD uint64_t index_bytes() const { return (k * static_cast<uint64_t>(index_bits) + 7) / 8; }
+  TAMP_HD uint64_t value_bytes() const { return fp16_values ? 2 : 4; }
+  TAMP_HD uint64_t body_bytes() const { return index_bytes() + k * value_bytes(); }
+  TAMP_HD uint64_t index_groups() const { return (k + 31) / 32; }
+};
+
+// compress/sparse.h IndexBits(): max(1, ceil(log2 n)).
+inline TopKLayout MakeTopKLayout(uint64_t n, uint64_t k, bool fp16_values) {
+  TopKLayout l;
+  l.n = n;
+  l.k = k;
+  int width = 0;
+  while (((n - 1) >> width) != 0) ++width;
+  l.index_bits = width > 1 ? width : 1;
+  l.fp16_values = fp16_values;
+  return l;
+}
+
+// The state of the radix select, between passes (device memory, or host in the emulation).
+struct SelectState {
+  uint32_t prefix;      // Key bits found so far.
+  int prefix_shift;     // Counted keys agree with `prefix` from this bit up (31: all keys).
+  uint64_t above;       // Keys known to rank above the prefix's range.
+  uint64_t ties;        // After level 2: entries equal to the cutoff key that are taken.
+};
+
+TAMP_HD SelectState InitialSelectState() { return SelectState{0, 31, 0, 0}; }
+
+// Whether `key` is counted at this level, and its bin.
+TAMP_HD bool InLevel(const SelectState& s, uint32_t key) {
+  return (key >> s.prefix_shift) == (s.prefix >> s.prefix_shift);
+}
+TAMP_HD uint32_t LevelBin(int level, uint32_t key) {
+  return (key >> LevelShift(level)) & LevelMask(level);
+}
+
+// After the histogram of `level`: the bin holding the rank-th largest counted key is `bin`,
+// with `bin_above` counted keys in higher bins. Updates the state as select.cc does.
+TAMP_HD void AdvanceSelect(SelectState* s, int level, uint32_t bin, uint64_t bin_above,
+                           uint64_t k) {
+  s->prefix |= bin << LevelShift(level);
+  s->above += bin_above;
+  s->prefix_shift = LevelShift(level);
+  if (level == kTopKLevels - 1) s->ties = k - s->above;
+}
+
+// The sequential FindBin of select.cc (the kernel scans in parallel to the same answer).
+TAMP_HD void FindBin(const uint32_t* histogram, uint32_t bins, uint64_t rank, uint32_t* bin,
+                     uint64_t* bin_above) {
+  uint64_t above = 0;
+  for (uint32_t b = bins; b-- > 0;) {
+    if (above + histogram[b] >= rank) {
+      *bin = b;
+      *bin_above = above;
+      return;
+    }
+    above += histogram[b];
+  }
+  *bin = 0;
+  *bin_above = above;
+}
+
+// Value j of the body's value array, and storing it (bytewise: the array is unaligned).
+TAMP_HD void StoreValue(const TopKLayout& l, unsigned char* body, uint64_t j, float c,
+                        float* decoded) {
+  unsigned char* p = body + l.index_bytes() + j * l.value_bytes();
+  if (l.fp16_values) {
+    const uint16_t h = FloatToHalfSaturating(c);
+    p[0] = static_cast<unsigned char>(h);
+    p[1] = static_cast<unsigned char>(h >> 8);
+    *decoded = HalfToFloat(h);
+  } else {
+    const uint32_t bits = FloatBits(c);
+    for (int b = 0; b < 4; ++b) p[b] = static_cast<unsigned char>(bits >> (8 * b));
+    *decoded = c;
+  }
+}
+
+TAMP_HD float LoadValue(const TopKLayout& l, const unsigned char* body, uint64_t j) {
+  const unsigned char* p = body + l.index_bytes() + j * l.value_bytes();
+  if (l.fp16_values) return HalfToFloat(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+  uint32_t bits = 0;
+  for (int b = 0; b < 4; ++b) bits |= static_cast<uint32_t>(p[b]) << (8 * b);
+  return BitsFloat(bits);
+}
+
+// Packs indices[32g ..] (index group g) into the body's index stream.
+TAMP_HD void PackIndexGroup(const TopKLayout& l, const uint32_t* indices, uint64_t g,
+                            unsigned char* body) {
+  const uint64_t first = 32 * g;
+  const uint32_t count = l.k - first < 32 ? static_cast<uint32_t>(l.k - first) : 32u;
+  BitSink sink(body + 4 * static_cast<uint64_t>(l.index_bits) * g);
+  for (uint32_t j = 0; j < count; ++j) sink.Put(indices[first + j], l.index_bits);
+  sink.Finish();
+}
+
+// kValid or the smallest verdict (element = entry) of index group g; group 0 also checks
+// the padding.
+TAMP_HD unsigned long long CheckIndexGroup(const TopKLayout& l, uint64_t g,
+                                           const unsigned char* body) {
+  const uint64_t first = 32 * g;
+  const uint32_t count = l.k - first < 32 ? static_cast<uint32_t>(l.k - first) : 32u;
+  const uint64_t offset = 4 * static_cast<uint64_t>(l.index_bits) * g;
+  BitSource source(body + offset, l.index_bytes() - offset);
+  bool has_previous = first > 0;
+  uint64_t previous = has_previous ? CodeAt(body, l.index_bytes(), first - 1, l.index_bits) : 0;
+  unsigned long long verdict = kValid;
+  for (uint32_t j = 0; j < count; ++j) {
+    const uint64_t index = source.Get(l.index_bits);
+    if (index >= l.n) return Verdict(first + j, kReasonIndexRange);
+    if (has_previous && index <= previous) {
+      return Verdict(first + j, kReasonIndexOrder);
+    }
+    previous = index;
+    has_previous = true;
+  }
+  if (g == 0) {
+    const int used = static_cast<int>((l.k * static_cast<uint64_t>(l.index_bits)) % 8);
+    if (used != 0 && (body[l.index_bytes() - 1] >> used) != 0) {
+      verdict = Verdict(l.k, kReasonPadding);
+    }
+  }
+  return verdict;
+}
+
+// Scatters index group g's values: out[index] = (or +=) value.
+TAMP_HD void ScatterIndexGroup(const TopKLayout& l, uint64_t g, const unsigned char* body,
+                               float* out, bool accumulate) {
+  const uint64_t first = 32 * g;
+  const uint32_t count = l.k - first < 32 ? static_cast<uint32_t>(l.k - first) : 32u;
+  const uint64_t offset = 4 * static_cast<uint64_t>(l.index_bits) * g;
+  BitSource source(body + offset, l.index_bytes() - offset);
+  for (uint32_t j = 0; j < count; ++j) {
+    const uint64_t index = source.Get(l.index_bits);
+    const float v = LoadValue(l, body, first + j);
+    out[index] = accumulate ? AddRn(out[index], v) : v;
+  }
+}
+
+}  // namespace tamp::compress::cuda_internal
+
+#endif  // TAMP_COMPRESS_CUDA_INTERNAL_TOPK_AGENT_H_

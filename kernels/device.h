@@ -1,0 +1,128 @@
+// The CUDA device as the rest of Tamp sees it: whether there is one, and owned device memory.
+//
+// Contents:
+//   CudaDeviceAvailable()            whether CUDA code can run here (always false without CUDA)
+//   CudaDeviceUnavailableReason()    why not, for logs and test skips
+//   DeviceArray<T>                   an owned cudaMalloc'd array (only with TAMP_HAVE_CUDA)
+//
+// Builds without CUDA (no toolkit, or TAMP_DISABLE_CUDA=1; see tools/cuda.bzl) still have
+// the first two, so callers can choose a backend at run time without #ifs.
+//
+// Tests of CUDA code skip on machines without a device through TAMP_SKIP_WITHOUT_CUDA() in
+// kernels/cuda_testing.h, which prints "no CUDA device: skipping (<reason>)".
+//
+// Example:
+//   if (!kernels::CudaDeviceAvailable()) {
+//     LOG(INFO) << "CPU backend: " << kernels::CudaDeviceUnavailableReason();
+//   }
+//   TAMP_ASSIGN_OR_RETURN(auto grads, kernels::DeviceArray<float>::Create(n));
+#ifndef TAMP_KERNELS_DEVICE_H_
+#define TAMP_KERNELS_DEVICE_H_
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#if TAMP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "absl/status/statusor.h"
+#include "kernels/cuda_check.h"
+#endif
+
+namespace tamp::kernels {
+
+// The oldest compute capability the kernels are built for (tools/cuda.bzl: sm_80, sm_90).
+inline constexpr int kMinComputeCapability = 80;
+
+// CudaDeviceAvailable()
+//
+// True when this build has CUDA and device 0 exists, the driver accepts this runtime and
+// the device is sm_80 or newer. Decided once (the first call), then cached; thread-safe.
+bool CudaDeviceAvailable();
+
+// CudaDeviceUnavailableReason()
+//
+// Empty when CudaDeviceAvailable(); otherwise why not, e.g. "built without CUDA",
+// "cudaGetDeviceCount: cudaErrorNoDevice (no CUDA-capable device is detected)",
+// "device 0 (Tesla T4) is sm_75; the kernels need sm_80 or newer".
+const std::string& CudaDeviceUnavailableReason();
+
+#if TAMP_HAVE_CUDA
+
+// DeviceArray<T>
+//
+// `size` values of T in device memory (cudaMalloc: 256-byte aligned, uninitialised), freed
+// on destruction. Move-only. A zero-size array holds nullptr.
+//
+// Example:
+//   TAMP_ASSIGN_OR_RETURN(auto x, DeviceArray<float>::Create(n));
+//   TAMP_RETURN_IF_ERROR(x.CopyFromHost(host.data(), n, stream));
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  ~DeviceArray() { Reset(); }
+  DeviceArray(DeviceArray&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  DeviceArray& operator=(DeviceArray&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  // DeviceArray::Create()
+  //
+  // RESOURCE_EXHAUSTED when the device is out of memory.
+  static absl::StatusOr<DeviceArray> Create(size_t size) {
+    DeviceArray array;
+    if (size > 0) {
+      void* data = nullptr;
+      TAMP_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, size * sizeof(T)));
+      array.data_ = static_cast<T*>(data);
+      array.size_ = size;
+    }
+    return array;
+  }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  size_t size() const { return size_; }
+  size_t bytes() const { return size_ * sizeof(T); }
+
+  // DeviceArray::CopyFromHost(), CopyToHost()
+  //
+  // Asynchronous on `stream` (pageable host memory makes them synchronous in practice);
+  // count <= size().
+  absl::Status CopyFromHost(const T* host, size_t count, cudaStream_t stream) {
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(data_, host, count * sizeof(T), cudaMemcpyHostToDevice, stream));
+    return absl::OkStatus();
+  }
+  absl::Status CopyToHost(T* host, size_t count, cudaStream_t stream) const {
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host, data_, count * sizeof(T), cudaMemcpyDeviceToHost, stream));
+    return absl::OkStatus();
+  }
+
+ private:
+  void Reset() {
+    if (data_ != nullptr) TAMP_CUDA_CHECK(cudaFree(data_));
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+#endif  // TAMP_HAVE_CUDA
+
+}  // namespace tamp::kernels
+
+#endif  // TAMP_KERNELS_DEVICE_H_

@@ -1,0 +1,270 @@
+// GPU layers (kernels/layers.h) against their CPU twins (kernels/layers_ref.h, optim/sgd.cc).
+// Tests that need a device skip without one ("no CUDA device: skipping (...)"); argument
+// checks, which return before touching the device, run everywhere.
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda_testing.h"
+#include "kernels/device.h"
+#include "kernels/layers_ref.h"
+#if TAMP_HAVE_CUDA
+#include "kernels/layers.h"
+#endif
+#include "optim/optimizer.h"
+#include "proto/config.pb.h"
+
+namespace tamp::kernels {
+namespace {
+
+TEST(DeviceTest, AvailabilityHasAReasonWhenFalse) {
+  EXPECT_EQ(CudaDeviceAvailable(), CudaDeviceUnavailableReason().empty());
+  if (!CudaDeviceAvailable()) {
+    std::cout << "CudaDeviceUnavailableReason(): " << CudaDeviceUnavailableReason() << "\n";
+  }
+}
+
+#if TAMP_HAVE_CUDA
+
+using testing::CompareBitwise;
+using testing::CompareClose;
+using testing::Download;
+using testing::Upload;
+
+std::vector<float> RandomVector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void Sync() { TAMP_CUDA_CHECK(cudaStreamSynchronize(nullptr)); }
+
+// GEMM tolerance: inputs in [-1, 1], K <= 1024 terms per output; fp32 summation order
+// differs between cuBLAS and OpenBLAS.
+constexpr double kGemmAbs = 1e-4;
+constexpr double kGemmRel = 1e-4;
+
+struct Shape {
+  int batch, in, out;
+};
+
+class LinearTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(LinearTest, ForwardMatchesCpu) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const auto [batch, in, out] = GetParam();
+  const auto x = RandomVector(size_t{1} * batch * in, 1);
+  const auto w = RandomVector(size_t{1} * out * in, 2);
+  const auto b = RandomVector(out, 3);
+  std::vector<float> y_cpu(size_t{1} * batch * out);
+  ref::LinearForward(x.data(), w.data(), b.data(), y_cpu.data(), batch, in, out);
+
+  auto cublas = CublasHandle::Create();
+  ASSERT_TRUE(cublas.ok()) << cublas.status();
+  auto dx = Upload<float>(x), dw = Upload<float>(w), db = Upload<float>(b);
+  auto dy = DeviceArray<float>::Create(y_cpu.size()).value();
+  ASSERT_TRUE(LinearForward(*cublas, dx.data(), dw.data(), db.data(), dy.data(), batch, in, out,
+                            nullptr)
+                  .ok());
+  Sync();
+  EXPECT_TRUE(CompareClose("y", Download(dy), y_cpu, kGemmAbs, kGemmRel));
+}
+
+TEST_P(LinearTest, BackwardMatchesCpu) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const auto [batch, in, out] = GetParam();
+  const auto x = RandomVector(size_t{1} * batch * in, 4);
+  const auto w = RandomVector(size_t{1} * out * in, 5);
+  const auto grad_y = RandomVector(size_t{1} * batch * out, 6);
+  const auto dw_start = RandomVector(size_t{1} * out * in, 7);
+  const auto db_start = RandomVector(out, 8);
+
+  std::vector<float> dx_cpu(size_t{1} * batch * in);
+  ref::LinearBackwardInput(grad_y.data(), w.data(), dx_cpu.data(), batch, in, out);
+
+  auto cublas = CublasHandle::Create();
+  ASSERT_TRUE(cublas.ok()) << cublas.status();
+  auto d_x = Upload<float>(x), d_w = Upload<float>(w), d_grad_y = Upload<float>(grad_y);
+  auto d_dx = DeviceArray<float>::Create(dx_cpu.size()).value();
+  ASSERT_TRUE(LinearBackwardInput(*cublas, d_grad_y.data(), d_w.data(), d_dx.data(), batch, in,
+                                  out, nullptr)
+                  .ok());
+  Sync();
+  EXPECT_TRUE(CompareClose("dx", Download(d_dx), dx_cpu, kGemmAbs, kGemmRel));
+
+  for (const bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
+    std::vector<float> dw_cpu = dw_start, db_cpu = db_start;
+    ref::LinearBackwardParams(x.data(), grad_y.data(), dw_cpu.data(), db_cpu.data(), batch, in,
+                              out, accumulate);
+    auto d_dw = Upload<float>(dw_start), d_db = Upload<float>(db_start);
+    ASSERT_TRUE(LinearBackwardParams(*cublas, d_x.data(), d_grad_y.data(), d_dw.data(),
+                                     d_db.data(), batch, in, out, accumulate, nullptr)
+                    .ok());
+    Sync();
+    EXPECT_TRUE(CompareClose("dW", Download(d_dw), dw_cpu, kGemmAbs, kGemmRel));
+    EXPECT_TRUE(CompareClose("db", Download(d_db), db_cpu, 1e-5, 1e-5));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
+                         ::testing::Values(Shape{1, 1, 1}, Shape{3, 5, 7}, Shape{64, 784, 128},
+                                           Shape{17, 128, 10}, Shape{256, 300, 33}));
+
+TEST(LayersTest, BiasAddAndGradMatchCpu) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  for (const auto& [rows, cols] : {std::pair{1, 1}, std::pair{7, 33}, std::pair{1000, 129}}) {
+    const auto y = RandomVector(size_t{1} * rows * cols, 10);
+    const auto b = RandomVector(cols, 11);
+    std::vector<float> y_cpu = y;
+    ref::BiasAdd(y_cpu.data(), b.data(), rows, cols);
+    auto d_y = Upload<float>(y), d_b = Upload<float>(b);
+    ASSERT_TRUE(BiasAdd(d_y.data(), d_b.data(), rows, cols, nullptr).ok());
+    Sync();
+    EXPECT_TRUE(CompareBitwise("y", Download(d_y), y_cpu));  // One add per value.
+
+    std::vector<float> db_cpu(cols);
+    ref::BiasGrad(y.data(), db_cpu.data(), rows, cols, false);
+    auto d_db = DeviceArray<float>::Create(cols).value();
+    auto d_y0 = Upload<float>(y);
+    ASSERT_TRUE(BiasGrad(d_y0.data(), d_db.data(), rows, cols, false, nullptr).ok());
+    Sync();
+    EXPECT_TRUE(CompareClose("db", Download(d_db), db_cpu, 1e-5 * rows, 1e-5));
+  }
+}
+
+TEST(LayersTest, ReluMatchesCpuBitwiseIncludingSpecialValues) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  auto z = RandomVector(10007, 12, -3.0f, 3.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> specials = {0.0f, -0.0f, nan, -nan, inf, -inf, 1e-45f, -1e-45f};
+  std::copy(specials.begin(), specials.end(), z.begin());
+  std::vector<float> a_cpu(z.size());
+  ref::ReluForward(z.data(), a_cpu.data(), z.size());
+  auto d_z = Upload<float>(z);
+  auto d_a = DeviceArray<float>::Create(z.size()).value();
+  ASSERT_TRUE(ReluForward(d_z.data(), d_a.data(), z.size(), nullptr).ok());
+  Sync();
+  EXPECT_TRUE(CompareBitwise("a", Download(d_a), a_cpu));
+
+  const auto da = RandomVector(z.size(), 13);
+  std::vector<float> dz_cpu(z.size());
+  ref::ReluBackward(a_cpu.data(), da.data(), dz_cpu.data(), z.size());
+  auto d_da = Upload<float>(da);
+  // In place: dz over da.
+  ASSERT_TRUE(ReluBackward(d_a.data(), d_da.data(), d_da.data(), z.size(), nullptr).ok());
+  Sync();
+  EXPECT_TRUE(CompareBitwise("dz", Download(d_da), dz_cpu));
+}
+
+TEST(LayersTest, SoftmaxCrossEntropyMatchesCpu) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  for (const auto& [batch, classes] :
+       {std::pair{1, 1}, std::pair{64, 10}, std::pair{5, 33}, std::pair{3, 1000}}) {
+    SCOPED_TRACE(::testing::Message() << batch << " x " << classes);
+    // Logits around a large offset: the max subtraction keeps exp() finite.
+    auto logits = RandomVector(size_t{1} * batch * classes, 14, -20.0f, 20.0f);
+    for (size_t i = 0; i < logits.size(); i += 3) logits[i] += 500.0f;
+    std::vector<int32_t> labels(batch);
+    for (int i = 0; i < batch; ++i) labels[i] = (i * 7) % classes;
+    std::vector<float> losses_cpu(batch), dlogits_cpu(logits.size());
+    ref::SoftmaxCrossEntropy(logits.data(), labels.data(), losses_cpu.data(), dlogits_cpu.data(),
+                             batch, classes);
+
+    auto d_logits = Upload<float>(logits);
+    auto d_labels = Upload<int32_t>(labels);
+    auto d_losses = DeviceArray<float>::Create(batch).value();
+    // In place: the gradient over the logits, as the MLP backward does.
+    ASSERT_TRUE(SoftmaxCrossEntropy(d_logits.data(), d_labels.data(), d_losses.data(),
+                                    d_logits.data(), batch, classes, nullptr)
+                    .ok());
+    Sync();
+    EXPECT_TRUE(CompareClose("loss", Download(d_losses), losses_cpu, 1e-4, 1e-5));
+    EXPECT_TRUE(CompareClose("dlogits", Download(d_logits), dlogits_cpu, 1e-7, 1e-5));
+  }
+}
+
+TEST(LayersTest, SoftmaxCrossEntropyBadLabelGivesNaNRow) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const std::vector<float> logits = {1, 2, 3, 4, 5, 6};
+  const std::vector<int32_t> labels = {2, 3};  // 3 is out of range for 3 classes.
+  auto d_logits = Upload<float>(logits);
+  auto d_labels = Upload<int32_t>(labels);
+  auto d_losses = DeviceArray<float>::Create(2).value();
+  auto d_grad = DeviceArray<float>::Create(6).value();
+  ASSERT_TRUE(SoftmaxCrossEntropy(d_logits.data(), d_labels.data(), d_losses.data(),
+                                  d_grad.data(), 2, 3, nullptr)
+                  .ok());
+  Sync();
+  const auto losses = Download(d_losses);
+  const auto grad = Download(d_grad);
+  EXPECT_FALSE(std::isnan(losses[0]));
+  EXPECT_TRUE(std::isnan(losses[1]));
+  for (int j = 3; j < 6; ++j) EXPECT_TRUE(std::isnan(grad[j])) << j;
+}
+
+// The twin is the server's optimizer itself.
+TEST(LayersTest, SgdUpdateMatchesOptimizerBitwise) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  struct Case {
+    float momentum, weight_decay;
+    bool nesterov;
+  };
+  for (const Case& c : {Case{0, 0, false}, Case{0.9f, 0, false}, Case{0.9f, 1e-4f, true},
+                        Case{0.5f, 0.01f, false}}) {
+    SCOPED_TRACE(::testing::Message() << "momentum " << c.momentum << " wd " << c.weight_decay
+                                      << " nesterov " << c.nesterov);
+    const size_t n = 4099;
+    config::Optimizer spec;
+    spec.set_name("sgd");
+    spec.set_learning_rate(0.1);
+    spec.set_momentum(c.momentum);
+    spec.set_weight_decay(c.weight_decay);
+    spec.set_nesterov(c.nesterov);
+    auto cpu = CreateOptimizer(spec, n);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    std::vector<float> w_cpu = RandomVector(n, 20);
+    auto d_w = Upload<float>(w_cpu);
+    std::vector<float> zeros(n, 0.0f);
+    auto d_buf = Upload<float>(zeros);
+    const SgdParams params{0.1f, c.momentum, c.weight_decay, c.nesterov};
+    for (int step = 0; step < 3; ++step) {
+      const auto g = RandomVector(n, 30 + step);
+      const float lr = 0.1f / (step + 1);
+      (*cpu)->Apply(absl::MakeSpan(w_cpu), g, step, lr);
+      auto d_g = Upload<float>(g);
+      SgdParams p = params;
+      p.learning_rate = lr;
+      ASSERT_TRUE(SgdUpdate(d_w.data(), d_g.data(), d_buf.data(), n, p, nullptr).ok());
+      Sync();
+    }
+    EXPECT_TRUE(CompareBitwise("w", Download(d_w), w_cpu));
+  }
+}
+
+#endif  // TAMP_HAVE_CUDA
+
+// Argument checks return before any device work, so these run without a GPU too.
+#if TAMP_HAVE_CUDA
+TEST(LayersArgumentsTest, RejectsBadShapes) {
+  float* fake = reinterpret_cast<float*>(16);
+  EXPECT_EQ(ReluForward(fake, fake, 0, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReluForward(nullptr, fake, 4, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BiasGrad(fake, fake, 0, 3, false, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SoftmaxCrossEntropy(fake, nullptr, fake, fake, 2, 3, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SgdUpdate(fake, fake, nullptr, 4, SgdParams{0.1f, 0.9f, 0, false}, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+#endif
+
+}  // namespace
+}  // namespace tamp::kernels

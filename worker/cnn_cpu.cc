@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "glog/logging.h"
 #include "worker/internal/cnn_ops.h"
+#include "worker/internal/dense_ops.h"
 
 namespace tamp {
 namespace {
@@ -183,12 +184,7 @@ void CnnCpu::Forward(const float* x, int batch) {
     const float* w = params_.data() + offsets_[fc_weight_index(l)];  // [n_out, n_in]
     const float* b = params_.data() + offsets_[fc_bias_index(l)];    // [n_out]
     float* z = fc_act_[l].data();                                    // [B, n_out]
-    for (int i = 0; i < batch; ++i) std::copy(b, b + n_out, z + static_cast<size_t>(i) * n_out);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, n_out, n_in, 1.0f, a, n_in, w,
-                n_in, 1.0f, z, n_out);
-    if (l < num_fc()) {
-      for (size_t j = 0; j < static_cast<size_t>(batch) * n_out; ++j) z[j] = std::max(z[j], 0.0f);
-    }
+    internal::DenseForward(a, w, b, batch, n_in, n_out, /*relu=*/l < num_fc(), z);
   }
 }
 
@@ -197,24 +193,9 @@ float CnnCpu::TrainStep(const float* x, const uint8_t* labels, int batch,
   Forward(x, batch);
   const int last = num_fc();
 
-  // Softmax cross-entropy, as MlpCpu: dloss/dlogits = (softmax - onehot) / B over the logits.
-  double loss_sum = 0.0;
-  const float inv_batch = 1.0f / static_cast<float>(batch);
-  for (int i = 0; i < batch; ++i) {
-    CHECK_LT(labels[i], kNumClasses) << "label of example " << i;
-    float* z = fc_act_[last].data() + static_cast<size_t>(i) * kNumClasses;
-    const float m = *std::max_element(z, z + kNumClasses);
-    const float z_label = z[labels[i]];
-    float sum = 0.0f;
-    for (int j = 0; j < kNumClasses; ++j) {
-      z[j] = std::exp(z[j] - m);
-      sum += z[j];
-    }
-    loss_sum += std::log(sum) - (z_label - m);
-    const float scale = inv_batch / sum;
-    for (int j = 0; j < kNumClasses; ++j) z[j] *= scale;
-    z[labels[i]] -= inv_batch;
-  }
+  // dloss/dlogits = (softmax - onehot) / B, written over the logits.
+  const double loss_sum =
+      internal::SoftmaxCrossEntropyBackward(fc_act_[last].data(), labels, batch);
 
   // Fully connected backward, last layer first. On entry to layer l, fc_act_[l] holds dz_l.
   for (int l = last; l >= 1; --l) {
@@ -224,26 +205,17 @@ float CnnCpu::TrainStep(const float* x, const uint8_t* labels, int batch,
     const float* a = fc_act_[l - 1].data();                             // [B, n_in]
     float* db = grads_.data() + offsets_[fc_bias_index(l)];             // [n_out]
     float* dw = grads_.data() + offsets_[fc_weight_index(l)];           // [n_out, n_in]
-    std::fill(db, db + n_out, 0.0f);
-    for (int i = 0; i < batch; ++i) {
-      const float* row = dz + static_cast<size_t>(i) * n_out;
-      for (int j = 0; j < n_out; ++j) db[j] += row[j];
-    }
+    internal::DenseBiasGrad(dz, batch, n_out, db);
     if (on_tensor_ready) on_tensor_ready(fc_bias_index(l));
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, batch, 1.0f, dz, n_out, a,
-                n_in, 0.0f, dw, n_in);
+    internal::DenseWeightGrad(dz, a, batch, n_in, n_out, dw);
     if (on_tensor_ready) on_tensor_ready(fc_weight_index(l));
 
     // da_{l-1} = dz_l W_l; for l > 1 masked by relu' into fc_act_[l-1].
     const float* w = params_.data() + offsets_[fc_weight_index(l)];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n_in, n_out, 1.0f, dz, n_out,
-                w, n_in, 0.0f, scratch_.data(), n_in);
+    internal::DenseInputGrad(dz, w, batch, n_in, n_out, scratch_.data());
     if (l == 1) break;
-    const float* da = scratch_.data();
-    float* prev = fc_act_[l - 1].data();
-    for (size_t j = 0; j < static_cast<size_t>(batch) * n_in; ++j) {
-      prev[j] = prev[j] > 0.0f ? da[j] : 0.0f;
-    }
+    internal::ReluBackwardInPlace(scratch_.data(), static_cast<size_t>(batch) * n_in,
+                                  fc_act_[l - 1].data());
   }
 
   // Unflatten dloss/df [batch, c * s * s] (in scratch_) into the last pool's [c, batch, s, s].

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "glog/logging.h"
+#include "worker/internal/dense_ops.h"
 
 namespace tamp {
 namespace {
@@ -93,13 +94,7 @@ void MlpCpu::Forward(const float* x, int batch) {
     const float* w = params_.data() + offsets_[weight_index(l)];  // W_l [n_out, n_in]
     const float* b = params_.data() + offsets_[bias_index(l)];    // b_l [n_out]
     float* z = activations_[l].data();                             // z_l [B, n_out]
-    for (int i = 0; i < batch; ++i) std::copy(b, b + n_out, z + static_cast<size_t>(i) * n_out);
-    // z_l += a_{l-1} W_l^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, n_out, n_in, 1.0f, in, n_in, w,
-                n_in, 1.0f, z, n_out);
-    if (l < num_layers()) {
-      for (size_t k = 0; k < static_cast<size_t>(batch) * n_out; ++k) z[k] = std::max(z[k], 0.0f);
-    }
+    internal::DenseForward(in, w, b, batch, n_in, n_out, /*relu=*/l < num_layers(), z);
   }
 }
 
@@ -108,25 +103,9 @@ float MlpCpu::TrainStep(const float* x, const uint8_t* labels, int batch,
   Forward(x, batch);
   const int last = num_layers();
 
-  // Softmax cross-entropy. Per row: loss_i = log(sum_j exp(z_j - m)) - (z_y - m) with
-  // m = max_j z_j, and dloss/dz_j = (softmax_j - [j == y]) / B, written over the logits.
-  double loss_sum = 0.0;
-  const float inv_batch = 1.0f / static_cast<float>(batch);
-  for (int i = 0; i < batch; ++i) {
-    CHECK_LT(labels[i], kNumClasses) << "label of example " << i;
-    float* z = activations_[last].data() + static_cast<size_t>(i) * kNumClasses;
-    const float m = *std::max_element(z, z + kNumClasses);
-    const float z_label = z[labels[i]];
-    float sum = 0.0f;
-    for (int j = 0; j < kNumClasses; ++j) {
-      z[j] = std::exp(z[j] - m);
-      sum += z[j];
-    }
-    loss_sum += std::log(sum) - (z_label - m);
-    const float scale = inv_batch / sum;
-    for (int j = 0; j < kNumClasses; ++j) z[j] *= scale;
-    z[labels[i]] -= inv_batch;
-  }
+  // dloss/dz_last = (softmax - onehot) / B, written over the logits.
+  const double loss_sum =
+      internal::SoftmaxCrossEntropyBackward(activations_[last].data(), labels, batch);
 
   // Backward, last layer first. On entry to layer l, activations_[l] holds dz_l.
   for (int l = last; l >= 1; --l) {
@@ -137,29 +116,17 @@ float MlpCpu::TrainStep(const float* x, const uint8_t* labels, int batch,
     float* db = grads_.data() + offsets_[bias_index(l)];               // [n_out]
     float* dw = grads_.data() + offsets_[weight_index(l)];             // [n_out, n_in]
 
-    // db_l = sum over the batch of dz_l
-    std::fill(db, db + n_out, 0.0f);
-    for (int i = 0; i < batch; ++i) {
-      const float* row = dz + static_cast<size_t>(i) * n_out;
-      for (int j = 0; j < n_out; ++j) db[j] += row[j];
-    }
+    internal::DenseBiasGrad(dz, batch, n_out, db);
     if (on_tensor_ready) on_tensor_ready(bias_index(l));
-
-    // dW_l = dz_l^T a_{l-1}
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, batch, 1.0f, dz, n_out, in,
-                n_in, 0.0f, dw, n_in);
+    internal::DenseWeightGrad(dz, in, batch, n_in, n_out, dw);
     if (on_tensor_ready) on_tensor_ready(weight_index(l));
 
     if (l == 1) break;  // No gradient for the input.
-    // da_{l-1} = dz_l W_l, then dz_{l-1} = da_{l-1} * [a_{l-1} > 0] (relu'), over a_{l-1}.
+    // da_{l-1} = dz_l W_l, then dz_{l-1} = da_{l-1} * relu'(a_{l-1}), over a_{l-1}.
     const float* w = params_.data() + offsets_[weight_index(l)];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n_in, n_out, 1.0f, dz, n_out,
-                w, n_in, 0.0f, scratch_.data(), n_in);
-    const float* da = scratch_.data();
-    float* a = activations_[l - 1].data();
-    for (size_t k = 0; k < static_cast<size_t>(batch) * n_in; ++k) {
-      a[k] = a[k] > 0.0f ? da[k] : 0.0f;
-    }
+    internal::DenseInputGrad(dz, w, batch, n_in, n_out, scratch_.data());
+    internal::ReluBackwardInPlace(scratch_.data(), static_cast<size_t>(batch) * n_in,
+                                  activations_[l - 1].data());
   }
   return static_cast<float>(loss_sum / batch);
 }

@@ -1,5 +1,7 @@
 #include "compress/error_feedback.h"
 
+#include <algorithm>
+
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -176,6 +178,11 @@ absl::Status ErrorFeedback::FinishRounds(Codec& codec, absl::string_view final_a
     default:
       return codec.FinishRounds(final_answer, key, {});
   }
+}
+
+void ErrorFeedback::Reset() {
+  std::fill(residual_.begin(), residual_.end(), 0.0f);
+  std::fill(velocity_.begin(), velocity_.end(), 0.0f);
 }
 
 }  // namespace tamp::compress

@@ -101,6 +101,12 @@ class ErrorFeedback {
   // Empty for NONE.
   absl::Span<const float> residual() const { return residual_; }
 
+  // ErrorFeedback::Reset()
+  //
+  // Forgets the memory (residual; DGC's v and u), for when the receiver just got exact
+  // values another way (a resync): what the memory still owed has been delivered.
+  void Reset();
+
   // u, the local momentum of DGC_MOMENTUM; empty for the other kinds.
   absl::Span<const float> velocity() const { return velocity_; }
 

@@ -589,8 +589,26 @@ absl::Status Shard::PullWeights(uint32_t worker, rpc::PullWeightsResponse* respo
     return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " out of range: the job has ",
                                                    num_workers, " workers"));
   }
-  if (config_.consistency().mode() == config::Consistency::SYNC) return PullWeights(response);
   response->Clear();
+  if (config_.consistency().mode() == config::Consistency::SYNC) {
+    // In SYNC every worker pulls exact weights at the same step boundary (start and every
+    // resync_steps), before pushing that step, so no step completes meanwhile. The replicas
+    // are about to equal the weights exactly: what the pull residual still owed them is
+    // delivered, and keeping it would deliver it a second time with later updates.
+    uint64_t min_step = std::numeric_limits<uint64_t>::max();
+    for (uint32_t id : chunk_ids_) {
+      ChunkState& chunk = *chunks_[id];
+      rpc::ChunkWeights* out = response->add_chunks();
+      out->set_chunk_id(id);
+      std::lock_guard<std::mutex> lock(chunk.mu);
+      out->set_values(reinterpret_cast<const char*>(chunk.weights.data()),
+                      chunk.weights.size() * sizeof(float));
+      chunk.pull_feedback->Reset();
+      min_step = std::min(min_step, chunk.step);
+    }
+    response->set_step(chunk_ids_.empty() ? 0 : min_step);
+    return absl::OkStatus();
+  }
   uint64_t min_step = std::numeric_limits<uint64_t>::max();
   for (uint32_t id : chunk_ids_) {
     ChunkState& chunk = *chunks_[id];

@@ -3,6 +3,7 @@
 // multi-step runs, and the learning-rate schedule and Adam applied per step.
 #include "server/shard.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
@@ -455,6 +456,51 @@ TEST(ShardScheduleTest, AdamFirstStepMovesEachWeightByLr) {
     const float expected = mean > 0 ? -0.01f : mean < 0 ? 0.01f : 0.0f;
     ASSERT_NEAR(w1[i] - w0[i], expected, 1e-6) << "element " << i << " mean gradient " << mean;
   }
+}
+
+}  // namespace
+}  // namespace tamp
+
+namespace tamp {
+namespace {
+
+// A resync (exact-weight pull) in SYNC delivers everything the pull residual still owed the
+// replicas, so the shard forgets it: otherwise later updates would deliver it twice.
+TEST(ShardResyncTest, ExactPullClearsThePullResidual) {
+  const config::RunConfig config = TestConfig([](config::RunConfig& c) {
+    config::ChunkCompression* compression =
+        c.mutable_compression()->mutable_default_compression();
+    compression->mutable_pull()->set_name("topk");
+    compression->mutable_pull()->set_ratio(0.1);
+    compression->mutable_pull_feedback()->set_kind(config::ErrorFeedback::RESIDUAL);
+  });
+  const JobLayout layout = TestLayout(config);
+  std::unique_ptr<Shard> shard = ShardWith(config, layout);
+  const uint32_t chunk = shard->chunk_ids().front();
+  const size_t n = layout.chunks[chunk].chunk.length;
+
+  Answer a0, a1;
+  shard->PushPull(0, 0, chunk, EncodePush(config, layout, 0, chunk, 0, TestGradient(n, 0, 0)),
+                  Record(&a0));
+  shard->PushPull(1, 0, chunk, EncodePush(config, layout, 0, chunk, 1, TestGradient(n, 0, 1)),
+                  Record(&a1));
+  ASSERT_TRUE(a0.status.ok() && a1.status.ok()) << a0.status << " " << a1.status;
+  absl::StatusOr<Shard::ChunkSnapshot> before = shard->Snapshot(chunk);
+  ASSERT_TRUE(before.ok());
+  const auto nonzero = [](const std::vector<float>& v) {
+    return std::count_if(v.begin(), v.end(), [](float x) { return x != 0.0f; });
+  };
+  ASSERT_GT(nonzero(before->pull_residual), 0) << "top-k 10% of the update should leave a residual";
+
+  rpc::PullWeightsResponse response;
+  ASSERT_TRUE(shard->PullWeights(0, &response).ok());
+  absl::StatusOr<Shard::ChunkSnapshot> after = shard->Snapshot(chunk);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(nonzero(after->pull_residual), 0);
+  EXPECT_TRUE(BitIdentical(after->weights, before->weights)) << "a pull changes no weight";
+  ASSERT_GE(response.chunks_size(), 1);
+  EXPECT_EQ(response.chunks(0).values(),
+            std::string(reinterpret_cast<const char*>(after->weights.data()), n * sizeof(float)));
 }
 
 }  // namespace

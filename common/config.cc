@@ -22,6 +22,7 @@ namespace tamp {
 namespace {
 
 constexpr uint32_t kMaxProcesses = 1024;
+constexpr uint64_t kMaxChunks = 1 << 16;
 
 // Collects the parser's complaints as "source:line:col: message" (1-based positions).
 class ErrorCollector : public google::protobuf::io::ErrorCollector {
@@ -226,6 +227,18 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   const config::Compression& compression = config.compression();
   if (compression.partition_bytes() < sizeof(float)) {
     return FieldError("compression.partition_bytes", "must be >= 4");
+  }
+  // Every process holds per-chunk state (codecs, residuals, RPCs per step): a tiny
+  // partition_bytes on a large model would exhaust memory at start-up instead of failing.
+  uint64_t chunks = 0;
+  const uint64_t chunk_elements = compression.partition_bytes() / sizeof(float);
+  for (const TensorSpec& tensor : tensors) {
+    chunks += (static_cast<uint64_t>(tensor.elements()) + chunk_elements - 1) / chunk_elements;
+  }
+  if (chunks > kMaxChunks) {
+    return FieldError("compression.partition_bytes",
+                      absl::StrCat(compression.partition_bytes(), " splits the model into ", chunks,
+                                   " chunks; at most ", kMaxChunks, " are allowed"));
   }
   // Written so that NaN fails too; inf would clip nothing and is refused as a likely typo.
   if (compression.has_clip_norm() &&

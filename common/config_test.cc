@@ -76,6 +76,9 @@ TEST(ConfigTest, ErrorsNameTheField) {
                 "compression.default_compression.push.name: unknown codec 'topkk'");
   ExpectInvalid("compression { default_compression { pull { name: 'none' count: 3 } } }",
                 "compression.default_compression.pull.count");
+  // 784-64-32-1024-10: 96362 values, one chunk each.
+  ExpectInvalid("model { hidden: 1024 } compression { partition_bytes: 4 }",
+                "compression.partition_bytes: 4 splits the model into 96362 chunks");
   ExpectInvalid("compression { shard_overrides { shards: 5 } }",
                 "compression.shard_overrides[0].shards: shard 5 does not exist");
   ExpectInvalid("compression { tensor_overrides { pattern: 'conv1.*' } }",

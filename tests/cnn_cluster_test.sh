@@ -11,47 +11,19 @@ config="$WORK/job.pbtxt"
 write_config "$config" training="max_steps: 40" compression="min_compress_bytes: 1024" \
   model="kind: CNN conv_channels: [4, 8] kernel_size: 3 init_seed: 3"
 grep -q "kind: CNN" "$config" || fail "write_config ignored the model"
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-for rank in 0 1; do
-  "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$WORK/port$rank" \
-    2> "$WORK/server$rank.log" &
-  pids+=($!)
-done
-for rank in 0 1; do
-  for _ in $(seq 100); do [ -s "$WORK/port$rank" ] && break; sleep 0.1; done
-  [ -s "$WORK/port$rank" ] || { cat "$WORK/server$rank.log" >&2; fail "server $rank did not start"; }
-done
-servers="127.0.0.1:$(cat "$WORK/port0"),127.0.0.1:$(cat "$WORK/port1")"
-
-worker_pids=()
-for rank in 0 1; do
-  "$WORKER_BIN" --config="$config" --rank=$rank --servers="$servers" \
-    --dump_weights="$WORK/weights$rank" > "$WORK/events$rank" 2> "$WORK/worker$rank.log" &
-  worker_pids+=($!)
-  pids+=($!)
-done
-for rank in 0 1; do
-  wait "${worker_pids[$rank]}" || { cat "$WORK/worker$rank.log" >&2; fail "worker $rank failed"; }
-done
-
-# Both replicas applied identical bytes from identical starting weights.
-[ -s "$WORK/weights0" ] || fail "worker 0 wrote no weights"
-cmp "$WORK/weights0" "$WORK/weights1" || fail "worker replicas differ"
+run_processes "$WORK/cnn" "$config"
 # conv1 4x1x3x3 + 4, conv2 8x4x3x3 + 8, fc1 10x(8*7*7) + 10 floats.
 floats=$(( 36 + 4 + 288 + 8 + 10 * 392 + 10 ))
-[ "$(stat -c %s "$WORK/weights0")" -eq $(( floats * 4 )) ] || fail "weights size"
+[ "$(stat -c %s "$WORK/cnn/weights0")" -eq $(( floats * 4 )) ] || fail "weights size"
 
-losses=$(grep '"kind":"STEP"' "$WORK/events0" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2)
+losses=$(step_losses "$WORK/cnn/events0")
 steps=$(echo "$losses" | wc -l)
 [ "$steps" -eq 40 ] || fail "expected 40 steps, got $steps"
 first=$(echo "$losses" | mean_first 10)
 last=$(echo "$losses" | mean_last 10)
 echo "loss: first 10 steps $first, last 10 steps $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.6 * a) }' || fail "loss did not fall enough"
-accuracy=$(grep '"kind":"DONE"' "$WORK/events0" | grep -o '"testAccuracy":[0-9.e+-]*' | cut -d: -f2)
+accuracy=$(final_accuracy "$WORK/cnn/events0")
 echo "test accuracy after 40 steps: $accuracy"
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' || fail "test accuracy $accuracy"
 echo PASS

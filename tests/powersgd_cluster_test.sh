@@ -14,10 +14,6 @@
 # compression ratio.
 source tests/testlib.sh
 
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
 # run_job NAME PARTITION_BYTES
 run_job() {
   local name=$1 partition_bytes=$2
@@ -31,33 +27,10 @@ run_job() {
   sed -i "s/^  partition_bytes: 16384$/  partition_bytes: $partition_bytes/" "$config"
   grep -q "partition_bytes: $partition_bytes\$" "$config" || fail "no partition_bytes line to replace"
 
-  for rank in 0 1; do
-    "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$dir/port$rank" \
-      2> "$dir/server$rank.log" &
-    pids+=($!)
-  done
-  for rank in 0 1; do
-    for _ in $(seq 100); do [ -s "$dir/port$rank" ] && break; sleep 0.1; done
-    [ -s "$dir/port$rank" ] || { cat "$dir/server$rank.log" >&2; fail "$name: server $rank did not start"; }
-  done
-  local servers="127.0.0.1:$(cat "$dir/port0"),127.0.0.1:$(cat "$dir/port1")"
-
-  local worker_pids=()
-  for rank in 0 1; do
-    "$WORKER_BIN" --config="$config" --rank=$rank --servers="$servers" \
-      --dump_weights="$dir/weights$rank" > "$dir/events$rank" 2> "$dir/worker$rank.log" &
-    worker_pids+=($!)
-    pids+=($!)
-  done
-  for rank in 0 1; do
-    wait "${worker_pids[$rank]}" || { cat "$dir/worker$rank.log" >&2; fail "$name: worker $rank failed"; }
-  done
-
-  [ -s "$dir/weights0" ] || fail "$name: worker 0 wrote no weights"
-  cmp "$dir/weights0" "$dir/weights1" || fail "$name: worker replicas differ"
+  run_processes "$dir" "$config"
 
   local losses steps first last
-  losses=$(grep '"kind":"STEP"' "$dir/events0" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2)
+  losses=$(step_losses "$dir/events0")
   steps=$(echo "$losses" | wc -l)
   [ "$steps" -eq 128 ] || fail "$name: expected 128 steps, got $steps"
   first=$(echo "$losses" | mean_first 10)

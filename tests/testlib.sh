@@ -69,6 +69,46 @@ mean_last() {
   awk -v n="$1" '{ v[NR] = $1 } END { k = NR < n ? NR : n; for (i = NR - k + 1; i <= NR; i++) s += v[i]; printf "%.4f", s / k }'
 }
 
+# run_processes DIR CONFIG: starts 2 tamp_server and 2 tamp_worker processes for CONFIG (a
+# job of 2 servers and 2 workers), waits for the workers and fails unless both end with
+# bit-identical weights. Leaves in DIR the workers' JSON events (events0, events1), their
+# --dump_weights files (weights0, weights1) and every log. All it starts dies with the test.
+STARTED_PIDS=()
+run_processes() {
+  local dir=$1 config=$2 name
+  name=$(basename "$dir")
+  mkdir -p "$dir"
+  trap 'for pid in "${STARTED_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done' EXIT
+  for rank in 0 1; do
+    "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$dir/port$rank" \
+      2> "$dir/server$rank.log" &
+    STARTED_PIDS+=($!)
+  done
+  for rank in 0 1; do
+    for _ in $(seq 100); do [ -s "$dir/port$rank" ] && break; sleep 0.1; done
+    [ -s "$dir/port$rank" ] || { cat "$dir/server$rank.log" >&2; fail "$name: server $rank did not start"; }
+  done
+  local servers="127.0.0.1:$(cat "$dir/port0"),127.0.0.1:$(cat "$dir/port1")"
+  local worker_pids=()
+  for rank in 0 1; do
+    "$WORKER_BIN" --config="$config" --rank=$rank --servers="$servers" \
+      --dump_weights="$dir/weights$rank" > "$dir/events$rank" 2> "$dir/worker$rank.log" &
+    worker_pids+=($!)
+    STARTED_PIDS+=($!)
+  done
+  for rank in 0 1; do
+    wait "${worker_pids[$rank]}" || { cat "$dir/worker$rank.log" >&2; fail "$name: worker $rank failed"; }
+  done
+  # Both replicas applied identical bytes from identical starting weights.
+  [ -s "$dir/weights0" ] || fail "$name: worker 0 wrote no weights"
+  cmp "$dir/weights0" "$dir/weights1" || fail "$name: worker replicas differ"
+}
+
+# step_losses EVENTS / final_accuracy EVENTS: a worker's per-step losses (one per line) and
+# its test accuracy at the end, from its JSON events.
+step_losses() { grep '"kind":"STEP"' "$1" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2; }
+final_accuracy() { grep '"kind":"DONE"' "$1" | grep -o '"testAccuracy":[0-9.e+-]*' | cut -d: -f2; }
+
 # Fails if any process still has $WORK on its command line.
 expect_no_leftover_processes() {
   sleep 0.2

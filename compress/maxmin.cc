@@ -111,11 +111,6 @@ TAMP_QUANTIZE_KERNEL void DequantizeSegment(const uint32_t* codes, size_t count,
   }
 }
 
-bool HasNonzeroCode(const uint32_t* codes, size_t count) {
-  uint32_t any = 0;
-  for (size_t j = 0; j < count; ++j) any |= codes[j];
-  return any != 0;
-}
 
 Range LoadRange(const char* ranges, uint64_t bucket) {
   return {internal::LoadFloat(ranges + 8 * bucket), internal::LoadFloat(ranges + 8 * bucket + 4)};
@@ -132,17 +127,13 @@ absl::Status MaxMinCodec::ValidateSpec(const config::Codec& spec, absl::string_v
     return absl::InvalidArgumentError(
         absl::StrCat(field_path, ".bits: must be in [1, ", kMaxBits, "], got ", spec.bits()));
   }
-  if (spec.has_bucket_size() && (spec.bucket_size() < 1 || spec.bucket_size() > kMaxBucketSize)) {
-    return absl::InvalidArgumentError(absl::StrCat(field_path, ".bucket_size: must be in [1, ",
-                                                   kMaxBucketSize, "], got ", spec.bucket_size()));
-  }
-  return absl::OkStatus();
+  return internal::ValidateBucketSize(spec, field_path, kMaxBucketSize);
 }
 
 std::unique_ptr<Codec> MaxMinCodec::Create(const config::Codec& spec, size_t num_elements) {
   return std::make_unique<MaxMinCodec>(
       num_elements, static_cast<int>(spec.bits()),
-      spec.has_bucket_size() ? spec.bucket_size() : kDefaultBucketSize, spec.stochastic());
+      internal::BucketSizeOf(spec, kDefaultBucketSize), spec.stochastic());
 }
 
 size_t MaxMinCodec::PayloadBytes(size_t num_elements, int bits, uint32_t bucket_size) {
@@ -238,7 +229,7 @@ absl::Status MaxMinCodec::Validate(absl::string_view body) const {
         start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
           const Range range = LoadRange(ranges, b);
           if (!status.ok() || !ZeroCodesOnly(range) ||
-              !HasNonzeroCode(codes + begin, end - begin)) {
+              !internal::AnyNonzero(codes + begin, end - begin)) {
             return;
           }
           const size_t j =

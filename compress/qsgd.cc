@@ -87,13 +87,6 @@ TAMP_QUANTIZE_KERNEL bool HasBadCode(const uint32_t* codes, size_t count, int32_
   return bad != 0;
 }
 
-// Whether any of codes[0..count) is nonzero.
-bool HasNonzeroCode(const uint32_t* codes, size_t count) {
-  uint32_t any = 0;
-  for (size_t j = 0; j < count; ++j) any |= codes[j];
-  return any != 0;
-}
-
 }  // namespace
 
 absl::Status QsgdCodec::ValidateSpec(const config::Codec& spec, absl::string_view field_path) {
@@ -105,17 +98,13 @@ absl::Status QsgdCodec::ValidateSpec(const config::Codec& spec, absl::string_vie
     return absl::InvalidArgumentError(
         absl::StrCat(field_path, ".levels: must be in [1, ", kMaxLevels, "], got ", spec.levels()));
   }
-  if (spec.has_bucket_size() && (spec.bucket_size() < 1 || spec.bucket_size() > kMaxBucketSize)) {
-    return absl::InvalidArgumentError(absl::StrCat(field_path, ".bucket_size: must be in [1, ",
-                                                   kMaxBucketSize, "], got ", spec.bucket_size()));
-  }
-  return absl::OkStatus();
+  return internal::ValidateBucketSize(spec, field_path, kMaxBucketSize);
 }
 
 std::unique_ptr<Codec> QsgdCodec::Create(const config::Codec& spec, size_t num_elements) {
   return std::make_unique<QsgdCodec>(
       num_elements, spec.levels(),
-      spec.has_bucket_size() ? spec.bucket_size() : kDefaultBucketSize);
+      internal::BucketSizeOf(spec, kDefaultBucketSize));
 }
 
 int QsgdCodec::CodeBits(uint32_t levels) { return static_cast<int>(absl::bit_width(levels)) + 1; }
@@ -215,7 +204,7 @@ absl::Status QsgdCodec::Validate(absl::string_view body) const {
           if (!status.ok()) return;
           const float norm = internal::LoadFloat(norms + sizeof(float) * b);
           const bool zero_only = !(norm > 0);
-          if (zero_only ? !HasNonzeroCode(codes + begin, end - begin)
+          if (zero_only ? !internal::AnyNonzero(codes + begin, end - begin)
                         : !HasBadCode(codes + begin, end - begin, levels, level_mask, sign_bit)) {
             return;
           }

@@ -1,5 +1,7 @@
 #include "compress/internal/quantize.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -425,6 +427,21 @@ bool UnpackCodes(const char* in, size_t count, int bits, uint32_t* codes) {
   }
   LOG(FATAL) << "UnpackCodes: unsupported code width " << bits;
   return false;
+}
+
+bool AnyNonzero(const uint32_t* codes, size_t count) {
+  uint32_t any = 0;
+  for (size_t j = 0; j < count; ++j) any |= codes[j];
+  return any != 0;
+}
+
+absl::Status ValidateBucketSize(const config::Codec& spec, absl::string_view field_path,
+                                uint32_t max_bucket_size) {
+  if (spec.has_bucket_size() && (spec.bucket_size() < 1 || spec.bucket_size() > max_bucket_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(field_path, ".bucket_size: must be in [1, ",
+                                                   max_bucket_size, "], got ", spec.bucket_size()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tamp::compress::internal

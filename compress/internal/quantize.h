@@ -30,7 +30,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/philox.h"
+#include "proto/config.pb.h"
 
 namespace tamp::compress::internal {
 
@@ -186,6 +189,19 @@ inline bool PaddingIsZero(const char* packed, uint64_t count, int bits) {
 // Reads `count` codes from in[0..PackedBytes(count, bits)) into codes[0..count). Returns
 // false when the padding bits after the last code are not all zero (codes are read anyway).
 bool UnpackCodes(const char* in, size_t count, int bits, uint32_t* codes);
+
+// Whether any of codes[0..count) is nonzero.
+bool AnyNonzero(const uint32_t* codes, size_t count);
+
+// Bucketed codecs (qsgd, maxmin): checks an explicitly set `bucket_size` is in
+// [1, max_bucket_size], the error naming "<field_path>.bucket_size".
+absl::Status ValidateBucketSize(const config::Codec& spec, absl::string_view field_path,
+                                uint32_t max_bucket_size);
+
+// The spec's `bucket_size`, or `default_bucket_size` when it is not set.
+inline uint32_t BucketSizeOf(const config::Codec& spec, uint32_t default_bucket_size) {
+  return spec.has_bucket_size() ? spec.bucket_size() : default_bucket_size;
+}
 
 }  // namespace tamp::compress::internal
 

@@ -15,23 +15,12 @@
 #include "glog/logging.h"
 #include "worker/internal/cnn_ops.h"
 #include "worker/internal/dense_ops.h"
+#include "worker/internal/tensor_checks.h"
 
 namespace tamp {
-namespace {
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
-
-absl::Status BadTensor(int t, const TensorSpec& spec, absl::string_view expected) {
-  return absl::InvalidArgumentError(absl::StrCat("tensor ", t, " (", spec.name, "): expected ",
-                                                 expected, ", got shape ",
-                                                 ShapeString(spec.shape)));
-}
-
-bool ValidWidth(int64_t w) { return w >= 1 && w <= std::numeric_limits<int>::max(); }
-
-}  // namespace
+using internal::BadTensor;
+using internal::ValidWidth;
 
 absl::StatusOr<std::unique_ptr<CnnCpu>> CnnCpu::Create(std::vector<TensorSpec> tensors,
                                                        int max_batch) {

@@ -9,6 +9,7 @@
 //   tamp::PhiloxStream rng({.seed = 7, .step = 3, .chunk = 1, .worker = 0});
 //   uint32_t r = rng.Bits(i);        // 32 random bits, element i
 //   float u = rng.Uniform(i);        // in [0, 1)
+//   uint32_t h = rng.Bits16(i);      // 16 random bits, element i of the 16-bit stream
 #ifndef TAMP_COMMON_PHILOX_H_
 #define TAMP_COMMON_PHILOX_H_
 
@@ -55,11 +56,24 @@ class PhiloxStream {
     return Block(static_cast<uint32_t>(i >> 2)).v[i & 3];
   }
 
+  // 16 random bits for element i of the 16-bit stream, which deals out each block's 128 bits
+  // to eight elements: element i is half i & 1 (0: the low half) of word (i >> 1) & 3 of
+  // block i >> 3. Stochastic rounding that needs only 2^-16 resolution draws half as many
+  // blocks from it as from Bits(). i < 2^35.
+  TAMP_HOST_DEVICE uint32_t Bits16(uint64_t i) const {
+    return (Block(static_cast<uint32_t>(i >> 3)).v[(i >> 1) & 3] >> (16 * (i & 1))) & 0xFFFFu;
+  }
+
   // Uniform float in [0, 1) with 24 bits of resolution, for element i.
   TAMP_HOST_DEVICE float Uniform(uint64_t i) const { return ToUniform(Bits(i)); }
 
   TAMP_HOST_DEVICE static float ToUniform(uint32_t bits) {
     return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+  }
+
+  // Uniform float in [0, 1) with 16 bits of resolution, of a Bits16() value (exact).
+  TAMP_HOST_DEVICE static float ToUniform16(uint32_t bits16) {
+    return static_cast<float>(static_cast<int32_t>(bits16)) * (1.0f / 65536.0f);
   }
 
  private:

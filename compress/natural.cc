@@ -19,20 +19,20 @@ using internal::Mask;
 constexpr int32_t kNaNCode = 0x100;
 
 // codes[j] for j < count. Integer-only and branch-free (signed compares, which SSE has).
-TAMP_QUANTIZE_KERNEL void EncodeValues(const float* x, const uint32_t* random, size_t count,
+TAMP_QUANTIZE_KERNEL void EncodeValues(const float* x, const uint16_t* random, size_t count,
                                        uint32_t* codes) {
   for (size_t j = 0; j < count; ++j) {
-    const int32_t bits = static_cast<int32_t>(FloatBits(x[j]));
-    const int32_t magnitude = bits & 0x7fffffff;
-    const int32_t exponent = magnitude >> 23;
-    const int32_t mantissa = bits & 0x7fffff;
-    // P(up) = mantissa / 2^23 exactly; never for Inf (mantissa 0).
-    const int32_t up = Mask(static_cast<int32_t>(random[j] >> 8) < (mantissa << 1)) & 1;
-    const int32_t power = exponent + up;  // 0 (zero) .. 255 (Inf).
-    const int32_t sign = Mask(bits < 0) & Mask(power != 0) & 0x100;
-    const int32_t code = power | sign;
-    codes[j] = static_cast<uint32_t>((kNaNCode & Mask(magnitude > 0x7f800000)) |
-                                     (code & ~Mask(magnitude > 0x7f800000)));
+    const uint32_t bits = FloatBits(x[j]);
+    const int32_t mantissa = static_cast<int32_t>(bits & 0x7fffff);
+    // P(up) = ceil(mantissa / 2^7) / 2^16, mantissa / 2^23 up to 2^-16; never for Inf
+    // (mantissa 0).
+    const int32_t up = Mask((static_cast<int32_t>(random[j]) << 7) < mantissa) & 1;
+    // Sign and exponent fields, the exponent rounded up: bits 8 and 0-7 of the code, as the
+    // exponent + up <= 255 unless x is NaN.
+    const int32_t rounded = static_cast<int32_t>(bits >> 23) + up;
+    const int32_t code = rounded & Mask((rounded & 0xff) != 0);  // Zero goes without sign.
+    const int32_t nan = Mask(static_cast<int32_t>(bits & 0x7fffffff) > 0x7f800000);
+    codes[j] = static_cast<uint32_t>((kNaNCode & nan) | (code & ~nan));
   }
 }
 
@@ -72,11 +72,11 @@ absl::Status NaturalCodec::Encode(absl::Span<const float> input, const RandomKey
   AppendHeader(CodecId::kNatural, kVersion, n, payload);
   payload->resize(MaxPayloadBytes());
   char* const packed = payload->data() + kHeaderBytes;
-  uint32_t random[kTile];
+  uint16_t random[kTile];
   uint32_t codes[kTile];
   for (size_t start = 0; start < n; start += kTile) {
     const size_t count = std::min(kTile, n - start);
-    internal::PhiloxBits(key, start, count, random);
+    internal::PhiloxBits16(key, start, count, random);
     EncodeValues(input.data() + start, random, count, codes);
     internal::PackCodes(codes, count, kCodeBits, packed + start / 8 * kCodeBits);
   }

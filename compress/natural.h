@@ -3,10 +3,12 @@
 // 8-bit exponent.
 //
 // For |x| = 2^e * (1 + m), m in [0, 1): x' = sign * 2^(e+1) with probability m, else
-// sign * 2^e. So E[x'] = x, and Var[x'] = 4^e * m(1 - m) <= x^2 / 8. Float subnormals
+// sign * 2^e. So E[x'] = x (up to the 2^-16 grain below), and Var[x'] = 4^e * m(1 - m) <=
+// x^2 / 8. Float subnormals
 // (|x| < 2^-126) round between 0 and 2^-126 the same way (P(2^-126) = |x| / 2^-126).
-// The uniform of value i is PhiloxStream(key).Uniform(i), compared exactly: the word's top 24
-// bits u round up iff u < 2 * (the 23 mantissa bits), so P(up) = m exactly.
+// The uniform of value i is U = PhiloxStream(key).Bits16(i) (16 bits: one Philox block
+// serves 8 values): round up iff U * 2^7 < the 23 mantissa bits, so P(up) = m rounded up to
+// a multiple of 2^-16, and E[x'] = x up to 2^-16 of the gap 2^e between the two powers.
 //
 // Code (9 bits): the exponent field E of the power (as in fp32: 2^(E - 127)) in the low 8
 // bits, the sign (1 = negative) in bit 8. E = 0 is zero, sent without sign (so -0 decodes
@@ -17,6 +19,9 @@
 // Body: n codes of 9 bits (BitWriter order: 8 values = 9 bytes), zero-padded to a byte.
 // Payload bytes: 12 + ceil(9n / 8). Takes no parameters. Every 9-bit code is valid, so the
 // decoder checks the length and the padding bits only.
+//
+// Versions: 2 (this one); 1 compared the top 24 bits of a 32-bit Philox word per value
+// (P(up) = m exactly). Payloads of another version are refused.
 //
 // Cost: per 1024-value tile, Philox words, a branch-free integer loop, packing 8 codes at a
 // time (Philox and the loops have AVX-512/AVX2 versions, picked at run time); decoding is a
@@ -41,7 +46,7 @@ namespace tamp::compress {
 
 class NaturalCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
   static constexpr int kCodeBits = 9;
 
   // NaturalCodec::Create()

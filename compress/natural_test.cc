@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "common/philox.h"
 #include "compress/internal/quantize_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
@@ -95,6 +97,29 @@ TEST(NaturalCodecTest, RoundsToOneOfTheTwoPowersAround) {
     ASSERT_TRUE(std::fabs(out[i]) == low || std::fabs(out[i]) == 2 * low) << i << ": " << input[i];
     ASSERT_EQ(std::signbit(out[i]), std::signbit(input[i])) << i;
   }
+}
+
+TEST(NaturalCodecTest, RoundsUpExactlyWhenThe16BitUniformIsBelowTheMantissa) {
+  // Pins the version-2 rule: up iff PhiloxStream(key).Bits16(i) * 2^7 < the 23 mantissa bits.
+  const size_t n = 3001;
+  const std::vector<float> input = NormalValues(n, 15);
+  NaturalCodec codec(n);
+  const RandomKey key = Key(7);
+  std::string payload;
+  ASSERT_TRUE(codec.Encode(input, key, &payload).ok());
+  const std::vector<uint64_t> codes = SentCodes(payload, n);
+  const PhiloxStream stream(key);
+  int rounded_up = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &input[i], 4);
+    const bool up = (stream.Bits16(i) << 7) < (bits & 0x7fffff);
+    const uint64_t exponent = (bits >> 23) & 0xff;
+    ASSERT_EQ(codes[i] & 0xff, exponent + up) << i;
+    rounded_up += up;
+  }
+  EXPECT_GT(rounded_up, 0);
+  EXPECT_LT(rounded_up, static_cast<int>(n));
 }
 
 TEST(NaturalCodecTest, UnbiasedWithVarianceAtMostAnEighthOfXSquared) {

@@ -21,6 +21,15 @@ using internal::Mask;
 
 // The documented norm: sqrt of the sum of squares in double, value j of the bucket in partial
 // sum j % 8, partial sums added pairwise. NaN when it is not a finite fp32.
+float NormFromLanes(const double* sums) {
+  const double root = std::sqrt(((sums[0] + sums[1]) + (sums[2] + sums[3])) +
+                                ((sums[4] + sums[5]) + (sums[6] + sums[7])));
+  // Written so that NaN fails too; also keeps the conversion to float in range.
+  if (!(root <= std::numeric_limits<float>::max())) return std::numeric_limits<float>::quiet_NaN();
+  return static_cast<float>(root);
+}
+
+// The norm of one bucket.
 float BucketNorm(const float* x, size_t length) {
   // Lanes 0-1, 2-3, 4-5, 6-7 as named accumulators, which stay in registers.
   internal::Double2 s01 = {}, s23 = {}, s45 = {}, s67 = {};
@@ -40,26 +49,55 @@ float BucketNorm(const float* x, size_t length) {
     const double v = x[i];
     sums[k] += v * v;
   }
-  const double root = std::sqrt(((sums[0] + sums[1]) + (sums[2] + sums[3])) +
-                                ((sums[4] + sums[5]) + (sums[6] + sums[7])));
-  // Written so that NaN fails too; also keeps the conversion to float in range.
-  if (!(root <= std::numeric_limits<float>::max())) return std::numeric_limits<float>::quiet_NaN();
-  return static_cast<float>(root);
+  return NormFromLanes(sums);
 }
 
-// codes[j] for j < count, all values of one bucket with norm > 0 (finite).
-TAMP_QUANTIZE_KERNEL void QuantizeSegment(const float* x, const uint32_t* random, size_t count,
-                                          float norm, float levels, int32_t sign_bit,
+// Buckets whose norms BucketNorms4() computes together.
+constexpr size_t kNormBatch = 4;
+
+// norms[b] = BucketNorm(x + b * length, length) for b < 4, the same sums in the same order:
+// each lane's additions are serial, so one bucket alone waits on their latency, while the
+// four buckets' chains run side by side.
+TAMP_QUANTIZE_KERNEL void BucketNorms4(const float* x, size_t length, float* norms) {
+  internal::Double8 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+  size_t i = 0;
+  for (; i + 8 <= length; i += 8) {
+    internal::Double8 v0, v1, v2, v3;
+    internal::LoadDouble8(x + i, &v0);
+    internal::LoadDouble8(x + length + i, &v1);
+    internal::LoadDouble8(x + 2 * length + i, &v2);
+    internal::LoadDouble8(x + 3 * length + i, &v3);
+    s0 += v0 * v0;
+    s1 += v1 * v1;
+    s2 += v2 * v2;
+    s3 += v3 * v3;
+  }
+  const internal::Double8 lanes[kNormBatch] = {s0, s1, s2, s3};
+  for (size_t b = 0; b < kNormBatch; ++b) {
+    double sums[8];
+    for (int k = 0; k < 8; ++k) sums[k] = lanes[b][k];
+    for (size_t j = i, k = 0; j < length; ++j, ++k) {
+      const double v = x[b * length + j];
+      sums[k] += v * v;
+    }
+    norms[b] = NormFromLanes(sums);
+  }
+}
+
+// codes[j] for j < count, all values of one bucket with norm > 0 (finite); `inverse` =
+// levels / norm. Rounding up with probability P(u < fraction) for the 16-bit uniform u =
+// U / 2^16 (U = 0 .. 2^16 - 1) is ceil(fraction * 2^16) / 2^16: the expected level exceeds
+// the exact one by less than 2^-16 of a level, the resolution of u (unbiased up to it).
+TAMP_QUANTIZE_KERNEL void QuantizeSegment(const float* x, const uint16_t* random, size_t count,
+                                          float inverse, float levels, int32_t sign_bit,
                                           uint32_t* codes) {
   for (size_t j = 0; j < count; ++j) {
     const int32_t bits = static_cast<int32_t>(FloatBits(x[j]));
-    float ratio = std::fabs(x[j]) / norm;
-    ratio = internal::SelectFloat(ratio < 1.0f, ratio, 1.0f);
-    const float v = ratio * levels;  // In [0, s]: the conversion is exact and defined.
+    float v = std::fabs(x[j]) * inverse;
+    v = internal::SelectFloat(v < levels, v, levels);  // In [0, s]: the conversion is exact.
     const int32_t whole = static_cast<int32_t>(v);
     const float fraction = v - static_cast<float>(whole);
-    const float uniform =
-        static_cast<float>(static_cast<int32_t>(random[j] >> 8)) * (1.0f / 16777216.0f);
+    const float uniform = static_cast<float>(static_cast<int32_t>(random[j])) * (1.0f / 65536.0f);
     const int32_t level = whole + (Mask(uniform < fraction) & 1);
     const int32_t negative = Mask(bits < 0) & Mask(level > 0);
     codes[j] = static_cast<uint32_t>(level | (negative & sign_bit));
@@ -140,26 +178,35 @@ absl::Status QsgdCodec::Encode(absl::Span<const float> input, const RandomKey& k
 
   const float levels = static_cast<float>(levels_);
   const int32_t sign_bit = int32_t{1} << (code_bits_ - 1);
-  uint32_t random[kTile];
+  uint16_t random[kTile];
   uint32_t codes[kTile];
+  const size_t full_buckets = n / bucket_size_;
   size_t norms_done = 0;
   for (size_t start = 0; start < n; start += kTile) {
     const size_t count = std::min(kTile, n - start);
-    // Norms of the buckets this tile reaches, each computed once; the tile's values are
-    // then still in cache.
-    for (; norms_done < buckets && norms_done * bucket_size_ < start + count; ++norms_done) {
-      const size_t begin = norms_done * bucket_size_;
-      const float norm =
-          BucketNorm(input.data() + begin, std::min<size_t>(bucket_size_, n - begin));
-      internal::StoreFloat(norm, norms + sizeof(float) * norms_done);
+    // Norms of the buckets this tile reaches, each computed once (four at a time while four
+    // whole buckets are left); the tile's values are then still in cache.
+    while (norms_done < buckets && norms_done * bucket_size_ < start + count) {
+      const float* const x = input.data() + norms_done * bucket_size_;
+      char* const out = norms + sizeof(float) * norms_done;
+      if (norms_done + kNormBatch <= full_buckets) {
+        float batch[kNormBatch];
+        BucketNorms4(x, bucket_size_, batch);
+        std::memcpy(out, batch, sizeof(batch));
+        norms_done += kNormBatch;
+      } else {
+        const size_t length = std::min<size_t>(bucket_size_, n - norms_done * bucket_size_);
+        internal::StoreFloat(BucketNorm(x, length), out);
+        ++norms_done;
+      }
     }
-    internal::PhiloxBits(key, start, count, random);
+    internal::PhiloxBits16(key, start, count, random);
     internal::ForEachBucketSegment(
         start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
           const float norm = internal::LoadFloat(norms + sizeof(float) * b);
           if (norm > 0) {  // Not 0 and not NaN: the values are all finite.
-            QuantizeSegment(input.data() + start + begin, random + begin, end - begin, norm, levels,
-                            sign_bit, codes + begin);
+            QuantizeSegment(input.data() + start + begin, random + begin, end - begin,
+                            levels / norm, levels, sign_bit, codes + begin);
           } else {
             std::fill(codes + begin, codes + end, 0u);
           }

@@ -2,14 +2,16 @@
 //
 // Each bucket of `bucket_size` consecutive values (the last one may be shorter) travels as
 // its L2 norm (fp32) and, per value, a sign and a level l in [0, s]: with
-// v = s * min(|x| / norm, 1), l = floor(v) + 1 with probability v - floor(v), else floor(v).
-// Decoding gives x' = sign * l * (norm / s), norm / s rounded to fp32 once per bucket.
-// E[x'] = x up to fp32 rounding and the 2^-24 grain of the uniforms, and per value
+// v = min(|x| * (s / norm), s), l = floor(v) + 1 with probability v - floor(v), else
+// floor(v) (s / norm rounded to fp32 once per bucket, so no division per value). Decoding
+// gives x' = sign * l * (norm / s), norm / s rounded to fp32 once per bucket.
+// E[x'] = x up to fp32 rounding and the 2^-16 grain of the uniforms (P(up) is v - floor(v)
+// rounded up to a multiple of 2^-16, so E[l] - v is in [0, 2^-16)), and per value
 // Var[x'] = (norm / s)^2 * p(1 - p) <= (norm / s)^2 / 4, so per bucket of d values
 // E||x' - x||^2 <= min(d / s^2, sqrt(d) / s) * ||x||^2 (the QSGD bound).
 //
-// The uniform of value i of the chunk is PhiloxStream(key).Uniform(i), so the same key gives
-// the same bytes. The norm is sqrt of the sum of squares accumulated in double, in 8
+// The uniform of value i of the chunk is u = PhiloxStream(key).Bits16(i) / 2^16 (16 bits: one
+// Philox block serves 8 values), so the same key gives the same bytes. The norm is sqrt of the sum of squares accumulated in double, in 8
 // interleaved partial sums (value j goes to sum j % 8 of its bucket) added pairwise: a
 // fixed order, so the encoding is deterministic on every platform.
 //
@@ -30,7 +32,10 @@
 // bucket whose norm is NaN or 0; zero padding. So every chunk has exactly one valid
 // encoding per key.
 //
-// Cost: encode = one pass for the norms, then per 1024-value tile: Philox words, a
+// Versions: 2 (this one); 1 drew 24-bit uniforms from PhiloxStream::Uniform(i) and divided
+// |x| by the norm per value. Payloads of another version are refused.
+//
+// Cost: encode = the norms, four buckets at a time, then per 1024-value tile: Philox words, a
 // branch-free quantize loop, packing (Philox and the loops have AVX-512/AVX2 versions, picked
 // at run time). Decode = a validation pass over the codes, then the decode pass.
 //
@@ -53,7 +58,7 @@ namespace tamp::compress {
 
 class QsgdCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
   static constexpr uint32_t kMaxLevels = 32767;  // Codes fit in 16 bits.
   static constexpr uint32_t kDefaultBucketSize = 512;
   static constexpr uint32_t kMaxBucketSize = uint32_t{1} << 20;

@@ -1,12 +1,15 @@
 #include "compress/qsgd.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "common/philox.h"
 #include "compress/internal/quantize_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
@@ -142,6 +145,63 @@ TEST(QsgdCodecTest, NormIsTheL2NormOfEachBucket) {
       sum += double{input[i]} * input[i];
     EXPECT_NEAR(norms[b], std::sqrt(sum), 1e-6 * std::sqrt(sum)) << b;
   }
+}
+
+// The documented norm, computed the plain way: value j of the bucket in lane j % 8 (double),
+// lanes added pairwise, sqrt, rounded to fp32.
+float ReferenceNorm(const float* x, size_t length) {
+  double lanes[8] = {};
+  for (size_t j = 0; j < length; ++j) lanes[j % 8] += double{x[j]} * x[j];
+  return static_cast<float>(std::sqrt(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                                      ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))));
+}
+
+TEST(QsgdCodecTest, NormsAreBitExactWhetherComputedAloneOrFourAtATime) {
+  // Buckets of 37 (lanes with a remainder) and 300 (spanning tiles): whole batches of four,
+  // single whole buckets after them, and a short last bucket.
+  for (const auto& [n, d] : std::vector<std::pair<size_t, uint32_t>>{{13 * 37 + 5, 37},
+                                                                    {9 * 300 + 17, 300}}) {
+    std::vector<float> input = NormalValues(n, 12);
+    for (size_t i = 0; i < n; i += 7) input[i] *= 1e3f;  // Sums whose order matters.
+    QsgdCodec codec(n, 127, d);
+    std::string payload;
+    ASSERT_TRUE(codec.Encode(input, Key(0), &payload).ok());
+    const size_t buckets = (n + d - 1) / d;
+    const std::vector<float> norms = Norms(payload, buckets);
+    for (size_t b = 0; b < buckets; ++b) {
+      const size_t length = std::min<size_t>(d, n - b * d);
+      EXPECT_EQ(norms[b], ReferenceNorm(input.data() + b * d, length)) << "d " << d << " b " << b;
+    }
+  }
+}
+
+TEST(QsgdCodecTest, RoundsUpExactlyWhenThe16BitUniformIsBelowTheFraction) {
+  // Pins the version-2 rule: v = min(|x| * (s / norm), s) in fp32, level = floor(v) + 1 iff
+  // PhiloxStream(key).Bits16(i) / 2^16 < v - floor(v).
+  const size_t n = 3000;
+  const uint32_t s = 15, d = 512;
+  const std::vector<float> input = NormalValues(n, 13);
+  QsgdCodec codec(n, s, d);
+  const RandomKey key = Key(4);
+  std::string payload;
+  ASSERT_TRUE(codec.Encode(input, key, &payload).ok());
+  const size_t buckets = (n + d - 1) / d;
+  const std::vector<float> norms = Norms(payload, buckets);
+  BitReader reader(absl::string_view(payload).substr(kHeaderBytes + 4 * buckets));
+  const PhiloxStream stream(key);
+  const float levels = static_cast<float>(s);
+  int rounded_up = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t code = 0;
+    ASSERT_TRUE(reader.Read(5, &code).ok());
+    const float v = std::min(std::fabs(input[i]) * (levels / norms[i / d]), levels);
+    const float whole = std::floor(v);
+    const bool up = PhiloxStream::ToUniform16(stream.Bits16(i)) < v - whole;
+    ASSERT_EQ(code & 15, static_cast<uint64_t>(whole) + up) << i;
+    rounded_up += up;
+  }
+  EXPECT_GT(rounded_up, 0);
+  EXPECT_LT(rounded_up, static_cast<int>(n));
 }
 
 TEST(QsgdCodecTest, UnbiasedWithinFiveStandardErrors) {

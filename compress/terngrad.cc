@@ -21,17 +21,28 @@ using internal::Mask;
 constexpr int kCodeBits = 2;
 
 // codes[j] for j < count: 0, 1 (+1) or 2 (-1). `scale` is finite and > 0, the values finite.
-TAMP_QUANTIZE_KERNEL void TernarizeValues(const float* x, const uint32_t* random, size_t count,
-                                          float scale, uint32_t* codes) {
+// Sent iff u * scale < |x| for the 16-bit uniform u = U / 2^16 (U = 0 .. 2^16 - 1): no
+// clipping needed (u * scale < scale) and no division. P(sent) is |x| / scale rounded up to
+// a multiple of 2^-16 (give or take the rounding of u * scale), so E[x'] is the clipped value
+// up to 2^-16 of the scale, the resolution of u.
+TAMP_QUANTIZE_KERNEL void TernarizeValues(const float* x, const uint16_t* random, size_t count,
+                                          float scale, uint8_t* codes) {
   for (size_t j = 0; j < count; ++j) {
     const int32_t bits = static_cast<int32_t>(FloatBits(x[j]));
-    float clipped = std::fabs(x[j]);
-    clipped = internal::SelectFloat(clipped < scale, clipped, scale);
-    const float probability = clipped / scale;  // In [0, 1]; exactly 1 at the scale.
-    const float uniform =
-        static_cast<float>(static_cast<int32_t>(random[j] >> 8)) * (1.0f / 16777216.0f);
-    const int32_t sent = Mask(uniform < probability);
-    codes[j] = static_cast<uint32_t>(sent & (1 + (Mask(bits < 0) & 1)));
+    const float uniform = static_cast<float>(static_cast<int32_t>(random[j])) * (1.0f / 65536.0f);
+    const int32_t sent = Mask(uniform * scale < std::fabs(x[j]));
+    codes[j] = static_cast<uint8_t>(sent & (1 + (Mask(bits < 0) & 1)));
+  }
+}
+
+// Packs 2-bit codes (one per byte, each < 4) 4 to a byte: out[i] = codes[4i] | codes[4i + 1]
+// << 2 | ... Of the little-endian word w of codes 4i..4i+3, w >> 6, w >> 12 and w >> 18 move
+// codes 1-3 to their places in the low byte (the codes' other bits land above it).
+TAMP_QUANTIZE_KERNEL void PackTernaries(const uint8_t* codes, size_t bytes, uint8_t* out) {
+  for (size_t i = 0; i < bytes; ++i) {
+    uint32_t w;
+    std::memcpy(&w, codes + 4 * i, sizeof(w));
+    out[i] = static_cast<uint8_t>(w | (w >> 6) | (w >> 12) | (w >> 18));
   }
 }
 
@@ -65,50 +76,47 @@ bool AllZero(const char* bytes, size_t size) {
   return std::all_of(bytes, bytes + size, [](char c) { return c == 0; });
 }
 
+// The statistics of x[0..n) by lane (element j goes to lane j % 8), of the shifted values
+// d = x - x[0]: sum[k] and squares[k] of d and d^2 in double, max_abs[k] of |x| (NaN lanes
+// do not matter: see Scale()). Each lane's additions are in element order.
+TAMP_QUANTIZE_KERNEL void LaneStats(const float* x, size_t n, double* sum, double* squares,
+                                    float* max_abs) {
+  const double shift = x[0];
+  internal::Double8 s = {}, q = {};
+  internal::Float8 largest = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    internal::Double8 d;
+    internal::LoadDouble8(x + i, &d);
+    d -= shift;
+    s += d;
+    q += d * d;
+    internal::Float8 v;
+    std::memcpy(&v, x + i, sizeof(v));
+    const internal::Float8 magnitude = v < 0 ? -v : v;
+    largest = magnitude > largest ? magnitude : largest;
+  }
+  for (int k = 0; k < 8; ++k) {
+    sum[k] = s[k];
+    squares[k] = q[k];
+    max_abs[k] = largest[k];
+  }
+  for (int k = 0; i < n; ++i, ++k) {
+    const double d = x[i] - shift;
+    sum[k] += d;
+    squares[k] += d * d;
+    max_abs[k] = std::max(max_abs[k], std::fabs(x[i]));
+  }
+}
+
 }  // namespace
 
 float TernGradCodec::Scale(absl::Span<const float> input) {
   CHECK(!input.empty());
   const size_t n = input.size();
-  const float* x = input.data();
-  // Shifted sums over d = x - x[0]; element j goes to lane j % 8. Named accumulators (lane
-  // pairs for the doubles, halves for the floats) stay in registers.
-  const double shift = x[0];
-  internal::Double2 s01 = {}, s23 = {}, s45 = {}, s67 = {};
-  internal::Double2 q01 = {}, q23 = {}, q45 = {}, q67 = {};
-  internal::Float4 max_low = {}, max_high = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const internal::Double2 d01 = internal::LoadDouble2(x + i) - shift;
-    const internal::Double2 d23 = internal::LoadDouble2(x + i + 2) - shift;
-    const internal::Double2 d45 = internal::LoadDouble2(x + i + 4) - shift;
-    const internal::Double2 d67 = internal::LoadDouble2(x + i + 6) - shift;
-    s01 += d01;
-    s23 += d23;
-    s45 += d45;
-    s67 += d67;
-    q01 += d01 * d01;
-    q23 += d23 * d23;
-    q45 += d45 * d45;
-    q67 += d67 * d67;
-    // |v|; NaN lanes do not matter (see below).
-    const internal::Float4 low = internal::LoadFloat4(x + i);
-    const internal::Float4 high = internal::LoadFloat4(x + i + 4);
-    const internal::Float4 abs_low = low < 0 ? -low : low;
-    const internal::Float4 abs_high = high < 0 ? -high : high;
-    max_low = abs_low > max_low ? abs_low : max_low;
-    max_high = abs_high > max_high ? abs_high : max_high;
-  }
-  double s[8] = {s01[0], s01[1], s23[0], s23[1], s45[0], s45[1], s67[0], s67[1]};
-  double q[8] = {q01[0], q01[1], q23[0], q23[1], q45[0], q45[1], q67[0], q67[1]};
-  float max_abs[8] = {max_low[0],  max_low[1],  max_low[2],  max_low[3],
-                      max_high[0], max_high[1], max_high[2], max_high[3]};
-  for (int k = 0; i < n; ++i, ++k) {
-    const double d = x[i] - shift;
-    s[k] += d;
-    q[k] += d * d;
-    max_abs[k] = std::max(max_abs[k], std::fabs(x[i]));
-  }
+  double s[8], q[8];
+  float max_abs[8];
+  LaneStats(input.data(), n, s, q, max_abs);
   const double sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
   const double squares = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
   // A NaN or ±Inf anywhere makes the sum of squares NaN or Inf (finite inputs cannot
@@ -148,14 +156,15 @@ absl::Status TernGradCodec::Encode(absl::Span<const float> input, const RandomKe
   internal::StoreFloat(scale, body);
   if (!(scale > 0)) return absl::OkStatus();  // 0 or NaN: all codes 0.
 
-  char* const packed = body + sizeof(float);
-  uint32_t random[kTile];
-  uint32_t codes[kTile];
+  auto* const packed = reinterpret_cast<uint8_t*>(body + sizeof(float));
+  uint16_t random[kTile];
+  uint8_t codes[kTile];
   for (size_t start = 0; start < n; start += kTile) {
     const size_t count = std::min(kTile, n - start);
-    internal::PhiloxBits(key, start, count, random);
+    internal::PhiloxBits16(key, start, count, random);
     TernarizeValues(input.data() + start, random, count, scale, codes);
-    internal::PackCodes(codes, count, kCodeBits, packed + start / 8 * kCodeBits);
+    std::fill(codes + count, codes + (count + 3) / 4 * 4, 0);  // The last byte's padding.
+    PackTernaries(codes, internal::PackedBytes(count, kCodeBits), packed + start / 4);
   }
   return absl::OkStatus();
 }

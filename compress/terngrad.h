@@ -7,10 +7,12 @@
 //      equal, e.g. n = 1) nothing is clipped, so a constant chunk is sent exactly instead of
 //      as zeros.
 //   2. scale = max |clipped value| (= min(max |x|, 2.5 sigma), rounded to fp32).
-//   3. t = sign(x) with probability |clipped x| / scale, else 0, using
-//      PhiloxStream(key).Uniform(i) for element i.
-// So E[x'] = clipped x (unbiased for the clipped values, up to fp32 rounding and the 2^-24
-// grain of the uniforms) and Var[x'] = scale * |clipped x| - (clipped x)^2.
+//   3. t = sign(x) if u * scale < |x|, else 0 (so with probability |clipped x| / scale, no
+//      division needed), for the uniform u = PhiloxStream(key).Bits16(i) / 2^16 of element i
+//      (16 bits: one Philox block serves 8 elements).
+// So E[x'] = clipped x (unbiased for the clipped values, up to fp32 rounding and the 2^-16
+// grain of the uniforms: P(t != 0) is |clipped x| / scale rounded up to a multiple of 2^-16)
+// and Var[x'] = scale * |clipped x| - (clipped x)^2.
 // The statistics are sums in double over the values minus the first value (the "shifted
 // data" variance, robust to a large common offset), in 8 interleaved partial sums added
 // pairwise: a fixed order, so the encoding is deterministic on every platform.
@@ -18,6 +20,9 @@
 // Body: scale (fp32), then n codes of 2 bits (BitWriter order, 4 per byte, zero-padded):
 // 0 -> 0, 1 -> +1, 2 -> -1; 3 is invalid.
 // Payload bytes: 12 + 4 + ceil(2n / 8). Takes no parameters.
+//
+// Versions: 2 (this one); 1 drew 24-bit uniforms from PhiloxStream::Uniform(i) and compared
+// them with |clipped x| / scale. Payloads of another version are refused.
 //
 // NaN/Inf: a chunk holding a NaN or ±Inf is sent with a NaN scale and all-zero codes, and
 // decodes to NaN everywhere (the problem shows instead of vanishing into a finite scale).
@@ -48,7 +53,7 @@ namespace tamp::compress {
 
 class TernGradCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
   static constexpr double kClipSigmas = 2.5;
 
   // TernGradCodec::Create()

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "common/philox.h"
 #include "compress/internal/quantize_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
@@ -134,6 +136,27 @@ TEST(TernGradCodecTest, UnbiasedForTheClippedValues) {
   quantize_testing::ExpectUnbiased(moments.mean, target, lower, gap, draws);
   // Var = scale * |c| - c^2 per value.
   EXPECT_NEAR(sample_variance, expected_variance, 0.05 * expected_variance);
+}
+
+TEST(TernGradCodecTest, SendsExactlyWhenThe16BitUniformTimesTheScaleIsBelowTheMagnitude) {
+  // Pins the version-2 rule: t != 0 iff (PhiloxStream(key).Bits16(i) / 2^16) * scale < |x|
+  // in fp32.
+  const size_t n = 3001;
+  const std::vector<float> input = NormalValues(n, 14);
+  TernGradCodec codec(n);
+  const RandomKey key = Key(6);
+  std::string payload;
+  const std::vector<float> out = EncodeDecode(codec, input, key, &payload);
+  const float scale = SentScale(payload);
+  const PhiloxStream stream(key);
+  int sent = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool expected = PhiloxStream::ToUniform16(stream.Bits16(i)) * scale < std::fabs(input[i]);
+    ASSERT_EQ(out[i] != 0, expected) << i;
+    sent += expected;
+  }
+  EXPECT_GT(sent, 0);
+  EXPECT_LT(sent, static_cast<int>(n));
 }
 
 TEST(TernGradCodecTest, SameKeySameBytesOtherKeyOtherRounding) {

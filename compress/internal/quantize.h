@@ -5,16 +5,18 @@
 // the tile (bucket by bucket: ForEachBucketSegment) into small integer codes with
 // branch-free loops (TAMP_QUANTIZE_KERNEL: vectorised, with AVX-512/AVX2 versions), then
 // pack the codes. Tiles start at multiples of kTile, so every tile starts on a Philox block
-// (4 elements) and on a byte of the packed code stream.
+// (4 elements, 8 of the 16-bit stream) and on a byte of the packed code stream.
 //
-// PhiloxBits() draws exactly the words of PhiloxStream(key).Bits(i), 16 blocks per step
-// with AVX-512 or AVX2 where the CPU has them (chosen once, at run time) and 1 block per
-// step elsewhere; all kernels give identical words (Philox is integer-only).
+// PhiloxBits() draws exactly the words of PhiloxStream(key).Bits(i), and PhiloxBits16()
+// the 16-bit values of PhiloxStream(key).Bits16(i) (half the blocks per element), 16 blocks
+// per step with AVX-512 or AVX2 where the CPU has them (chosen once, at run time) and 1
+// block per step elsewhere; all kernels give identical words (Philox is integer-only).
 //
 // PackCodes()/UnpackCodes() move `bits`-wide codes (1..16 bits) to and from the bit stream
 // of compress/wire_format.h (code j occupies bits j*bits .. j*bits+bits-1, least
 // significant bit first; the last byte is zero-padded): whole bytes at a time for 4, 8 and
-// 16 bits, else 8 codes (= `bits` bytes) per step.
+// 16 bits, 32 codes (36 bytes) at a time for 9 bits with AVX-512 VBMI, else 8 codes
+// (= `bits` bytes) per step.
 //
 // Example (a 9-bit codec; scratch arrays are kTile long):
 //   for (size_t start = 0; start < n; start += kTile) {
@@ -43,7 +45,9 @@ namespace tamp::compress::internal {
 // best one picked when the program loads (function multiversioning; x86-64 GCC/Clang only,
 // nothing elsewhere). The loops use only IEEE-exact operations and the build does not
 // contract a * b + c into an FMA (-ffp-contract=off), so every version gives the same bits.
-#if defined(__x86_64__) && defined(__GNUC__)
+// Baseline only under ThreadSanitizer: the resolver that picks a version runs while the
+// libraries are relocated, before the TSan runtime is up, and its instrumentation crashes.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define TAMP_QUANTIZE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TAMP_QUANTIZE_KERNEL
@@ -107,9 +111,16 @@ typedef float Float4 __attribute__((vector_size(16)));
 typedef float Float2 __attribute__((vector_size(8)));
 typedef double Double2 __attribute__((vector_size(16)));
 
-// LoadFloat4(), LoadDouble2()
+// Float8, Double8
 //
-// x[0..4) as floats; x[0..2) widened to doubles (exactly). Any alignment.
+// All 8 lanes in one vector, for reductions inside TAMP_QUANTIZE_KERNEL functions, whose
+// AVX-512 and AVX2 versions hold them in one or two registers.
+typedef float Float8 __attribute__((vector_size(32)));
+typedef double Double8 __attribute__((vector_size(64)));
+
+// LoadFloat4(), LoadDouble2(), LoadDouble8()
+//
+// x[0..4) as floats; x[0..2) and x[0..8) widened to doubles (exactly). Any alignment.
 inline Float4 LoadFloat4(const float* x) {
   Float4 v;
   std::memcpy(&v, x, sizeof(v));
@@ -119,6 +130,13 @@ inline Double2 LoadDouble2(const float* x) {
   Float2 v;
   std::memcpy(&v, x, sizeof(v));
   return __builtin_convertvector(v, Double2);
+}
+// (Through a pointer: returning a vector wider than the baseline's registers would be an
+// ABI the build warns about.)
+inline void LoadDouble8(const float* x, Double8* out) {
+  Float8 v;
+  std::memcpy(&v, x, sizeof(v));
+  *out = __builtin_convertvector(v, Double8);
 }
 
 // LoadFloat(), StoreFloat()
@@ -146,6 +164,12 @@ inline uint32_t FloatBits(float x) {
 // first + count <= 2^34 (Philox block numbers are 32-bit).
 void PhiloxBits(const RandomKey& key, uint64_t first, size_t count, uint32_t* out);
 
+// PhiloxBits16()
+//
+// out[j] = PhiloxStream(key).Bits16(first + j) for j < count: half the Philox blocks of
+// PhiloxBits() per element. `first` is a multiple of 8 and first + count <= 2^35.
+void PhiloxBits16(const RandomKey& key, uint64_t first, size_t count, uint16_t* out);
+
 // PhiloxUniform()
 //
 // PhiloxStream::ToUniform() of a word from PhiloxBits(): (bits >> 8) * 2^-24, in [0, 1).
@@ -161,11 +185,13 @@ enum class PhiloxKernel { kPortable, kAvx2, kAvx512 };
 // Whether this build and CPU can run `kernel`; kPortable always can.
 bool PhiloxKernelSupported(PhiloxKernel kernel);
 
-// PhiloxBitsWith()
+// PhiloxBitsWith(), PhiloxBits16With()
 //
-// PhiloxBits() with the given kernel, which must be supported.
+// PhiloxBits() and PhiloxBits16() with the given kernel, which must be supported.
 void PhiloxBitsWith(PhiloxKernel kernel, const RandomKey& key, uint64_t first, size_t count,
                     uint32_t* out);
+void PhiloxBits16With(PhiloxKernel kernel, const RandomKey& key, uint64_t first, size_t count,
+                      uint16_t* out);
 
 // PackCodes()
 //

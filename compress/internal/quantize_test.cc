@@ -28,8 +28,8 @@ const char* KernelName(PhiloxKernel kernel) {
   return "?";
 }
 
-TEST(PhiloxBitsTest, EveryKernelDrawsExactlyThePhiloxStreamWords) {
-  const std::vector<RandomKey> keys = {
+const std::vector<RandomKey>& TestKeys() {
+  static const auto* keys = new std::vector<RandomKey>{
       {},
       {.seed = 7, .step = 3, .chunk = 1, .worker = 0},
       {.seed = 0x0123456789abcdefull,
@@ -37,21 +37,23 @@ TEST(PhiloxBitsTest, EveryKernelDrawsExactlyThePhiloxStreamWords) {
        .chunk = 77,
        .worker = kSharedStream},
   };
-  // (first, count): whole and partial 16-block groups, partial blocks, the last blocks
-  // before the 2^32-block limit.
-  const std::vector<std::pair<uint64_t, size_t>> ranges = {{0, 0},
-                                                           {0, 1},
-                                                           {0, 3},
-                                                           {0, 4},
-                                                           {0, 5},
-                                                           {0, 63},
-                                                           {0, 64},
-                                                           {0, 65},
-                                                           {4, 1000},
-                                                           {1024, 1024},
-                                                           {64, 257},
-                                                           {(uint64_t{1} << 34) - 1024, 1024},
-                                                           {(uint64_t{1} << 34) - 72, 72}};
+  return *keys;
+}
+
+// (first, count) with `first` a multiple of 8: whole and partial 16-block groups, partial
+// blocks, the last blocks before the 2^32-block limit of a stream of `per_block` elements
+// per block.
+std::vector<std::pair<uint64_t, size_t>> TestRanges(uint64_t per_block) {
+  const uint64_t end = per_block << 32;
+  return {{0, 0},    {0, 1},       {0, 3},     {0, 4},          {0, 5},
+          {0, 7},    {0, 9},       {0, 63},    {0, 64},         {0, 65},
+          {0, 129},  {8, 1000},    {1024, 1024}, {64, 257},     {end - 1024, 1024},
+          {end - 72, 72}};
+}
+
+// Runs check(kernel) for every kernel this machine supports (at least the portable one).
+template <typename Check>
+void ForEachSupportedKernel(Check check) {
   int kernels_run = 0;
   for (PhiloxKernel kernel :
        {PhiloxKernel::kPortable, PhiloxKernel::kAvx2, PhiloxKernel::kAvx512}) {
@@ -60,9 +62,16 @@ TEST(PhiloxBitsTest, EveryKernelDrawsExactlyThePhiloxStreamWords) {
       continue;
     }
     ++kernels_run;
-    for (const RandomKey& key : keys) {
+    check(kernel);
+  }
+  EXPECT_GE(kernels_run, 1);
+}
+
+TEST(PhiloxBitsTest, EveryKernelDrawsExactlyThePhiloxStreamWords) {
+  ForEachSupportedKernel([](PhiloxKernel kernel) {
+    for (const RandomKey& key : TestKeys()) {
       const PhiloxStream stream(key);
-      for (const auto& [first, count] : ranges) {
+      for (const auto& [first, count] : TestRanges(4)) {
         std::vector<uint32_t> out(count + 1, 0xdeadbeef);
         PhiloxBitsWith(kernel, key, first, count, out.data());
         for (size_t j = 0; j < count; ++j) {
@@ -72,12 +81,48 @@ TEST(PhiloxBitsTest, EveryKernelDrawsExactlyThePhiloxStreamWords) {
         EXPECT_EQ(out[count], 0xdeadbeef) << "wrote past the end";
       }
     }
-  }
-  EXPECT_GE(kernels_run, 1);
+  });
   // The default picks a supported kernel and agrees too.
+  const RandomKey& key = TestKeys()[2];
   std::vector<uint32_t> out(100);
-  PhiloxBits(keys[2], 8, out.size(), out.data());
-  for (size_t j = 0; j < out.size(); ++j) EXPECT_EQ(out[j], PhiloxStream(keys[2]).Bits(8 + j));
+  PhiloxBits(key, 8, out.size(), out.data());
+  for (size_t j = 0; j < out.size(); ++j) EXPECT_EQ(out[j], PhiloxStream(key).Bits(8 + j));
+}
+
+TEST(PhiloxBits16Test, EveryKernelDrawsExactlyThe16BitStream) {
+  ForEachSupportedKernel([](PhiloxKernel kernel) {
+    for (const RandomKey& key : TestKeys()) {
+      const PhiloxStream stream(key);
+      for (const auto& [first, count] : TestRanges(8)) {
+        std::vector<uint16_t> out(count + 1, 0xbeef);
+        PhiloxBits16With(kernel, key, first, count, out.data());
+        for (size_t j = 0; j < count; ++j) {
+          ASSERT_EQ(out[j], stream.Bits16(first + j))
+              << KernelName(kernel) << " first " << first << " j " << j;
+        }
+        EXPECT_EQ(out[count], 0xbeef) << "wrote past the end";
+      }
+    }
+  });
+  const RandomKey& key = TestKeys()[1];
+  std::vector<uint16_t> out(100);
+  PhiloxBits16(key, 16, out.size(), out.data());
+  for (size_t j = 0; j < out.size(); ++j) EXPECT_EQ(out[j], PhiloxStream(key).Bits16(16 + j));
+}
+
+TEST(PhiloxBits16Test, SplitsEachBlockIntoEightHalvesLowFirst) {
+  const RandomKey key = {.seed = 42, .step = 1, .chunk = 2, .worker = 3};
+  const PhiloxStream stream(key);
+  for (uint32_t block : {0u, 1u, 12345u, 0xFFFFFFFFu}) {
+    const auto words = stream.Block(block);
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t word = words.v[k / 2];
+      EXPECT_EQ(stream.Bits16(uint64_t{8} * block + k), k % 2 == 0 ? word & 0xFFFF : word >> 16)
+          << "block " << block << " half " << k;
+    }
+  }
+  EXPECT_EQ(PhiloxStream::ToUniform16(0), 0.0f);
+  EXPECT_EQ(PhiloxStream::ToUniform16(0xFFFF), 1.0f - 1.0f / 65536);
 }
 
 TEST(PackedBytesTest, IsCeilOfCountTimesBitsOverEight) {

@@ -99,7 +99,7 @@ inline void ExpectRejected(const Codec& codec, const std::string& payload,
 }
 
 // The header-level rejections every codec shares: truncated header, another codec's id, a
-// newer version, another element count, and a body one byte short or long. `good` is a
+// newer or older version, another element count, and a body one byte short or long. `good` is a
 // valid payload of `codec`; `body_message(bytes)` is the codec's message for a body of
 // `bytes` bytes.
 template <typename BodyMessage>
@@ -116,10 +116,16 @@ void ExpectHeaderAndLengthChecks(const Codec& codec, const std::string& good,
   other[2] = static_cast<char>(CodecId::kNone);
   ExpectRejected(codec, other,
                  absl::StrCat("payload is for codec 0 (none), expected ", id, " (", name, ")"));
-  std::string version = good;
-  version[3] = 2;
-  ExpectRejected(codec, version,
-                 absl::StrCat("unsupported ", name, " payload version 2 (this build reads 1)"));
+  // The next version, and the previous one where there is one (an old stream or layout).
+  const int current = static_cast<uint8_t>(good[3]);
+  for (const int other_version : {current + 1, current - 1}) {
+    if (other_version < 1) continue;
+    std::string version = good;
+    version[3] = static_cast<char>(other_version);
+    ExpectRejected(codec, version,
+                   absl::StrCat("unsupported ", name, " payload version ", other_version,
+                                " (this build reads ", current, ")"));
+  }
   std::string count = good;
   const uint64_t wrong = codec.size() + 1;
   std::memcpy(&count[4], &wrong, 8);

@@ -93,6 +93,12 @@ TAMP_HD float Uniform(uint32_t random) {
   return MulRn(static_cast<float>(static_cast<int32_t>(random >> 8)), 1.0f / 16777216.0f);
 }
 
+// The uniform of a 16-bit value (PhiloxStream::Bits16()), PhiloxStream::ToUniform16():
+// bits16 * 2^-16, exact.
+TAMP_HD float Uniform16(uint32_t bits16) {
+  return MulRn(static_cast<float>(static_cast<int32_t>(bits16)), 1.0f / 65536.0f);
+}
+
 // Error feedback (compress/error_feedback.cc, RESIDUAL): what is encoded, and what is kept.
 TAMP_HD float Compensate(float input, float residual) { return AddRn(input, residual); }
 TAMP_HD float NextResidual(float scale, float compensated, float decoded) {
@@ -225,12 +231,13 @@ TAMP_HD uint32_t MagnitudeKey(float x) {
 inline constexpr int kNaturalBits = 9;
 inline constexpr uint32_t kNaturalNaNCode = 0x100;
 
-TAMP_HD uint32_t NaturalCode(float x, uint32_t random) {
+// `random16`: the value's PhiloxStream::Bits16().
+TAMP_HD uint32_t NaturalCode(float x, uint32_t random16) {
   const int32_t bits = static_cast<int32_t>(FloatBits(x));
   const int32_t magnitude = bits & 0x7fffffff;
   const int32_t exponent = magnitude >> 23;
   const int32_t mantissa = bits & 0x7fffff;
-  const int32_t up = static_cast<int32_t>(random >> 8) < (mantissa << 1) ? 1 : 0;
+  const int32_t up = (static_cast<int32_t>(random16) << 7) < mantissa ? 1 : 0;
   const int32_t power = exponent + up;
   const int32_t sign = (bits < 0 && power != 0) ? 0x100 : 0;
   const int32_t code = power | sign;
@@ -267,15 +274,19 @@ TAMP_HD float QsgdNormFromLanes(const double* s) {
   return DoubleToFloat(root);
 }
 
-// Code of x in a bucket with norm > 0 (finite).
-TAMP_HD uint32_t QsgdCode(float x, uint32_t random, float norm, float levels, uint32_t sign_bit) {
+// levels / norm, once per bucket.
+TAMP_HD float QsgdInverse(float norm, float levels) { return DivRn(levels, norm); }
+
+// Code of x in a bucket with norm > 0 (finite); inverse = QsgdInverse(); `random16`: the
+// value's PhiloxStream::Bits16().
+TAMP_HD uint32_t QsgdCode(float x, uint32_t random16, float inverse, float levels,
+                          uint32_t sign_bit) {
   const int32_t bits = static_cast<int32_t>(FloatBits(x));
-  float ratio = DivRn(AbsF(x), norm);
-  ratio = ratio < 1.0f ? ratio : 1.0f;
-  const float v = MulRn(ratio, levels);
+  float v = MulRn(AbsF(x), inverse);
+  v = v < levels ? v : levels;
   const int32_t whole = static_cast<int32_t>(v);
   const float fraction = SubRn(v, static_cast<float>(whole));
-  const int32_t level = whole + (Uniform(random) < fraction ? 1 : 0);
+  const int32_t level = whole + (Uniform16(random16) < fraction ? 1 : 0);
   const bool negative = bits < 0 && level > 0;
   return static_cast<uint32_t>(level) | (negative ? sign_bit : 0u);
 }
@@ -328,12 +339,10 @@ TAMP_HD float TernScaleFromLanes(const TernLane* l, uint64_t n) {
   return DoubleToFloat(clip);
 }
 
-TAMP_HD uint32_t TernCode(float x, uint32_t random, float scale) {
+// `random16`: the value's PhiloxStream::Bits16().
+TAMP_HD uint32_t TernCode(float x, uint32_t random16, float scale) {
   const int32_t bits = static_cast<int32_t>(FloatBits(x));
-  float clipped = AbsF(x);
-  clipped = clipped < scale ? clipped : scale;
-  const float probability = DivRn(clipped, scale);
-  if (!(Uniform(random) < probability)) return 0;
+  if (!(MulRn(Uniform16(random16), scale) < AbsF(x))) return 0;
   return bits < 0 ? 2u : 1u;
 }
 

@@ -14,7 +14,7 @@
 // Work split: a group is 32 consecutive values [32g, 32g + 32) ∩ [0, n); its codes fill
 // exactly `bits` 32-bit words (4 * bits bytes at 4 * bits * g into the code stream), so a
 // thread encodes or decodes a group with word-sized stores and no cooperation, and a group
-// covers 8 whole Philox blocks.
+// covers 8 whole Philox blocks (4 of the 16-bit stream).
 #ifndef TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 #define TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 
@@ -118,6 +118,13 @@ TAMP_HD bool UsesRandom(const QuantLayout& l) {
          l.kind == QuantKind::kTernGrad || (l.kind == QuantKind::kMaxMin && l.stochastic);
 }
 
+// Whether its randomness is the 16-bit stream (PhiloxStream::Bits16(), 8 values per Philox
+// block) rather than a word per value (Bits()).
+TAMP_HD bool UsesRandom16(const QuantLayout& l) {
+  return l.kind == QuantKind::kNatural || l.kind == QuantKind::kQsgd ||
+         l.kind == QuantKind::kTernGrad;
+}
+
 // Values of a group come from `Source`: an object with `float operator()(uint64_t i)` giving
 // the compensated value c_i (input, or input + residual) of chunk element i.
 struct GlobalSource {
@@ -141,7 +148,8 @@ TAMP_HD void StoreStat(unsigned char* body, uint64_t index, float value) {
 // ---------------------------------------------------------------------------------------
 
 // The code of value c (element i) and, through *decoded, what the receiver will decode it to.
-// `stats` is the body (stats first); `random` the element's Philox word.
+// `stats` is the body (stats first); `random` the element's Philox word, or its 16-bit value
+// where UsesRandom16().
 TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, uint64_t i,
                              float c, uint32_t random, float* decoded) {
   switch (l.kind) {
@@ -174,8 +182,9 @@ TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, u
       const uint64_t b = i / l.bucket_size;
       const float norm = LoadStat(stats, b);
       const uint32_t sign_bit = 1u << (l.bits - 1);
+      const float levels = static_cast<float>(l.levels);
       const uint32_t code =
-          norm > 0 ? QsgdCode(c, random, norm, static_cast<float>(l.levels), sign_bit) : 0u;
+          norm > 0 ? QsgdCode(c, random, QsgdInverse(norm, levels), levels, sign_bit) : 0u;
       *decoded = QsgdValue(code, DivRn(norm, static_cast<float>(l.levels)), sign_bit - 1,
                            l.bits - 1);
       return code;
@@ -210,15 +219,19 @@ TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
   const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
   BitSink sink(body + l.stats_bytes + 4 * static_cast<uint64_t>(l.bits) * g);
   const bool random = UsesRandom(l);
+  const bool random16 = UsesRandom16(l);
+  const uint32_t per_block = random16 ? 8 : 4;  // Values per Philox block.
   const PhiloxStream stream(key);
-  for (uint32_t q = 0; q * 4 < count; ++q) {
+  for (uint32_t q = 0; q * per_block < count; ++q) {
     r123::Philox4x32::ctr_type words = {{0, 0, 0, 0}};
-    if (random) words = stream.Block(static_cast<uint32_t>((first >> 2) + q));
-    for (uint32_t e = 0; e < 4 && 4 * q + e < count; ++e) {
-      const uint64_t i = first + 4 * q + e;
+    if (random) words = stream.Block(static_cast<uint32_t>(first / per_block + q));
+    for (uint32_t e = 0; e < per_block && per_block * q + e < count; ++e) {
+      const uint64_t i = first + per_block * q + e;
       const float c = values(i);
+      // Bits16(i): half e & 1 of word e >> 1; Bits(i): word e.
+      const uint32_t r = random16 ? (words.v[e >> 1] >> (16 * (e & 1))) & 0xFFFFu : words.v[e];
       float decoded;
-      sink.Put(EncodeValue(l, body, i, c, words.v[e], &decoded), l.bits);
+      sink.Put(EncodeValue(l, body, i, c, r, &decoded), l.bits);
       if (residual != nullptr) residual[i] = NextResidual(residual_scale, c, decoded);
     }
   }

@@ -79,6 +79,30 @@ int CodecRounds(const std::string& name) {
   return 1;
 }
 
+// OK when every push codec of `compression` takes one round per step; else an error naming
+// the first that does not, the rounds it takes, then `why_not`.
+absl::Status CheckSingleRoundPush(const config::Compression& compression,
+                                  absl::string_view why_not) {
+  auto check = [&](const config::ChunkCompression& chunk, const std::string& field) {
+    const int rounds = CodecRounds(chunk.push().name());
+    if (rounds == 1) return absl::OkStatus();
+    return FieldError(absl::StrCat(field, ".push.name"),
+                      absl::StrCat("codec '", chunk.push().name(), "' takes ", rounds,
+                                   " rounds per step, ", why_not));
+  };
+  TAMP_RETURN_IF_ERROR(
+      check(compression.default_compression(), "compression.default_compression"));
+  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
+    TAMP_RETURN_IF_ERROR(check(compression.shard_overrides(i).compression(),
+                               absl::StrCat("compression.shard_overrides[", i, "].compression")));
+  }
+  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+    TAMP_RETURN_IF_ERROR(check(compression.tensor_overrides(i).compression(),
+                               absl::StrCat("compression.tensor_overrides[", i, "].compression")));
+  }
+  return absl::OkStatus();
+}
+
 // consistency: staleness only with SSP and >= 1 there; multi-round push codecs are SYNC-only
 // (their rounds need every worker's push of the same step). Run after the compression check.
 absl::Status ValidateConsistency(const config::RunConfig& config) {
@@ -95,28 +119,40 @@ absl::Status ValidateConsistency(const config::RunConfig& config) {
                       absl::StrCat("is only used by mode SSP; mode is ",
                                    config::Consistency::Mode_Name(mode)));
   }
+  if (consistency.worker_timeout_ms() != 0) {
+    if (mode != config::Consistency::SYNC) {
+      return FieldError("consistency.worker_timeout_ms",
+                        absl::StrCat("is only used by mode SYNC (its barriers); mode is ",
+                                     config::Consistency::Mode_Name(mode)));
+    }
+    // rpc_timeout_ms is 0 before ApplyDefaults(), which then sets it.
+    const uint32_t rpc_timeout = config.cluster().rpc_timeout_ms();
+    if (rpc_timeout != 0 && consistency.worker_timeout_ms() >= rpc_timeout) {
+      return FieldError("consistency.worker_timeout_ms",
+                        absl::StrCat(consistency.worker_timeout_ms(),
+                                     " must be below cluster.rpc_timeout_ms (", rpc_timeout,
+                                     "), or the other workers' pushes time out first"));
+    }
+  }
   if (mode == config::Consistency::SYNC) return absl::OkStatus();
-  const config::Compression& compression = config.compression();
-  auto check = [&](const config::ChunkCompression& chunk, const std::string& field) {
-    const int rounds = CodecRounds(chunk.push().name());
-    if (rounds == 1) return absl::OkStatus();
-    return FieldError(absl::StrCat(field, ".push.name"),
-                      absl::StrCat("codec '", chunk.push().name(), "' takes ", rounds,
-                                   " rounds per step, which needs every worker's push of the "
-                                   "step; it works only with consistency.mode SYNC, not ",
-                                   config::Consistency::Mode_Name(mode)));
-  };
-  TAMP_RETURN_IF_ERROR(
-      check(compression.default_compression(), "compression.default_compression"));
-  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
-    TAMP_RETURN_IF_ERROR(check(compression.shard_overrides(i).compression(),
-                               absl::StrCat("compression.shard_overrides[", i, "].compression")));
+  return CheckSingleRoundPush(
+      config.compression(),
+      absl::StrCat("which needs every worker's push of the step; it works only with "
+                   "consistency.mode SYNC, not ", config::Consistency::Mode_Name(mode)));
+}
+
+// checkpoint: resuming is implemented for SYNC mode and single-round push codecs.
+absl::Status ValidateCheckpoint(const config::RunConfig& config) {
+  if (!config.has_checkpoint()) return absl::OkStatus();
+  const config::Consistency::Mode mode = config.consistency().mode();
+  if (mode != config::Consistency::SYNC) {
+    return FieldError("checkpoint", absl::StrCat("servers resume from checkpoints only with "
+                                                 "consistency.mode SYNC, not ",
+                                                 config::Consistency::Mode_Name(mode)));
   }
-  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
-    TAMP_RETURN_IF_ERROR(check(compression.tensor_overrides(i).compression(),
-                               absl::StrCat("compression.tensor_overrides[", i, "].compression")));
-  }
-  return absl::OkStatus();
+  return CheckSingleRoundPush(config.compression(),
+                              "whose rounds a server cannot resume; drop the checkpoint block "
+                              "or use a single-round codec");
 }
 
 absl::Status ValidateChunkCompression(const config::ChunkCompression& compression,
@@ -151,6 +187,9 @@ void ApplyDefaults(config::RunConfig* config) {
   if (cluster->rpc_timeout_ms() == 0) cluster->set_rpc_timeout_ms(120000);
   if (config->validation().max_message_bytes() == 0) {
     config->mutable_validation()->set_max_message_bytes(256 << 20);
+  }
+  if (config->has_checkpoint() && !config->checkpoint().has_reconnect_timeout_ms()) {
+    config->mutable_checkpoint()->set_reconnect_timeout_ms(60000);
   }
 
   config::Model* model = config->mutable_model();
@@ -281,7 +320,8 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   }
   TAMP_RETURN_IF_ERROR(ValidateSecurity(config));
   TAMP_RETURN_IF_ERROR(ValidateValidation(config.validation()));
-  return ValidateConsistency(config);
+  TAMP_RETURN_IF_ERROR(ValidateConsistency(config));
+  return ValidateCheckpoint(config);
 }
 
 absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {

@@ -110,6 +110,14 @@ class ErrorFeedback {
   // u, the local momentum of DGC_MOMENTUM; empty for the other kinds.
   absl::Span<const float> velocity() const { return velocity_; }
 
+  // ErrorFeedback::StateBuffers()
+  //
+  // The memory, writable, for checkpoints: {residual (or v), u}, each num_elements values or
+  // empty when the kind keeps none. Valid while this object lives.
+  std::vector<absl::Span<float>> StateBuffers() {
+    return {absl::MakeSpan(residual_), absl::MakeSpan(velocity_)};
+  }
+
  private:
   ErrorFeedback(const config::ErrorFeedback& spec, size_t num_elements);
 

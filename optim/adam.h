@@ -38,6 +38,9 @@ class Adam final : public Optimizer {
   // Uses `step` for the bias corrections (t = step + 1).
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
              float learning_rate) override;
+  std::vector<absl::Span<float>> StateBuffers() override {
+    return {absl::MakeSpan(m_), absl::MakeSpan(v_)};
+  }
 
  private:
   const float beta1_;

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -39,6 +40,13 @@ class Optimizer {
   // before this one (0 first); rules with bias correction (adam) use it, SGD does not.
   virtual void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
                      float learning_rate) = 0;
+
+  // Optimizer::StateBuffers()
+  //
+  // The rule's state (sgd: the momentum buffer; adam: m, v), each num_elements values or
+  // empty when the rule keeps none, always the same count and order for one spec; writable,
+  // so that a checkpoint can save and restore it. Valid while the optimizer lives.
+  virtual std::vector<absl::Span<float>> StateBuffers() = 0;
 };
 
 // Checks name, hyper-parameters and schedule (ValidateSchedule); errors name the field, e.g.

@@ -27,6 +27,7 @@ class Sgd final : public Optimizer {
 
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
              float learning_rate) override;
+  std::vector<absl::Span<float>> StateBuffers() override { return {absl::MakeSpan(buffer_)}; }
 
  private:
   const float momentum_;

@@ -2,9 +2,13 @@
 //
 //   tamp_server --config=job.pbtxt --rank=0 [--host=127.0.0.1] [--port=0] [--port_file=PATH]
 //
+// With a checkpoint block in the config it first resumes from <checkpoint.dir or
+// --checkpoint_dir>/shard-<rank>.ckpt when that exists, and writes it every
+// checkpoint.every_steps steps (server/checkpointer.h).
 // Serves until SIGTERM or SIGINT, then answers the pushes still waiting with UNAVAILABLE,
-// shuts the RPC server down (2 s grace) and exits 0. Exits 2 on bad flags or config (the
-// message names the problem) and 1 when it cannot serve (port taken, port file not written).
+// writes a final checkpoint (when configured), shuts the RPC server down (2 s grace) and
+// exits 0. Exits 2 on bad flags or config (the message names the problem) and 1 when it
+// cannot serve (port taken, port file not written, a damaged or mismatched checkpoint).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -24,14 +28,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "common/config.h"
 #include "common/grpc_security.h"
 #include "common/job_layout.h"
 #include "common/security.h"
+#include "common/placement.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
+#include "server/barrier_watchdog.h"
+#include "server/checkpointer.h"
 #include "server/service.h"
 #include "server/shard.h"
 
@@ -41,6 +49,20 @@ ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int32_t, port, 0, "Port to listen on; 0 lets the system pick a free one.");
 ABSL_FLAG(std::string, port_file, "",
           "Once listening, write \"<port>\\n\" to this file, atomically (for launchers).");
+ABSL_FLAG(std::string, placement, "auto",
+          "Where rank and listen address come from: flags (--rank, --host, --port), slurm "
+          "(SLURM_PROCID etc.), kubernetes (StatefulSet pod ordinal), or auto (slurm under "
+          "srun, kubernetes in a pod, else flags). See common/placement.h.");
+ABSL_FLAG(uint32_t, base_port, 29500,
+          "Slurm: shard i listens on base_port + i. Kubernetes: every shard listens on it.");
+ABSL_FLAG(std::string, k8s_statefulset, "tamp-server", "Kubernetes: the servers' StatefulSet.");
+ABSL_FLAG(std::string, k8s_service, "tamp-server",
+          "Kubernetes: the headless Service in front of that StatefulSet.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Where this shard's checkpoint lives, in place of the config's checkpoint.dir (only "
+          "with a checkpoint block in the config).");
+ABSL_FLAG(bool, check, false,
+          "Load and validate CONFIG, resolve the placement, print it and exit without serving.");
 
 namespace tamp {
 namespace {
@@ -81,6 +103,8 @@ struct Setup {
   config::RunConfig config;
   JobLayout layout;
   uint32_t rank = 0;
+  Placement placement;
+  std::string host;
   std::string address;
 };
 
@@ -90,22 +114,34 @@ absl::StatusOr<Setup> Configure() {
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required");
   TAMP_ASSIGN_OR_RETURN(setup.config, LoadConfigFile(config_path));
   TAMP_ASSIGN_OR_RETURN(setup.layout, BuildJobLayout(setup.config));
-  setup.rank = absl::GetFlag(FLAGS_rank);
-  const uint32_t num_servers = setup.config.cluster().num_servers();
-  if (setup.rank >= num_servers) {
-    return absl::InvalidArgumentError(absl::StrCat("--rank ", setup.rank,
-                                                   " out of range: ", config_path,
-                                                   " has cluster.num_servers ", num_servers));
+  PlacementRequest request;
+  request.role = Role::kServer;
+  TAMP_ASSIGN_OR_RETURN(request.source, ParsePlacementSource(absl::GetFlag(FLAGS_placement)));
+  request.num_servers = setup.config.cluster().num_servers();
+  request.num_workers = setup.config.cluster().num_workers();
+  request.flag_rank = absl::GetFlag(FLAGS_rank);
+  request.base_port = absl::GetFlag(FLAGS_base_port);
+  request.k8s_statefulset = absl::GetFlag(FLAGS_k8s_statefulset);
+  request.k8s_service = absl::GetFlag(FLAGS_k8s_service);
+  absl::StatusOr<Placement> placement = ResolvePlacement(request, ProcessEnv());
+  if (!placement.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(config_path, ": ", placement.status().message()));
   }
-  const int port = absl::GetFlag(FLAGS_port);
+  setup.placement = *std::move(placement);
+  setup.rank = setup.placement.rank;
+  int port = absl::GetFlag(FLAGS_port);
+  setup.host = absl::GetFlag(FLAGS_host);
+  if (!setup.placement.listen_host.empty()) {
+    setup.host = setup.placement.listen_host;
+    port = static_cast<int>(setup.placement.listen_port);
+  }
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--port ", port, " out of range [0, 65535]"));
   }
-  const std::string host = absl::GetFlag(FLAGS_host);
   // IPv6 literals need brackets in host:port.
-  setup.address = absl::StrContains(host, ':') && !absl::StartsWith(host, "[")
-                      ? absl::StrCat("[", host, "]:", port)
-                      : absl::StrCat(host, ":", port);
+  setup.address = absl::StrContains(setup.host, ':') && !absl::StartsWith(setup.host, "[")
+                      ? absl::StrCat("[", setup.host, "]:", port)
+                      : absl::StrCat(setup.host, ":", port);
   return setup;
 }
 
@@ -149,6 +185,15 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "tamp_server: %s\n", std::string(setup.status().message()).c_str());
     return kExitUsage;
   }
+  if (absl::GetFlag(FLAGS_check)) {
+    std::printf("tamp_server: config ok; shard %u of %u for %u workers (placement: %s), "
+                "would listen on %s; servers: %s\n",
+                setup->rank, setup->config.cluster().num_servers(),
+                setup->config.cluster().num_workers(),
+                setup->placement.source.c_str(), setup->address.c_str(),
+                absl::StrJoin(setup->placement.servers, ",").c_str());
+    return 0;
+  }
   LogLoad(*setup);
   absl::StatusOr<std::unique_ptr<Shard>> shard =
       Shard::Create(setup->config, setup->layout, setup->rank);
@@ -163,7 +208,7 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      MakeServerCredentials(setup->config.cluster(), absl::GetFlag(FLAGS_host));
+      MakeServerCredentials(setup->config.cluster(), setup->host);
   if (!credentials.ok()) {
     std::fprintf(stderr, "tamp_server: %s\n",
                  std::string(credentials.status().message()).c_str());
@@ -176,6 +221,27 @@ int Main(int argc, char** argv) {
                                      : "plaintext")
             << (token->empty() ? ", no job token" : ", job token required");
   ParameterServerService service(shard->get(), *std::move(token));
+  // SYNC: drops dead or stalled workers from the barriers (consistency.worker_timeout_ms).
+  // Declared after the shard, so it stops before the shard goes.
+  const std::unique_ptr<BarrierWatchdog> watchdog = BarrierWatchdog::Start(shard->get());
+  // Resumes from the shard's checkpoint, if any, before serving; then writes them.
+  std::unique_ptr<Checkpointer> checkpointer;
+  if (setup->config.has_checkpoint()) {
+    config::Checkpoint spec = setup->config.checkpoint();
+    if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
+      spec.set_dir(dir);
+    }
+    absl::StatusOr<std::unique_ptr<Checkpointer>> started =
+        Checkpointer::Start(shard->get(), spec);
+    if (!started.ok()) {
+      std::fprintf(stderr, "tamp_server: %s\n", std::string(started.status().message()).c_str());
+      return kExitCannotServe;
+    }
+    checkpointer = *std::move(started);
+  } else if (!absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
+    std::fprintf(stderr, "tamp_server: --checkpoint_dir needs a checkpoint block in the config\n");
+    return kExitUsage;
+  }
 
   // Requests are bounded by validation.max_message_bytes; answers must fit the whole shard.
   const uint64_t max_receive = setup->config.validation().max_message_bytes() != 0
@@ -215,6 +281,11 @@ int Main(int argc, char** argv) {
   // Pushes of a step that can no longer complete must be answered, or Shutdown would wait
   // for them until the deadline and then cancel them without a reason.
   (*shard)->Close(absl::UnavailableError("server shutting down"));
+  if (checkpointer != nullptr) {
+    if (absl::Status written = checkpointer->WriteFinal(); !written.ok()) {
+      LOG(ERROR) << "checkpoint: " << written.message();
+    }
+  }
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   return 0;
 }

@@ -46,13 +46,23 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
   if (status.ok()) {
     status = shard_.FixRunLength(request->steps_per_epoch(), request->total_steps());
   }
+  // A worker back after a failure: counted again from the step it announces.
+  if (status.ok() && request->rejoin_at_step() != 0) {
+    status = shard_.Rejoin(request->worker_rank(), request->rejoin_at_step());
+  }
   if (!status.ok()) {
     LOG_EVERY_N(WARNING, 100) << "refused handshake from " << context->peer() << ": " << status;
     return FinishNow(context, status);
   }
-  LOG(INFO) << "worker " << request->worker_rank() << " joined from " << context->peer();
+  LOG(INFO) << "worker " << request->worker_rank()
+            << (request->rejoin_at_step() == 0
+                    ? " joined"
+                    : absl::StrCat(" rejoined at step ", request->rejoin_at_step()))
+            << " from " << context->peer();
   response->set_server_rank(shard_.rank());
   response->set_step(shard_.step());
+  response->set_latest_step(shard_.latest_step());
+  response->set_incarnation(shard_.incarnation());
   return FinishNow(context, absl::OkStatus());
 }
 
@@ -60,6 +70,15 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                                            const rpc::PushPullRequest* request,
                                                            rpc::PushPullResponse* response) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
+  // A worker that knows an earlier process of this server must resync before pushing
+  // (server/shard.h, "Checkpoints and restarts").
+  if (request->server_incarnation() != 0 && request->server_incarnation() != shard_.incarnation()) {
+    return FinishNow(context, absl::UnavailableError(absl::StrCat(
+                                  "server ", shard_.rank(), " restarted (incarnation ",
+                                  shard_.incarnation(), ", push was for ",
+                                  request->server_incarnation(),
+                                  "): re-handshake and pull its weights")));
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The call (and so `response`) stays alive until Finish, which may come from another
   // worker's push; the request's payload is only read inside PushPull.
@@ -83,7 +102,9 @@ grpc::ServerUnaryReactor* ParameterServerService::PullWeights(
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
   // A copy of the shard's weights under short per-chunk locks; no waiting on other calls.
   // ASYNC / SSP: also resets this worker's view (server/shard.h). Checks the worker's rank.
-  return FinishNow(context, shard_.PullWeights(request->worker_rank(), response));
+  return FinishNow(context, request->replica()
+                                ? shard_.PullReplica(request->worker_rank(), response)
+                                : shard_.PullWeights(request->worker_rank(), response));
 }
 
 }  // namespace tamp

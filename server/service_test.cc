@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -260,6 +261,36 @@ TEST_F(ServiceTest, ErrorsCrossTheWireWithTheirCode) {
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST_F(ServiceTest, APushForAnotherServerIncarnationIsRefusedUnavailable) {
+  rpc::HandshakeRequest hello;
+  FillHandshake(layout_, config_, 0, 0, 16, 32, &hello);
+  rpc::HandshakeResponse response;
+  ASSERT_TRUE(Handshake(0, hello, &response).ok());
+  EXPECT_EQ(response.incarnation(), shard_->incarnation());
+  EXPECT_NE(response.incarnation(), 0u);
+
+  const uint32_t chunk = shard_->chunk_ids().front();
+  const std::string payload =
+      EncodePush(config_, layout_, 0, chunk, 0, TestGradient(Length(chunk), 0, 0));
+  PushCall stale;
+  stale.request.set_server_incarnation(response.incarnation() + 1);  // A restarted server's.
+  StartPush(0, 0, chunk, payload, &stale);
+  stale.done.WaitForNotification();
+  EXPECT_EQ(stale.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(stale.status.error_message(), HasSubstr("server 0 restarted"));
+  EXPECT_FALSE(shard_->Snapshot(chunk)->arrived[0]) << "a refused push must change nothing";
+
+  PushCall current;  // The incarnation the handshake returned is accepted (parked).
+  current.request.set_server_incarnation(response.incarnation());
+  StartPush(0, 0, chunk, payload, &current);
+  for (int i = 0; i < 200 && !shard_->Snapshot(chunk)->arrived[0]; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(shard_->Snapshot(chunk)->arrived[0]);
+  shard_->Close(absl::UnavailableError("test over"));
+  current.done.WaitForNotification();
+}
+
 TEST_F(ServiceTest, ShutdownAnswersAPushWaitingForItsStep) {
   const uint32_t chunk = shard_->chunk_ids().front();
   PushCall lonely;
@@ -272,6 +303,55 @@ TEST_F(ServiceTest, ShutdownAnswersAPushWaitingForItsStep) {
   lonely.done.WaitForNotification();
   EXPECT_EQ(lonely.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(lonely.status.error_message(), "server shutting down");
+}
+
+// A worker rejoining (consistency.worker_timeout_ms, docs/consistency.md): the handshake
+// reports the shard's latest step, a rejoin_at_step the shard has passed is refused with
+// the reason, and an accepted one releases the step that waited only for the worker.
+TEST_F(ServiceTest, RejoinHandshakeCountsTheWorkerFromTheAnnouncedStep) {
+  const uint32_t chunk = shard_->chunk_ids().front();
+  PushCall waiting;
+  StartPush(0, 0, chunk,
+            EncodePush(config_, layout_, 0, chunk, 0, TestGradient(Length(chunk), 0, 0)),
+            &waiting);
+  rpc::HandshakeRequest request;
+  FillHandshake(layout_, config_, 1, 0, 16, 32, &request);
+  rpc::HandshakeResponse response;
+  ASSERT_TRUE(Handshake(1, request, &response).ok());
+  EXPECT_EQ(response.latest_step(), 0u);
+  EXPECT_FALSE(waiting.done.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+
+  request.set_rejoin_at_step(1);
+  const grpc::Status rejoined = Handshake(1, request, &response);
+  ASSERT_TRUE(rejoined.ok()) << rejoined.error_message();
+  waiting.done.WaitForNotification();
+  ASSERT_TRUE(waiting.status.ok()) << waiting.status.error_message();
+  EXPECT_EQ(waiting.response.step(), 1u);
+
+  FillHandshake(layout_, config_, 1, 0, 16, 32, &request);
+  ASSERT_TRUE(Handshake(1, request, &response).ok());
+  EXPECT_EQ(response.latest_step(), 1u);
+  EXPECT_EQ(response.step(), 0u) << "the shard's other chunks are at step 0";
+  PushCall alone;
+  StartPush(0, 1, chunk,
+            EncodePush(config_, layout_, 1, chunk, 0, TestGradient(Length(chunk), 1, 0)),
+            &alone);
+  EXPECT_FALSE(alone.done.WaitForNotificationWithTimeout(absl::Milliseconds(100)))
+      << "step 1 waits for the rejoined worker";
+  PushCall late;
+  StartPush(1, 1, chunk,
+            EncodePush(config_, layout_, 1, chunk, 1, TestGradient(Length(chunk), 1, 1)),
+            &late);
+  alone.done.WaitForNotification();
+  late.done.WaitForNotification();
+  ASSERT_TRUE(late.status.ok()) << late.status.error_message();
+  EXPECT_EQ(late.response.payload(), alone.response.payload());
+
+  request.set_rejoin_at_step(1);
+  const grpc::Status passed = Handshake(1, request, &response);
+  EXPECT_EQ(passed.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(passed.error_message(),
+              HasSubstr(absl::StrCat("chunk ", chunk, " is at step 2; rejoin at a later step")));
 }
 
 }  // namespace

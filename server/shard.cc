@@ -1,9 +1,11 @@
 #include "server/shard.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <utility>
 
 #include "absl/memory/memory.h"
@@ -23,17 +25,18 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "Tamp needs a little-en
 
 namespace tamp {
 
+// Of a round, or of a step for single-round codecs.
+struct Shard::Completion {
+  std::vector<RoundDoneCallback> callbacks;
+  absl::Status status;
+  std::string update;     // Empty before the last round.
+  std::string aggregate;  // The push codec's answer (multi-round codecs).
+  uint64_t step = 0;
+  bool last_round = true;
+};
+
 struct Shard::ChunkState {
-  // The answer to every push of one completed round (a step, for single-round codecs);
-  // delivered after the lock is released.
-  struct Completion {
-    std::vector<RoundDoneCallback> callbacks;
-    absl::Status status;
-    std::string update;     // Empty before the last round.
-    std::string aggregate;  // The push codec's answer (multi-round codecs).
-    uint64_t step = 0;
-    bool last_round = true;
-  };
+  using Completion = Shard::Completion;
 
   // Validates one push and adds it to the accumulator. On error nothing has changed.
   // Requires mu.
@@ -83,7 +86,7 @@ struct Shard::ChunkState {
                                 << google::COUNTER << " so far on this server)";
     }
     arrived[worker] = true;
-    ++num_arrived;
+    if (num_arrived++ == 0) barrier_start = std::chrono::steady_clock::now();
     return absl::OkStatus();
   }
 
@@ -124,12 +127,12 @@ struct Shard::ChunkState {
     return static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
   }
 
-  // Once every worker has pushed a round before the last (multi-round push codecs): the
-  // codec's answer to the round, then on to the next round; hands back the parked callbacks.
-  // Requires mu.
+  // Once every live worker has pushed a round before the last (multi-round push codecs): the
+  // codec's answer to the round over the workers that pushed it, then on to the next round;
+  // hands back the parked callbacks. Requires mu.
   Completion FinishRound(const config::RunConfig& config) {
     Completion done;
-    push_codec->FinishRound(static_cast<int>(round), static_cast<int>(arrived.size()),
+    push_codec->FinishRound(static_cast<int>(round), static_cast<int>(num_arrived),
                             absl::MakeSpan(accumulator), PullKey(config, step, id), &done.aggregate,
                             {});
     done.step = step;
@@ -143,11 +146,12 @@ struct Shard::ChunkState {
     return done;
   }
 
-  // The gradient the optimizer applies once every worker has pushed the step's last round:
-  // the accumulator turned into the mean (or vote), or a multi-round codec's aggregate, whose
+  // The gradient the optimizer applies once every live worker has pushed the step's last
+  // round: the accumulator turned into the mean (or vote) over the workers that pushed (fewer
+  // than num_workers once some were dropped), or a multi-round codec's aggregate, whose
   // answer goes to *answer. Requires mu.
   absl::Span<const float> AggregateGradient(const config::RunConfig& config, std::string* answer) {
-    const int contributors = static_cast<int>(arrived.size());
+    const int contributors = static_cast<int>(num_arrived);
     if (rounds == 1) {
       PushCodecAt(step).FinishAggregate(contributors, absl::MakeSpan(accumulator));
       return accumulator;
@@ -157,7 +161,7 @@ struct Shard::ChunkState {
     return aggregate;
   }
 
-  // Once every worker has pushed: mean gradient, optimizer step at `learning_rate` (the
+  // Once every live worker has pushed: mean gradient, optimizer step at `learning_rate` (the
   // schedule's rate for this step), update through the pull codec and residual; then resets
   // for the next step and hands back the parked callbacks. Requires mu.
   Completion FinishStep(const config::RunConfig& config, float learning_rate) {
@@ -175,6 +179,7 @@ struct Shard::ChunkState {
     ++step;
     done.step = step;
     round = 0;
+    resuming = false;  // In step with the workers again.
     accumulator.resize(push_codec->RoundValues(0));  // A no-op for single-round codecs.
     std::fill(accumulator.begin(), accumulator.end(), 0.0f);
     std::fill(arrived.begin(), arrived.end(), false);
@@ -328,6 +333,8 @@ struct Shard::ChunkState {
   std::vector<float> aggregate;    // Multi-round codecs: the last round's gradient (n values).
   std::vector<bool> arrived;       // By worker, this round.
   uint32_t num_arrived = 0;
+  // When this round's first push arrived (the barrier's start; consistency.worker_timeout_ms).
+  std::chrono::steady_clock::time_point barrier_start;
   std::vector<RoundDoneCallback> pending;  // Of this round's accepted pushes.
   std::unique_ptr<compress::Codec> pull_codec;
   std::unique_ptr<compress::ErrorFeedback> pull_feedback;
@@ -335,6 +342,37 @@ struct Shard::ChunkState {
   std::vector<float> scratch;  // DecodeAddFinite(): the next accumulator.
   uint64_t nonfinite_skipped = 0;  // Pushes skipped by nonfinite_policy SKIP.
   absl::Status closed;        // Not OK once Close() ran.
+  // Restored from a checkpoint and no step completed since: FollowWorkers() applies.
+  bool resuming = false;
+
+  // A chunk restored from a checkpoint (at its step c) joins the workers at the highest step
+  // any of them pushes it, s >= c: the steps in between are lost (their gradients were
+  // applied only by the lost server). A push of a higher step than the chunk's drops the
+  // pushes parked for the current one into *superseded (answered OUT_OF_RANGE: their
+  // workers are behind and skip the step) and moves the chunk to that step; a push of a
+  // lower step is refused OUT_OF_RANGE. Nothing gathered before the restore is applied twice:
+  // the restored state holds only steps < c. Requires mu and resuming.
+  absl::Status FollowWorkers(uint64_t push_step, Completion* superseded) {
+    const auto behind = [&](uint64_t pushed) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "chunk ", id, " resumed from a checkpoint and follows the workers at step ",
+          std::max(step, push_step), "; step ", pushed,
+          " is behind it: pull the chunk's weights and go on with the next step"));
+    };
+    if (push_step < step) return behind(push_step);
+    if (push_step == step) return absl::OkStatus();
+    if (!pending.empty()) {
+      superseded->status = behind(step);
+      superseded->callbacks = std::move(pending);
+      pending.clear();
+    }
+    step = push_step;
+    round = 0;
+    accumulator.assign(push_codec->RoundValues(0), 0.0f);
+    std::fill(arrived.begin(), arrived.end(), false);
+    num_arrived = 0;
+    return absl::OkStatus();
+  }
   // ASYNC / SSP only (empty in SYNC). `step` above counts applied pushes there.
   bool async = false;
   uint64_t staleness = 0;                 // SSP's tau; 0 for ASYNC (no bound).
@@ -399,8 +437,27 @@ absl::StatusOr<std::unique_ptr<Shard::ChunkState>> Shard::NewChunk(uint32_t id) 
   return chunk;
 }
 
+namespace {
+
+// consistency.worker_timeout_ms, or its default when unset: half the workers' RPC deadline
+// (proto/config.proto). 0 in ASYNC / SSP, which have no barrier to time out.
+std::chrono::milliseconds WorkerTimeout(const config::RunConfig& config) {
+  const config::Consistency& consistency = config.consistency();
+  if (consistency.mode() != config::Consistency::SYNC) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(consistency.has_worker_timeout_ms()
+                                       ? consistency.worker_timeout_ms()
+                                       : config.cluster().rpc_timeout_ms() / 2);
+}
+
+}  // namespace
+
 Shard::Shard(const config::RunConfig& config, const JobLayout& layout, uint32_t rank)
-    : config_(config), layout_(layout), rank_(rank), chunk_ids_(layout.ChunksOfShard(rank)) {}
+    : config_(config),
+      layout_(layout),
+      rank_(rank),
+      chunk_ids_(layout.ChunksOfShard(rank)),
+      worker_timeout_(WorkerTimeout(config)),
+      members_(config.cluster().num_workers()) {}
 
 Shard::~Shard() = default;
 
@@ -478,20 +535,32 @@ void Shard::PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32
     return;
   }
   ChunkState::Completion completion;
+  ChunkState::Completion superseded;  // Of a restored chunk (ChunkState::FollowWorkers).
   {
     std::lock_guard<std::mutex> lock(chunk.mu);
-    absl::Status status = chunk.Add(config_, worker, step, round, payload);
+    absl::Status status = chunk.closed.ok() ? CheckMember(worker, step) : chunk.closed;
+    if (status.ok() && chunk.resuming) status = chunk.FollowWorkers(step, &superseded);
+    if (status.ok()) status = chunk.Add(config_, worker, step, round, payload);
     if (status.ok()) {
       chunk.pending.push_back(std::move(done));
-      if (chunk.num_arrived < num_workers) return;  // Answered by the last worker's push.
-      completion = static_cast<int>(chunk.round) + 1 < chunk.rounds
-                       ? chunk.FinishRound(config_)
-                       : chunk.FinishStep(config_, LearningRateAt(chunk.step));
+      // Else answered by the last live worker's push.
+      if (BarrierComplete(chunk)) completion = Finish(chunk);
     } else {
       completion.callbacks.push_back(std::move(done));
       completion.status = std::move(status);
     }
   }
+  Deliver(superseded);
+  Deliver(completion);
+}
+
+Shard::Completion Shard::Finish(ChunkState& chunk) const {
+  return static_cast<int>(chunk.round) + 1 < chunk.rounds
+             ? chunk.FinishRound(config_)
+             : chunk.FinishStep(config_, LearningRateAt(chunk.step));
+}
+
+void Shard::Deliver(Completion& completion) {
   // Outside the lock: a callback may take its time or push again.
   PushAnswer answer;
   answer.step = completion.step;
@@ -501,6 +570,123 @@ void Shard::PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32
   for (RoundDoneCallback& callback : completion.callbacks) {
     callback(completion.status, completion.status.ok() ? &answer : nullptr);
   }
+}
+
+bool Shard::Live(uint32_t worker, uint64_t step) const {
+  const Member& member = members_[worker];
+  return !member.dropped && step >= member.from_step;
+}
+
+absl::Status Shard::CheckMember(uint32_t worker, uint64_t step) const {
+  std::lock_guard<std::mutex> lock(members_mu_);
+  const Member& member = members_[worker];
+  if (member.dropped) {
+    return absl::AbortedError(absl::StrCat(
+        "worker ", worker, " was dropped at step ", member.dropped_at_step, " after ",
+        member.waited_ms, " ms without a push (consistency.worker_timeout_ms); rejoin with a "
+        "handshake"));
+  }
+  if (step < member.from_step) {
+    return absl::AbortedError(absl::StrCat("worker ", worker, " rejoined at step ",
+                                           member.from_step, ", push was for step ", step));
+  }
+  return absl::OkStatus();
+}
+
+bool Shard::BarrierComplete(const ChunkState& chunk) const {
+  if (chunk.num_arrived == 0 || !chunk.closed.ok()) return false;
+  std::lock_guard<std::mutex> lock(members_mu_);
+  for (uint32_t worker = 0; worker < chunk.arrived.size(); ++worker) {
+    if (!chunk.arrived[worker] && Live(worker, chunk.step)) return false;
+  }
+  return true;
+}
+
+void Shard::CompleteBarriers() {
+  for (uint32_t id : chunk_ids_) {
+    ChunkState& chunk = *chunks_[id];
+    ChunkState::Completion completion;
+    {
+      std::lock_guard<std::mutex> lock(chunk.mu);
+      if (chunk.async || !BarrierComplete(chunk)) continue;
+      completion = Finish(chunk);
+    }
+    Deliver(completion);
+  }
+}
+
+void Shard::ExpireBarriers(std::chrono::steady_clock::time_point now) {
+  if (worker_timeout_.count() == 0) return;
+  bool dropped = false;
+  for (uint32_t id : chunk_ids_) {
+    ChunkState& chunk = *chunks_[id];
+    std::lock_guard<std::mutex> chunk_lock(chunk.mu);
+    if (chunk.async || chunk.num_arrived == 0 || !chunk.closed.ok()) continue;
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - chunk.barrier_start);
+    if (waited < worker_timeout_) continue;
+    std::lock_guard<std::mutex> lock(members_mu_);
+    for (uint32_t worker = 0; worker < chunk.arrived.size(); ++worker) {
+      if (chunk.arrived[worker] || !Live(worker, chunk.step)) continue;
+      Member& member = members_[worker];
+      member.dropped = true;
+      member.dropped_at_step = chunk.step;
+      member.waited_ms = waited.count();
+      dropped = true;
+      LOG(WARNING) << "server " << rank_ << ": dropped worker " << worker
+                   << " from the barrier: chunk " << id << " waited " << waited.count()
+                   << " ms for its push of step " << chunk.step
+                   << (chunk.rounds == 1 ? "" : absl::StrCat(" round ", chunk.round))
+                   << " (consistency.worker_timeout_ms " << worker_timeout_.count()
+                   << "); steps go on without it until it rejoins";
+    }
+  }
+  // Every chunk whose barrier waited only for the dropped workers completes now.
+  if (dropped) CompleteBarriers();
+}
+
+absl::Status Shard::Rejoin(uint32_t worker, uint64_t step) {
+  const uint32_t num_workers = config_.cluster().num_workers();
+  if (worker >= num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " out of range: the job has ",
+                                                   num_workers, " workers"));
+  }
+  if (config_.consistency().mode() != config::Consistency::SYNC) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", worker, " asked to rejoin at step ", step, ": rejoining is for consistency.mode "
+        "SYNC; ASYNC and SSP workers resume with PullWeights"));
+  }
+  {
+    // Every chunk held still, so none completes `step` between the check and the change.
+    std::vector<std::unique_lock<std::mutex>> chunk_locks;
+    for (uint32_t id : chunk_ids_) chunk_locks.emplace_back(chunks_[id]->mu);
+    for (uint32_t id : chunk_ids_) {
+      const ChunkState& chunk = *chunks_[id];
+      if (chunk.step > step ||
+          (chunk.step == step && (chunk.round != 0 || chunk.arrived[worker]))) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "worker ", worker, " cannot rejoin at step ", step, " on server ", rank_, ": chunk ",
+            id, " is at step ", chunk.step,
+            chunk.rounds == 1 ? "" : absl::StrCat(" round ", chunk.round),
+            "; rejoin at a later step"));
+      }
+    }
+    std::lock_guard<std::mutex> lock(members_mu_);
+    members_[worker] = Member{step};
+  }
+  LOG(INFO) << "server " << rank_ << ": worker " << worker << " rejoins at step " << step;
+  // Steps before `step` no longer wait for it.
+  CompleteBarriers();
+  return absl::OkStatus();
+}
+
+uint64_t Shard::latest_step() const {
+  uint64_t latest = 0;
+  for (uint32_t id : chunk_ids_) {
+    std::lock_guard<std::mutex> lock(chunks_[id]->mu);
+    latest = std::max(latest, chunks_[id]->step);
+  }
+  return latest;
 }
 
 void Shard::PushAsync(ChunkState& chunk, uint32_t worker, uint64_t step, uint32_t round,
@@ -624,6 +810,34 @@ absl::Status Shard::PullWeights(uint32_t worker, rpc::PullWeightsResponse* respo
   return absl::OkStatus();
 }
 
+absl::Status Shard::PullReplica(uint32_t worker, rpc::PullWeightsResponse* response) {
+  if (config_.consistency().mode() != config::Consistency::SYNC) {
+    return PullWeights(worker, response);
+  }
+  const uint32_t num_workers = config_.cluster().num_workers();
+  if (worker >= num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " out of range: the job has ",
+                                                   num_workers, " workers"));
+  }
+  response->Clear();
+  uint64_t min_step = std::numeric_limits<uint64_t>::max();
+  std::vector<float> replica;
+  for (uint32_t id : chunk_ids_) {
+    const ChunkState& chunk = *chunks_[id];
+    std::lock_guard<std::mutex> lock(chunk.mu);
+    replica = chunk.weights;
+    // The others hold the weights less what the pull residual has not sent them yet.
+    const absl::Span<const float> owed = chunk.pull_feedback->residual();
+    for (size_t i = 0; i < owed.size(); ++i) replica[i] -= owed[i];
+    rpc::ChunkWeights* out = response->add_chunks();
+    out->set_chunk_id(id);
+    out->set_values(reinterpret_cast<const char*>(replica.data()), replica.size() * sizeof(float));
+    min_step = std::min(min_step, chunk.step);
+  }
+  response->set_step(chunk_ids_.empty() ? 0 : min_step);
+  return absl::OkStatus();
+}
+
 absl::Status Shard::PullWeights(rpc::PullWeightsResponse* response) const {
   response->Clear();
   uint64_t min_step = std::numeric_limits<uint64_t>::max();
@@ -655,6 +869,120 @@ void Shard::Close(const absl::Status& reason) {
     }
     for (RoundDoneCallback& callback : parked) callback(reason, nullptr);
   }
+}
+
+namespace {
+
+std::string FloatBytes(absl::Span<const float> values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+// INVALID_ARGUMENT unless `bytes` holds exactly `expected` fp32 values.
+absl::Status CheckFloatBytes(const std::string& bytes, size_t expected, uint32_t chunk_id,
+                             absl::string_view what) {
+  if (bytes.size() == expected * sizeof(float)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("chunk ", chunk_id, ": ", what, " has ",
+                                                 bytes.size(), " bytes, expected ",
+                                                 expected * sizeof(float)));
+}
+
+// INVALID_ARGUMENT unless `saved` fits `buffers` one for one (count and sizes).
+absl::Status CheckBuffers(const google::protobuf::RepeatedPtrField<std::string>& saved,
+                          const std::vector<absl::Span<float>>& buffers, uint32_t chunk_id,
+                          absl::string_view what) {
+  if (static_cast<size_t>(saved.size()) != buffers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", chunk_id, ": ", saved.size(), " ",
+                                                   what, " buffers, this job has ",
+                                                   buffers.size()));
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    TAMP_RETURN_IF_ERROR(CheckFloatBytes(saved[static_cast<int>(i)], buffers[i].size(), chunk_id,
+                                         absl::StrCat(what, " buffer ", i)));
+  }
+  return absl::OkStatus();
+}
+
+void CopyBuffers(const google::protobuf::RepeatedPtrField<std::string>& saved,
+                 const std::vector<absl::Span<float>>& buffers) {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    // An empty buffer's data() may be null, and memcpy with null is undefined even for 0 bytes.
+    if (buffers[i].empty()) continue;
+    std::memcpy(buffers[i].data(), saved[static_cast<int>(i)].data(),
+                buffers[i].size() * sizeof(float));
+  }
+}
+
+}  // namespace
+
+uint64_t Shard::NewIncarnation() {
+  std::random_device device;
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t{device()} << 32) | device();
+  return id;
+}
+
+checkpoint::ShardState Shard::ExportState() const {
+  checkpoint::ShardState state;
+  for (uint32_t id : chunk_ids_) {
+    const ChunkState& chunk = *chunks_[id];
+    checkpoint::ChunkState* out = state.add_chunks();
+    std::lock_guard<std::mutex> lock(chunk.mu);
+    out->set_chunk_id(id);
+    out->set_step(chunk.step);
+    out->set_weights(FloatBytes(chunk.weights));
+    for (absl::Span<float> buffer : chunk.optimizer->StateBuffers()) {
+      out->add_optimizer_state(FloatBytes(buffer));
+    }
+    for (absl::Span<float> buffer : chunk.pull_feedback->StateBuffers()) {
+      out->add_pull_feedback_state(FloatBytes(buffer));
+    }
+    out->set_nonfinite_skipped(chunk.nonfinite_skipped);
+  }
+  return state;
+}
+
+absl::Status Shard::Restore(const checkpoint::ShardState& state) {
+  if (config_.consistency().mode() != config::Consistency::SYNC) {
+    return absl::FailedPreconditionError("only a SYNC shard can be restored from a checkpoint");
+  }
+  if (static_cast<size_t>(state.chunks_size()) != chunk_ids_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the state has ", state.chunks_size(),
+                                                   " chunks, shard ", rank_, " has ",
+                                                   chunk_ids_.size()));
+  }
+  // Everything is checked before anything changes.
+  for (size_t i = 0; i < chunk_ids_.size(); ++i) {
+    const checkpoint::ChunkState& saved = state.chunks(static_cast<int>(i));
+    const uint32_t id = chunk_ids_[i];
+    if (saved.chunk_id() != id) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", i, " of the state is chunk ",
+                                                     saved.chunk_id(), ", expected chunk ", id));
+    }
+    ChunkState& chunk = *chunks_[id];
+    std::lock_guard<std::mutex> lock(chunk.mu);
+    TAMP_RETURN_IF_ERROR(CheckFloatBytes(saved.weights(), chunk.weights.size(), id, "weights"));
+    TAMP_RETURN_IF_ERROR(CheckBuffers(saved.optimizer_state(), chunk.optimizer->StateBuffers(),
+                                      id, "optimizer state"));
+    TAMP_RETURN_IF_ERROR(CheckBuffers(saved.pull_feedback_state(),
+                                      chunk.pull_feedback->StateBuffers(), id,
+                                      "pull feedback"));
+  }
+  for (size_t i = 0; i < chunk_ids_.size(); ++i) {
+    const checkpoint::ChunkState& saved = state.chunks(static_cast<int>(i));
+    ChunkState& chunk = *chunks_[chunk_ids_[i]];
+    std::lock_guard<std::mutex> lock(chunk.mu);
+    chunk.step = saved.step();
+    std::memcpy(chunk.weights.data(), saved.weights().data(), saved.weights().size());
+    CopyBuffers(saved.optimizer_state(), chunk.optimizer->StateBuffers());
+    CopyBuffers(saved.pull_feedback_state(), chunk.pull_feedback->StateBuffers());
+    chunk.nonfinite_skipped = saved.nonfinite_skipped();
+    chunk.round = 0;
+    chunk.accumulator.assign(chunk.push_codec->RoundValues(0), 0.0f);
+    std::fill(chunk.arrived.begin(), chunk.arrived.end(), false);
+    chunk.num_arrived = 0;
+    chunk.resuming = true;
+  }
+  return absl::OkStatus();
 }
 
 uint64_t Shard::step() const {

@@ -45,6 +45,26 @@
 //          push (the slowest's) unblocks it.
 // Multi-round push codecs are SYNC-only (Create refuses them otherwise).
 //
+// Worker failure (SYNC; docs/consistency.md). The shard keeps which workers each step waits
+// for: all of them at first. A chunk whose round has waited consistency.worker_timeout_ms
+// since its first push, checked by ExpireBarriers() (the server's BarrierWatchdog calls it),
+// drops every worker still missing from the whole shard (logged): the round completes over
+// the workers that pushed (mean / vote / aggregate over those), later steps do not wait for
+// a dropped worker, and its pushes are refused (ABORTED) until it rejoins: Rejoin(worker, s)
+// counts it again from step s on. Each shard decides alone; every worker that stays gets
+// the same bytes for every chunk, so the replicas of those agree.
+//
+// Checkpoints and restarts (SYNC; server/checkpoint.h, README "Checkpoints and failures").
+// ExportState() copies every chunk's completed-step state (step, weights, optimizer state,
+// pull-side memory; not the pushes gathered for the step in progress, which the workers
+// push again to a restarted server). Restore() loads it into a new shard before it serves;
+// each restored chunk then follows the workers (ChunkState::FollowWorkers in shard.cc): it
+// takes the highest step pushed to it as its own, answers pushes of lower steps OUT_OF_RANGE
+// (their workers skip that step after pulling the weights), and is back in lock step once it
+// completes a step. Each process run has a random incarnation(); workers send the one their
+// handshake returned with every push, and the service refuses other ones (UNAVAILABLE), so a
+// worker never pushes to a restarted server before it has pulled that server's weights.
+//
 // Thread safety: all methods may be called concurrently. Each chunk has its own mutex, so
 // pushes to different chunks run in parallel. PushPull never waits for other workers: it
 // parks `done` and returns; completion callbacks run on the thread of the push that
@@ -61,6 +81,7 @@
 #define TAMP_SERVER_SHARD_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -72,6 +93,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/job_layout.h"
+#include "proto/checkpoint.pb.h"
 #include "proto/config.pb.h"
 #include "proto/tamp.pb.h"
 
@@ -130,7 +152,13 @@ class Shard {
   //   NOT_FOUND            the chunk belongs to another shard;
   //   FAILED_PRECONDITION  `step` is not the chunk's current step; the schedule needs the
   //                        run's length and no handshake has fixed it yet (FixRunLength);
+  //   ABORTED              SYNC: the worker was dropped from the barrier, e.g. "worker 1
+  //                        was dropped at step 37 after 5000 ms without a push
+  //                        (consistency.worker_timeout_ms); rejoin with a handshake", or it
+  //                        rejoined at a later step than `step` (see Rejoin);
   //   ALREADY_EXISTS       this worker already pushed this chunk and step;
+  //   OUT_OF_RANGE         a chunk restored from a checkpoint is at a later step than `step`
+  //                        (see "Checkpoints and restarts" above): skip this step;
   //   UNAVAILABLE          the shard is closed (Close()).
   // For a chunk whose push codec takes several rounds, INVALID_ARGUMENT (use PushPullRound).
   void PushPull(uint32_t worker, uint64_t step, uint32_t chunk_id, absl::string_view payload,
@@ -173,6 +201,37 @@ class Shard {
   // fewest pushes of any chunk this worker has had applied (its own step counter).
   absl::Status PullWeights(uint32_t worker, rpc::PullWeightsResponse* response);
 
+  // Shard::PullReplica()
+  //
+  // For worker `worker` rejoining mid-run (SYNC): the weights the other workers hold, which
+  // is the exact weights less what the pull residual still owes them; the residual is left
+  // alone (PullWeights resets it, as every worker then holds the exact weights). Same step
+  // and errors as PullWeights(worker, ...); ASYNC / SSP: PullWeights(worker, ...).
+  absl::Status PullReplica(uint32_t worker, rpc::PullWeightsResponse* response);
+
+  // Shard::ExpireBarriers()
+  //
+  // SYNC with a worker timeout: drops every worker that a chunk's current round has waited
+  // for for at least consistency.worker_timeout_ms by time `now` (LOG(WARNING) naming it,
+  // the step and chunk, and the wait), then completes every round that waits for nobody
+  // else. Callbacks run on the calling thread. A no-op when the timeout is 0 or in ASYNC /
+  // SSP. Tests pass a `now` in the future instead of sleeping.
+  void ExpireBarriers(std::chrono::steady_clock::time_point now);
+
+  // Shard::Rejoin()
+  //
+  // Worker `worker` (dropped, or a replacement process with its rank) will push from step
+  // `step` on: its pushes of earlier steps are refused and earlier steps stop waiting for it
+  // (completing those that waited only for it), and from `step` on every chunk waits for it
+  // again. FAILED_PRECONDITION when a chunk has already passed `step` (its step is higher,
+  // or it is at `step` beyond round 0 or with this worker's push) or in ASYNC / SSP;
+  // INVALID_ARGUMENT when the worker is out of range.
+  absl::Status Rejoin(uint32_t worker, uint64_t step);
+
+  // How long a barrier waits for a missing push before ExpireBarriers() drops the worker
+  // (consistency.worker_timeout_ms or its default); 0: forever.
+  std::chrono::milliseconds worker_timeout() const { return worker_timeout_; }
+
   // Shard::Close()
   //
   // Fails every parked push with `reason` (an error, e.g. UNAVAILABLE "server shutting down")
@@ -180,8 +239,30 @@ class Shard {
   // every call to be answered, and a step that can no longer complete would never answer.
   void Close(const absl::Status& reason);
 
+  // Shard::ExportState()
+  //
+  // Every chunk's state after its last completed step (proto/checkpoint.proto), chunk id
+  // order. Each chunk is copied under its own lock, so chunks may be one step apart while
+  // steps are in flight; each is consistent on its own, which is all Restore() needs. SYNC
+  // only (config validation refuses checkpoints in ASYNC / SSP).
+  checkpoint::ShardState ExportState() const;
+
+  // Shard::Restore()
+  //
+  // Loads `state` (from ExportState() of this shard of the same job; server/checkpoint.h
+  // checks the job) into this shard before it serves; its chunks then follow the workers
+  // (above). INVALID_ARGUMENT naming the chunk and field when the state does not fit (chunk
+  // ids, value counts, optimizer or feedback buffers), FAILED_PRECONDITION outside SYNC;
+  // nothing changes then.
+  absl::Status Restore(const checkpoint::ShardState& state);
+
+  // This process's random, non-zero id of the shard; a restarted server has another one.
+  uint64_t incarnation() const { return incarnation_; }
+
   // Steps completed by every chunk of the shard (0 when the shard has no chunks).
   uint64_t step() const;
+  // The most steps any chunk of the shard has completed: step() or, mid-step, step() + 1.
+  uint64_t latest_step() const;
 
   uint32_t rank() const { return rank_; }
   const config::RunConfig& config() const { return config_; }
@@ -208,11 +289,35 @@ class Shard {
 
  private:
   struct ChunkState;
+  // The answer to every push of one completed round, delivered after the lock is released.
+  struct Completion;
 
   Shard(const config::RunConfig& config, const JobLayout& layout, uint32_t rank);
 
   // The initial state of chunk `id` (weights initialised, optimizer and codecs created).
   absl::StatusOr<std::unique_ptr<ChunkState>> NewChunk(uint32_t id) const;
+  // Which steps a worker's pushes are waited for (SYNC): from `from_step` on, unless dropped.
+  struct Member {
+    uint64_t from_step = 0;
+    bool dropped = false;
+    uint64_t dropped_at_step = 0;  // What a dropped worker's pushes are refused with.
+    int64_t waited_ms = 0;
+  };
+  // Requires members_mu_.
+  bool Live(uint32_t worker, uint64_t step) const;
+  // ABORTED when `worker` may not push `step` (dropped, or it rejoined at a later step).
+  absl::Status CheckMember(uint32_t worker, uint64_t step) const;
+  // Every live worker has pushed the chunk's current round (and someone has). Requires
+  // chunk.mu.
+  bool BarrierComplete(const ChunkState& chunk) const;
+  // Ends the chunk's complete round: FinishRound, or FinishStep after the last round.
+  // Requires chunk.mu.
+  Completion Finish(ChunkState& chunk) const;
+  // Calls the completion's callbacks (outside any lock: a callback may push again).
+  static void Deliver(Completion& completion);
+  // Completes every SYNC chunk whose round no longer waits for anyone (after a drop or
+  // rejoin). Takes each chunk's lock in turn.
+  void CompleteBarriers();
   // PushPullRound() of an ASYNC / SSP chunk.
   void PushAsync(ChunkState& chunk, uint32_t worker, uint64_t step, uint32_t round,
                  absl::string_view payload, RoundDoneCallback done);
@@ -233,6 +338,8 @@ class Shard {
   // Some chunk's push codec has a sparsity warm-up, which needs steps_per_epoch. Set in
   // Create(), then fixed.
   bool has_ratio_warmup_ = false;
+  const uint64_t incarnation_ = NewIncarnation();
+  static uint64_t NewIncarnation();
 
   // The run's length (FixRunLength). Written once under run_length_mu_, before
   // run_length_fixed_ is set (release); readers that see the flag (acquire) read them
@@ -241,6 +348,11 @@ class Shard {
   std::atomic<bool> run_length_fixed_{false};
   uint64_t steps_per_epoch_ = 0;
   uint64_t total_steps_ = 0;
+
+  const std::chrono::milliseconds worker_timeout_;
+  // Lock order: a chunk's mu, then members_mu_.
+  mutable std::mutex members_mu_;
+  std::vector<Member> members_;  // By worker; guarded by members_mu_.
 };
 
 }  // namespace tamp

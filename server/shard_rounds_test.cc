@@ -81,7 +81,9 @@ Shard::RoundDoneCallback Record(Answer* answer) {
 }
 
 bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // Empty vectors may hold null data(), and memcmp with null is undefined even for 0 bytes.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 void ExpectSameState(const Shard::ChunkSnapshot& a, const Shard::ChunkSnapshot& b) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # 2 servers + 2 workers as separate processes on loopback: the loss falls and both workers
 # end with bit-identical weights; then the same with a lossy pull codec (top-k 25% with the
-# server's residual) and exact-weight resyncs every 8 steps.
+# server's residual) and exact-weight resyncs every 8 steps; and test evaluations every few
+# steps leave the trained weights unchanged.
 source tests/testlib.sh
 
 # run_job NAME [write_config assignments...]: trains NAME's config to the end and checks it.
@@ -36,4 +37,15 @@ run_job lossy_pull_resync training="resync_steps: 8" compression='
       pull { name: "topk" ratio: 0.25 } pull_feedback { kind: RESIDUAL }
     }
   }'
+
+# Test evaluations every 7 steps (training.eval_every_steps) change no weight: worker 0
+# evaluates between steps and on its own buffers.
+write_config "$WORK/eval_steps.pbtxt" training="eval_every_steps: 7"
+run_processes "$WORK/eval_steps" "$WORK/eval_steps.pbtxt"
+# 128 steps: 7, 14, ..., 126 (18), and the ends of the 2 epochs (64, 128).
+evals=$(grep -c '"kind":"EVAL"' "$WORK/eval_steps/events0")
+[ "$evals" -eq 20 ] || fail "eval_every_steps: 7: $evals evaluations, expected 20"
+cmp "$WORK/raw_pull/weights0" "$WORK/eval_steps/weights0" ||
+  fail "evaluating every 7 steps changed the trained weights"
+echo "eval_steps: $evals evaluations, weights identical to raw_pull's"
 echo PASS

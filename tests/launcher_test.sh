@@ -18,13 +18,20 @@ expect_failure() {
   echo "ok: $name -> $(grep -m1 -F -- "$needle" "$out")"
 }
 
-# 1. A short good run with a summary.
+# 1. A short good run with a summary, and test accuracy every 15 steps in the metrics file.
 config="$WORK/good.pbtxt"
-write_config "$config" training="max_steps: 40"
+write_config "$config" training="max_steps: 40 eval_every_steps: 15"
 "$TAMP_BIN" run "$config" --summary_json="$WORK/summary.json" --run_dir="$WORK/run-good" \
-  --server_binary="$SERVER_BIN" --worker_binary="$WORKER_BIN" > "$WORK/good.out" 2>&1 ||
+  --metrics_file="$WORK/metrics.jsonl" --server_binary="$SERVER_BIN" \
+  --worker_binary="$WORKER_BIN" > "$WORK/good.out" 2>&1 ||
   { cat "$WORK/good.out" >&2; fail "good run failed"; }
 expect_no_leftover_processes
+# Steps 15 and 30, then the last step (40; no epoch ends before it), by worker 0 only.
+eval_steps=$(grep '"test_accuracy"' "$WORK/metrics.jsonl" | grep '^{"worker":0,' |
+  grep -oE '"step":[0-9]+' | cut -d: -f2 | tr '\n' ' ')
+[ "$eval_steps" = "15 30 40 " ] || fail "evaluated at steps '$eval_steps', expected '15 30 40 '"
+[ "$(grep -vc '"test_accuracy"' "$WORK/metrics.jsonl")" -eq 80 ] ||
+  fail "metrics: not 80 step lines"
 summary=$(cat "$WORK/summary.json")
 echo "summary: $summary"
 for field in test_accuracy steps epochs wall_seconds step_ms_median bytes_pushed bytes_pulled \

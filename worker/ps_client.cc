@@ -1,12 +1,15 @@
 #include "worker/ps_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_security.h"
 #include "common/security.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "server/handshake.h"
 
@@ -14,6 +17,9 @@ namespace tamp {
 namespace {
 
 constexpr int kMaxMessageBytes = 1 << 30;  // A shard's weights travel in one PullWeights.
+// Reconnect(): waits between attempts, doubling.
+constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(5000);
 
 std::chrono::system_clock::time_point DeadlineIn(uint32_t ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
@@ -63,15 +69,18 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
   client->steps_per_epoch_ = steps_per_epoch;
   client->total_steps_ = total_steps;
   TAMP_RETURN_IF_ERROR(client->OpenChannels());
+  client->incarnations_.assign(server_addresses.size(), 0);
   for (uint32_t shard = 0; shard < server_addresses.size(); ++shard) {
-    TAMP_RETURN_IF_ERROR(client->Handshake(shard));
+    TAMP_ASSIGN_OR_RETURN(const uint64_t latest, client->Handshake(shard, 0));
+    client->latest_step_at_connect_ = std::max(client->latest_step_at_connect_, latest);
   }
   return client;
 }
 
-absl::Status PsClient::Handshake(uint32_t shard) {
+absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_step) {
   rpc::HandshakeRequest request;
   FillHandshake(layout_, config_, worker_rank_, shard, steps_per_epoch_, total_steps_, &request);
+  request.set_rejoin_at_step(rejoin_at_step);
   rpc::HandshakeResponse response;
   grpc::ClientContext context;
   // Servers may still be starting: wait for the channel instead of failing fast.
@@ -85,44 +94,136 @@ absl::Status PsClient::Handshake(uint32_t shard) {
         " ms (cluster.connect_timeout_ms); is the server running at that address?"));
   }
   if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "handshake refused: "));
-  return absl::OkStatus();
+  incarnations_[shard] = response.incarnation();
+  return response.latest_step();
+}
+
+absl::Status PsClient::Reconnect(uint32_t shard, absl::string_view cause) {
+  const uint64_t known = incarnations_[shard];
+  const auto budget = std::chrono::milliseconds(config_.checkpoint().reconnect_timeout_ms());
+  const auto start = std::chrono::steady_clock::now();
+  auto backoff = kFirstBackoff;
+  for (int attempt = 1;; ++attempt) {
+    const absl::StatusOr<uint64_t> answered = Handshake(shard, 0);
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    if (answered.ok()) {
+      LOG(WARNING) << "worker " << worker_rank_ << ": " << Describe(shard) << "back after "
+                   << waited.count() << " ms and " << attempt << " attempt(s)"
+                   << (incarnations_[shard] == known ? " (same process)" : " (restarted)");
+      return absl::OkStatus();
+    }
+    if (!absl::IsUnavailable(answered.status()) &&
+        !absl::IsDeadlineExceeded(answered.status())) {
+      return answered.status();
+    }
+    if (waited + backoff > budget) {
+      return absl::UnavailableError(absl::StrCat(
+          Describe(shard), "did not come back within ", budget.count(),
+          " ms (checkpoint.reconnect_timeout_ms) after ", cause, "; last: ",
+          answered.status().message()));
+    }
+    LOG(WARNING) << "worker " << worker_rank_ << ": " << Describe(shard) << "unavailable ("
+                 << answered.status().message() << "); attempt " << attempt << ", retrying in "
+                 << backoff.count() << " ms";
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+absl::StatusOr<uint64_t> PsClient::Rejoin(absl::Span<float> params) {
+  constexpr int kAttempts = 5;
+  constexpr auto kPollPeriod = std::chrono::milliseconds(5);
+  absl::Status last;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    // One step past every chunk of every shard: no chunk has started gathering it.
+    uint64_t latest = 0;
+    for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
+      TAMP_ASSIGN_OR_RETURN(const uint64_t shard_latest, Handshake(shard, 0));
+      latest = std::max(latest, shard_latest);
+    }
+    const uint64_t target = latest + 1;
+    last = absl::OkStatus();
+    for (uint32_t shard = 0; shard < stubs_.size() && last.ok(); ++shard) {
+      last = Handshake(shard, target).status();
+    }
+    if (absl::IsFailedPrecondition(last)) continue;  // A shard moved past `target`.
+    TAMP_RETURN_IF_ERROR(last);
+    // Every chunk stops at `target` until this worker pushes it, so once the slowest is
+    // there, all are, and the weights are those every other worker holds before `target`.
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(config_.cluster().rpc_timeout_ms());
+    while (true) {
+      TAMP_ASSIGN_OR_RETURN(const uint64_t step, Pull(params, /*replica=*/true));
+      if (step == target) return target;
+      if (step > target) {  // Dropped again while waiting: announce a later step.
+        last = absl::AbortedError(absl::StrCat("the shards passed step ", target,
+                                               " before worker ", worker_rank_, " pushed it"));
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "worker ", worker_rank_, " rejoining at step ", target, ": the other workers did not "
+            "reach it within ", config_.cluster().rpc_timeout_ms(),
+            " ms (cluster.rpc_timeout_ms); the slowest shard is at step ", step));
+      }
+      std::this_thread::sleep_for(kPollPeriod);
+    }
+  }
+  return absl::Status(last.code(), absl::StrCat("worker ", worker_rank_, " could not rejoin in ",
+                                                kAttempts, " attempts: ", last.message()));
 }
 
 absl::StatusOr<uint64_t> PsClient::PullWeights(absl::Span<float> params) {
+  return Pull(params, /*replica=*/false);
+}
+
+absl::StatusOr<uint64_t> PsClient::Pull(absl::Span<float> params, bool replica) {
   uint64_t min_step = UINT64_MAX;
   for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
-    rpc::PullWeightsRequest request;
-    request.set_worker_rank(worker_rank_);
-    rpc::PullWeightsResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
-    AttachJobToken(job_token_, &context);
-    grpc::Status status = stubs_[shard]->PullWeights(&context, request, &response);
-    if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "PullWeights: "));
-    const std::vector<uint32_t> expected = layout_.ChunksOfShard(shard);
-    if (static_cast<size_t>(response.chunks_size()) != expected.size()) {
-      return absl::DataLossError(absl::StrCat(Describe(shard), "sent ", response.chunks_size(),
-                                              " chunks of weights, expected ", expected.size()));
-    }
-    for (const rpc::ChunkWeights& weights : response.chunks()) {
-      if (weights.chunk_id() >= layout_.chunks.size() ||
-          layout_.chunks[weights.chunk_id()].chunk.shard != shard) {
-        return absl::DataLossError(
-            absl::StrCat(Describe(shard), "sent weights of chunk ", weights.chunk_id(),
-                         ", which it does not own"));
-      }
-      const ChunkPlan& plan = layout_.chunks[weights.chunk_id()];
-      if (weights.values().size() != plan.chunk.length * sizeof(float)) {
-        return absl::DataLossError(absl::StrCat(Describe(shard), "chunk ", plan.chunk.id, " has ",
-                                                weights.values().size(), " bytes of weights, expected ",
-                                                plan.chunk.length * sizeof(float)));
-      }
-      std::memcpy(params.data() + layout_.flat_offset(plan), weights.values().data(),
-                  weights.values().size());
-    }
-    min_step = std::min<uint64_t>(min_step, response.step());
+    TAMP_ASSIGN_OR_RETURN(const uint64_t step, PullShard(shard, params, replica));
+    min_step = std::min(min_step, step);
   }
   return min_step;
+}
+
+absl::StatusOr<uint64_t> PsClient::PullShardWeights(uint32_t shard, absl::Span<float> params) {
+  return PullShard(shard, params, /*replica=*/false);
+}
+
+absl::StatusOr<uint64_t> PsClient::PullShard(uint32_t shard, absl::Span<float> params,
+                                             bool replica) {
+  rpc::PullWeightsRequest request;
+  request.set_worker_rank(worker_rank_);
+  request.set_replica(replica);
+  rpc::PullWeightsResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+  AttachJobToken(job_token_, &context);
+  grpc::Status status = stubs_[shard]->PullWeights(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "PullWeights: "));
+  const std::vector<uint32_t> expected = layout_.ChunksOfShard(shard);
+  if (static_cast<size_t>(response.chunks_size()) != expected.size()) {
+    return absl::DataLossError(absl::StrCat(Describe(shard), "sent ", response.chunks_size(),
+                                            " chunks of weights, expected ", expected.size()));
+  }
+  for (const rpc::ChunkWeights& weights : response.chunks()) {
+    if (weights.chunk_id() >= layout_.chunks.size() ||
+        layout_.chunks[weights.chunk_id()].chunk.shard != shard) {
+      return absl::DataLossError(
+          absl::StrCat(Describe(shard), "sent weights of chunk ", weights.chunk_id(),
+                       ", which it does not own"));
+    }
+    const ChunkPlan& plan = layout_.chunks[weights.chunk_id()];
+    if (weights.values().size() != plan.chunk.length * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat(Describe(shard), "chunk ", plan.chunk.id, " has ",
+                                              weights.values().size(), " bytes of weights, expected ",
+                                              plan.chunk.length * sizeof(float)));
+    }
+    std::memcpy(params.data() + layout_.flat_offset(plan), weights.values().data(),
+                weights.values().size());
+  }
+  return response.step();
 }
 
 void PsClient::PushPull(uint64_t step, uint32_t chunk_id, std::string payload, PushPullDone done) {
@@ -147,6 +248,7 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
   call->request.set_step(step);
   call->request.set_chunk_id(chunk_id);
   call->request.set_round(round);
+  call->request.set_server_incarnation(incarnations_[shard]);
   *call->request.mutable_payload() = std::move(payload);
   call->done = std::move(done);
   call->context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
@@ -156,11 +258,13 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
       [this, call, shard, chunk_id, step, round](grpc::Status status) {
         std::unique_ptr<Call> owned(call);
         if (!status.ok()) {
+          RoundAnswer unanswered;
+          unanswered.pushed = std::move(*owned->request.mutable_payload());
           owned->done(FromGrpc(status, absl::StrCat(Describe(shard), "PushPull of chunk ", chunk_id,
                                                     " step ", step,
                                                     round == 0 ? "" : absl::StrCat(" round ", round),
                                                     ": ")),
-                      RoundAnswer());
+                      std::move(unanswered));
           return;
         }
         RoundAnswer answer;

@@ -4,6 +4,7 @@
 // cluster.connect_timeout_ms, for shards that are still starting); the handshake carries the
 // run's length, which the shards' learning-rate schedule needs. PullWeights() fetches
 // exact weights; PushPull() sends one chunk's payload and calls back with the shard's update.
+// Rejoin() brings back a worker that a SYNC barrier dropped (consistency.worker_timeout_ms).
 //
 // Thread safety: all methods may be called from any thread; callbacks run on gRPC's threads
 // and must not block.
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/job_layout.h"
 #include "proto/config.pb.h"
@@ -46,6 +48,37 @@ class PsClient {
   // Returns the lowest step any shard has completed.
   absl::StatusOr<uint64_t> PullWeights(absl::Span<float> params);
 
+  // The most steps any chunk had completed when Connect() handshook: 0 when the job starts
+  // with this worker; more when it joins a run under way (SYNC: it must Rejoin()).
+  uint64_t latest_step_at_connect() const { return latest_step_at_connect_; }
+
+  // PsClient::Rejoin()
+  //
+  // SYNC, for a worker dropped from the barriers (its pushes answered ABORTED) or a
+  // replacement process with its rank: announces to every shard a step above all of theirs
+  // (a handshake with rejoin_at_step), waits until every chunk has reached that step (none
+  // can pass it without this worker), and copies the replica the other workers hold into
+  // `params`. Returns that step, the next this worker pushes. Announces again, later, when
+  // a shard moved past the step meanwhile; DEADLINE_EXCEEDED when the others do not reach
+  // it within cluster.rpc_timeout_ms.
+  absl::StatusOr<uint64_t> Rejoin(absl::Span<float> params);
+
+  // PsClient::PullShardWeights()
+  //
+  // PullWeights() of shard `shard` alone (its chunks of `params`); returns its step.
+  absl::StatusOr<uint64_t> PullShardWeights(uint32_t shard, absl::Span<float> params);
+
+  // PsClient::Reconnect()
+  //
+  // For a shard whose pushes failed UNAVAILABLE (`cause`, logged): handshakes with it again,
+  // retrying with exponential backoff (100 ms doubling to 5 s, each attempt waiting up to
+  // cluster.connect_timeout_ms for the channel), each failure logged, until it answers or
+  // checkpoint.reconnect_timeout_ms has passed (then UNAVAILABLE naming the shard). On
+  // success later pushes carry the shard's new incarnation (a restarted server refuses the
+  // old one); the caller must then pull its weights (PullShardWeights) before pushing.
+  // Blocking; call it from the thread that pushes, between pushes.
+  absl::Status Reconnect(uint32_t shard, absl::string_view cause);
+
   // Sends `payload` for (step, chunk) to the chunk's shard; `done` receives the update.
   void PushPull(uint64_t step, uint32_t chunk_id, std::string payload, PushPullDone done);
 
@@ -53,6 +86,7 @@ class PsClient {
   struct RoundAnswer {
     std::string update;     // Pull payload of the update; empty before the step's last round.
     std::string aggregate;  // The push codec's answer to the round (multi-round codecs).
+    std::string pushed;     // On error: the payload that was sent, to push it again.
   };
   using PushPullRoundDone = std::function<void(absl::Status status, RoundAnswer answer)>;
 
@@ -68,7 +102,12 @@ class PsClient {
  private:
   PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
            std::vector<std::string> addresses);
-  absl::Status Handshake(uint32_t shard);
+  // Returns the shard's latest_step. `rejoin_at_step`: see HandshakeRequest.
+  absl::StatusOr<uint64_t> Handshake(uint32_t shard, uint64_t rejoin_at_step);
+  // PullWeights(), or with `replica` the weights the other workers hold (PullReplica).
+  absl::StatusOr<uint64_t> Pull(absl::Span<float> params, bool replica);
+  // Pull() from one shard; returns its step.
+  absl::StatusOr<uint64_t> PullShard(uint32_t shard, absl::Span<float> params, bool replica);
   // Loads the job token and opens one channel per shard with the configured credentials.
   absl::Status OpenChannels();
   // "shard 1 (127.0.0.1:4000): " — prefixes errors so they name the server.
@@ -80,8 +119,12 @@ class PsClient {
   const std::vector<std::string> addresses_;
   uint64_t steps_per_epoch_ = 0;  // Sent in every handshake; set by Connect().
   uint64_t total_steps_ = 0;
+  uint64_t latest_step_at_connect_ = 0;  // Set by Connect().
   std::string job_token_;  // Sent with every call when not empty (common/security.h).
   std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
+  // By shard: what its last handshake returned, sent with every push. Written by Handshake()
+  // and read by PushPullRound(), both on the calling (training) thread.
+  std::vector<uint64_t> incarnations_;
 };
 
 // Turns a failed gRPC call into a Status with the same code and a message naming the shard.

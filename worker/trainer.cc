@@ -202,6 +202,63 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
       push_round(next.id, next.round, std::move(payload));
     }
   };
+  // Server failure (config.checkpoint): a push its shard did not answer (UNAVAILABLE: gone,
+  // or restarted since this worker's handshake) is kept, with its payload, until every other
+  // answer of the step is in; then the shard is reconnected and resynced and the push sent
+  // again (see the wait below). A restarted shard may be past this step for a chunk
+  // (OUT_OF_RANGE): the weights pulled at the resync stand for that chunk's update.
+  const bool ride_out_restarts =
+      config_.has_checkpoint() && config_.checkpoint().reconnect_timeout_ms() != 0;
+  struct LostPush {
+    uint32_t id;
+    std::string payload;
+    absl::Status status;
+  };
+  std::vector<LostPush> lost;  // Guarded by mu.
+  // Pushes single-round chunk `id`, already counted in `outstanding`.
+  auto push_single = [&](uint32_t id, std::string payload) {
+    bytes_pushed_ += payload.size();
+    step_shard_pushed_[layout_.chunks[id].chunk.shard] += payload.size();
+    const Clock::time_point sent = Clock::now();
+    client_->PushPullRound(
+        step, 0, id, std::move(payload),
+        [&, id, sent](absl::Status status, PsClient::RoundAnswer answer) {
+          std::lock_guard<std::mutex> lock(mu);
+          timeline_.AddRpc(sent, Clock::now());
+          if (ride_out_restarts && absl::IsUnavailable(status)) {
+            lost.push_back({id, std::move(answer.pushed), std::move(status)});
+          } else if (!(ride_out_restarts && absl::IsOutOfRange(status))) {
+            if (!status.ok() && first_error.ok()) first_error = status;
+            updates_[id] = std::move(answer.update);
+            if (status.ok()) answered.push_back(id);
+          }
+          --outstanding;
+          progress.notify_one();
+        });
+  };
+  // Reconnects each shard of `pushes` (waiting for a restarted server), replaces its chunks
+  // of the replica by its exact weights, then pushes them again.
+  auto resend = [&](std::vector<LostPush>& pushes) -> absl::Status {
+    std::vector<bool> resynced(layout_.shard_bytes.size(), false);
+    for (const LostPush& push : pushes) {
+      const uint32_t shard = layout_.chunks[push.id].chunk.shard;
+      if (resynced[shard]) continue;
+      TAMP_RETURN_IF_ERROR(client_->Reconnect(shard, push.status.message()));
+      TAMP_ASSIGN_OR_RETURN(const uint64_t shard_step,
+                            client_->PullShardWeights(shard, model_->params()));
+      LOG(WARNING) << "worker " << rank_ << ": resynced with shard " << shard << " (its step "
+                   << shard_step << "); pushing its chunks of step " << step << " again";
+      resynced[shard] = true;
+    }
+    for (LostPush& push : pushes) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++outstanding;
+      }
+      push_single(push.id, std::move(push.payload));
+    }
+    return absl::OkStatus();
+  };
   auto push_tensor = [&](int tensor) {
     continue_rounds();
     // Local gradient clipping, once per tensor: its chunks are one contiguous slice of grads.
@@ -247,19 +304,7 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
         push_round(id, 0, std::move(payload));
         continue;
       }
-      bytes_pushed_ += payload.size();
-      step_shard_pushed_[plan.chunk.shard] += payload.size();
-      const Clock::time_point sent = Clock::now();
-      client_->PushPull(step, id, std::move(payload),
-                        [&, id, sent](absl::Status status, std::string update) {
-                          std::lock_guard<std::mutex> lock(mu);
-                          timeline_.AddRpc(sent, Clock::now());
-                          if (!status.ok() && first_error.ok()) first_error = status;
-                          updates_[id] = std::move(update);
-                          if (status.ok()) answered.push_back(id);
-                          --outstanding;
-                          progress.notify_one();
-                        });
+      push_single(id, std::move(payload));
     }
   };
   // Compute is TrainStep minus its callbacks (which encode and push).
@@ -313,6 +358,7 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
   // failure keep waiting, but stop applying.
   absl::Status apply_error;
   std::vector<uint32_t> to_apply;
+  std::vector<LostPush> to_resend;
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
     progress.wait(lock, [&] {
@@ -320,14 +366,26 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
     });
     to_apply.swap(answered);
     const bool rounds_queued = !next_rounds.empty();
-    const bool done = outstanding == 0 && to_apply.empty() && !rounds_queued;
+    const bool settled = outstanding == 0 && to_apply.empty() && !rounds_queued;
+    // Lost pushes go again only once nothing else is in flight: the resync overwrites
+    // the replica, and no answer of another chunk may land on it meanwhile.
+    if (settled && first_error.ok()) to_resend.swap(lost);
     lock.unlock();
-    if (done) break;
+    if (settled && to_resend.empty()) break;
     for (uint32_t id : to_apply) {
       if (apply_error.ok()) apply_error = apply_chunk(id);
     }
     to_apply.clear();
     if (rounds_queued) continue_rounds();
+    if (!to_resend.empty()) {
+      const absl::Status resent = resend(to_resend);
+      to_resend.clear();
+      if (!resent.ok()) {
+        lock.lock();
+        if (first_error.ok()) first_error = resent;
+        continue;
+      }
+    }
     lock.lock();
   }
   TAMP_RETURN_IF_ERROR(encode_error);
@@ -347,9 +405,31 @@ absl::StatusOr<double> Trainer::Evaluate() {
   return test_.size == 0 ? 0.0 : static_cast<double>(correct) / test_.size;
 }
 
+absl::StatusOr<uint64_t> Trainer::Rejoin(absl::string_view cause) {
+  LOG(WARNING) << "worker " << rank_ << ": " << cause << "; rejoining";
+  // What the residuals held belonged to the replica this worker had; it now takes the
+  // others' replica, as if it had been resynced.
+  for (ChunkCodecs& codecs : codecs_) codecs.push_memory->Reset();
+  TAMP_ASSIGN_OR_RETURN(const uint64_t step, client_->Rejoin(model_->params()));
+  LOG(WARNING) << "worker " << rank_ << " rejoined at step " << step;
+  return step;
+}
+
 absl::Status Trainer::Run() {
-  TAMP_ASSIGN_OR_RETURN(uint64_t step, client_->PullWeights(model_->params()));
-  if (step != 0) {
+  const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
+  uint64_t step = 0;
+  if (sync && client_->latest_step_at_connect() != 0) {
+    if (client_->latest_step_at_connect() >= total_steps_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the run is over: the servers have completed step ", client_->latest_step_at_connect(),
+          " of ", total_steps_));
+    }
+    TAMP_ASSIGN_OR_RETURN(step, Rejoin(absl::StrCat("the run is at step ",
+                                                    client_->latest_step_at_connect())));
+  } else {
+    TAMP_ASSIGN_OR_RETURN(step, client_->PullWeights(model_->params()));
+  }
+  if (!sync && step != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the servers are at step ", step, "; a worker can only join a job at step 0"));
   }
@@ -367,7 +447,13 @@ absl::Status Trainer::Run() {
       TAMP_RETURN_IF_ERROR(client_->PullWeights(model_->params()).status());
     }
     float loss = 0;
-    TAMP_RETURN_IF_ERROR(Step(step, epoch, static_cast<int64_t>(step % per_epoch), &loss));
+    const absl::Status stepped = Step(step, epoch, static_cast<int64_t>(step % per_epoch), &loss);
+    if (sync && absl::IsAborted(stepped)) {  // Dropped from the barriers.
+      TAMP_ASSIGN_OR_RETURN(const uint64_t next, Rejoin(stepped.message()));
+      step = next - 1;  // The loop's ++step makes it `next` (>= 1).
+      continue;
+    }
+    TAMP_RETURN_IF_ERROR(stepped);
     step_ms.push_back(MillisecondsSince(start));
 
     events::WorkerEvent event;
@@ -394,8 +480,13 @@ absl::Status Trainer::Run() {
     event.set_comm_hidden_percent(figures.hidden_percent);
     Emit(event);
 
-    const bool epoch_done = (step + 1) % per_epoch == 0 || step + 1 == total_steps;
-    if (rank_ == 0 && epoch_done && (training.eval_every_epoch() || step + 1 == total_steps)) {
+    const bool last_step = step + 1 == total_steps;
+    const bool epoch_done = (step + 1) % per_epoch == 0 || last_step;
+    const bool step_eval_due =
+        training.eval_every_steps() != 0 && (step + 1) % training.eval_every_steps() == 0;
+    const bool eval_due =
+        (epoch_done && training.eval_every_epoch()) || step_eval_due || last_step;
+    if (rank_ == 0 && eval_due) {
       TAMP_ASSIGN_OR_RETURN(accuracy, Evaluate());
       events::WorkerEvent eval;
       eval.set_kind(events::WorkerEvent::EVAL);

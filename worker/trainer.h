@@ -9,6 +9,19 @@
 // Every `training.resync_steps` (and at start) the replica is replaced by the shards' exact
 // weights. Worker 0 evaluates test accuracy after each epoch.
 //
+// SYNC worker failure (docs/consistency.md): a worker whose pushes are refused ABORTED was
+// dropped from the barriers (consistency.worker_timeout_ms); it forgets its residuals,
+// rejoins (PsClient::Rejoin: the others' replica, at the step they are about to take) and
+// goes on from there. A worker started while the run is under way (a replacement) does
+// the same before its first step.
+//
+// Server failure (config.checkpoint; README "Checkpoints and failures"): pushes a shard
+// does not answer (UNAVAILABLE) are kept with their payloads; once the step's other answers
+// are in, the worker reconnects to that shard with backoff (PsClient::Reconnect), replaces
+// the shard's chunks of its replica by the shard's exact weights and pushes them again. A
+// restarted shard that is already past the step for a chunk answers OUT_OF_RANGE, and the
+// pulled weights stand. Push residuals are kept: the payloads pushed again are the same.
+//
 // Progress goes to `sink` as tamp.events.WorkerEvent (STEP each step, EVAL, DONE at the end).
 #ifndef TAMP_WORKER_TRAINER_H_
 #define TAMP_WORKER_TRAINER_H_
@@ -21,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/job_layout.h"
 #include "compress/codec.h"
 #include "compress/error_feedback.h"
@@ -63,6 +77,9 @@ class Trainer {
   Trainer(config::RunConfig config, uint32_t rank, EventSink sink);
   absl::Status Step(uint64_t step, uint32_t epoch, int64_t index, float* loss);
   absl::StatusOr<double> Evaluate();
+  // Rejoins the run after `cause` (logged): resets the push residuals and pulls the others'
+  // replica. Returns the step to take next.
+  absl::StatusOr<uint64_t> Rejoin(absl::string_view cause);
   void Emit(events::WorkerEvent event);
 
   const config::RunConfig config_;

@@ -199,6 +199,16 @@ TEST(ParseRunArgsTest, Errors) {
   EXPECT_EQ(ParseRunArgs({"--", "-odd.pbtxt"})->config_path, "-odd.pbtxt");
 }
 
+TEST(ParseRunArgsTest, RestartServersIsACount) {
+  EXPECT_EQ(ParseRunArgs({"a"})->restart_servers, 0);
+  EXPECT_EQ(ParseRunArgs({"a", "--restart_servers=3"})->restart_servers, 3);
+  for (const char* bad : {"--restart_servers=-1", "--restart_servers=two"}) {
+    EXPECT_THAT(std::string(ParseRunArgs({"a", bad}).status().message()),
+                HasSubstr("--restart_servers: expected a count >= 0"))
+        << bad;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // table
 

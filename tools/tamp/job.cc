@@ -29,6 +29,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kLogTailLines = 20;
+// A server's first start: the system picks its port (a restart reuses it).
+constexpr char kAnyPort[] = "--port=0";
 
 // "host:port", with IPv6 literals bracketed.
 std::string HostPort(const std::string& host, int port) {
@@ -61,9 +63,14 @@ class Job {
   };
   enum class Outcome { kOk, kFailed, kInterrupted };
 
-  // Spawns one child and records its role; starts the wall clock at the first spawn.
-  absl::Status Start(Role role, int rank, std::vector<std::string> argv);
+  // Spawns one child and records its role; starts the wall clock at the first spawn. Its
+  // log is <run_dir>/<role>-<rank><log_suffix>.log.
+  absl::Status Start(Role role, int rank, std::vector<std::string> argv,
+                     absl::string_view log_suffix = "");
   absl::Status StartServers();
+  // Starts server child `child` again with its flags on its port (--restart_servers), or
+  // returns false when no restart is left.
+  bool RestartServer(int child, const ExitStatus& status);
   Outcome WaitForServers(std::vector<std::string>* addresses);
   absl::Status StartWorkers(const std::vector<std::string>& addresses);
   Outcome WatchWorkers();
@@ -91,6 +98,9 @@ class Job {
   ProcessGroup group_;
   std::vector<ChildRole> roles_;  // By child index.
   std::vector<int> workers_;      // Child index by worker rank.
+  std::vector<std::vector<std::string>> server_argv_;  // By server rank.
+  std::vector<int> server_ports_;                      // By server rank, once listening.
+  int server_restarts_ = 0;                            // Done so far.
   ProgressRenderer renderer_;
   SummaryBuilder summary_;
   std::ofstream metrics_;  // --metrics_file, if set.
@@ -98,12 +108,13 @@ class Job {
   bool started_ = false;
 };
 
-absl::Status Job::Start(Role role, int rank, std::vector<std::string> argv) {
+absl::Status Job::Start(Role role, int rank, std::vector<std::string> argv,
+                        absl::string_view log_suffix) {
   const char* kind = role == Role::kServer ? "server" : "worker";
   ChildSpec spec;
   spec.name = absl::StrCat(kind, " ", rank);
   spec.argv = std::move(argv);
-  spec.log_path = absl::StrCat(run_dir_, "/", kind, "-", rank, ".log");
+  spec.log_path = absl::StrCat(run_dir_, "/", kind, "-", rank, log_suffix, ".log");
   spec.capture_stdout = role == Role::kWorker;
   if (!started_) {
     start_ = Clock::now();
@@ -120,11 +131,16 @@ absl::Status Job::StartServers() {
   for (uint32_t i = 0; i < config_.cluster().num_servers(); ++i) {
     const std::string port_file = absl::StrCat(run_dir_, "/server-", i, ".port");
     unlink(port_file.c_str());  // A reused run dir may hold a stale one.
-    absl::Status status =
-        Start(Role::kServer, i,
-              {options_.server_binary, absl::StrCat("--config=", config_path_),
-               absl::StrCat("--rank=", i), absl::StrCat("--host=", config_.cluster().host()),
-               "--port=0", absl::StrCat("--port_file=", port_file)});
+    std::vector<std::string> argv = {
+        options_.server_binary, absl::StrCat("--config=", config_path_),
+        absl::StrCat("--rank=", i), absl::StrCat("--host=", config_.cluster().host()),
+        kAnyPort, absl::StrCat("--port_file=", port_file)};
+    // Checkpoints go to the run directory unless the config names a place.
+    if (config_.has_checkpoint() && config_.checkpoint().dir().empty()) {
+      argv.push_back(absl::StrCat("--checkpoint_dir=", run_dir_, "/checkpoints"));
+    }
+    server_argv_.push_back(argv);
+    absl::Status status = Start(Role::kServer, i, std::move(argv));
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
@@ -172,6 +188,7 @@ Job::Outcome Job::WaitForServers(std::vector<std::string>* addresses) {
   for (int i = 0; i < num_servers; ++i) {
     addresses->push_back(HostPort(config_.cluster().host(), ports[i]));
   }
+  server_ports_ = ports;
   return Outcome::kOk;
 }
 
@@ -199,6 +216,7 @@ Job::Outcome Job::WatchWorkers() {
       }
       const ChildRole& role = roles_[event.child];
       if (role.role == Role::kServer) {
+        if (RestartServer(event.child, event.status)) continue;
         ReportChildFailure(event.child, absl::StrCat("exited while workers were running (",
                                                      event.status.ToString(), ")"));
         return Outcome::kFailed;
@@ -217,6 +235,27 @@ Job::Outcome Job::WatchWorkers() {
   return Outcome::kOk;
 }
 
+bool Job::RestartServer(int child, const ExitStatus& status) {
+  if (server_restarts_ >= options_.restart_servers) return false;
+  ++server_restarts_;
+  const int rank = roles_[child].rank;
+  std::vector<std::string> argv = server_argv_[rank];
+  // Same port: the workers know the server by its address.
+  std::replace(argv.begin(), argv.end(), std::string(kAnyPort),
+               absl::StrCat("--port=", server_ports_[rank]));
+  Say(absl::StrCat(group_.name(child), " exited while workers were running (", status.ToString(),
+                   "); restarting it on port ", server_ports_[rank], " (restart ",
+                   server_restarts_, " of ", options_.restart_servers,
+                   "), it resumes from its checkpoint"));
+  const absl::Status started = Start(Role::kServer, rank, std::move(argv),
+                                     absl::StrCat(".restart-", server_restarts_));
+  if (!started.ok()) {
+    Say(absl::StrCat("cannot restart ", group_.name(child), ": ", started.message()));
+    return false;
+  }
+  return true;
+}
+
 void Job::HandleLine(int child, const std::string& line) {
   const ChildRole& role = roles_[child];
   if (role.role == Role::kWorker) {
@@ -224,6 +263,9 @@ void Job::HandleLine(int child, const std::string& line) {
     if (event.ok()) {
       if (metrics_.is_open() && event->kind() == events::WorkerEvent::STEP) {
         metrics_ << StepMetricsJson(role.rank, *event) << "\n" << std::flush;
+      }
+      if (metrics_.is_open() && event->kind() == events::WorkerEvent::EVAL) {
+        metrics_ << EvalMetricsJson(role.rank, *event) << "\n" << std::flush;
       }
       summary_.Add(role.rank, *event);
       renderer_.OnEvent(role.rank, *event, absl::Now());

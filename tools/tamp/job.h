@@ -14,7 +14,8 @@
 // once. No child outlives RunJob() in any path.
 //
 // At start it prints each shard's chunk count and bytes (from BuildJobLayout). With
-// RunOptions::metrics_file it writes StepMetricsJson() of every STEP event, a line each.
+// RunOptions::metrics_file it writes StepMetricsJson() of every STEP event and
+// EvalMetricsJson() of every EVAL event, a line each.
 //
 // Files in the run dir: server-I.log, server-I.port, worker-J.log (children's stderr).
 #ifndef TAMP_TOOLS_TAMP_JOB_H_

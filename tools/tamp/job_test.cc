@@ -256,6 +256,27 @@ TEST_F(JobTest, ServerDyingWhileWorkersRunFails) {
   ExpectAllGone(2);
 }
 
+TEST_F(JobTest, RestartServersStartsADeadServerAgainOnItsPortUpToTheLimit) {
+  setenv("FAKE_SERVER_MODE", "die_later", 1);  // Every start dies 0.3 s later.
+  setenv("FAKE_WORKER_MODE", "hang", 1);
+  options_.restart_servers = 2;
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("exited while workers were running (exit status 1); restarting it "
+                             "on port 4000"));
+  EXPECT_THAT(out, HasSubstr("(restart 1 of 2)"));
+  EXPECT_THAT(out, HasSubstr("(restart 2 of 2)"));
+  EXPECT_THAT(out, Not(HasSubstr("(restart 3 of 2)")));
+  EXPECT_THAT(out, HasSubstr("exited while workers were running (exit status 1)\n"));
+  // A restart has the first start's flags, with the port it listened on.
+  std::string restarted;
+  for (const char* log : {"/run/server-0.restart-1.log", "/run/server-1.restart-1.log"}) {
+    if (std::ifstream(dir_ + log).good()) restarted = ReadFile(dir_ + log);
+  }
+  EXPECT_THAT(restarted, testing::MatchesRegex(
+                             "(.|\n)*--host=127.0.0.1 --port=4000[01] --port_file=(.|\n)*"));
+}
+
 TEST_F(JobTest, WorkerWithoutDoneFails) {
   setenv("FAKE_WORKER_MODE", "nodone", 1);
   ASSERT_EQ(Run(), kExitFailed) << out_.str();
@@ -276,16 +297,22 @@ TEST_F(JobTest, MetricsFileGetsEveryStepAndShardLoadIsShown) {
   EXPECT_THAT(out, HasSubstr(" chunks, "));
   const std::vector<std::string> lines =
       absl::StrSplit(ReadFile(options_.metrics_file), '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 10u);  // 5 steps x 2 workers.
+  ASSERT_EQ(lines.size(), 11u);  // 5 steps x 2 workers, and worker 0's EVAL.
   int per_worker[2] = {0, 0};
+  int evals = 0;
   for (const std::string& line : lines) {
     EXPECT_EQ(line.front(), '{');
+    if (absl::StrContains(line, R"("test_accuracy":)")) {
+      ++evals;
+      EXPECT_THAT(line, HasSubstr(R"("test_accuracy":0.75})"));
+      continue;
+    }
     if (absl::StartsWith(line, R"({"worker":0,)")) ++per_worker[0];
     if (absl::StartsWith(line, R"({"worker":1,)")) ++per_worker[1];
   }
   EXPECT_EQ(per_worker[0], 5);
   EXPECT_EQ(per_worker[1], 5);
-  EXPECT_THAT(lines.back(), HasSubstr(R"("step":5,)"));
+  EXPECT_EQ(evals, 1);
 }
 
 TEST_F(JobTest, UnwritableMetricsFileIsAUsageError) {

@@ -18,6 +18,11 @@ int RunCommand(RunOptions options) {
     std::cerr << config.status().message() << "\n";
     return kExitUsage;
   }
+  if (options.restart_servers > 0 && !config->has_checkpoint()) {
+    std::cerr << "tamp: --restart_servers needs a checkpoint block in " << options.config_path
+              << " (a restarted server resumes from its checkpoint)\n";
+    return kExitUsage;
+  }
   if (config->cluster().server_addresses().empty()) {
     absl::StatusOr<std::string> server = FindBinary(ProcessBinaryLookup(
         "--server_binary", options.server_binary, "TAMP_SERVER_BINARY", "server/tamp_server"));

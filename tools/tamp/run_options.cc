@@ -4,13 +4,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace tamp::launcher {
 
 absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
   RunOptions options;
+  std::string restart_servers;
   const std::pair<const char*, std::string*> flags[] = {
+      {"restart_servers", &restart_servers},
       {"summary_json", &options.summary_json},
       {"metrics_file", &options.metrics_file},
       {"run_dir", &options.run_dir},
@@ -57,6 +60,12 @@ absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
         absl::StrCat("expected one CONFIG, got also \"", positional[1], "\""));
   }
   options.config_path = positional[0];
+  if (!restart_servers.empty() &&
+      (!absl::SimpleAtoi(restart_servers, &options.restart_servers) ||
+       options.restart_servers < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--restart_servers: expected a count >= 0, got \"", restart_servers, "\""));
+  }
   return options;
 }
 

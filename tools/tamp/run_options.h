@@ -23,6 +23,11 @@ struct RunOptions {
   std::string server_binary;
   std::string worker_binary;
 
+  // How many times in all a server that exits while the workers run is started again
+  // (same rank, flags and port; it resumes from its checkpoint, so CONFIG needs a
+  // checkpoint block). 0: such an exit fails the run.
+  int restart_servers = 0;
+
   // Bound on the wait for every server's port file.
   absl::Duration server_start_timeout = absl::Seconds(30);
   // After the workers succeed: SIGTERM to servers, SIGKILL after this.
@@ -34,7 +39,8 @@ struct RunOptions {
 // ParseRunArgs()
 //
 // Parses the arguments after "run": one CONFIG and the flags --summary_json, --metrics_file,
-// --run_dir, --server_binary, --worker_binary, each as --flag=VALUE or --flag VALUE.
+// --run_dir, --server_binary, --worker_binary, --restart_servers (a count >= 0), each as
+// --flag=VALUE or --flag VALUE.
 // INVALID_ARGUMENT with a one-line reason otherwise.
 absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args);
 

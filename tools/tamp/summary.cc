@@ -129,6 +129,12 @@ std::string StepMetricsJson(int worker, const events::WorkerEvent& step) {
       ",\"comm_hidden_percent\":", JsonNumber(step.comm_hidden_percent()), "}");
 }
 
+std::string EvalMetricsJson(int worker, const events::WorkerEvent& eval) {
+  return absl::StrCat("{\"worker\":", worker, ",\"step\":", eval.step(),
+                      ",\"epoch\":", eval.epoch(),
+                      ",\"test_accuracy\":", JsonNumber(eval.test_accuracy()), "}");
+}
+
 std::string SummaryToJson(const events::RunSummary& summary) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;

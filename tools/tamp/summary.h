@@ -78,6 +78,13 @@ double Median(std::vector<double> values);
 // bytes_pushed/pulled are this step's, the sums of the per-shard lists (indexed by shard).
 std::string StepMetricsJson(int worker, const events::WorkerEvent& step);
 
+// EvalMetricsJson()
+//
+// One line of --metrics_file for an EVAL event (no newline), e.g.
+//   {"worker":0,"step":400,"epoch":0,"test_accuracy":0.8512}
+// Told apart from step lines by "test_accuracy" (step lines have none).
+std::string EvalMetricsJson(int worker, const events::WorkerEvent& eval);
+
 // SummaryToJson()
 //
 // The summary as proto3 JSON with field names as in events.proto and every field printed

@@ -150,6 +150,15 @@ TEST(StepMetricsJsonTest, OneObjectWithPerShardBytesAndTheirSums) {
   EXPECT_THAT(StepMetricsJson(0, e), HasSubstr(R"("loss":null,)"));
 }
 
+TEST(EvalMetricsJsonTest, StepEpochAndAccuracy) {
+  events::WorkerEvent e;
+  e.set_kind(events::WorkerEvent::EVAL);
+  e.set_step(400);
+  e.set_epoch(1);
+  e.set_test_accuracy(0.8512);
+  EXPECT_EQ(EvalMetricsJson(0, e), R"({"worker":0,"step":400,"epoch":1,"test_accuracy":0.8512})");
+}
+
 TEST(SummaryBuilderTest, MissingDoneIsAnError) {
   SummaryBuilder builder(2);
   builder.Add(0, Done(1, 1, 1, 1, 1));

@@ -1,0 +1,415 @@
+#include "server/checkpoint.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstring>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "server/checkpointer.h"
+#include "server/shard.h"
+#include "server/test_job.h"
+
+namespace tamp {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::HasSubstr;
+
+std::string Floats(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+// A state with every field set, shaped like shard 1 of the test job.
+checkpoint::ShardState SomeState() {
+  checkpoint::ShardState state;
+  for (uint32_t id : {1u, 3u}) {
+    checkpoint::ChunkState* chunk = state.add_chunks();
+    chunk->set_chunk_id(id);
+    chunk->set_step(40 + id);
+    chunk->set_weights(Floats({0.5f, -1.25f, 3.0f, static_cast<float>(id)}));
+    chunk->add_optimizer_state(Floats({0.125f, 0.25f, 0.0f, -2.0f}));
+    chunk->add_pull_feedback_state(Floats({1e-3f, 0, 0, 0}));
+    chunk->set_nonfinite_skipped(id);
+  }
+  return state;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  const config::RunConfig config_ = testing::TestConfig();
+  const JobLayout layout_ = testing::TestLayout(config_);
+  const checkpoint::JobIdentity job_ = DescribeJob(config_, layout_, 1);
+};
+
+TEST_F(CheckpointTest, RoundTripsThroughBytes) {
+  const std::string bytes = SerializeCheckpoint(job_, SomeState());
+  absl::StatusOr<checkpoint::ShardState> read = ParseCheckpoint(bytes, "mem", job_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(MessageDifferencer::Equals(*read, SomeState()));
+  // The header: magic, version 1, then the body length that makes the file add up.
+  EXPECT_EQ(bytes.substr(0, 8), "TAMPCKPT");
+  uint32_t version;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  EXPECT_EQ(version, kCheckpointVersion);
+  uint64_t body;
+  std::memcpy(&body, bytes.data() + 20, 8);
+  EXPECT_EQ(body + 28 + 4, bytes.size());
+}
+
+TEST_F(CheckpointTest, RefusesEverySingleByteCorruption) {
+  const std::string bytes = SerializeCheckpoint(job_, SomeState());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (const unsigned char flip : {0x01, 0x80, 0xff}) {
+      std::string bad = bytes;
+      bad[i] = static_cast<char>(static_cast<unsigned char>(bad[i]) ^ flip);
+      absl::StatusOr<checkpoint::ShardState> read = ParseCheckpoint(bad, "ckpt/shard-1.ckpt", job_);
+      ASSERT_FALSE(read.ok()) << "byte " << i << " ^ " << int{flip} << " was accepted";
+      EXPECT_THAT(read.status().message(), HasSubstr("ckpt/shard-1.ckpt: "));
+    }
+  }
+}
+
+TEST_F(CheckpointTest, RefusesEveryTruncationAndTrailingBytes) {
+  const std::string bytes = SerializeCheckpoint(job_, SomeState());
+  for (size_t size = 0; size < bytes.size(); ++size) {
+    absl::StatusOr<checkpoint::ShardState> read =
+        ParseCheckpoint(bytes.substr(0, size), "f", job_);
+    ASSERT_FALSE(read.ok()) << "a prefix of " << size << " bytes was accepted";
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
+  }
+  absl::StatusOr<checkpoint::ShardState> longer = ParseCheckpoint(bytes + "x", "f", job_);
+  EXPECT_EQ(longer.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(longer.status().message(), HasSubstr("trailing bytes"));
+  EXPECT_THAT(ParseCheckpoint(bytes.substr(0, bytes.size() - 1), "f", job_).status().message(),
+              HasSubstr("truncated"));
+}
+
+TEST_F(CheckpointTest, RefusesAnotherFormatVersionEvenWithAValidChecksum) {
+  std::string bytes = SerializeCheckpoint(job_, SomeState());
+  const uint32_t version = kCheckpointVersion + 1;
+  std::memcpy(&bytes[8], &version, 4);
+  // Re-seal, as a future build would have written it.
+  std::string resealed = SerializeCheckpoint(job_, SomeState());
+  resealed.replace(8, 4, bytes.substr(8, 4));
+  resealed.resize(resealed.size() - 4);
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const unsigned char*>(resealed.data()), resealed.size()));
+  resealed.append(reinterpret_cast<const char*>(&crc), 4);
+  absl::StatusOr<checkpoint::ShardState> read = ParseCheckpoint(resealed, "f", job_);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(read.status().message(), HasSubstr("format version 2, this build reads version 1"));
+}
+
+TEST_F(CheckpointTest, RefusesACheckpointOfAnotherShardOrConfig) {
+  const std::string bytes = SerializeCheckpoint(job_, SomeState());
+
+  absl::StatusOr<checkpoint::ShardState> other_shard =
+      ParseCheckpoint(bytes, "f", DescribeJob(config_, layout_, 0));
+  EXPECT_EQ(other_shard.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other_shard.status().message(), HasSubstr("written for another job"));
+  EXPECT_THAT(other_shard.status().message(), HasSubstr("shard_rank: 1"))
+      << other_shard.status();
+
+  const config::RunConfig adam = testing::TestConfig([](config::RunConfig& c) {
+    c.mutable_optimizer()->set_name("adam");
+    c.mutable_optimizer()->set_learning_rate(0.001f);
+  });
+  absl::StatusOr<checkpoint::ShardState> other_optimizer =
+      ParseCheckpoint(bytes, "f", DescribeJob(adam, testing::TestLayout(adam), 1));
+  EXPECT_EQ(other_optimizer.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other_optimizer.status().message(), HasSubstr("optimizer.name"))
+      << other_optimizer.status();
+
+  const config::RunConfig topk = testing::TestConfig([](config::RunConfig& c) {
+    c.mutable_compression()->set_min_compress_bytes(0);
+    config::Codec* push = c.mutable_compression()->mutable_default_compression()->mutable_push();
+    push->set_name("topk");
+    push->set_ratio(0.5);
+  });
+  absl::StatusOr<checkpoint::ShardState> other_codec =
+      ParseCheckpoint(bytes, "f", DescribeJob(topk, testing::TestLayout(topk), 1));
+  EXPECT_EQ(other_codec.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other_codec.status().message(), HasSubstr("compression.push"))
+      << other_codec.status();
+
+  const config::RunConfig bigger = testing::TestConfig(
+      [](config::RunConfig& c) { c.mutable_model()->set_hidden(0, 8); });
+  EXPECT_EQ(ParseCheckpoint(bytes, "f", DescribeJob(bigger, testing::TestLayout(bigger), 1))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CheckpointTest, WritesAtomicallyAndReadsBack) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/ckpt-", getpid(), "/nested");
+  const std::string path = CheckpointPath(dir, 1);
+  EXPECT_EQ(path, dir + "/shard-1.ckpt");
+  EXPECT_EQ(ReadCheckpoint(path, job_).status().code(), absl::StatusCode::kNotFound);
+
+  ASSERT_TRUE(WriteCheckpoint(path, job_, SomeState()).ok());
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  absl::StatusOr<checkpoint::ShardState> read = ReadCheckpoint(path, job_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(MessageDifferencer::Equals(*read, SomeState()));
+
+  // A second write replaces the first whole.
+  checkpoint::ShardState later = SomeState();
+  later.mutable_chunks(0)->set_step(99);
+  ASSERT_TRUE(WriteCheckpoint(path, job_, later).ok());
+  read = ReadCheckpoint(path, job_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->chunks(0).step(), 99u);
+
+  // A damaged file on disk is refused, naming it.
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(40);
+    const char byte = static_cast<char>(file.get());
+    file.seekp(40);
+    file.put(static_cast<char>(byte ^ 0x10));
+  }
+  read = ReadCheckpoint(path, job_);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(read.status().message(), HasSubstr(path));
+  std::filesystem::remove_all(absl::StrCat(::testing::TempDir(), "/ckpt-", getpid()));
+}
+
+// ---- Shard::ExportState / Restore, and how a restored shard follows the workers ----
+
+// Momentum SGD (optimizer state) and a top-k pull with a residual (pull-side memory).
+config::RunConfig StatefulConfig() {
+  return testing::TestConfig([](config::RunConfig& c) {
+    c.mutable_optimizer()->set_momentum(0.9f);
+    c.mutable_compression()->set_min_compress_bytes(0);
+    config::ChunkCompression* chunk = c.mutable_compression()->mutable_default_compression();
+    chunk->mutable_pull()->set_name("topk");
+    chunk->mutable_pull()->set_ratio(0.25);
+    chunk->mutable_pull_feedback()->set_kind(config::ErrorFeedback::RESIDUAL);
+    c.mutable_checkpoint()->set_dir("unused");
+  });
+}
+
+// What one push was answered with.
+struct Answer {
+  int calls = 0;
+  absl::Status status;
+  std::string update;
+  uint64_t step = 0;
+};
+
+void Push(Shard& shard, const JobLayout& layout, uint32_t worker, uint64_t step, uint32_t chunk,
+          Answer* answer) {
+  const std::string payload = testing::EncodePush(
+      shard.config(), layout, step, chunk, worker,
+      testing::TestGradient(layout.chunks[chunk].chunk.length, step, worker));
+  shard.PushPull(worker, step, chunk, payload,
+                 [answer](absl::Status status, const std::string* update, uint64_t at) {
+                   ++answer->calls;
+                   answer->status = std::move(status);
+                   answer->update = update != nullptr ? *update : "";
+                   answer->step = at;
+                 });
+}
+
+// Both workers push every chunk of `shard` for `step`; the answers, by chunk.
+std::vector<Answer> Step(Shard& shard, const JobLayout& layout, uint64_t step) {
+  std::vector<Answer> answers(layout.chunks.size());
+  for (uint32_t id : shard.chunk_ids()) {
+    for (uint32_t worker = 0; worker < 2; ++worker) {
+      Push(shard, layout, worker, step, id, &answers[id]);
+    }
+  }
+  return answers;
+}
+
+std::unique_ptr<Shard> NewShard(const config::RunConfig& config, const JobLayout& layout) {
+  absl::StatusOr<std::unique_ptr<Shard>> shard = Shard::Create(config, layout, 1);
+  CHECK(shard.ok()) << shard.status();
+  return *std::move(shard);
+}
+
+TEST(ShardRestoreTest, ARestoredShardContinuesBitForBit) {
+  const config::RunConfig config = StatefulConfig();
+  const JobLayout layout = testing::TestLayout(config);
+  std::unique_ptr<Shard> original = NewShard(config, layout);
+  for (uint64_t step = 0; step < 3; ++step) Step(*original, layout, step);
+
+  // Through the file format, as a restarted server reads it.
+  const checkpoint::JobIdentity job = DescribeJob(config, layout, 1);
+  absl::StatusOr<checkpoint::ShardState> saved =
+      ParseCheckpoint(SerializeCheckpoint(job, original->ExportState()), "mem", job);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  std::unique_ptr<Shard> restored = NewShard(config, layout);
+  ASSERT_TRUE(restored->Restore(*saved).ok());
+  EXPECT_EQ(restored->step(), 3u);
+  EXPECT_NE(restored->incarnation(), original->incarnation());
+  for (uint32_t id : original->chunk_ids()) {
+    const Shard::ChunkSnapshot a = *original->Snapshot(id);
+    const Shard::ChunkSnapshot b = *restored->Snapshot(id);
+    EXPECT_EQ(a.weights, b.weights);
+    EXPECT_EQ(a.pull_residual, b.pull_residual);
+    EXPECT_NE(std::count(a.pull_residual.begin(), a.pull_residual.end(), 0.0f),
+              static_cast<long>(a.pull_residual.size()))
+        << "the test needs a non-zero pull residual";
+  }
+  // Two more steps: the same answers and weights (momentum and residual were restored).
+  for (uint64_t step = 3; step < 5; ++step) {
+    const std::vector<Answer> want = Step(*original, layout, step);
+    const std::vector<Answer> got = Step(*restored, layout, step);
+    for (uint32_t id : original->chunk_ids()) {
+      ASSERT_TRUE(got[id].status.ok()) << got[id].status;
+      EXPECT_EQ(got[id].update, want[id].update) << "chunk " << id << " step " << step;
+      EXPECT_EQ(got[id].step, step + 1);
+    }
+  }
+  for (uint32_t id : original->chunk_ids()) {
+    EXPECT_EQ(restored->Snapshot(id)->weights, original->Snapshot(id)->weights);
+  }
+}
+
+TEST(ShardRestoreTest, ARestoredChunkFollowsTheFurthestWorker) {
+  const config::RunConfig config = StatefulConfig();
+  const JobLayout layout = testing::TestLayout(config);
+  std::unique_ptr<Shard> original = NewShard(config, layout);
+  Step(*original, layout, 0);
+  Step(*original, layout, 1);
+  const checkpoint::ShardState saved = original->ExportState();  // At step 2.
+  std::unique_ptr<Shard> restored = NewShard(config, layout);
+  ASSERT_TRUE(restored->Restore(saved).ok());
+  const uint32_t chunk = restored->chunk_ids()[0];
+  const std::vector<float> weights = restored->Snapshot(chunk)->weights;
+
+  // The lost server reached step 6: worker 1 had all of step 5's answers, worker 0 lost one.
+  Answer behind, ahead, behind_again, caught_up;
+  Push(*restored, layout, 0, 5, chunk, &behind);
+  EXPECT_EQ(behind.calls, 0);  // Parked: the chunk now follows step 5.
+  Push(*restored, layout, 1, 6, chunk, &ahead);
+  EXPECT_EQ(behind.calls, 1);
+  EXPECT_EQ(behind.status.code(), absl::StatusCode::kOutOfRange) << behind.status;
+  EXPECT_THAT(std::string(behind.status.message()), HasSubstr("step 5 is behind it"));
+  Push(*restored, layout, 0, 4, chunk, &behind_again);
+  EXPECT_EQ(behind_again.status.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(ahead.calls, 0);
+  // Nothing of step 5 was applied; worker 0 pushes step 6 and the step completes.
+  EXPECT_EQ(restored->Snapshot(chunk)->weights, weights);
+  Push(*restored, layout, 0, 6, chunk, &caught_up);
+  ASSERT_TRUE(caught_up.status.ok()) << caught_up.status;
+  EXPECT_EQ(caught_up.step, 7u);
+  EXPECT_EQ(ahead.update, caught_up.update);
+  EXPECT_NE(restored->Snapshot(chunk)->weights, weights);
+  // In lock step again: a late push of an old step is the ordinary error.
+  Answer late;
+  Push(*restored, layout, 1, 5, chunk, &late);
+  EXPECT_EQ(late.status.code(), absl::StatusCode::kFailedPrecondition) << late.status;
+}
+
+TEST(ShardRestoreTest, RefusesAStateThatDoesNotFitAndChangesNothing) {
+  const config::RunConfig config = StatefulConfig();
+  const JobLayout layout = testing::TestLayout(config);
+  std::unique_ptr<Shard> shard = NewShard(config, layout);
+  Step(*shard, layout, 0);
+  const checkpoint::ShardState good = shard->ExportState();
+  std::unique_ptr<Shard> fresh = NewShard(config, layout);
+  const uint32_t chunk = fresh->chunk_ids().back();
+  const std::vector<float> before = fresh->Snapshot(chunk)->weights;
+
+  checkpoint::ShardState short_weights = good;
+  short_weights.mutable_chunks(short_weights.chunks_size() - 1)->mutable_weights()->pop_back();
+  absl::Status status = fresh->Restore(short_weights);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr(absl::StrCat("chunk ", chunk, ": weights")));
+
+  checkpoint::ShardState no_momentum = good;
+  no_momentum.mutable_chunks(0)->clear_optimizer_state();
+  status = fresh->Restore(no_momentum);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("0 optimizer state buffers, this job has 1"));
+
+  checkpoint::ShardState fewer = good;
+  fewer.mutable_chunks()->RemoveLast();
+  EXPECT_EQ(fresh->Restore(fewer).code(), absl::StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(fresh->step(), 0u);
+  EXPECT_EQ(fresh->Snapshot(chunk)->weights, before);
+  ASSERT_TRUE(fresh->Restore(good).ok());
+  EXPECT_EQ(fresh->step(), 1u);
+}
+
+// ---- Checkpointer: a server's resume and writes ----
+
+TEST(CheckpointerTest, ResumesFromWhatItWroteWritesPeriodicallyAndRefusesDamage) {
+  const config::RunConfig config = StatefulConfig();
+  const JobLayout layout = testing::TestLayout(config);
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/checkpointer-", getpid());
+  config::Checkpoint spec;
+  spec.set_dir(dir);
+  EXPECT_EQ(Checkpointer::Start(nullptr, config::Checkpoint()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // A fresh start, three steps, the final checkpoint.
+  std::unique_ptr<Shard> shard = NewShard(config, layout);
+  absl::StatusOr<std::unique_ptr<Checkpointer>> writer = Checkpointer::Start(shard.get(), spec);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  EXPECT_EQ((*writer)->resumed_step(), 0u);
+  for (uint64_t step = 0; step < 3; ++step) Step(*shard, layout, step);
+  shard->Close(absl::UnavailableError("shutting down"));
+  ASSERT_TRUE((*writer)->WriteFinal().ok());
+
+  std::unique_ptr<Shard> restarted = NewShard(config, layout);
+  absl::StatusOr<std::unique_ptr<Checkpointer>> resumed =
+      Checkpointer::Start(restarted.get(), spec);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ((*resumed)->resumed_step(), 3u);
+  EXPECT_EQ(restarted->step(), 3u);
+  for (uint32_t id : shard->chunk_ids()) {
+    EXPECT_EQ(restarted->Snapshot(id)->weights, shard->Snapshot(id)->weights);
+  }
+
+  // Every 2 steps: after 4 more, the file holds step 5 or later within a few polls.
+  const std::string path = CheckpointPath(dir, 1);
+  resumed->reset();
+  spec.set_every_steps(2);
+  std::unique_ptr<Shard> periodic = NewShard(config, layout);
+  absl::StatusOr<std::unique_ptr<Checkpointer>> every = Checkpointer::Start(periodic.get(), spec);
+  ASSERT_TRUE(every.ok()) << every.status();
+  for (uint64_t step = 3; step < 7; ++step) Step(*periodic, layout, step);
+  const checkpoint::JobIdentity job = DescribeJob(config, layout, 1);
+  uint64_t written = 0;
+  for (int poll = 0; poll < 200 && written < 5; ++poll) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    absl::StatusOr<checkpoint::ShardState> state = ReadCheckpoint(path, job);
+    if (state.ok()) written = state->chunks(0).step();
+  }
+  EXPECT_GE(written, 5u);
+  every->reset();
+
+  // A damaged file stops the start, naming it.
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(60);
+    const char byte = static_cast<char>(file.get());
+    file.seekp(60);
+    file.put(static_cast<char>(byte ^ 0x01));
+  }
+  std::unique_ptr<Shard> refused = NewShard(config, layout);
+  absl::StatusOr<std::unique_ptr<Checkpointer>> damaged = Checkpointer::Start(refused.get(), spec);
+  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(damaged.status().message()), HasSubstr(path));
+  EXPECT_EQ(refused->step(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tamp

@@ -209,6 +209,10 @@ mkdir -p "$build_dir/seeds-payload" "$build_dir/seeds-config"
 "$build_dir/fuzz_seeds" "$build_dir/seeds-payload" "$build_dir/seeds-config" >&2 ||
   die "fuzz_seeds failed (a codec's own payload crashed it: see above)"
 cp examples/*.pbtxt "$build_dir/seeds-config/" 2>/dev/null || true
+# Inputs that once crashed a target (bench/fuzz/regressions/TARGET/) seed it too.
+for name in payload config; do
+  [ ! -d "bench/fuzz/regressions/$name" ] || cp bench/fuzz/regressions/$name/* "$build_dir/seeds-$name/"
+done
 # Field names, enum values and the text format's punctuation.
 {
   sed -n 's/^ *\(optional \|repeated \)\{0,1\}[A-Za-z0-9_.]\+ \([a-z_0-9]\+\) = [0-9]\+;.*/\2/p' \

@@ -31,13 +31,10 @@ expect_no_leftover_processes
 echo "ok: 2x2 job over mutual TLS with the job token"
 
 # Servers started by hand with config $config, for workers with other configs.
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
 for rank in 0 1; do
   "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$WORK/port$rank" \
     2> "$WORK/server$rank.log" &
-  pids+=($!)
+  STARTED_PIDS+=($!)
 done
 for rank in 0 1; do
   for _ in $(seq 100); do [ -s "$WORK/port$rank" ] && break; sleep 0.1; done
@@ -75,7 +72,7 @@ for rank in 0 1; do
   "$WORKER_BIN" --config="$config" --rank=$rank --servers="$servers" \
     --dump_weights="$WORK/weights$rank" > "$WORK/events$rank" 2> "$WORK/worker$rank.log" &
   worker_pids+=($!)
-  pids+=($!)
+  STARTED_PIDS+=($!)
 done
 for rank in 0 1; do
   wait "${worker_pids[$rank]}" || { cat "$WORK/worker$rank.log" >&2; fail "worker $rank failed"; }
@@ -84,7 +81,7 @@ cmp "$WORK/weights0" "$WORK/weights1" || fail "worker replicas differ"
 steps=$(grep -c '"kind":"STEP"' "$WORK/events0")
 [ "$steps" -eq 20 ] || fail "expected 20 steps after the refusals, got $steps"
 echo "ok: token-holding workers trained 20 steps after the refused ones"
-cleanup
+stop_started_processes
 
 # 5. Plaintext on a non-loopback address needs `plaintext: true`: in the config, and in the
 # address a server is told to bind.

@@ -69,16 +69,36 @@ mean_last() {
   awk -v n="$1" '{ v[NR] = $1 } END { k = NR < n ? NR : n; for (i = NR - k + 1; i <= NR; i++) s += v[i]; printf "%.4f", s / k }'
 }
 
+# On exit: kills every process in STARTED_PIDS (a test adds those it starts in the
+# background; stop_started_processes kills them earlier), then fails the test if any log under $WORK holds a sanitizer report
+# (bazel test --config=asan / tsan). Exit statuses alone miss some: the launcher only warns
+# when a server stops uncleanly, and some tests expect a process to fail.
+STARTED_PIDS=()
+stop_started_processes() {
+  for pid in "${STARTED_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  STARTED_PIDS=()
+}
+SANITIZER_REPORT='ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error: '
+finish_test() {
+  local status=$? report
+  stop_started_processes
+  for report in $(grep -rIlE "$SANITIZER_REPORT" "$WORK" 2>/dev/null); do
+    echo "FAIL: sanitizer report in $report:" >&2
+    grep -E -A40 "$SANITIZER_REPORT" "$report" | head -80 >&2
+    status=1
+  done
+  exit "$status"
+}
+trap finish_test EXIT
+
 # run_processes DIR CONFIG: starts 2 tamp_server and 2 tamp_worker processes for CONFIG (a
 # job of 2 servers and 2 workers), waits for the workers and fails unless both end with
 # bit-identical weights. Leaves in DIR the workers' JSON events (events0, events1), their
 # --dump_weights files (weights0, weights1) and every log. All it starts dies with the test.
-STARTED_PIDS=()
 run_processes() {
   local dir=$1 config=$2 name
   name=$(basename "$dir")
   mkdir -p "$dir"
-  trap 'for pid in "${STARTED_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done' EXIT
   for rank in 0 1; do
     "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$dir/port$rank" \
       2> "$dir/server$rank.log" &

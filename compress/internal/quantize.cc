@@ -295,11 +295,9 @@ __attribute__((target("avx512bw,avx512vbmi"))) void Pack9Avx512(const uint32_t* 
   const __m512i low18 = _mm512_set1_epi64(0x3FFFF);
   const __m512i odd4 = _mm512_setr_epi64(0, 4, 0, 4, 0, 4, 0, 4);
   const __m512i even = _mm512_setr_epi64(-1, 0, -1, 0, -1, 0, -1, 0);
-  uint8_t gather[64];  // Output byte o = byte o % 9 of 128-bit lane o / 9.
+  alignas(64) uint8_t gather[64];  // Output byte o = byte o % 9 of 128-bit lane o / 9.
   for (int o = 0; o < 64; ++o) gather[o] = static_cast<uint8_t>(o < 36 ? o / 9 * 16 + o % 9 : 0);
-  // Unaligned load: under ASan's use-after-return checks, gcc's frames (on ASan's fake stack)
-  // do not keep an alignas(64) local 64-byte aligned, and an aligned load then faults.
-  const __m512i compact = _mm512_loadu_si512(gather);
+  const __m512i compact = _mm512_load_si512(gather);
   for (size_t step = 0; step < steps; ++step) {
     const uint32_t* c = codes + 32 * step;
     const __m256i low = _mm512_cvtepi32_epi16(_mm512_loadu_si512(c));

@@ -171,6 +171,7 @@ absl::StatusOr<Placement> FromSlurm(const PlacementRequest& request, const EnvLo
     placement.role = Role::kServer;
     placement.rank = procid;
     placement.listen_host = host_of_task[procid];
+    placement.listen_port = request.base_port + procid;
   } else {
     placement.role = Role::kWorker;
     placement.rank = procid - request.num_servers;
@@ -229,6 +230,7 @@ absl::StatusOr<Placement> FromKubernetes(const PlacementRequest& request, const 
     }
     ranks = request.num_servers;
     placement.listen_host = "0.0.0.0";
+    placement.listen_port = request.base_port;
   }
   if (rank >= ranks) {
     return Invalid(request.role == Role::kWorker ? "JOB_COMPLETION_INDEX" : "pod ordinal",

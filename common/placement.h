@@ -61,8 +61,9 @@ struct PlacementRequest {
 struct Placement {
   Role role = Role::kServer;
   uint32_t rank = 0;
-  // Servers: the host to listen on ("" when the flags decide). Workers: unused.
+  // Servers: the host and port to listen on ("" and 0 when the flags decide). Workers: unused.
   std::string listen_host;
+  uint32_t listen_port = 0;
   // host:port of every shard, in shard order (empty when the flags gave none).
   std::vector<std::string> servers;
   // "flags", "slurm" or "kubernetes", for logs.

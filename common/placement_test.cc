@@ -66,6 +66,7 @@ TEST(PlacementTest, SlurmFirstTasksAreServersOnTheirBlockNodes) {
   EXPECT_EQ(server->source, "slurm");
   EXPECT_EQ(server->rank, 1u);
   EXPECT_EQ(server->listen_host, "n1");
+  EXPECT_EQ(server->listen_port, 29501u);
   EXPECT_THAT(server->servers, ElementsAre("n1:29500", "n1:29501"));
 
   env["SLURM_PROCID"] = "4";
@@ -123,6 +124,7 @@ TEST(PlacementTest, KubernetesServersFromPodOrdinalWorkersFromCompletionIndex) {
   EXPECT_EQ(server->source, "kubernetes");
   EXPECT_EQ(server->rank, 2u);
   EXPECT_EQ(server->listen_host, "0.0.0.0");
+  EXPECT_EQ(server->listen_port, 29500u);
   EXPECT_THAT(server->servers,
               ElementsAre("tamp-server-0.tamp-servers:29500", "tamp-server-1.tamp-servers:29500",
                           "tamp-server-2.tamp-servers:29500"));

@@ -10,6 +10,8 @@ PACKAGES=(
   libabsl-dev libgoogle-glog-dev libgflags-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev librandom123-dev zlib1g-dev
   dataset-fashion-mnist
+  # Tests of the deployment files: a one-machine Slurm cluster, and YAML for the manifests.
+  slurm-wlm munge python3-yaml
 )
 
 missing=()

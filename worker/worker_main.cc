@@ -2,6 +2,7 @@
 //   tamp_worker --config=job.pbtxt --rank=0 --servers=10.0.0.1:4000,10.0.0.2:4000
 // Progress goes to stdout as one tamp.events.WorkerEvent JSON object per line; logs to stderr.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,10 +12,14 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "common/placement.h"
 #include "common/config.h"
 #include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
+#include "worker/openblas_kernels.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(std::string, config, "", "Run configuration (text proto). Required.");
@@ -22,6 +27,17 @@ ABSL_FLAG(uint32_t, rank, 0, "This worker's rank in [0, cluster.num_workers).");
 ABSL_FLAG(std::string, servers, "",
           "Comma-separated host:port of every shard, in shard order. Default: "
           "cluster.server_addresses from the config.");
+ABSL_FLAG(std::string, placement, "auto",
+          "Where rank and server addresses come from: flags (--rank, --servers), slurm "
+          "(SLURM_PROCID etc.), kubernetes (JOB_COMPLETION_INDEX and the servers' "
+          "StatefulSet), or auto (slurm under srun, kubernetes in a pod, else flags).");
+ABSL_FLAG(uint32_t, base_port, 29500,
+          "Slurm: shard i listens on base_port + i. Kubernetes: every shard listens on it.");
+ABSL_FLAG(std::string, k8s_statefulset, "tamp-server", "Kubernetes: the servers' StatefulSet.");
+ABSL_FLAG(std::string, k8s_service, "tamp-server",
+          "Kubernetes: the headless Service in front of that StatefulSet.");
+ABSL_FLAG(bool, check, false,
+          "Load and validate CONFIG, resolve the placement, print it and exit without training.");
 ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads for this worker's GEMMs.");
 ABSL_FLAG(std::string, dump_weights, "",
           "After training, write the replica's parameters here (raw little-endian fp32, "
@@ -50,6 +66,8 @@ void WriteEvent(const tamp::events::WorkerEvent& event) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Tamp training worker. Example: tamp_worker --config=job.pbtxt --rank=0 --servers=h:p,h:p");
+  // Before anything else: this may restart the program with faster GEMM kernels.
+  tamp::ReexecWithFasterOpenblasKernels(argv);
   absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
@@ -66,21 +84,52 @@ int main(int argc, char** argv) {
     std::cerr << "tamp_worker: " << config.status().message() << "\n";
     return kUsageError;
   }
-  std::vector<std::string> servers;
+  tamp::PlacementRequest request;
+  request.role = tamp::Role::kWorker;
+  absl::StatusOr<tamp::PlacementSource> source =
+      tamp::ParsePlacementSource(absl::GetFlag(FLAGS_placement));
+  if (!source.ok()) {
+    std::cerr << "tamp_worker: " << source.status().message() << "\n";
+    return kUsageError;
+  }
+  request.source = *source;
+  request.num_servers = config->cluster().num_servers();
+  request.num_workers = config->cluster().num_workers();
+  request.flag_rank = absl::GetFlag(FLAGS_rank);
   const std::string servers_flag = absl::GetFlag(FLAGS_servers);
   if (!servers_flag.empty()) {
-    servers = absl::StrSplit(servers_flag, ',');
+    request.flag_servers = absl::StrSplit(servers_flag, ',');
   } else {
-    servers.assign(config->cluster().server_addresses().begin(),
-                   config->cluster().server_addresses().end());
+    request.flag_servers.assign(config->cluster().server_addresses().begin(),
+                                config->cluster().server_addresses().end());
   }
+  request.base_port = absl::GetFlag(FLAGS_base_port);
+  request.k8s_statefulset = absl::GetFlag(FLAGS_k8s_statefulset);
+  request.k8s_service = absl::GetFlag(FLAGS_k8s_service);
+  absl::StatusOr<tamp::Placement> placement = tamp::ResolvePlacement(request, tamp::ProcessEnv());
+  if (!placement.ok()) {
+    std::cerr << "tamp_worker: " << config_path << ": " << placement.status().message() << "\n";
+    return kUsageError;
+  }
+  const std::vector<std::string> servers = placement->servers;
   if (servers.empty()) {
     std::cerr << "tamp_worker: no server addresses: pass --servers or set cluster.server_addresses\n";
     return kUsageError;
   }
   openblas_set_num_threads(absl::GetFlag(FLAGS_blas_threads));
+  if (const char* coretype = tamp::BetterOpenblasCoretype(); coretype != nullptr) {
+    LOG(WARNING) << "OpenBLAS runs its Prescott (SSE3) kernels although OPENBLAS_CORETYPE="
+                 << getenv("OPENBLAS_CORETYPE") << " is set: GEMMs run ~4x slower than with "
+                 << "OPENBLAS_CORETYPE=" << coretype;
+  }
 
-  const uint32_t rank = absl::GetFlag(FLAGS_rank);
+  const uint32_t rank = placement->rank;
+  if (absl::GetFlag(FLAGS_check)) {
+    std::cout << "tamp_worker: config ok; worker " << rank << " of "
+              << config->cluster().num_workers() << " (placement: " << placement->source
+              << "); servers: " << absl::StrJoin(servers, ",") << "\n";
+    return 0;
+  }
   absl::StatusOr<std::unique_ptr<tamp::Trainer>> trainer =
       tamp::Trainer::Create(*std::move(config), rank, servers, WriteEvent);
   if (!trainer.ok()) {

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Checks deploy/k8s's manifests against each other and against the CONFIG they carry.
+
+Usage: check_manifests.py [--config_out FILE] MANIFEST.yaml...
+
+Parses every YAML document and checks what a cluster would only reveal at run time: the
+Service is headless and selects the server pods; the StatefulSet names that Service, and its
+replicas equal cluster.num_servers; the worker Job is Indexed with completions and
+parallelism equal to cluster.num_workers; both binaries get --placement=kubernetes with the
+StatefulSet's and Service's real names and the Service's port; every ConfigMap/Secret a pod
+mounts exists and holds the keys the CONFIG's file paths need; workers request
+nvidia.com/gpu. Prints one line per problem, naming the file and object, and exits 1 if
+any; --config_out writes the embedded CONFIG so the caller can validate it with Tamp itself.
+"""
+import argparse
+import re
+import sys
+
+import yaml
+
+
+class Checker:
+    def __init__(self):
+        self.problems = []
+        self.objects = {}  # (kind, name) -> (file, object)
+
+    def fail(self, where, message):
+        self.problems.append(f"{where}: {message}")
+
+    def load(self, path):
+        with open(path) as f:
+            try:
+                docs = [d for d in yaml.safe_load_all(f) if d is not None]
+            except yaml.YAMLError as e:
+                self.fail(path, f"not valid YAML: {e}")
+                return
+        for doc in docs:
+            if not isinstance(doc, dict) or "kind" not in doc or "metadata" not in doc:
+                self.fail(path, "a document without kind/metadata")
+                continue
+            key = (doc["kind"], doc["metadata"].get("name", ""))
+            if key in self.objects:
+                self.fail(path, f"{key[0]} {key[1]} defined twice")
+            self.objects[key] = (path, doc)
+
+    def one(self, kind):
+        found = [(n, fo) for (k, n), fo in self.objects.items() if k == kind]
+        if len(found) != 1:
+            self.fail("manifests", f"expected exactly one {kind}, found {len(found)}")
+            return None, None, None
+        name, (path, obj) = found[0]
+        return name, path, obj
+
+
+def flag(command, name):
+    for arg in command:
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def config_count(config, field):
+    m = re.search(rf"\b{field}\s*:\s*(\d+)", config)
+    return int(m.group(1)) if m else None
+
+
+def check_pod(c, where, pod_spec, statefulset, service, port, config_paths):
+    """Checks one pod template's container command and mounts; returns the container."""
+    containers = pod_spec.get("containers", [])
+    if len(containers) != 1:
+        c.fail(where, f"expected one container, found {len(containers)}")
+        return None
+    container = containers[0]
+    command = container.get("command", []) + container.get("args", [])
+    expect = {"placement": "kubernetes", "k8s_statefulset": statefulset,
+              "k8s_service": service, "base_port": str(port)}
+    for name, value in expect.items():
+        got = flag(command, name)
+        if got != value:
+            c.fail(where, f"--{name} is {got!r}, expected {value!r}")
+    config_flag = flag(command, "config")
+    volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+    mounted = {}  # file path in the container -> (kind, object name, key)
+    for mount in container.get("volumeMounts", []):
+        volume = volumes.get(mount["name"])
+        if volume is None:
+            c.fail(where, f"volumeMount {mount['name']} has no volume")
+            continue
+        for kind, ref, name_field in (("ConfigMap", "configMap", "name"),
+                                      ("Secret", "secret", "secretName")):
+            if ref not in volume:
+                continue
+            obj_name = volume[ref][name_field]
+            if (kind, obj_name) not in c.objects:
+                c.fail(where, f"volume {mount['name']} mounts {kind} {obj_name}, which no manifest defines")
+                continue
+            _, obj = c.objects[(kind, obj_name)]
+            keys = set(obj.get("data", {})) | set(obj.get("stringData", {}))
+            if "subPath" in mount:
+                mounted[mount["mountPath"]] = (kind, obj_name, mount["subPath"])
+            else:
+                for key in keys:
+                    mounted[f"{mount['mountPath'].rstrip('/')}/{key}"] = (kind, obj_name, key)
+    for path in [config_flag] + config_paths:
+        if path not in mounted:
+            c.fail(where, f"{path} (from the command or the CONFIG) is not mounted from any ConfigMap or Secret key")
+    return container
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config_out")
+    parser.add_argument("manifests", nargs="+")
+    args = parser.parse_args()
+    c = Checker()
+    for path in args.manifests:
+        c.load(path)
+
+    svc_name, svc_path, svc = c.one("Service")
+    sts_name, sts_path, sts = c.one("StatefulSet")
+    job_name, job_path, job = c.one("Job")
+    cm_name, cm_path, cm = c.one("ConfigMap")
+    if c.problems:
+        print("\n".join(c.problems))
+        return 1
+
+    config = cm.get("data", {}).get("job.pbtxt")
+    if config is None:
+        c.fail(cm_path, f"ConfigMap {cm_name} has no job.pbtxt")
+        config = ""
+    num_servers = config_count(config, "num_servers")
+    num_workers = config_count(config, "num_workers")
+    config_paths = re.findall(r'\b(?:cert_file|key_file|ca_file|job_token_file)\s*:\s*"([^"]+)"', config)
+
+    where = f"{svc_path}: Service {svc_name}"
+    if svc["spec"].get("clusterIP") != "None":
+        c.fail(where, "must be headless (clusterIP: None) so each shard has its own DNS name")
+    ports = svc["spec"].get("ports", [])
+    port = ports[0]["port"] if len(ports) == 1 else None
+    if port is None:
+        c.fail(where, "expected exactly one port")
+
+    where = f"{sts_path}: StatefulSet {sts_name}"
+    spec = sts["spec"]
+    if spec.get("serviceName") != svc_name:
+        c.fail(where, f"serviceName is {spec.get('serviceName')!r}, the headless Service is {svc_name!r}")
+    if spec.get("replicas") != num_servers:
+        c.fail(where, f"replicas is {spec.get('replicas')}, the CONFIG's cluster.num_servers is {num_servers}")
+    labels = spec["template"]["metadata"].get("labels", {})
+    for k, v in svc["spec"].get("selector", {}).items():
+        if labels.get(k) != v:
+            c.fail(where, f"pod label {k}={labels.get(k)!r} does not match the Service selector {v!r}")
+    for k, v in spec.get("selector", {}).get("matchLabels", {}).items():
+        if labels.get(k) != v:
+            c.fail(where, f"pod label {k}={labels.get(k)!r} does not match the selector {v!r}")
+    server = check_pod(c, where, spec["template"]["spec"], sts_name, svc_name, port, config_paths)
+    if server is not None:
+        container_ports = [p.get("containerPort") for p in server.get("ports", [])]
+        if port not in container_ports:
+            c.fail(where, f"container ports {container_ports} do not include the Service port {port}")
+        target = ports[0].get("targetPort", port) if ports else None
+        if target != port:
+            c.fail(f"{svc_path}: Service {svc_name}", f"targetPort {target} differs from port {port}, which the servers listen on")
+
+    where = f"{job_path}: Job {job_name}"
+    spec = job["spec"]
+    if spec.get("completionMode") != "Indexed":
+        c.fail(where, "completionMode must be Indexed (workers take their rank from JOB_COMPLETION_INDEX)")
+    for field in ("completions", "parallelism"):
+        if spec.get(field) != num_workers:
+            c.fail(where, f"{field} is {spec.get(field)}, the CONFIG's cluster.num_workers is {num_workers}")
+    worker = check_pod(c, where, spec["template"]["spec"], sts_name, svc_name, port, config_paths)
+    if worker is not None:
+        resources = worker.get("resources", {})
+        if "nvidia.com/gpu" not in resources.get("limits", {}):
+            c.fail(where, "workers must request nvidia.com/gpu in resources.limits")
+
+    if args.config_out:
+        with open(args.config_out, "w") as f:
+            f.write(config)
+    if c.problems:
+        print("\n".join(c.problems))
+        return 1
+    print(f"ok: {len(c.objects)} objects; {num_servers} servers at {sts_name}-<i>.{svc_name}:{port}, "
+          f"{num_workers} workers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

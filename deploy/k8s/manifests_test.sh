@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The manifests pass check_manifests.py, the CONFIG they carry passes Tamp's own validation
+# and placement under Kubernetes, and each kind of mismatch a user could make is caught with
+# a message naming it.
+set -euo pipefail
+dir=deploy/k8s
+manifests=("$dir/configmap.yaml" "$dir/secret.yaml" "$dir/servers.yaml" "$dir/workers.yaml")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python=/usr/bin/python3
+
+"$python" "$dir/check_manifests.py" --config_out="$work/job.pbtxt" "${manifests[@]}"
+
+# The embedded CONFIG loads and validates, and a server pod's placement resolves to shard 1
+# of the StatefulSet's DNS names (no listening: --check stops after resolving).
+out=$(HOSTNAME=tamp-server-1 KUBERNETES_SERVICE_HOST=10.0.0.1 server/tamp_server \
+      --config="$work/job.pbtxt" --placement=kubernetes --k8s_statefulset=tamp-server \
+      --k8s_service=tamp-server --base_port=29500 --check 2>&1) || {
+  echo "FAIL: tamp_server --check refused the ConfigMap's CONFIG: $out"; exit 1; }
+grep -q "shard 1 of 2" <<<"$out" || { echo "FAIL: unexpected placement: $out"; exit 1; }
+grep -q "tamp-server-0.tamp-server:29500" <<<"$out" || { echo "FAIL: unexpected servers: $out"; exit 1; }
+
+# expect_problem SED_EXPR FILE MESSAGE: the edited manifests must fail with MESSAGE.
+expect_problem() {
+  local expr=$1 file=$2 message=$3
+  mkdir -p "$work/bad"
+  cp "${manifests[@]}" "$work/bad/"
+  sed -i "$expr" "$work/bad/$file"
+  if out=$("$python" "$dir/check_manifests.py" "$work"/bad/*.yaml 2>&1); then
+    echo "FAIL: '$expr' in $file passed the check"; exit 1
+  fi
+  grep -qF -- "$message" <<<"$out" || { echo "FAIL: '$expr': expected '$message', got: $out"; exit 1; }
+  rm -rf "$work/bad"
+}
+expect_problem 's/replicas: 2/replicas: 3/' servers.yaml "replicas is 3, the CONFIG's cluster.num_servers is 2"
+expect_problem 's/completions: 4/completions: 2/' workers.yaml "completions is 2, the CONFIG's cluster.num_workers is 4"
+expect_problem 's/completionMode: Indexed/completionMode: NonIndexed/' workers.yaml "completionMode must be Indexed"
+expect_problem 's/--k8s_service=tamp-server/--k8s_service=tamp-servers/' workers.yaml "--k8s_service is 'tamp-servers', expected 'tamp-server'"
+expect_problem 's/clusterIP: None/clusterIP: 10.0.0.9/' servers.yaml "must be headless"
+expect_problem 's/serviceName: tamp-server/serviceName: other/' servers.yaml "serviceName is 'other'"
+expect_problem 's/--base_port=29500/--base_port=29501/' servers.yaml "--base_port is '29501', expected '29500'"
+expect_problem '/job-token:/d' secret.yaml "/etc/tamp/secrets/job-token (from the command or the CONFIG) is not mounted"
+expect_problem 's/nvidia.com\/gpu: 1}/cpu: "4"}/' workers.yaml "workers must request nvidia.com/gpu"
+expect_problem 's/secretName: tamp-secrets/secretName: tamp-secret/' workers.yaml "mounts Secret tamp-secret, which no manifest defines"
+expect_problem 's/num_workers: 4/num_workers: 8/' configmap.yaml "cluster.num_workers is 8"
+echo "PASS"

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One task of a Tamp job under Slurm: every task of one `srun -n S+W` step runs this script
+# with the same arguments, and it becomes the server or the worker its SLURM_PROCID makes it
+# (tasks 0..S-1 are the shards; common/placement.h has the rules).
+#
+#   srun --ntasks=$((S+W)) --distribution=block deploy/slurm/tamp_task.sh CONFIG OUT_DIR
+#
+# OUT_DIR must be on a file system every node shares. Workers write their events there
+# (worker-<rank>.events) and a worker-<rank>.done marker with their exit status when they
+# end; servers stop (SIGTERM, so they write a final checkpoint when configured) once every
+# worker is done. Shard i listens on port $TAMP_BASE_PORT + i (default 29500) of its node.
+# Binaries: $TAMP_BIN_DIR/tamp_server and tamp_worker (default: bazel-bin of the directory
+# the job was submitted from).
+set -uo pipefail
+if [ $# -ne 2 ]; then
+  echo "usage: srun -n S+W $0 CONFIG OUT_DIR" >&2
+  exit 2
+fi
+config=$1 out=$2
+bin=${TAMP_BIN_DIR:-${SLURM_SUBMIT_DIR:-.}/bazel-bin}
+server_bin=$bin/tamp_server worker_bin=$bin/tamp_worker
+[ -x "$bin/server/tamp_server" ] && server_bin=$bin/server/tamp_server
+[ -x "$bin/worker/tamp_worker" ] && worker_bin=$bin/worker/tamp_worker
+for b in "$server_bin" "$worker_bin"; do
+  [ -x "$b" ] || { echo "tamp_task: $b not found: set TAMP_BIN_DIR" >&2; exit 2; }
+done
+base_port=${TAMP_BASE_PORT:-29500}
+mkdir -p "$out"
+
+# The binaries resolve the placement themselves; --check asks which one this task is.
+if server_check=$("$server_bin" --config="$config" --placement=slurm --base_port="$base_port" --check 2>&1); then
+  echo "tamp_task $SLURM_PROCID: $server_check" >&2
+  num_workers=$(sed -n 's/.* for \([0-9]*\) workers.*/\1/p' <<<"$server_check")
+  "$server_bin" --config="$config" --placement=slurm --base_port="$base_port" &
+  server=$!
+  # Stop the shard once every worker has ended (or when it dies by itself).
+  while kill -0 "$server" 2>/dev/null; do
+    done_count=$(find "$out" -maxdepth 1 -name 'worker-*.done' | wc -l)
+    if [ "$done_count" -ge "$num_workers" ]; then
+      kill -TERM "$server"
+      break
+    fi
+    sleep 1
+  done
+  wait "$server"
+  status=$?
+  # 143: ended by our SIGTERM after the workers finished, which is success.
+  [ "$status" -eq 143 ] && status=0
+  exit "$status"
+fi
+if worker_check=$("$worker_bin" --config="$config" --placement=slurm --base_port="$base_port" --check 2>&1); then
+  echo "tamp_task $SLURM_PROCID: $worker_check" >&2
+  rank=$(sed -n 's/.*worker \([0-9]*\) of.*/\1/p' <<<"$worker_check")
+  "$worker_bin" --config="$config" --placement=slurm --base_port="$base_port" >"$out/worker-$rank.events"
+  status=$?
+  echo "$status" >"$out/worker-$rank.done"
+  exit "$status"
+fi
+echo "tamp_task ${SLURM_PROCID:-?}: neither a server nor a worker:" >&2
+echo "  as a server: $server_check" >&2
+echo "  as a worker: $worker_check" >&2
+exit 2

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Submits a small MLP job through deploy/slurm/tamp.sbatch to a one-machine Slurm cluster
+# the test starts itself (deploy/slurm/local_cluster.sh), and checks the job's summary: 2
+# servers and 2 workers placed by SLURM_PROCID, trained to a real accuracy, and a wrong task
+# count refused with a message naming both counts.
+source tests/testlib.sh
+export PATH="/usr/sbin:/sbin:$PATH"
+for tool in slurmctld slurmd munged sbatch; do
+  command -v "$tool" >/dev/null || fail "$tool not found: tools/install_deps.sh installs slurm-wlm and munge"
+done
+
+# munge's socket path must stay short (sockaddr_un), so not under TEST_TMPDIR.
+cluster=$(mktemp -d /tmp/tamp-slurm.XXXXXX)
+out="$WORK/slurm-out"
+cleanup() { deploy/slurm/local_cluster.sh stop "$cluster" || true; rm -rf "$cluster"; }
+trap cleanup EXIT
+# Ports of their own, so parallel tests and a real Slurm are left alone.
+export TAMP_SLURM_PORT=$((17000 + $$ % 2000 * 2))
+export TAMP_BASE_PORT=$((40000 + $$ % 5000 * 2))
+eval "$(deploy/slurm/local_cluster.sh start "$cluster")"
+
+write_config "$WORK/job.pbtxt" cluster="plaintext: true"
+export TAMP_BIN_DIR=$PWD TAMP_DEPLOY_DIR=$PWD/deploy/slurm
+# The local node has 2 CPUs; --overcommit lets 4 tasks share them.
+timeout 240 sbatch --wait --ntasks=4 --overcommit --output="$WORK/job-%j.out" \
+  deploy/slurm/tamp.sbatch "$WORK/job.pbtxt" "$out" ||
+  { cat "$WORK"/job-*.out >&2; fail "the Slurm job failed"; }
+[ -f "$out/summary.json" ] || { cat "$WORK"/job-*.out >&2; fail "no summary.json"; }
+cat "$out/summary.json"
+grep -q 'placement: slurm' "$WORK"/job-*.out || fail "the tasks did not take their placement from Slurm"
+for shard in 0 1; do
+  grep -q "shard $shard of 2 .*would listen on [^ ]*:$((TAMP_BASE_PORT + shard))" "$WORK"/job-*.out ||
+    fail "shard $shard did not listen on base_port + $shard"
+done
+python3 - "$out/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["name"] == "test", s
+# 2 epochs of 4096 examples, batch 32, 2 workers: 64 steps per epoch.
+assert int(s["steps"]) == 128, s["steps"]
+assert s["test_accuracy"] > 0.6, s["test_accuracy"]
+assert s["compression_ratio"] > 5, s["compression_ratio"]
+print(f"slurm job: accuracy {s['test_accuracy']:.4f}, {s['steps']} steps, ratio {s['compression_ratio']:.1f}")
+PY
+
+# 3 tasks for a 2 + 2 job: refused, naming both counts.
+rm -rf "$out"
+if timeout 120 sbatch --wait --ntasks=3 --overcommit --output="$WORK/bad-%j.out" \
+     deploy/slurm/tamp.sbatch "$WORK/job.pbtxt" "$out"; then
+  fail "a job with 3 tasks for 2 servers + 2 workers succeeded"
+fi
+grep -q "SLURM_STEP_NUM_TASKS is 3 but the config asks for 2 servers + 2 workers = 4 tasks" "$WORK"/bad-*.out ||
+  { cat "$WORK"/bad-*.out >&2; fail "the wrong task count was not named"; }
+echo PASS

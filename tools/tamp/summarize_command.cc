@@ -1,0 +1,82 @@
+#include "tools/tamp/summarize_command.h"
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/config.h"
+#include "tools/tamp/files.h"
+#include "tools/tamp/progress.h"
+#include "tools/tamp/job.h"
+#include "tools/tamp/summary.h"
+
+namespace tamp::launcher {
+
+int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, std::ostream* err) {
+  std::vector<std::string> positional;
+  std::string summary_json;
+  double wall_seconds = 0;
+  for (const std::string& arg : args) {
+    if (absl::StartsWith(arg, "--summary_json=")) {
+      summary_json = arg.substr(arg.find('=') + 1);
+    } else if (absl::StartsWith(arg, "--wall_seconds=")) {
+      if (!absl::SimpleAtod(arg.substr(arg.find('=') + 1), &wall_seconds) || wall_seconds < 0) {
+        *err << "tamp summarize: --wall_seconds needs a non-negative number, got '"
+             << arg.substr(arg.find('=') + 1) << "'\n";
+        return kExitUsage;
+      }
+    } else if (absl::StartsWith(arg, "--")) {
+      *err << "tamp summarize: unknown flag '" << arg << "'\n";
+      return kExitUsage;
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  if (positional.empty()) {
+    *err << "tamp summarize: usage: tamp summarize CONFIG EVENTS_0 ... [--summary_json=PATH]\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<config::RunConfig> config = LoadConfigFile(positional[0]);
+  if (!config.ok()) {
+    *err << "tamp summarize: " << config.status().message() << "\n";
+    return kExitUsage;
+  }
+  const int num_workers = static_cast<int>(config->cluster().num_workers());
+  if (static_cast<int>(positional.size()) - 1 != num_workers) {
+    *err << "tamp summarize: " << positional[0] << " has cluster.num_workers " << num_workers
+         << " but " << positional.size() - 1 << " event files were given (one per worker, in rank order)\n";
+    return kExitUsage;
+  }
+  SummaryBuilder builder(num_workers);
+  for (int worker = 0; worker < num_workers; ++worker) {
+    const std::string& path = positional[worker + 1];
+    std::ifstream file(path);
+    if (!file) {
+      *err << "tamp summarize: cannot read " << path << "\n";
+      return 1;
+    }
+    std::string line;
+    while (std::getline(file, line)) {
+      absl::StatusOr<events::WorkerEvent> event = ParseWorkerEvent(line);
+      if (event.ok()) builder.Add(worker, *event);
+    }
+  }
+  absl::StatusOr<events::RunSummary> summary =
+      builder.Build(config->name(), config->training().epochs(), wall_seconds);
+  if (!summary.ok()) {
+    *err << "tamp summarize: " << summary.status().message() << "\n";
+    return 1;
+  }
+  if (!summary_json.empty()) {
+    absl::Status written = WriteFileAtomically(summary_json, SummaryToJson(*summary) + "\n");
+    if (!written.ok()) {
+      *err << "tamp summarize: cannot write the summary: " << written.message() << "\n";
+      return 1;
+    }
+  }
+  *out << FormatSummaryLine(*summary) << "\n";
+  return 0;
+}
+
+}  // namespace tamp::launcher

@@ -1,0 +1,93 @@
+#include "tools/tamp/summarize_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace tamp::launcher {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  return std::string(::testing::TempDir()) + "/" + name;
+}
+
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = TempPath(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+constexpr char kConfig[] = R"(version: 1
+name: "summarized"
+cluster { num_servers: 1 num_workers: 2 }
+model { kind: MLP hidden: [8] }
+training { epochs: 2 }
+optimizer { name: "sgd" learning_rate: 0.1 }
+)";
+
+// A worker's stdout as a cluster engine saves it: log lines between the JSON events.
+std::string WorkerOutput(int pushed, double accuracy) {
+  return absl::StrCat(
+      "I1123 12:00:00.000 worker started\n",
+      R"({"kind":"STEP","step":"1","loss":0.9,"stepMs":3,"computeMs":2})", "\n",
+      R"({"kind":"DONE","step":"40","bytesPushed":")", pushed,
+      R"(","bytesPulled":"1000","rawBytesPushed":")", pushed * 10,
+      R"(","stepMsMedian":4,"testAccuracy":)", accuracy, "}\n");
+}
+
+TEST(SummarizeCommandTest, SummarizesEveryWorkersEventsIntoTheRunSummary) {
+  const std::string config = Write("job.pbtxt", kConfig);
+  const std::string w0 = Write("w0.out", WorkerOutput(100, 0.75));
+  const std::string w1 = Write("w1.out", WorkerOutput(300, 0.5));
+  const std::string json = TempPath("summary.json");
+  std::ostringstream out, err;
+  ASSERT_EQ(SummarizeCommand({config, w0, w1, "--summary_json=" + json, "--wall_seconds=12"},
+                             &out, &err),
+            0)
+      << err.str();
+  const std::string summary = Read(json);
+  EXPECT_THAT(summary, HasSubstr(R"("name":"summarized")"));
+  EXPECT_THAT(summary, HasSubstr(R"("test_accuracy":0.75)"));  // worker 0's
+  EXPECT_THAT(summary, HasSubstr(R"("bytes_pushed":"400")"));  // both workers'
+  EXPECT_THAT(summary, HasSubstr(R"("compression_ratio":10)"));
+  EXPECT_THAT(summary, HasSubstr(R"("wall_seconds":12)"));
+  EXPECT_FALSE(out.str().empty());
+}
+
+TEST(SummarizeCommandTest, ErrorsNameWhatIsWrong) {
+  const std::string config = Write("job2.pbtxt", kConfig);
+  const std::string w0 = Write("a0.out", WorkerOutput(100, 0.75));
+  const std::string unfinished = Write("a1.out", "I1123 worker started\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(SummarizeCommand({config, w0}, &out, &err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("cluster.num_workers 2 but 1 event files"));
+  err.str("");
+  EXPECT_EQ(SummarizeCommand({config, w0, unfinished}, &out, &err), 1);
+  EXPECT_THAT(err.str(), HasSubstr("worker 1"));
+  err.str("");
+  EXPECT_EQ(SummarizeCommand({config, w0, TempPath("missing.out")}, &out, &err), 1);
+  EXPECT_THAT(err.str(), HasSubstr("cannot read"));
+  err.str("");
+  EXPECT_EQ(SummarizeCommand({config, w0, w0, "--wall_seconds=x"}, &out, &err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("--wall_seconds"));
+  err.str("");
+  EXPECT_EQ(SummarizeCommand({Write("bad.pbtxt", "version: 1\nepohcs: 3\n"), w0, w0}, &out, &err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("epohcs"));
+}
+
+}  // namespace
+}  // namespace tamp::launcher

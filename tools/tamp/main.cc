@@ -3,6 +3,8 @@
 //   tamp run CONFIG [--summary_json=PATH] [--metrics_file=PATH] [--run_dir=DIR]
 //                   [--server_binary=PATH] [--worker_binary=PATH]
 //   tamp codecs
+//   tamp summarize CONFIG EVENTS_0 ... [--summary_json=PATH] [--wall_seconds=S]
+//   tamp model CONFIG --bandwidth RATE [--topology shared|hosts] [--codecs all|config] [--json]
 //   tamp help
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,8 +15,11 @@
 
 #include "tools/tamp/codecs_command.h"
 #include "tools/tamp/job.h"
+#include "tools/tamp/model_command.h"
 #include "tools/tamp/run_command.h"
 #include "tools/tamp/run_options.h"
+#include "tools/tamp/summarize_command.h"
+#include "worker/openblas_kernels.h"
 
 namespace {
 
@@ -28,14 +33,34 @@ Commands:
       --summary_json=PATH    On success, write a tamp.events.RunSummary as JSON.
       --metrics_file=PATH    Write one JSON object per worker step: bytes pushed and
                              pulled per shard, compression ratio, compute/encode/wire/
-                             decode/apply ms and the share of communication hidden.
+                             decode/apply ms and the share of communication hidden;
+                             and one per test evaluation (test_accuracy).
       --run_dir=DIR          Directory for logs and port files (default: a fresh
                              $TMPDIR/tamp-run-XXXXXX).
       --server_binary=PATH   tamp_server to run (default: $TAMP_SERVER_BINARY, else the
                              one built next to tamp).
       --worker_binary=PATH   tamp_worker to run (default: $TAMP_WORKER_BINARY, else the
                              one built next to tamp).
+  summarize CONFIG EVENTS_0 ... EVENTS_{W-1} [--summary_json=PATH] [--wall_seconds=S]
+                       The run summary of a job a cluster engine started (Slurm,
+                       Kubernetes), from each worker's saved stdout, in rank order.
   codecs               List the compression codecs, their parameters and wire sizes.
+  model CONFIG --bandwidth RATE [flags]
+                       Predict CONFIG's step time per codec on a link shared by all
+                       processes, or a link per host (docs/perf_model.md): compute and
+                       codec costs are measured here first (a few seconds), then one
+                       step is simulated.
+                       Prints step ms, its split, bytes per step and speedup over none.
+      --bandwidth RATE       1gbit, 10gbit, 500mbit, ... or unshaped (required).
+      --topology shared|hosts
+                             shared: one link for every process (default); hosts: every
+                             server and worker behind its own link of RATE each way.
+      --codecs all|config    all: the push codec swapped for each codec's example spec;
+                             config: the config's own compression (default).
+      --json                 One JSON object instead of the table.
+      --compute_ms MS        Use this forward/backward time instead of the measured one.
+      --latency_ms MS        Per-message latency (default 0.05, an estimate).
+      --transport_gbit GBIT  gRPC's throughput ceiling (default 6, fitted on this machine).
   help                 Show this text.
 
 Exit status: 0 success, 1 a process failed, 2 bad usage or config, 130 interrupted.
@@ -50,6 +75,9 @@ int Usage(const std::string& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `tamp model` runs the models' GEMMs, and every process `tamp run` starts inherits this
+  // environment: give them OpenBLAS's fast kernels (worker/openblas_kernels.h).
+  tamp::ReexecWithFasterOpenblasKernels(argv);
   // Under `bazel run`, relative paths (CONFIG, --summary_json, --metrics_file, --run_dir) mean the user's
   // directory, not the runfiles tree Bazel starts us in. Binaries are found from
   // /proc/self/exe, so they are unaffected.
@@ -71,9 +99,20 @@ int main(int argc, char** argv) {
     if (!options.ok()) return Usage(std::string(options.status().message()));
     return tamp::launcher::RunCommand(*std::move(options));
   }
+  if (command == "summarize") {
+    return tamp::launcher::SummarizeCommand(args, &std::cout, &std::cerr);
+  }
   if (command == "codecs") {
     if (!args.empty()) return Usage("codecs takes no arguments");
     return tamp::launcher::CodecsCommand(&std::cout);
+  }
+  if (command == "model") {
+    for (const std::string& arg : args) {
+      if (arg == "--help" || arg == "-h") return Usage("");
+    }
+    absl::StatusOr<tamp::launcher::ModelOptions> options = tamp::launcher::ParseModelArgs(args);
+    if (!options.ok()) return Usage(std::string(options.status().message()));
+    return tamp::launcher::ModelCommand(*options, &std::cout, &std::cerr);
   }
   if (command == "help" || command == "--help" || command == "-h") return Usage("");
   return Usage("unknown command \"" + command + "\"");

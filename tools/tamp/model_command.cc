@@ -1,0 +1,298 @@
+#include "tools/tamp/model_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "common/config.h"
+#include "common/job_layout.h"
+#include "common/status_macros.h"
+#include "compress/registry.h"
+#include "google/protobuf/text_format.h"
+#include "tools/tamp/job.h"
+#include "tools/tamp/perf_calibrate.h"
+#include "tools/tamp/table.h"
+
+namespace tamp::launcher {
+namespace {
+
+// Timed forward/backward steps per model copy, and repetitions per codec measurement: enough
+// for stable medians in well under a second per codec on the example MLP.
+constexpr int kComputeSteps = 10;
+constexpr int kCodecRepetitions = 5;
+
+absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string& value) {
+  double number = 0;
+  if (!absl::SimpleAtod(value, &number) || !(number > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be a positive number, got \"", value, "\""));
+  }
+  return number;
+}
+
+// One job to predict: the config with one compression choice.
+struct Variant {
+  std::string codec;  // Name of the push codec ("config" compression: the config's own).
+  std::string spec;   // The push spec, one line of text format.
+  config::RunConfig config;
+};
+
+std::string OneLine(const google::protobuf::Message& message) {
+  google::protobuf::TextFormat::Printer printer;
+  printer.SetSingleLineMode(true);
+  std::string text;
+  printer.PrintToString(message, &text);
+  return std::string(absl::StripTrailingAsciiWhitespace(text));
+}
+
+// The job without any compression: the reference every speedup is against.
+config::RunConfig Uncompressed(const config::RunConfig& config) {
+  config::RunConfig none = config;
+  config::Compression& compression = *none.mutable_compression();
+  compression.clear_shard_overrides();
+  compression.clear_tensor_overrides();
+  compression.clear_clip_norm();
+  config::ChunkCompression& chunk = *compression.mutable_default_compression();
+  chunk.Clear();
+  chunk.mutable_push()->set_name("none");
+  chunk.mutable_pull()->set_name("none");
+  return none;
+}
+
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+struct Row {
+  std::string codec, spec, error;
+  perf::StepPrediction prediction;
+};
+
+absl::string_view TopologyName(perf::Topology topology) {
+  return topology == perf::Topology::kShared ? "shared" : "hosts";
+}
+
+std::string Ms(double ms) { return absl::StrFormat("%.2f", ms); }
+
+}  // namespace
+
+absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args) {
+  ModelOptions options;
+  std::vector<std::string> positional;
+  bool has_bandwidth = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (!absl::StartsWith(arg, "--")) {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    const size_t eq = name.find('=');
+    const bool inline_value = eq != std::string::npos;
+    if (inline_value) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    if (name == "json") {
+      if (inline_value) return absl::InvalidArgumentError("--json takes no value");
+      options.json = true;
+      continue;
+    }
+    if (name != "bandwidth" && name != "topology" && name != "codecs" && name != "compute_ms" &&
+        name != "latency_ms" && name != "transport_gbit") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+    }
+    if (!inline_value) {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      value = args[++i];
+    }
+    if (name == "bandwidth") {
+      TAMP_ASSIGN_OR_RETURN(options.link, perf::ParseBandwidth(value));
+      has_bandwidth = true;
+    } else if (name == "topology") {
+      TAMP_ASSIGN_OR_RETURN(options.topology, perf::ParseTopology(value));
+    } else if (name == "codecs") {
+      if (value != "all" && value != "config") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--codecs must be \"all\" or \"config\", got \"", value, "\""));
+      }
+      options.all_codecs = value == "all";
+    } else if (name == "compute_ms") {
+      TAMP_ASSIGN_OR_RETURN(options.compute_ms, PositiveNumber(name, value));
+    } else if (name == "latency_ms") {
+      double latency = 0;
+      if (!absl::SimpleAtod(value, &latency) || !(latency >= 0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--latency_ms must be a number >= 0, got \"", value, "\""));
+      }
+      options.latency_ms = latency;
+    } else {
+      TAMP_ASSIGN_OR_RETURN(options.transport_gbit, PositiveNumber(name, value));
+    }
+  }
+  if (positional.empty()) return absl::InvalidArgumentError("missing CONFIG");
+  if (positional.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected one CONFIG, got also \"", positional[1], "\""));
+  }
+  if (!has_bandwidth) {
+    return absl::InvalidArgumentError("missing --bandwidth (e.g. 1gbit, 10gbit, unshaped)");
+  }
+  options.config_path = positional[0];
+  return options;
+}
+
+int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* err) {
+  auto fail = [&](const absl::Status& status) {
+    *err << "tamp model: " << status.message() << "\n";
+    return kExitUsage;
+  };
+  absl::StatusOr<config::RunConfig> config = LoadConfigFile(options.config_path);
+  if (!config.ok()) return fail(config.status());
+  if (config->consistency().mode() != config::Consistency::SYNC) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        options.config_path, ": consistency.mode: the model predicts SYNC steps only, got ",
+        config::Consistency::Mode_Name(config->consistency().mode()))));
+  }
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(*config);
+  if (!layout.ok()) return fail(layout.status());
+  const int workers = static_cast<int>(config->cluster().num_workers());
+
+  // Compute, measured once: as many model copies at once as the job has workers.
+  absl::StatusOr<perf::ComputeProfile> compute =
+      perf::MeasureCompute(*config, *layout, std::min(workers, 64), kComputeSteps);
+  if (!compute.ok()) return fail(compute.status());
+  const double measured_compute_ms = compute->step_ms;
+  if (options.compute_ms.has_value() && compute->step_ms > 0) {
+    const double scale = *options.compute_ms / compute->step_ms;
+    for (double& ready : compute->tensor_ready_ms) ready *= scale;
+    compute->step_ms = *options.compute_ms;
+  }
+  perf::Transport transport = perf::FittedTransport();
+  if (options.latency_ms.has_value()) transport.message_latency_ms = *options.latency_ms;
+  if (options.transport_gbit.has_value()) transport.max_bytes_per_ms = *options.transport_gbit * 1e9 / 8e3;
+
+  std::vector<Variant> variants = {{"none", "name: \"none\"", Uncompressed(*config)}};
+  if (!options.all_codecs) {
+    variants.push_back({"config", OneLine(config->compression().default_compression().push()),
+                        *config});
+  } else {
+    for (const compress::CodecInfo& info : compress::ListCodecs()) {
+      if (info.id == compress::CodecId::kNone) continue;  // The first row already.
+      config::RunConfig swapped = *config;
+      *swapped.mutable_compression()->mutable_default_compression()->mutable_push() = info.example;
+      variants.push_back({info.name, OneLine(info.example), std::move(swapped)});
+    }
+  }
+
+  std::vector<Row> rows;
+  for (const Variant& variant : variants) {
+    Row row{variant.codec, variant.spec, "", {}};
+    absl::Status status = ValidateConfig(variant.config);
+    absl::StatusOr<JobLayout> variant_layout = BuildJobLayout(variant.config);
+    if (status.ok()) status = variant_layout.status();
+    absl::StatusOr<std::vector<perf::ChunkCost>> costs;
+    if (status.ok()) {
+      costs = perf::MeasureChunkCosts(variant.config, *variant_layout, compute->gradient,
+                                      kCodecRepetitions);
+      status = costs.status();
+    }
+    if (status.ok()) {
+      perf::StepInputs inputs;
+      inputs.num_workers = workers;
+      inputs.num_shards = static_cast<int>(config->cluster().num_servers());
+      inputs.compute_ms = compute->step_ms;
+      inputs.tensor_ready_ms = compute->tensor_ready_ms;
+      inputs.chunks = *std::move(costs);
+      inputs.link = options.link;
+      inputs.topology = options.topology;
+      inputs.transport = transport;
+      absl::StatusOr<perf::StepPrediction> prediction = perf::PredictStep(inputs);
+      if (prediction.ok()) row.prediction = *prediction;
+      status = prediction.status();
+    }
+    if (!status.ok()) row.error = std::string(status.message());
+    rows.push_back(std::move(row));
+  }
+  const double none_ms = rows[0].error.empty() ? rows[0].prediction.step_ms : 0;
+  auto speedup = [&](const Row& row) {
+    return row.prediction.step_ms > 0 ? none_ms / row.prediction.step_ms : 0.0;
+  };
+
+  if (options.json) {
+    *out << "{\"config\": " << JsonString(options.config_path)
+         << ", \"link\": " << JsonString(options.link.name)
+         << ", \"bits_per_second\": " << options.link.bits_per_second
+         << ", \"topology\": " << JsonString(TopologyName(options.topology))
+         << ", \"workers\": " << workers << ", \"servers\": " << config->cluster().num_servers()
+         << ", \"measured_compute_ms\": " << measured_compute_ms
+         << ", \"transport\": {\"message_latency_ms\": " << transport.message_latency_ms
+         << ", \"message_overhead_bytes\": " << transport.message_overhead_bytes
+         << ", \"max_bytes_per_ms\": " << transport.max_bytes_per_ms << "}, \"codecs\": [";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& row = rows[i];
+      const perf::StepPrediction& p = row.prediction;
+      *out << (i == 0 ? "" : ", ") << "{\"codec\": " << JsonString(row.codec)
+           << ", \"push\": " << JsonString(row.spec);
+      if (!row.error.empty()) {
+        *out << ", \"error\": " << JsonString(row.error) << "}";
+        continue;
+      }
+      *out << ", \"step_ms\": " << p.step_ms << ", \"compute_ms\": " << p.compute_ms
+           << ", \"encode_ms\": " << p.encode_ms << ", \"wire_ms\": " << p.wire_ms
+           << ", \"decode_ms\": " << p.decode_ms << ", \"apply_ms\": " << p.apply_ms
+           << ", \"server_ms\": " << p.server_ms << ", \"link_busy_ms\": " << p.link_busy_ms
+           << ", \"bytes_pushed_per_step\": " << p.push_bytes
+           << ", \"bytes_pulled_per_step\": " << p.pull_bytes
+           << ", \"speedup_vs_none\": " << speedup(row) << "}";
+    }
+    *out << "]}\n";
+    return kExitOk;
+  }
+
+  *out << absl::StrFormat(
+      "%s on %s (%s): %d workers, %d servers; forward/backward %.2f ms measured (%d copies at "
+      "once)%s; transport ceiling %.2f Gbit/s\n\n",
+      options.config_path, options.link.name,
+      options.topology == perf::Topology::kShared ? "one shared link" : "a link per host",
+      workers, config->cluster().num_servers(), measured_compute_ms, std::min(workers, 64),
+      options.compute_ms.has_value() ? absl::StrFormat(", %.2f ms given", *options.compute_ms)
+                                     : "",
+      transport.max_bytes_per_ms * 8e3 / 1e9);
+  std::vector<std::vector<std::string>> table;
+  for (const Row& row : rows) {
+    if (!row.error.empty()) {
+      table.push_back({row.codec, "-", "-", "-", "-", "-", "-", "-", "-", "error: " + row.error});
+      continue;
+    }
+    const perf::StepPrediction& p = row.prediction;
+    table.push_back({row.codec, Ms(p.step_ms), Ms(p.compute_ms), Ms(p.encode_ms), Ms(p.wire_ms),
+                     Ms(p.decode_ms), Ms(p.apply_ms),
+                     absl::StrFormat("%.3f", (p.push_bytes + p.pull_bytes) / 1e6),
+                     absl::StrFormat("%.2fx", speedup(row)), row.spec});
+  }
+  *out << FormatTable({"CODEC", "STEP MS", "COMPUTE", "ENCODE", "WIRE", "DECODE", "APPLY",
+                       "MB/STEP", "VS NONE", "PUSH"},
+                      table, {0, 0, 0, 0, 0, 0, 0, 0, 0, 40});
+  *out << "\nms per step; MB/STEP: payload bytes of all workers, both directions. Row \"none\": "
+          "no compression at all.\n";
+  return kExitOk;
+}
+
+}  // namespace tamp::launcher

@@ -1,0 +1,51 @@
+// `tamp model CONFIG --bandwidth RATE`: predicted step time of CONFIG's job per codec on a
+// link (tools/tamp/perf_model.h), with costs measured here and now
+// (tools/tamp/perf_calibrate.h). docs/perf_model.md describes the model and its accuracy.
+#ifndef TAMP_TOOLS_TAMP_MODEL_COMMAND_H_
+#define TAMP_TOOLS_TAMP_MODEL_COMMAND_H_
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tools/tamp/perf_model.h"
+
+namespace tamp::launcher {
+
+struct ModelOptions {
+  std::string config_path;
+  perf::Link link;
+  perf::Topology topology = perf::Topology::kShared;
+  // false: the config's own compression; true: its push codec swapped for each codec's
+  // example spec (`tamp codecs`), keeping the config's pull codec and memories. Either way
+  // the first row is "none": the job with no compression at all, the speedups' reference.
+  bool all_codecs = false;
+  bool json = false;
+  // Replaces the measured forward/backward time (ms), keeping the measured tensor order.
+  std::optional<double> compute_ms;
+  // Replace perf::FittedTransport()'s latency and throughput ceiling.
+  std::optional<double> latency_ms;
+  std::optional<double> transport_gbit;
+};
+
+// ParseModelArgs()
+//
+// The arguments after "model": one CONFIG, --bandwidth RATE (required; perf::ParseBandwidth),
+// --topology shared|hosts (perf::ParseTopology; default shared), --codecs all|config, --json,
+// --compute_ms MS, --latency_ms MS, --transport_gbit GBIT; each
+// as --flag=VALUE or --flag VALUE (--json takes none). INVALID_ARGUMENT with a one-line
+// reason otherwise.
+absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args);
+
+// ModelCommand()
+//
+// Loads the config, measures compute and codec costs, prints one prediction per codec (a
+// table, or JSON with --json) to `out`, errors to `err`. Returns the exit code: 0, or 2 for
+// a bad config.
+int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* err);
+
+}  // namespace tamp::launcher
+
+#endif  // TAMP_TOOLS_TAMP_MODEL_COMMAND_H_

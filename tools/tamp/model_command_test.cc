@@ -1,0 +1,122 @@
+#include "tools/tamp/model_command.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace tamp::launcher {
+namespace {
+
+TEST(ParseModelArgsTest, ReadsEveryFlag) {
+  absl::StatusOr<ModelOptions> options =
+      ParseModelArgs({"job.pbtxt", "--bandwidth", "10gbit", "--topology=hosts", "--codecs=all", "--json",
+                      "--compute_ms=7.5", "--latency_ms", "0", "--transport_gbit=12"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->config_path, "job.pbtxt");
+  EXPECT_DOUBLE_EQ(options->link.bits_per_second, 1e10);
+  EXPECT_EQ(options->topology, perf::Topology::kHosts);
+  EXPECT_TRUE(options->all_codecs);
+  EXPECT_TRUE(options->json);
+  EXPECT_DOUBLE_EQ(*options->compute_ms, 7.5);
+  EXPECT_DOUBLE_EQ(*options->latency_ms, 0);
+  EXPECT_DOUBLE_EQ(*options->transport_gbit, 12);
+
+  options = ParseModelArgs({"--bandwidth=unshaped", "job.pbtxt"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->topology, perf::Topology::kShared);
+  EXPECT_FALSE(options->all_codecs);
+  EXPECT_FALSE(options->json);
+  EXPECT_FALSE(options->compute_ms.has_value());
+}
+
+TEST(ParseModelArgsTest, ErrorsSayWhatIsWrong) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"job.pbtxt"}, "missing --bandwidth"},
+      {{"--bandwidth=1gbit"}, "missing CONFIG"},
+      {{"a.pbtxt", "b.pbtxt", "--bandwidth=1gbit"}, "got also \"b.pbtxt\""},
+      {{"job.pbtxt", "--bandwidth=1gbps"}, "bandwidth \"1gbps\""},
+      {{"job.pbtxt", "--bandwidth"}, "--bandwidth needs a value"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--topology=rack"}, "topology \"rack\": expected shared or hosts"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--codecs=some"}, "--codecs must be \"all\" or \"config\""},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--compute_ms=-3"}, "--compute_ms must be a positive"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--latency_ms=x"}, "--latency_ms must be a number"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--json=yes"}, "--json takes no value"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--speed=3"}, "unknown flag --speed=3"},
+  };
+  for (const auto& [args, message] : cases) {
+    absl::StatusOr<ModelOptions> options = ParseModelArgs(args);
+    ASSERT_FALSE(options.ok()) << message;
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(options.status().message().find(message), std::string::npos)
+        << options.status().message();
+  }
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ModelCommandTest, BadConfigIsAUsageErrorNamingTheField) {
+  ModelOptions options;
+  options.config_path = WriteFile("bad.pbtxt", "version: 1\ncluster { num_servers: 1 num_workers: 0 }\n");
+  options.link = *perf::ParseBandwidth("1gbit");
+  std::ostringstream out, err;
+  EXPECT_EQ(ModelCommand(options, &out, &err), 2);
+  EXPECT_NE(err.str().find("cluster.num_workers"), std::string::npos) << err.str();
+  EXPECT_EQ(out.str(), "");
+}
+
+TEST(ModelCommandTest, RefusesConsistencyOtherThanSync) {
+  ModelOptions options;
+  options.config_path = WriteFile("ssp.pbtxt", R"(version: 1
+    cluster { num_servers: 1 num_workers: 2 }
+    model { kind: MLP hidden: [16] }
+    optimizer { name: "sgd" learning_rate: 0.1 }
+    consistency { mode: SSP staleness: 2 })");
+  options.link = *perf::ParseBandwidth("1gbit");
+  std::ostringstream out, err;
+  EXPECT_EQ(ModelCommand(options, &out, &err), 2);
+  EXPECT_NE(err.str().find("consistency.mode: the model predicts SYNC steps only, got SSP"),
+            std::string::npos) << err.str();
+}
+
+TEST(ModelCommandTest, PredictsNoneAndTheConfigsCodecAsJson) {
+  ModelOptions options;
+  options.config_path = WriteFile("small.pbtxt", R"(version: 1
+    cluster { num_servers: 2 num_workers: 2 }
+    model { kind: MLP hidden: [64] }
+    data { batch_size: 16 }
+    optimizer { name: "sgd" learning_rate: 0.1 }
+    compression {
+      partition_bytes: 65536
+      min_compress_bytes: 1024
+      default_compression { push { name: "topk" ratio: 0.01 } push_feedback { kind: RESIDUAL } }
+    })");
+  // A slow link, so bytes decide: top-k must come out faster than none.
+  options.link = *perf::ParseBandwidth("100mbit");
+  options.json = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(ModelCommand(options, &out, &err), 0) << err.str();
+  const std::string json = out.str();
+  EXPECT_NE(json.find("\"link\": \"100mbit\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"topology\": \"shared\""), std::string::npos) << json;
+  EXPECT_NE(json.find("{\"codec\": \"none\", \"push\": \"name: \\\"none\\\"\""),
+            std::string::npos) << json;
+  EXPECT_NE(json.find("{\"codec\": \"config\", \"push\": \"name: \\\"topk\\\" ratio: 0.01\""),
+            std::string::npos) << json;
+  // none's speedup over itself is exactly 1; the MLP's fp32 bytes (both workers, push and
+  // pull) are 2 * 2 * 4 * 50890 plus the payload headers.
+  EXPECT_NE(json.find("\"speedup_vs_none\": 1}"), std::string::npos) << json;
+  const size_t config_row = json.find("\"codec\": \"config\"");
+  const size_t speedup = json.find("\"speedup_vs_none\": ", config_row);
+  ASSERT_NE(speedup, std::string::npos);
+  EXPECT_GT(std::stod(json.substr(speedup + 19)), 1.2) << json;
+}
+
+}  // namespace
+}  // namespace tamp::launcher

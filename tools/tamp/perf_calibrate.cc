@@ -1,0 +1,261 @@
+#include "tools/tamp/perf_calibrate.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/model_layout.h"
+#include "common/status_macros.h"
+#include "compress/error_feedback.h"
+#include "compress/registry.h"
+#include "optim/optimizer.h"
+#include "worker/cpu_models.h"
+
+namespace tamp::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  return values[mid];
+}
+
+// Per-repetition timings of one chunk, turned into medians at the end.
+struct Samples {
+  std::vector<std::vector<double>> encode, server_decode, server_round;  // By round.
+  std::vector<double> server_update, decode, apply;
+};
+
+// Runs `repetitions` + 1 steps of one chunk's codecs, as worker 0 and its shard would.
+absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const JobLayout& layout,
+                                       const ChunkPlan& plan, absl::Span<const float> gradient,
+                                       int repetitions) {
+  const uint32_t id = plan.chunk.id;
+  const size_t n = plan.chunk.length;
+  const config::ChunkCompression& compression = plan.compression;
+  const compress::ChunkShape shape =
+      compress::ChunkShapeInTensor(layout.tensor_of(plan).shape, plan.chunk.offset, n);
+  const int workers = static_cast<int>(config.cluster().num_workers());
+
+  // The worker's push codec and memory, the shard's twin, optimizer and update encoder, and
+  // the worker's update decoder.
+  TAMP_ASSIGN_OR_RETURN(auto push, compress::CreateCodec(compression.push(), shape));
+  TAMP_ASSIGN_OR_RETURN(auto push_memory,
+                        compress::ErrorFeedback::Create(compression.push_feedback(), n));
+  TAMP_ASSIGN_OR_RETURN(auto shard_push, compress::CreateCodec(compression.push(), shape));
+  TAMP_ASSIGN_OR_RETURN(auto optimizer, CreateOptimizer(config.optimizer(), n));
+  TAMP_ASSIGN_OR_RETURN(auto shard_pull, compress::CreateCodec(compression.pull(), shape));
+  TAMP_ASSIGN_OR_RETURN(auto pull_memory,
+                        compress::ErrorFeedback::Create(compression.pull_feedback(), n));
+  TAMP_ASSIGN_OR_RETURN(auto worker_pull, compress::CreateCodec(compression.pull(), shape));
+  const int rounds = push->rounds();
+
+  std::vector<float> weights(n), update(n), aggregate(n), decoded(n), replica(n);
+  InitTensorSlice(layout.tensor_of(plan), config.model().init_seed(), plan.chunk.tensor,
+                  plan.chunk.offset, absl::MakeSpan(weights));
+  replica = weights;
+  const float learning_rate = config.optimizer().learning_rate();
+  const absl::Span<const float> input = gradient.subspan(layout.flat_offset(plan), n);
+
+  ChunkCost cost;
+  cost.rounds.resize(rounds);
+  Samples samples;
+  samples.encode.resize(rounds);
+  samples.server_decode.resize(rounds);
+  samples.server_round.resize(rounds);
+  std::vector<float> accumulator;
+  std::string payload, answer, update_payload;
+  for (int rep = 0; rep <= repetitions; ++rep) {
+    const bool record = rep > 0;  // The first is a warm-up.
+    const RandomKey push_key = PushKey(config, rep, id, 0);
+    const RandomKey pull_key = PullKey(config, rep, id);
+    Clock::time_point start = Clock::now();
+    absl::Status encoded = rounds > 1 ? push_memory->BeginRounds(*push, input, push_key, &payload)
+                                      : push_memory->Compress(*push, input, push_key, &payload);
+    TAMP_RETURN_IF_ERROR(encoded);
+    if (record) samples.encode[0].push_back(MsSince(start));
+    double update_ms = 0;
+    for (int round = 0; round < rounds; ++round) {
+      const bool last = round + 1 == rounds;
+      cost.rounds[round].push_bytes = payload.size();
+      accumulator.assign(shard_push->RoundValues(round), 0.0f);
+      start = Clock::now();
+      TAMP_RETURN_IF_ERROR(rounds > 1 ? shard_push->DecodeAddRound(round, payload, push_key,
+                                                                   absl::MakeSpan(accumulator))
+                                      : shard_push->DecodeAdd(payload, push_key,
+                                                              absl::MakeSpan(accumulator)));
+      if (record) samples.server_decode[round].push_back(MsSince(start));
+      if (rounds == 1) break;
+      start = Clock::now();
+      shard_push->FinishRound(round, workers, absl::MakeSpan(accumulator), pull_key, &answer,
+                              last ? absl::MakeSpan(aggregate) : absl::Span<float>());
+      const double finish_ms = MsSince(start);
+      cost.rounds[round].answer_bytes = answer.size();
+      if (last) {
+        update_ms += finish_ms;
+        break;
+      }
+      if (record) samples.server_round[round].push_back(finish_ms);
+      start = Clock::now();
+      TAMP_RETURN_IF_ERROR(push_memory->NextRound(*push, round + 1, answer, push_key, &payload));
+      if (record) samples.encode[round + 1].push_back(MsSince(start));
+    }
+    // The shard once every push is in: mean (or the multi-round aggregate), optimizer,
+    // update through the pull codec.
+    start = Clock::now();
+    if (rounds == 1) shard_push->FinishAggregate(workers, absl::MakeSpan(accumulator));
+    update = weights;
+    optimizer->Apply(absl::MakeSpan(weights), rounds == 1 ? accumulator : aggregate, rep,
+                     learning_rate);
+    for (size_t i = 0; i < n; ++i) update[i] = weights[i] - update[i];
+    TAMP_RETURN_IF_ERROR(pull_memory->Compress(*shard_pull, update, pull_key, &update_payload));
+    update_ms += MsSince(start);
+    cost.pull_bytes = update_payload.size();
+    // The worker: finish the rounds, decode the update, add it.
+    start = Clock::now();
+    if (rounds > 1) TAMP_RETURN_IF_ERROR(push_memory->FinishRounds(*push, answer, push_key));
+    TAMP_RETURN_IF_ERROR(worker_pull->Decode(update_payload, pull_key, absl::MakeSpan(decoded)));
+    const double decode_ms = MsSince(start);
+    start = Clock::now();
+    for (size_t i = 0; i < n; ++i) replica[i] += decoded[i];
+    const double apply_ms = MsSince(start);
+    if (record) {
+      samples.server_update.push_back(update_ms);
+      samples.decode.push_back(decode_ms);
+      samples.apply.push_back(apply_ms);
+    }
+  }
+  for (int round = 0; round < rounds; ++round) {
+    cost.rounds[round].encode_ms = Median(samples.encode[round]);
+    cost.rounds[round].server_decode_ms = Median(samples.server_decode[round]);
+    cost.rounds[round].server_round_ms = Median(samples.server_round[round]);
+  }
+  cost.server_update_ms = Median(samples.server_update);
+  cost.decode_ms = Median(samples.decode);
+  cost.apply_ms = Median(samples.apply);
+  return cost;
+}
+
+// Chunks that cost the same: same compression, length and place in a tensor row.
+std::string CostKey(const JobLayout& layout, const ChunkPlan& plan) {
+  const compress::ChunkShape shape = compress::ChunkShapeInTensor(
+      layout.tensor_of(plan).shape, plan.chunk.offset, plan.chunk.length);
+  const uint64_t row_offset = shape.row_length == 0 ? 0 : plan.chunk.offset % shape.row_length;
+  return absl::StrCat(plan.compression.SerializeAsString(), "/", plan.chunk.length, "/",
+                      shape.row_length, "/", row_offset);
+}
+
+}  // namespace
+
+absl::StatusOr<ComputeProfile> MeasureCompute(const config::RunConfig& config,
+                                              const JobLayout& layout, int concurrent, int steps) {
+  if (concurrent < 1 || steps < 1) {
+    return absl::InvalidArgumentError("MeasureCompute needs at least one copy and one step");
+  }
+  const int batch = static_cast<int>(config.data().batch_size());
+  std::vector<std::unique_ptr<Model>> models;
+  for (int copy = 0; copy < concurrent; ++copy) {
+    TAMP_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                          CreateCpuModel(config.model(), layout.tensors, batch));
+    const absl::Span<float> params = model->params();
+    for (uint32_t t = 0; t < layout.tensors.size(); ++t) {
+      InitTensorSlice(layout.tensors[t], config.model().init_seed(), t, 0,
+                      params.subspan(layout.tensor_offsets[t], layout.tensors[t].elements()));
+    }
+    models.push_back(std::move(model));
+  }
+  // Random images and labels: the cost of a dense model does not depend on the data.
+  std::mt19937 random(1);
+  std::normal_distribution<float> pixel(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(batch) * kImageSize);
+  std::vector<uint8_t> labels(batch);
+  for (float& v : x) v = pixel(random);
+  for (uint8_t& label : labels) label = static_cast<uint8_t>(random() % 10);
+
+  openblas_set_num_threads(1);
+  const size_t num_tensors = layout.tensors.size();
+  std::vector<std::vector<double>> step_ms(concurrent);
+  std::vector<std::vector<std::vector<double>>> ready_ms(
+      concurrent, std::vector<std::vector<double>>(num_tensors));
+  std::vector<std::thread> threads;
+  for (int copy = 0; copy < concurrent; ++copy) {
+    threads.emplace_back([&, copy] {
+      for (int step = 0; step <= steps; ++step) {
+        const Clock::time_point start = Clock::now();
+        std::vector<double> ready(num_tensors, -1);
+        models[copy]->TrainStep(x.data(), labels.data(), batch,
+                                [&](int tensor) { ready[tensor] = MsSince(start); });
+        const double ms = MsSince(start);
+        // A worker waits on the network between backward passes; idle as long as it computed,
+        // so that the scheduler treats these threads as it treats workers on a busy machine
+        // (a thread that never sleeps gets only its fair share; one that wakes runs at once).
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+        if (step == 0) continue;  // Warm-up.
+        step_ms[copy].push_back(ms);
+        for (size_t t = 0; t < num_tensors; ++t) {
+          ready_ms[copy][t].push_back(ready[t] < 0 ? ms : ready[t]);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+
+  ComputeProfile profile;
+  std::vector<double> all_steps;
+  for (const auto& copy : step_ms) all_steps.insert(all_steps.end(), copy.begin(), copy.end());
+  profile.step_ms = Median(all_steps);
+  for (size_t t = 0; t < num_tensors; ++t) {
+    std::vector<double> all;
+    for (const auto& copy : ready_ms) all.insert(all.end(), copy[t].begin(), copy[t].end());
+    profile.tensor_ready_ms.push_back(std::min(Median(all), profile.step_ms));
+  }
+  const absl::Span<const float> grads = models[0]->grads();
+  profile.gradient.assign(grads.begin(), grads.end());
+  return profile;
+}
+
+absl::StatusOr<std::vector<ChunkCost>> MeasureChunkCosts(const config::RunConfig& config,
+                                                         const JobLayout& layout,
+                                                         absl::Span<const float> gradient,
+                                                         int repetitions) {
+  if (gradient.size() != layout.total_elements) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient has ", gradient.size(),
+                                                   " values, the layout ", layout.total_elements));
+  }
+  std::map<std::string, ChunkCost> measured;
+  std::vector<ChunkCost> costs;
+  for (const ChunkPlan& plan : layout.chunks) {
+    const std::string key = CostKey(layout, plan);
+    auto it = measured.find(key);
+    if (it == measured.end()) {
+      absl::StatusOr<ChunkCost> cost = MeasureChunk(config, layout, plan, gradient, repetitions);
+      if (!cost.ok()) {
+        return absl::Status(cost.status().code(),
+                            absl::StrCat("chunk ", plan.chunk.id, " (", layout.tensor_of(plan).name,
+                                         "): ", cost.status().message()));
+      }
+      it = measured.emplace(key, *std::move(cost)).first;
+    }
+    ChunkCost cost = it->second;
+    cost.tensor = plan.chunk.tensor;
+    cost.shard = plan.chunk.shard;
+    costs.push_back(std::move(cost));
+  }
+  return costs;
+}
+
+}  // namespace tamp::perf

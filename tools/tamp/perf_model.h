@@ -1,0 +1,150 @@
+// Performance model: predicts how long one synchronous step of a job takes on a given link.
+//
+// After Agarwal et al. ("On the Utility of Gradient Compression in Distributed Training
+// Systems", MLSys 2022: a step is compute overlapped with communication, and encode/decode
+// sit on the critical path) and ByteComp (a per-tensor timeline of each step). The model
+// replays one step of the real schedule (worker/trainer.cc, server/shard.cc) as a discrete
+// event simulation of W identical workers and S shards:
+//   - each worker computes backward; when tensor t's gradient is final (ready_ms, measured),
+//     its training thread encodes the tensor's chunks one by one and sends each push as soon
+//     as it is encoded (encode time delays the rest of backward: it runs on that thread);
+//   - messages cross the links of the topology, each first come first served, at the link's
+//     rate capped by the transport's own throughput, plus a fixed latency per message:
+//     kShared, ONE link every message of every process crosses (bench/net/shaped.sh shapes
+//     the loopback all processes use); kHosts, every process on a host of its own behind a
+//     full-duplex link (bench/net/hosts.sh), so a message occupies its sender's uplink and
+//     its receiver's downlink, bytes flowing through both at once;
+//   - a shard decodes each push as it arrives, one at a time; when all W pushes of a chunk
+//     are in (SYNC), it aggregates, runs the optimizer, encodes the update and sends it to
+//     every worker;
+//   - multi-round codecs (powersgd) answer each round; the worker encodes the next round
+//     when its training thread is free (between tensors during backward, or after it);
+//   - after backward, each worker decodes and applies each update as it arrives.
+// The step ends when the last worker has applied its last chunk.
+//
+// The inputs are measured costs (tools/tamp/perf_calibrate.h); this module only combines
+// them, so it is deterministic and cheap. Not modelled: CPU contention between servers and
+// workers beyond what the calibration saw, TCP's fair sharing between connections (the link
+// serves messages whole, in order), and protocol work other than per-message constants.
+#ifndef TAMP_TOOLS_TAMP_PERF_MODEL_H_
+#define TAMP_TOOLS_TAMP_PERF_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tamp::perf {
+
+// Link
+//
+// A link's rate: of the one shared link, or of each host's uplink and downlink alike.
+// bits_per_second 0 means unshaped: no rate limit, only the transport's own throughput.
+struct Link {
+  std::string name;  // As given: "1gbit", "unshaped", ...
+  double bits_per_second = 0;
+};
+
+// Topology
+//
+// Which links a message crosses (see the top of this file).
+enum class Topology { kShared, kHosts };
+
+// ParseTopology()
+//
+// "shared" or "hosts"; INVALID_ARGUMENT naming the text otherwise.
+absl::StatusOr<Topology> ParseTopology(absl::string_view text);
+
+// ParseBandwidth()
+//
+// "1gbit", "10gbit", "500mbit", "100kbit", "2.5gbit", "1000000bit" (tc's decimal units), or
+// "unshaped" / "inf" for no limit. INVALID_ARGUMENT naming the text otherwise.
+absl::StatusOr<Link> ParseBandwidth(absl::string_view text);
+
+// Transport
+//
+// gRPC over loopback TCP: per-message constants and a throughput ceiling (its copies and
+// framing cost CPU, so even an unshaped link has a rate).
+struct Transport {
+  double message_latency_ms = 0;      // Fixed delay of each message (one direction).
+  double message_overhead_bytes = 0;  // Bytes on the link beyond the payload, per message.
+  double max_bytes_per_ms = 0;        // Throughput ceiling; 0: none.
+};
+
+// FittedTransport()
+//
+// The transport on this machine: constants fitted or estimated against measured runs, not
+// measured at model time (docs/perf_model.md says which and how).
+Transport FittedTransport();
+
+// RoundCost
+//
+// One exchange of a chunk's push codec. Single-round codecs have one, whose answer is the
+// update alone (answer_bytes 0, server_round_ms 0).
+struct RoundCost {
+  uint64_t push_bytes = 0;      // Payload one worker sends.
+  double encode_ms = 0;         // Worker: encode (with error feedback) of this round.
+  double server_decode_ms = 0;  // Shard: decode-and-add of one worker's payload.
+  double server_round_ms = 0;   // Shard: finishing a round before the last (multi-round).
+  uint64_t answer_bytes = 0;    // Shard -> each worker: the round's aggregate (multi-round).
+};
+
+// ChunkCost
+//
+// What one chunk costs in one step, per worker where it says so.
+struct ChunkCost {
+  uint32_t tensor = 0;
+  uint32_t shard = 0;
+  std::vector<RoundCost> rounds;  // At least one.
+  double server_update_ms = 0;    // Shard, once all pushes are in: aggregate, optimizer,
+                                  // encode the update (pull codec + its memory).
+  uint64_t pull_bytes = 0;        // The update payload each worker gets.
+  double decode_ms = 0;           // Worker: decode the update (and finish the rounds).
+  double apply_ms = 0;            // Worker: add it into the replica.
+};
+
+// StepInputs
+//
+// compute_ms is forward + backward of one worker; tensor_ready_ms[t] is when tensor t's
+// gradient is final, from the start of the step, in compute time only (no encodes).
+struct StepInputs {
+  int num_workers = 1;
+  int num_shards = 1;
+  double compute_ms = 0;
+  std::vector<double> tensor_ready_ms;
+  std::vector<ChunkCost> chunks;
+  Link link;
+  Topology topology = Topology::kShared;
+  Transport transport;
+};
+
+// StepPrediction
+//
+// The split follows the trainer's STEP event: compute, encode, decode and apply are one
+// worker's own work; wire is the rest of the step, the time it waited on the link and the
+// shards. Bytes are payload bytes of all workers.
+struct StepPrediction {
+  double step_ms = 0;
+  double compute_ms = 0;
+  double encode_ms = 0;
+  double wire_ms = 0;
+  double decode_ms = 0;
+  double apply_ms = 0;
+  double server_ms = 0;     // One shard's busiest work in the step (part of wire).
+  double link_busy_ms = 0;  // Time the busiest link spent sending (part of wire where not
+                            // hidden): the shared link, or one host's uplink or downlink.
+  uint64_t push_bytes = 0;
+  uint64_t pull_bytes = 0;
+};
+
+// PredictStep()
+//
+// Simulates one step. INVALID_ARGUMENT if the inputs are inconsistent (no workers, a chunk
+// naming a tensor or shard that does not exist, a chunk with no rounds, negative costs).
+absl::StatusOr<StepPrediction> PredictStep(const StepInputs& inputs);
+
+}  // namespace tamp::perf
+
+#endif  // TAMP_TOOLS_TAMP_PERF_MODEL_H_

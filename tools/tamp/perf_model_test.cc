@@ -1,0 +1,230 @@
+#include "tools/tamp/perf_model.h"
+
+#include "gtest/gtest.h"
+
+namespace tamp::perf {
+namespace {
+
+TEST(ParseBandwidthTest, ReadsTcUnitsAndUnshaped) {
+  EXPECT_DOUBLE_EQ(ParseBandwidth("1gbit")->bits_per_second, 1e9);
+  EXPECT_DOUBLE_EQ(ParseBandwidth("10gbit")->bits_per_second, 1e10);
+  EXPECT_DOUBLE_EQ(ParseBandwidth("500mbit")->bits_per_second, 5e8);
+  EXPECT_DOUBLE_EQ(ParseBandwidth("2.5gbit")->bits_per_second, 2.5e9);
+  EXPECT_DOUBLE_EQ(ParseBandwidth("100kbit")->bits_per_second, 1e5);
+  EXPECT_DOUBLE_EQ(ParseBandwidth("8000bit")->bits_per_second, 8000);
+  EXPECT_DOUBLE_EQ(ParseBandwidth("unshaped")->bits_per_second, 0);
+  EXPECT_DOUBLE_EQ(ParseBandwidth("inf")->bits_per_second, 0);
+  EXPECT_EQ(ParseBandwidth("10gbit")->name, "10gbit");
+}
+
+TEST(ParseBandwidthTest, RejectsOtherText) {
+  for (const char* bad : {"", "10gbps", "gbit", "0gbit", "-1gbit", "1 gbit", "fast"}) {
+    absl::StatusOr<Link> link = ParseBandwidth(bad);
+    ASSERT_FALSE(link.ok()) << bad;
+    EXPECT_EQ(link.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(link.status().message().find(std::string("\"") + bad + "\""), std::string::npos)
+        << link.status().message();
+  }
+}
+
+// A link of 1000 bytes per ms, no transport limit or latency.
+Link KilobytePerMs() { return Link{"8mbit", 8e6}; }
+
+ChunkCost Chunk(uint32_t tensor, uint64_t push_bytes, uint64_t pull_bytes) {
+  ChunkCost chunk;
+  chunk.tensor = tensor;
+  chunk.rounds = {RoundCost{}};
+  chunk.rounds[0].push_bytes = push_bytes;
+  chunk.pull_bytes = pull_bytes;
+  return chunk;
+}
+
+TEST(PredictStepTest, WireBoundStepIsEveryByteOverTheSharedLink) {
+  StepInputs in;
+  in.num_workers = 2;
+  in.tensor_ready_ms = {0};
+  in.chunks = {Chunk(0, 1000, 1000)};
+  in.link = KilobytePerMs();
+  // Two pushes back to back (2 ms), then two pulls (2 ms).
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->step_ms, 4.0);
+  EXPECT_DOUBLE_EQ(p->wire_ms, 4.0);
+  EXPECT_DOUBLE_EQ(p->link_busy_ms, 4.0);
+  EXPECT_EQ(p->push_bytes, 2000u);
+  EXPECT_EQ(p->pull_bytes, 2000u);
+
+  // Latency and per-message overhead: each of the two hops waits 0.5 ms more, and each
+  // message carries 500 bytes more (0.5 ms on the link).
+  in.transport.message_latency_ms = 0.5;
+  in.transport.message_overhead_bytes = 500;
+  EXPECT_DOUBLE_EQ(PredictStep(in)->step_ms, 4.0 + 2 * 0.5 + 4 * 0.5);
+}
+
+TEST(ParseTopologyTest, ReadsSharedAndHostsOnly) {
+  EXPECT_EQ(*ParseTopology("shared"), Topology::kShared);
+  EXPECT_EQ(*ParseTopology("hosts"), Topology::kHosts);
+  absl::StatusOr<Topology> bad = ParseTopology("rack");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("\"rack\""), std::string::npos) << bad.status().message();
+}
+
+TEST(PredictStepTest, OneServerHostsDownlinkCarriesEveryWorkersPush) {
+  StepInputs in;
+  in.num_workers = 4;
+  in.tensor_ready_ms = {0};
+  in.chunks = {Chunk(0, 1000, 1000)};
+  in.link = KilobytePerMs();
+  in.topology = Topology::kHosts;
+  // The four pushes leave their own uplinks at once but queue on the server's downlink
+  // (4 x 1000 bytes: 4 ms); the server's uplink then sends the update four times (4 ms).
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->step_ms, 8.0);
+  EXPECT_DOUBLE_EQ(p->link_busy_ms, 4.0);  // The server's downlink, and its uplink.
+  EXPECT_EQ(p->push_bytes, 4000u);
+  EXPECT_EQ(p->pull_bytes, 4000u);
+  // One shared link carries the same eight messages: the same step, but twice as busy.
+  in.topology = Topology::kShared;
+  EXPECT_DOUBLE_EQ(PredictStep(in)->step_ms, 8.0);
+  EXPECT_DOUBLE_EQ(PredictStep(in)->link_busy_ms, 8.0);
+}
+
+TEST(PredictStepTest, HostsSpreadPushesAndPullsOverTheServersLinks) {
+  StepInputs in;
+  in.num_workers = 2;
+  in.num_shards = 2;
+  in.tensor_ready_ms = {0};
+  in.chunks = {Chunk(0, 1000, 1000), Chunk(0, 1000, 1000)};
+  in.chunks[1].shard = 1;
+  in.link = KilobytePerMs();
+  in.topology = Topology::kHosts;
+  // Each worker's uplink sends chunk 0 (0-1 ms) then chunk 1 (1-2 ms). Shard 0's downlink
+  // takes worker 0's push at 0-1 and worker 1's at 1-2; shard 1's takes them at 1-2 and
+  // 2-3. Shard 0's uplink sends its update at 2-3 and 3-4; shard 1's at 3-4 and 4-5, which
+  // worker 1's downlink is free to take (it took shard 0's at 3-4): 5 ms, not the 8 ms of
+  // eight messages on one link. Every link carries 2 ms of messages.
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->step_ms, 5.0);
+  EXPECT_DOUBLE_EQ(p->link_busy_ms, 2.0);
+  in.topology = Topology::kShared;
+  EXPECT_DOUBLE_EQ(PredictStep(in)->step_ms, 8.0);
+
+  // Latency is paid once per message whatever its path: push, then pull.
+  in.topology = Topology::kHosts;
+  in.transport.message_latency_ms = 0.5;
+  EXPECT_DOUBLE_EQ(PredictStep(in)->step_ms, 5.0 + 2 * 0.5);
+}
+
+TEST(PredictStepTest, TransportCeilingLimitsAnUnshapedLink) {
+  StepInputs in;
+  in.tensor_ready_ms = {0};
+  in.chunks = {Chunk(0, 1000, 3000)};
+  in.link = Link{"unshaped", 0};
+  EXPECT_DOUBLE_EQ(PredictStep(in)->step_ms, 0.0);
+  in.transport.max_bytes_per_ms = 1000;
+  EXPECT_DOUBLE_EQ(PredictStep(in)->step_ms, 4.0);
+  // A shaped link faster than the ceiling changes nothing.
+  in.link = Link{"10gbit", 1e10};
+  EXPECT_DOUBLE_EQ(PredictStep(in)->step_ms, 4.0);
+}
+
+TEST(PredictStepTest, CommunicationOfEarlyTensorsHidesBehindBackward) {
+  StepInputs in;
+  in.compute_ms = 10;
+  in.tensor_ready_ms = {10, 2};  // Tensor 1 (the last layer) is ready first.
+  in.chunks = {Chunk(0, 1000, 1000), Chunk(1, 1000, 1000)};
+  for (ChunkCost& chunk : in.chunks) {
+    chunk.decode_ms = 0.5;
+    chunk.apply_ms = 0.25;
+  }
+  in.link = KilobytePerMs();
+  // Chunk 1: pushed at 2, answered by 4, applied when backward ends: 10 -> 10.75.
+  // Chunk 0: pushed at 10, answered at 12, applied 12 -> 12.75.
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->step_ms, 12.75);
+  EXPECT_DOUBLE_EQ(p->compute_ms, 10);
+  EXPECT_DOUBLE_EQ(p->decode_ms, 1.0);
+  EXPECT_DOUBLE_EQ(p->apply_ms, 0.5);
+  EXPECT_DOUBLE_EQ(p->wire_ms, 12.75 - 10 - 1.5);
+}
+
+TEST(PredictStepTest, EncodingDelaysTheRestOfBackward) {
+  StepInputs in;
+  in.compute_ms = 10;
+  in.tensor_ready_ms = {10, 2};
+  in.chunks = {Chunk(0, 0, 0), Chunk(1, 0, 0)};
+  in.chunks[0].rounds[0].encode_ms = 1;
+  in.chunks[1].rounds[0].encode_ms = 3;
+  // 2 ms compute, 3 ms encode, 8 ms compute, 1 ms encode.
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->step_ms, 14);
+  EXPECT_DOUBLE_EQ(p->encode_ms, 4);
+  EXPECT_DOUBLE_EQ(p->wire_ms, 0);
+}
+
+TEST(PredictStepTest, ShardAnswersOnceEveryWorkerHasPushed) {
+  StepInputs in;
+  in.num_workers = 2;
+  in.num_shards = 2;
+  in.tensor_ready_ms = {0};
+  in.chunks = {Chunk(0, 0, 0)};
+  in.chunks[0].shard = 1;
+  in.chunks[0].rounds[0].server_decode_ms = 1;
+  in.chunks[0].server_update_ms = 2;
+  // Both pushes arrive at 0; the shard decodes them one after the other, then updates.
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->step_ms, 4);
+  EXPECT_DOUBLE_EQ(p->server_ms, 4);
+}
+
+TEST(PredictStepTest, MultiRoundCodecWaitsForEachRoundsAnswer) {
+  StepInputs in;
+  in.tensor_ready_ms = {0};
+  ChunkCost chunk = Chunk(0, 1000, 1000);
+  chunk.rounds.resize(2);
+  chunk.rounds[0].encode_ms = 1;
+  chunk.rounds[0].server_round_ms = 1;
+  chunk.rounds[0].answer_bytes = 500;
+  chunk.rounds[1].encode_ms = 2;
+  chunk.rounds[1].push_bytes = 1000;
+  in.chunks = {chunk};
+  in.link = KilobytePerMs();
+  // Encode 0-1, push 1-2, round 2-3, answer 3-3.5, encode 3.5-5.5, push -6.5, pull -7.5.
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->step_ms, 7.5);
+  EXPECT_DOUBLE_EQ(p->encode_ms, 3);
+  EXPECT_EQ(p->push_bytes, 2000u);
+  EXPECT_EQ(p->pull_bytes, 1500u);
+}
+
+TEST(PredictStepTest, RejectsInconsistentInputs) {
+  StepInputs in;
+  in.tensor_ready_ms = {0};
+  in.chunks = {Chunk(3, 0, 0)};
+  EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
+  in.chunks = {Chunk(0, 0, 0)};
+  in.chunks[0].shard = 1;
+  EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
+  in.chunks[0].shard = 0;
+  in.chunks[0].rounds.clear();
+  EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
+  in.chunks = {Chunk(0, 0, 0)};
+  in.num_workers = 0;
+  EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
+  in.num_workers = 1;
+  in.chunks[0].decode_ms = -1;
+  EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
+  in.chunks[0].decode_ms = 0;
+  in.tensor_ready_ms = {5};  // After compute_ms (0).
+  EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tamp::perf

@@ -50,6 +50,11 @@ CODECS = [
     ("fp16", 'name: "fp16"', False),
     ("bf16", 'name: "bf16"', False),
 ]
+# Rows that also compress the pull (each shard's update, with the shard's residual), by the
+# name the speed table's config of that name uses (bench/configs/<model>_<name>.pbtxt):
+# name -> (push row it extends, pull codec text). MLP only.
+PULL_ROWS = {"topk1_ef_pulltopk1": ("topk1_ef", 'name: "topk" ratio: 0.01')}
+
 # The rows of the published pattern (top-k + memory matches none; without memory it loses;
 # random-k without memory loses much more): run first, and the only CNN rows by default.
 PATTERN = ["none", "topk1_ef", "topk1_noef", "randomk1_ef", "randomk1_noef"]
@@ -78,11 +83,14 @@ def all_runs():
         memory = "DGC_MOMENTUM" if label.startswith("dgc") else "RESIDUAL"
         rows.append((label + "_ef", codec, memory))
         rows.append((label + "_noef", codec, "NONE"))
+    by_name = {name: (codec, fb) for name, codec, fb in rows}
+    rows += [(name, *by_name[push_row]) for name, (push_row, _) in PULL_ROWS.items()]
     runs = []
     for model in MODELS:
         runs += [(model, name, codec, fb) for name, codec, fb in rows if name in PATTERN]
     for model in MODELS:
-        runs += [(model, name, codec, fb) for name, codec, fb in rows if name not in PATTERN]
+        runs += [(model, name, codec, fb) for name, codec, fb in rows
+                 if name not in PATTERN and (model == "mlp" or name not in PULL_ROWS)]
     return runs
 
 
@@ -110,6 +118,10 @@ def make_config(model, row, codec, feedback, epochs, max_steps, eval_every_steps
     text = replace_once(text, r"push \{[^}]*\}", f"push {{ {codec} }}", "the push codec")
     text = replace_once(text, r"push_feedback \{[^}]*\}", f"push_feedback {{ kind: {feedback} }}",
                         "the push feedback")
+    if row in PULL_ROWS:
+        text = replace_once(text, r"pull \{[^}]*\}",
+                            f"pull {{ {PULL_ROWS[row][1]} }}\n    pull_feedback {{ kind: RESIDUAL }}",
+                            "the pull codec")
     if feedback == "DGC_MOMENTUM":
         # DGC's momentum correction moves the momentum to the workers (as in
         # examples/mlp_fashion_dgc.pbtxt): the servers apply plain SGD.

@@ -201,26 +201,14 @@ config::RunConfig StatefulConfig() {
   });
 }
 
-// What one push was answered with.
-struct Answer {
-  int calls = 0;
-  absl::Status status;
-  std::string update;
-  uint64_t step = 0;
-};
+using ::tamp::testing::Answer;
 
 void Push(Shard& shard, const JobLayout& layout, uint32_t worker, uint64_t step, uint32_t chunk,
           Answer* answer) {
   const std::string payload = testing::EncodePush(
       shard.config(), layout, step, chunk, worker,
       testing::TestGradient(layout.chunks[chunk].chunk.length, step, worker));
-  shard.PushPull(worker, step, chunk, payload,
-                 [answer](absl::Status status, const std::string* update, uint64_t at) {
-                   ++answer->calls;
-                   answer->status = std::move(status);
-                   answer->update = update != nullptr ? *update : "";
-                   answer->step = at;
-                 });
+  shard.PushPull(worker, step, chunk, payload, testing::Record(answer));
 }
 
 // Both workers push every chunk of `shard` for `step`; the answers, by chunk.

@@ -23,8 +23,10 @@
 namespace tamp {
 namespace {
 
+using ::tamp::testing::Answer;
 using ::tamp::testing::DecodePull;
 using ::tamp::testing::EncodePush;
+using ::tamp::testing::RecordRound;
 using ::tamp::testing::TestConfig;
 using ::tamp::testing::TestGradient;
 using ::tamp::testing::TestLayout;
@@ -34,24 +36,6 @@ using Clock = std::chrono::steady_clock;
 constexpr float kLr = 0.5f;  // test_job.h
 constexpr uint32_t kTimeoutMs = 5000;
 
-// What one push's callback was given.
-struct Answer {
-  int calls = 0;
-  absl::Status status;
-  std::string update;
-  uint64_t step = 0;
-};
-
-Shard::RoundDoneCallback Record(Answer* answer) {
-  return [answer](absl::Status status, const Shard::PushAnswer* out) {
-    ++answer->calls;
-    answer->status = std::move(status);
-    if (out != nullptr) {
-      answer->update = *out->update;
-      answer->step = out->step;
-    }
-  };
-}
 
 config::RunConfig TimeoutConfig(uint32_t timeout_ms) {
   return TestConfig([&](config::RunConfig& config) {
@@ -84,7 +68,7 @@ class ShardFailureTest : public ::testing::Test {
     const std::vector<float> gradient = TestGradient(Length(chunk), step, worker);
     shard_->PushPullRound(worker, step, 0, chunk,
                           EncodePush(config_, layout_, step, chunk, worker, gradient),
-                          Record(answer));
+                          RecordRound(answer));
   }
 
   // Past the timeout of a barrier that started now (ms later).

@@ -21,8 +21,10 @@
 namespace tamp {
 namespace {
 
+using ::tamp::testing::Answer;
 using ::tamp::testing::DecodePull;
 using ::tamp::testing::EncodePush;
+using ::tamp::testing::Record;
 using ::tamp::testing::TestConfig;
 using ::tamp::testing::TestGradient;
 using ::tamp::testing::TestLayout;
@@ -30,22 +32,6 @@ using ::testing::HasSubstr;
 
 constexpr float kLr = 0.5f;
 
-// What one PushPull's callback was given.
-struct Answer {
-  int calls = 0;
-  absl::Status status;
-  std::string update;
-  uint64_t step = 0;
-};
-
-Shard::DoneCallback Record(Answer* answer) {
-  return [answer](absl::Status status, const std::string* update, uint64_t step) {
-    ++answer->calls;
-    answer->status = std::move(status);
-    answer->update = update != nullptr ? *update : "";
-    answer->step = step;
-  };
-}
 
 // Counts down to zero once; Wait() blocks until then. On std::mutex rather than
 // absl::BlockingCounter so that ThreadSanitizer (Debian's Abseil is uninstrumented) sees it.

@@ -16,26 +16,14 @@
 namespace tamp {
 namespace {
 
+using ::tamp::testing::Answer;
+using ::tamp::testing::Record;
 using ::tamp::testing::TestConfig;
 using ::tamp::testing::TestGradient;
 using ::tamp::testing::TestLayout;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kStepsPerEpoch = 2;
-
-struct Answer {
-  int calls = 0;
-  absl::Status status;
-  uint64_t step = 0;
-};
-
-Shard::DoneCallback Record(Answer* answer) {
-  return [answer](absl::Status status, const std::string*, uint64_t step) {
-    ++answer->calls;
-    answer->status = std::move(status);
-    answer->step = step;
-  };
-}
 
 // The test job with push topk ratio 0.001 (k = 1 of 784) and 2 epochs of warm-up at 0.25
 // and 0.0625.

@@ -4,6 +4,7 @@
 #define TAMP_SERVER_TEST_JOB_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config.h"
@@ -11,6 +12,7 @@
 #include "compress/registry.h"
 #include "glog/logging.h"
 #include "proto/config.pb.h"
+#include "server/shard.h"
 
 namespace tamp::testing {
 
@@ -77,6 +79,38 @@ inline std::vector<float> TestGradient(size_t n, uint64_t step, uint32_t worker)
     g[i] = static_cast<float>(static_cast<int>((i * 7 + step * 13 + worker * 29) % 41) - 20) / 64;
   }
   return g;
+}
+
+// What one push's callback was given (slowest_pushes only from a RoundDoneCallback).
+struct Answer {
+  int calls = 0;
+  absl::Status status;
+  std::string update;
+  uint64_t step = 0;
+  uint64_t slowest_pushes = 0;
+};
+
+// A Shard::DoneCallback that records into *answer.
+inline Shard::DoneCallback Record(Answer* answer) {
+  return [answer](absl::Status status, const std::string* update, uint64_t step) {
+    ++answer->calls;
+    answer->status = std::move(status);
+    answer->update = update != nullptr ? *update : "";
+    answer->step = step;
+  };
+}
+
+// A Shard::RoundDoneCallback that records into *answer.
+inline Shard::RoundDoneCallback RecordRound(Answer* answer) {
+  return [answer](absl::Status status, const Shard::PushAnswer* out) {
+    ++answer->calls;
+    answer->status = std::move(status);
+    if (out != nullptr) {
+      answer->update = *out->update;
+      answer->step = out->step;
+      answer->slowest_pushes = out->slowest_pushes;
+    }
+  };
 }
 
 }  // namespace tamp::testing

@@ -35,6 +35,7 @@
 #include "common/job_layout.h"
 #include "common/security.h"
 #include "common/placement.h"
+#include "common/placement_flags.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -49,15 +50,6 @@ ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int32_t, port, 0, "Port to listen on; 0 lets the system pick a free one.");
 ABSL_FLAG(std::string, port_file, "",
           "Once listening, write \"<port>\\n\" to this file, atomically (for launchers).");
-ABSL_FLAG(std::string, placement, "auto",
-          "Where rank and listen address come from: flags (--rank, --host, --port), slurm "
-          "(SLURM_PROCID etc.), kubernetes (StatefulSet pod ordinal), or auto (slurm under "
-          "srun, kubernetes in a pod, else flags). See common/placement.h.");
-ABSL_FLAG(uint32_t, base_port, 29500,
-          "Slurm: shard i listens on base_port + i. Kubernetes: every shard listens on it.");
-ABSL_FLAG(std::string, k8s_statefulset, "tamp-server", "Kubernetes: the servers' StatefulSet.");
-ABSL_FLAG(std::string, k8s_service, "tamp-server",
-          "Kubernetes: the headless Service in front of that StatefulSet.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Where this shard's checkpoint lives, in place of the config's checkpoint.dir (only "
           "with a checkpoint block in the config).");
@@ -114,15 +106,9 @@ absl::StatusOr<Setup> Configure() {
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required");
   TAMP_ASSIGN_OR_RETURN(setup.config, LoadConfigFile(config_path));
   TAMP_ASSIGN_OR_RETURN(setup.layout, BuildJobLayout(setup.config));
-  PlacementRequest request;
-  request.role = Role::kServer;
-  TAMP_ASSIGN_OR_RETURN(request.source, ParsePlacementSource(absl::GetFlag(FLAGS_placement)));
-  request.num_servers = setup.config.cluster().num_servers();
-  request.num_workers = setup.config.cluster().num_workers();
-  request.flag_rank = absl::GetFlag(FLAGS_rank);
-  request.base_port = absl::GetFlag(FLAGS_base_port);
-  request.k8s_statefulset = absl::GetFlag(FLAGS_k8s_statefulset);
-  request.k8s_service = absl::GetFlag(FLAGS_k8s_service);
+  TAMP_ASSIGN_OR_RETURN(const PlacementRequest request,
+                        PlacementRequestFromFlags(Role::kServer, setup.config.cluster(),
+                                                  absl::GetFlag(FLAGS_rank), {}));
   absl::StatusOr<Placement> placement = ResolvePlacement(request, ProcessEnv());
   if (!placement.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(config_path, ": ", placement.status().message()));

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cblas.h>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/placement.h"
+#include "common/placement_flags.h"
 #include "common/config.h"
 #include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
@@ -27,15 +29,6 @@ ABSL_FLAG(uint32_t, rank, 0, "This worker's rank in [0, cluster.num_workers).");
 ABSL_FLAG(std::string, servers, "",
           "Comma-separated host:port of every shard, in shard order. Default: "
           "cluster.server_addresses from the config.");
-ABSL_FLAG(std::string, placement, "auto",
-          "Where rank and server addresses come from: flags (--rank, --servers), slurm "
-          "(SLURM_PROCID etc.), kubernetes (JOB_COMPLETION_INDEX and the servers' "
-          "StatefulSet), or auto (slurm under srun, kubernetes in a pod, else flags).");
-ABSL_FLAG(uint32_t, base_port, 29500,
-          "Slurm: shard i listens on base_port + i. Kubernetes: every shard listens on it.");
-ABSL_FLAG(std::string, k8s_statefulset, "tamp-server", "Kubernetes: the servers' StatefulSet.");
-ABSL_FLAG(std::string, k8s_service, "tamp-server",
-          "Kubernetes: the headless Service in front of that StatefulSet.");
 ABSL_FLAG(bool, check, false,
           "Load and validate CONFIG, resolve the placement, print it and exit without training.");
 ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads for this worker's GEMMs.");
@@ -84,29 +77,21 @@ int main(int argc, char** argv) {
     std::cerr << "tamp_worker: " << config.status().message() << "\n";
     return kUsageError;
   }
-  tamp::PlacementRequest request;
-  request.role = tamp::Role::kWorker;
-  absl::StatusOr<tamp::PlacementSource> source =
-      tamp::ParsePlacementSource(absl::GetFlag(FLAGS_placement));
-  if (!source.ok()) {
-    std::cerr << "tamp_worker: " << source.status().message() << "\n";
+  const std::string servers_flag = absl::GetFlag(FLAGS_servers);
+  std::vector<std::string> flag_servers;
+  if (!servers_flag.empty()) {
+    flag_servers = absl::StrSplit(servers_flag, ',');
+  } else {
+    flag_servers.assign(config->cluster().server_addresses().begin(),
+                        config->cluster().server_addresses().end());
+  }
+  absl::StatusOr<tamp::PlacementRequest> request = tamp::PlacementRequestFromFlags(
+      tamp::Role::kWorker, config->cluster(), absl::GetFlag(FLAGS_rank), std::move(flag_servers));
+  if (!request.ok()) {
+    std::cerr << "tamp_worker: " << request.status().message() << "\n";
     return kUsageError;
   }
-  request.source = *source;
-  request.num_servers = config->cluster().num_servers();
-  request.num_workers = config->cluster().num_workers();
-  request.flag_rank = absl::GetFlag(FLAGS_rank);
-  const std::string servers_flag = absl::GetFlag(FLAGS_servers);
-  if (!servers_flag.empty()) {
-    request.flag_servers = absl::StrSplit(servers_flag, ',');
-  } else {
-    request.flag_servers.assign(config->cluster().server_addresses().begin(),
-                                config->cluster().server_addresses().end());
-  }
-  request.base_port = absl::GetFlag(FLAGS_base_port);
-  request.k8s_statefulset = absl::GetFlag(FLAGS_k8s_statefulset);
-  request.k8s_service = absl::GetFlag(FLAGS_k8s_service);
-  absl::StatusOr<tamp::Placement> placement = tamp::ResolvePlacement(request, tamp::ProcessEnv());
+  absl::StatusOr<tamp::Placement> placement = tamp::ResolvePlacement(*request, tamp::ProcessEnv());
   if (!placement.ok()) {
     std::cerr << "tamp_worker: " << config_path << ": " << placement.status().message() << "\n";
     return kUsageError;

@@ -31,16 +31,8 @@ expect_no_leftover_processes
 echo "ok: 2x2 job over mutual TLS with the job token"
 
 # Servers started by hand with config $config, for workers with other configs.
-for rank in 0 1; do
-  "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$WORK/port$rank" \
-    2> "$WORK/server$rank.log" &
-  STARTED_PIDS+=($!)
-done
-for rank in 0 1; do
-  for _ in $(seq 100); do [ -s "$WORK/port$rank" ] && break; sleep 0.1; done
-  [ -s "$WORK/port$rank" ] || { cat "$WORK/server$rank.log" >&2; fail "server $rank did not start"; }
-done
-servers="127.0.0.1:$(cat "$WORK/port0"),127.0.0.1:$(cat "$WORK/port1")"
+start_servers "$WORK" "$config" 2
+servers=$SERVERS
 
 # expect_worker_failure NAME CONFIG NEEDLE: worker 0 with CONFIG must fail, printing NEEDLE.
 expect_worker_failure() {

@@ -91,6 +91,25 @@ finish_test() {
 }
 trap finish_test EXIT
 
+# start_servers DIR CONFIG N: starts servers 0..N-1 of CONFIG on free loopback ports (logs
+# DIR/server<rank>.log, ports DIR/port<rank>), waits until each listens, and sets SERVERS to
+# their comma-separated host:port list. They die with the test.
+start_servers() {
+  local dir=$1 config=$2 count=$3 rank
+  for ((rank = 0; rank < count; rank++)); do
+    "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$dir/port$rank" \
+      2> "$dir/server$rank.log" &
+    STARTED_PIDS+=($!)
+  done
+  SERVERS=""
+  for ((rank = 0; rank < count; rank++)); do
+    for _ in $(seq 100); do [ -s "$dir/port$rank" ] && break; sleep 0.1; done
+    [ -s "$dir/port$rank" ] ||
+      { cat "$dir/server$rank.log" >&2; fail "$(basename "$dir"): server $rank did not start"; }
+    SERVERS="$SERVERS${SERVERS:+,}127.0.0.1:$(cat "$dir/port$rank")"
+  done
+}
+
 # run_processes DIR CONFIG: starts 2 tamp_server and 2 tamp_worker processes for CONFIG (a
 # job of 2 servers and 2 workers), waits for the workers and fails unless both end with
 # bit-identical weights. Leaves in DIR the workers' JSON events (events0, events1), their
@@ -99,16 +118,8 @@ run_processes() {
   local dir=$1 config=$2 name
   name=$(basename "$dir")
   mkdir -p "$dir"
-  for rank in 0 1; do
-    "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$dir/port$rank" \
-      2> "$dir/server$rank.log" &
-    STARTED_PIDS+=($!)
-  done
-  for rank in 0 1; do
-    for _ in $(seq 100); do [ -s "$dir/port$rank" ] && break; sleep 0.1; done
-    [ -s "$dir/port$rank" ] || { cat "$dir/server$rank.log" >&2; fail "$name: server $rank did not start"; }
-  done
-  local servers="127.0.0.1:$(cat "$dir/port0"),127.0.0.1:$(cat "$dir/port1")"
+  start_servers "$dir" "$config" 2
+  local servers=$SERVERS
   local worker_pids=()
   for rank in 0 1; do
     "$WORKER_BIN" --config="$config" --rank=$rank --servers="$servers" \

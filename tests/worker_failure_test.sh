@@ -18,17 +18,8 @@ write_config "$config" servers=2 workers=3 consistency="worker_timeout_ms: 1000"
 sed -i 's/epochs: 2 /epochs: 50 /' "$config"
 total_steps=2100
 
-servers=""
-for rank in 0 1; do
-  "$SERVER_BIN" --config="$config" --rank=$rank --port=0 --port_file="$dir/port$rank" \
-    2> "$dir/server$rank.log" &
-  STARTED_PIDS+=($!)
-done
-for rank in 0 1; do
-  for _ in $(seq 100); do [ -s "$dir/port$rank" ] && break; sleep 0.1; done
-  [ -s "$dir/port$rank" ] || { cat "$dir/server$rank.log" >&2; fail "server $rank did not start"; }
-  servers="$servers${servers:+,}127.0.0.1:$(cat "$dir/port$rank")"
-done
+start_servers "$dir" "$config" 2
+servers=$SERVERS
 # dropped_by_both RANK: both servers logged dropping worker RANK (each decides alone).
 dropped_by_both() {
   grep -q "dropped worker $1 from the barrier" "$dir/server0.log" &&

@@ -18,34 +18,14 @@ usage() {
 [ $# -ge 2 ] || usage
 action=$1
 
+source "$(dirname "$0")/tc_shape.sh"
+
 addr() { echo "10.77.0.$(($1 + 1))"; }
 
 need_root() {
   [ "$(id -u)" -eq 0 ] || { echo "$0: needs root for network namespaces and tc" >&2; exit 77; }
   command -v ip >/dev/null && command -v tc >/dev/null ||
     { echo "$0: 'ip' and 'tc' are needed: install iproute2" >&2; exit 77; }
-}
-
-# Token-bucket size for RATE: 2 ms of traffic at the rate, and at least 128 KiB (two
-# loopback-MTU packets), so the shaper itself does not hold a fast link below its rate.
-burst_bytes() {
-  awk -v rate="$1" 'BEGIN {
-    n = rate + 0; unit = rate; sub(/^[0-9.]+/, "", unit)
-    scale = (unit == "gbit") ? 1e9 : (unit == "mbit") ? 1e6 : (unit == "kbit") ? 1e3 : 1
-    b = n * scale * 0.002 / 8; if (b < 131072) b = 131072
-    printf "%d", b
-  }'
-}
-
-shape() {  # shape NETNS DEV RATE DELAY_MS
-  local ns=$1 dev=$2 rate=$3 delay=$4
-  if [ "$rate" != "unshaped" ]; then
-    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$(burst_bytes "$rate")" latency 100ms
-    [ "$delay" -gt 0 ] && ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "${delay}ms"
-  elif [ "$delay" -gt 0 ]; then
-    ip netns exec "$ns" tc qdisc add dev "$dev" root netem delay "${delay}ms"
-  fi
-  return 0
 }
 
 case "$action" in
@@ -60,8 +40,7 @@ case "$action" in
     if [ "${1:-}" = "--delay" ]; then delay=${2:?--delay needs milliseconds}; fi
     [[ "$count" =~ ^[0-9]+$ ]] && [ "$count" -ge 1 ] && [ "$count" -le 200 ] ||
       { echo "$0: N must be in [1, 200], got '$count'" >&2; exit 2; }
-    [[ "$rate" == unshaped || "$rate" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] ||
-      { echo "$0: RATE must look like 1gbit, 10gbit, 500mbit or be 'unshaped', got '$rate'" >&2; exit 2; }
+    check_rate "$rate"
     [[ "$delay" =~ ^[0-9]+$ ]] || { echo "$0: --delay must be whole milliseconds" >&2; exit 2; }
     [ ${#name} -le 8 ] || { echo "$0: NAME must be at most 8 characters (interface names)" >&2; exit 2; }
     sw="$name-sw"

@@ -30,33 +30,13 @@ fi
 for tool in ip tc; do
   command -v "$tool" >/dev/null || { echo "$0: '$tool' not found: install iproute2" >&2; exit 77; }
 done
-if [ "$rate" != "unshaped" ] && ! [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]]; then
-  echo "$0: RATE must look like 1gbit, 10gbit, 500mbit or be 'unshaped', got '$rate'" >&2
-  exit 2
-fi
+source "$(dirname "$0")/tc_shape.sh"
+check_rate "$rate"
 [[ "$delay_ms" =~ ^[0-9]+$ ]] || { echo "$0: --delay must be whole milliseconds, got '$delay_ms'" >&2; exit 2; }
-
-# Token-bucket size for RATE: 2 ms of traffic at the rate, and at least 128 KiB (two
-# loopback-MTU packets), so the shaper itself does not hold a fast link below its rate.
-burst_bytes() {
-  awk -v rate="$1" 'BEGIN {
-    n = rate + 0; unit = rate; sub(/^[0-9.]+/, "", unit)
-    scale = (unit == "gbit") ? 1e9 : (unit == "mbit") ? 1e6 : (unit == "kbit") ? 1e3 : 1
-    b = n * scale * 0.002 / 8; if (b < 131072) b = 131072
-    printf "%d", b
-  }'
-}
 
 ns="tamp-shaped-$$"
 ip netns add "$ns"
 trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
 ip netns exec "$ns" ip link set lo up
-if [ "$rate" != "unshaped" ]; then
-  ip netns exec "$ns" tc qdisc add dev lo root handle 1: tbf rate "$rate" burst "$(burst_bytes "$rate")" latency 100ms
-  if [ "$delay_ms" -gt 0 ]; then
-    ip netns exec "$ns" tc qdisc add dev lo parent 1:1 handle 10: netem delay "${delay_ms}ms"
-  fi
-elif [ "$delay_ms" -gt 0 ]; then
-  ip netns exec "$ns" tc qdisc add dev lo root netem delay "${delay_ms}ms"
-fi
+shape "$ns" lo "$rate" "$delay_ms"
 ip netns exec "$ns" "$@"

@@ -86,6 +86,11 @@ absl::Status Codec::FinishRounds(absl::string_view /*final_answer*/, const Rando
   return OneRound(id(), "FinishRounds");
 }
 
+absl::StatusOr<bool> Codec::DecodeSparse(absl::string_view /*payload*/, const RandomKey& /*key*/,
+                                         SparseEntries* /*entries*/) const {
+  return false;
+}
+
 absl::Status Codec::DecodeAddRound(int /*round*/, absl::string_view /*payload*/,
                                    const RandomKey& /*key*/,
                                    absl::Span<float> /*accumulator*/) const {

@@ -26,8 +26,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/philox.h"
@@ -59,6 +61,15 @@ enum class CodecId : uint8_t {
 // The registry name of a wire id ("none", "topk", ...), or "unknown" for a byte that is no
 // CodecId (payloads are untrusted, so error messages may meet any value).
 absl::string_view CodecName(CodecId id);
+
+// SparseEntries
+//
+// A decoded chunk that is zero except at `indices` (strictly ascending, each < the chunk's
+// size), where it holds `values` (one per index; a value may itself be zero).
+struct SparseEntries {
+  std::vector<size_t> indices;
+  std::vector<float> values;
+};
 
 class Codec {
  public:
@@ -96,6 +107,16 @@ class Codec {
   // override it to scatter-add directly.
   virtual absl::Status DecodeAdd(absl::string_view payload, const RandomKey& key,
                                  absl::Span<float> accumulator) const;
+
+  // Codec::DecodeSparse()
+  //
+  // For codecs whose payload names the entries it carries (topk, dgc, threshold): decode(payload)
+  // as those entries, in O(k) where Decode() writes all size() values; returns true. Error
+  // feedback and the shard's checked aggregation use it to touch k entries instead of the chunk.
+  // Returns false, reading nothing, for every other codec (the default): callers then Decode().
+  // A bad payload is an error, as with Decode(); *entries is then unspecified.
+  virtual absl::StatusOr<bool> DecodeSparse(absl::string_view payload, const RandomKey& key,
+                                            SparseEntries* entries) const;
 
   // Codec::FinishAggregate()
   //

@@ -101,9 +101,20 @@ absl::Status ErrorFeedback::CompressResidual(Codec& codec, absl::Span<const floa
   for (size_t i = 0; i < input.size(); ++i) compensated_[i] = input[i] + residual_[i];
   TAMP_RETURN_IF_ERROR(codec.Encode(compensated_, key, payload));
   // Decoding our own payload is what the receiver will do, so the residual holds exactly
-  // what it will not see.
+  // what it will not see: s * (c - decode(payload)). s = 1 multiplies exactly, so the
+  // default keeps the unscaled identity bit for bit.
+  TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(*payload, key, &sent_));
+  if (sparse) {
+    // decode(payload) is zero outside the sent entries: s * (c - 0) there, which skips the
+    // dense decode and its pass (c - 0 == c, bit for bit), then the k sent entries.
+    for (size_t i = 0; i < residual_.size(); ++i) residual_[i] = scale_ * compensated_[i];
+    for (size_t j = 0; j < sent_.indices.size(); ++j) {
+      const size_t i = sent_.indices[j];
+      residual_[i] = scale_ * (compensated_[i] - sent_.values[j]);
+    }
+    return absl::OkStatus();
+  }
   TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, absl::MakeSpan(decoded_)));
-  // s = 1 multiplies exactly, so the default keeps the unscaled identity bit for bit.
   for (size_t i = 0; i < residual_.size(); ++i) {
     residual_[i] = scale_ * (compensated_[i] - decoded_[i]);
   }
@@ -114,18 +125,44 @@ absl::Status ErrorFeedback::CompressDgcMomentum(Codec& codec, absl::Span<const f
                                                 const RandomKey& key, std::string* payload) {
   CHECK_EQ(input.size(), residual_.size());
   CHECK_EQ(codec.size(), residual_.size());
-  // The new v goes to scratch, and u and v change only once the codec has succeeded.
-  for (size_t i = 0; i < input.size(); ++i) {
-    compensated_[i] = residual_[i] + NextVelocity(momentum_, velocity_[i], input[i]);
-  }
+  // The new u and v go to scratch, and u and v change only once the codec has succeeded.
+  CompensateDgcMomentum(input);
   TAMP_RETURN_IF_ERROR(codec.Encode(compensated_, key, payload));
-  TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, absl::MakeSpan(decoded_)));
-  for (size_t i = 0; i < residual_.size(); ++i) {
-    const bool sent = decoded_[i] != 0.0f;  // NaN counts as sent.
-    velocity_[i] = sent ? 0.0f : NextVelocity(momentum_, velocity_[i], input[i]);
-    residual_[i] = sent ? 0.0f : compensated_[i];
+  TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(*payload, key, &sent_));
+  if (!sparse) {
+    TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, absl::MakeSpan(decoded_)));
+    MaskSentDgcMomentum();
+    return absl::OkStatus();
+  }
+  // Entries outside the payload were not sent: u and v keep their new values there. The
+  // factor masking then clears the k sent entries (as MaskSentDgcMomentum() would).
+  std::copy(next_velocity_.begin(), next_velocity_.end(), velocity_.begin());
+  std::copy(compensated_.begin(), compensated_.end(), residual_.begin());
+  for (size_t j = 0; j < sent_.indices.size(); ++j) {
+    if (sent_.values[j] != 0.0f) {  // NaN counts as sent.
+      velocity_[sent_.indices[j]] = 0.0f;
+      residual_[sent_.indices[j]] = 0.0f;
+    }
   }
   return absl::OkStatus();
+}
+
+void ErrorFeedback::CompensateDgcMomentum(absl::Span<const float> input) {
+  CHECK_EQ(input.size(), residual_.size());
+  next_velocity_.resize(input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    next_velocity_[i] = NextVelocity(momentum_, velocity_[i], input[i]);
+    compensated_[i] = residual_[i] + next_velocity_[i];
+  }
+}
+
+void ErrorFeedback::MaskSentDgcMomentum() {
+  CHECK_EQ(next_velocity_.size(), residual_.size()) << "no CompensateDgcMomentum() before";
+  for (size_t i = 0; i < residual_.size(); ++i) {
+    const bool sent = decoded_[i] != 0.0f;  // NaN counts as sent.
+    velocity_[i] = sent ? 0.0f : next_velocity_[i];
+    residual_[i] = sent ? 0.0f : compensated_[i];
+  }
 }
 
 absl::Status ErrorFeedback::BeginRounds(Codec& codec, absl::Span<const float> input,
@@ -140,12 +177,7 @@ absl::Status ErrorFeedback::BeginRounds(Codec& codec, absl::Span<const float> in
       for (size_t i = 0; i < input.size(); ++i) compensated_[i] = input[i] + residual_[i];
       return codec.EncodeRound(0, compensated_, {}, key, payload);
     case config::ErrorFeedback::DGC_MOMENTUM:
-      CHECK_EQ(input.size(), residual_.size());
-      next_velocity_.resize(input.size());
-      for (size_t i = 0; i < input.size(); ++i) {
-        next_velocity_[i] = NextVelocity(momentum_, velocity_[i], input[i]);
-        compensated_[i] = residual_[i] + next_velocity_[i];
-      }
+      CompensateDgcMomentum(input);
       return codec.EncodeRound(0, compensated_, {}, key, payload);
     default:
       return codec.EncodeRound(0, input, {}, key, payload);
@@ -168,12 +200,7 @@ absl::Status ErrorFeedback::FinishRounds(Codec& codec, absl::string_view final_a
       return absl::OkStatus();
     case config::ErrorFeedback::DGC_MOMENTUM:
       TAMP_RETURN_IF_ERROR(codec.FinishRounds(final_answer, key, absl::MakeSpan(decoded_)));
-      CHECK_EQ(next_velocity_.size(), residual_.size()) << "FinishRounds() without BeginRounds()";
-      for (size_t i = 0; i < residual_.size(); ++i) {
-        const bool sent = decoded_[i] != 0.0f;  // NaN counts as sent.
-        velocity_[i] = sent ? 0.0f : next_velocity_[i];
-        residual_[i] = sent ? 0.0f : compensated_[i];
-      }
+      MaskSentDgcMomentum();
       return absl::OkStatus();
     default:
       return codec.FinishRounds(final_answer, key, {});

@@ -125,6 +125,12 @@ class ErrorFeedback {
                                 const RandomKey& key, std::string* payload);
   absl::Status CompressDgcMomentum(Codec& codec, absl::Span<const float> input,
                                    const RandomKey& key, std::string* payload);
+  // DGC_MOMENTUM: the new u into next_velocity_ and the new v (what is encoded) into
+  // compensated_; u and v themselves unchanged.
+  void CompensateDgcMomentum(absl::Span<const float> input);
+  // DGC_MOMENTUM, once decoded_ holds decode(payload): u and v take their new values, zeroed
+  // where an entry was sent (momentum factor masking).
+  void MaskSentDgcMomentum();
 
   const config::ErrorFeedback::Kind kind_;
   const float scale_;     // RESIDUAL.
@@ -133,7 +139,8 @@ class ErrorFeedback {
   std::vector<float> velocity_;     // DGC_MOMENTUM: u.
   std::vector<float> compensated_;  // Scratch: what is encoded (c, or the new v).
   std::vector<float> decoded_;      // Scratch: decode(payload).
-  std::vector<float> next_velocity_;  // DGC_MOMENTUM, multi-round: the new u, until FinishRounds.
+  std::vector<float> next_velocity_;  // DGC_MOMENTUM: the new u, until the payload is decoded.
+  SparseEntries sent_;                // Scratch: DecodeSparse(payload), for sparse codecs.
 };
 
 }  // namespace tamp::compress

@@ -1,5 +1,6 @@
 #include "compress/error_feedback.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -298,4 +299,56 @@ TEST(ErrorFeedbackTest, DgcMaskingZeroesExactlyTheSentPositions) {
 }
 
 }  // namespace
+// A codec that hides its inner codec's DecodeSparse(), so error feedback takes the dense
+// path (Decode(), then a pass over the chunk) with the very same payloads.
+class DenseOnly final : public Codec {
+ public:
+  explicit DenseOnly(Codec& inner) : Codec(inner.size()), inner_(inner) {}
+  CodecId id() const override { return inner_.id(); }
+  size_t MaxPayloadBytes() const override { return inner_.MaxPayloadBytes(); }
+  absl::Status Encode(absl::Span<const float> input, const RandomKey& key,
+                      std::string* payload) override {
+    return inner_.Encode(input, key, payload);
+  }
+  absl::Status Decode(absl::string_view payload, const RandomKey& key,
+                      absl::Span<float> out) const override {
+    return inner_.Decode(payload, key, out);
+  }
+
+ private:
+  Codec& inner_;
+};
+
+// The sparse path (DecodeSparse, then the k sent entries) leaves the memory bit-identical to
+// the dense path, for each kind of feedback, with fp32 and fp16 values (where c - decoded is
+// not zero at the sent entries) and a residual scale.
+TEST(ErrorFeedbackTest, SparseAndDensePathsKeepBitIdenticalMemories) {
+  const size_t n = 2000;
+  config::ErrorFeedback scaled = Spec(config::ErrorFeedback::RESIDUAL);
+  scaled.set_scale(0.5f);
+  for (const config::ErrorFeedback& spec :
+       {Spec(config::ErrorFeedback::RESIDUAL), scaled, Spec(config::ErrorFeedback::DGC_MOMENTUM)}) {
+    for (const ValueFormat values : {ValueFormat::kFp32, ValueFormat::kFp16}) {
+      TopKCodec sparse_codec(n, 30, values), inner(n, 30, values);
+      DenseOnly dense_codec(inner);
+      auto sparse = Make(spec, n), dense = Make(spec, n);
+      std::mt19937 rng(5);
+      std::normal_distribution<float> normal;
+      std::vector<float> g(n);
+      std::string sparse_payload, dense_payload;
+      for (int step = 0; step < 8; ++step) {
+        for (float& x : g) x = normal(rng);
+        // Step 0 has 10 non-zeros for k = 30, so top-k sends zeros too: DGC must not count
+        // them as sent (mask them) on either path.
+        if (step == 0) std::fill(g.begin() + 10, g.end(), 0.0f);
+        ASSERT_TRUE(sparse->Compress(sparse_codec, g, {}, &sparse_payload).ok());
+        ASSERT_TRUE(dense->Compress(dense_codec, g, {}, &dense_payload).ok());
+        ASSERT_EQ(sparse_payload, dense_payload) << "step " << step;
+        EXPECT_EQ(Vec(sparse->residual()), Vec(dense->residual())) << "step " << step;
+        EXPECT_EQ(Vec(sparse->velocity()), Vec(dense->velocity())) << "step " << step;
+      }
+    }
+  }
+}
+
 }  // namespace tamp::compress

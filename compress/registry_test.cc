@@ -1,6 +1,8 @@
 #include "compress/registry.h"
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
@@ -134,6 +136,49 @@ TEST(RegistryExampleTest, EveryCodecHasAValidExampleThatCreatesACodec) {
     ASSERT_TRUE(codec.ok()) << info.name << ": " << codec.status();
     EXPECT_EQ((*codec)->id(), info.id);
   }
+}
+
+// DecodeSparse() is an exact, O(k) form of Decode() for the codecs whose payload names its
+// entries, and declines (false) for every other codec.
+TEST(RegistryExampleTest, DecodeSparseMatchesDecodeOrDeclines) {
+  const size_t n = 1000;
+  std::vector<float> input(n);
+  for (size_t i = 0; i < n; ++i) input[i] = std::sin(0.37f * i) * (1.0f + i % 7);
+  std::vector<std::string> sparse_codecs;
+  for (const CodecInfo& info : ListCodecs()) {
+    config::Codec with_fp16 = info.example;
+    with_fp16.set_fp16_values(true);
+    std::vector<config::Codec> specs = {info.example};
+    if (ValidateCodecSpec(with_fp16, kPath).ok()) specs.push_back(with_fp16);
+    for (const config::Codec& spec : specs) {
+      const bool fp16 = spec.fp16_values();
+      auto codec = *CreateCodec(spec, n);
+      if (codec->rounds() != 1) continue;  // powersgd: its rounds are decoded otherwise.
+      const RandomKey key{.seed = 3, .step = 1, .chunk = 2, .worker = 0};
+      std::string payload;
+      ASSERT_TRUE(codec->Encode(input, key, &payload).ok()) << info.name;
+      SparseEntries entries;
+      absl::StatusOr<bool> sparse = codec->DecodeSparse(payload, key, &entries);
+      ASSERT_TRUE(sparse.ok()) << info.name << ": " << sparse.status();
+      if (!*sparse) continue;
+      if (!fp16) sparse_codecs.push_back(info.name);
+      std::vector<float> dense(n), from_entries(n, 0.0f);
+      ASSERT_TRUE(codec->Decode(payload, key, absl::MakeSpan(dense)).ok());
+      ASSERT_EQ(entries.values.size(), entries.indices.size()) << info.name;
+      for (size_t j = 0; j < entries.indices.size(); ++j) {
+        ASSERT_LT(entries.indices[j], n) << info.name;
+        if (j > 0) ASSERT_GT(entries.indices[j], entries.indices[j - 1]) << info.name;
+        from_entries[entries.indices[j]] = entries.values[j];
+      }
+      EXPECT_EQ(from_entries, dense) << info.name << (fp16 ? " fp16_values" : "");
+      // A damaged payload is refused as Decode() refuses it.
+      const std::string truncated = payload.substr(0, payload.size() - 1);
+      EXPECT_EQ(codec->DecodeSparse(truncated, key, &entries).status().code(),
+                absl::StatusCode::kInvalidArgument)
+          << info.name;
+    }
+  }
+  EXPECT_THAT(sparse_codecs, ElementsAre("topk", "dgc", "threshold"));
 }
 
 }  // namespace

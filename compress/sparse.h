@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/philox.h"
+#include "compress/codec.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress {
@@ -164,6 +165,12 @@ struct IndexedValues {
 //   "topk payload body is 8 bytes, expected 9 (k = 2, 3 bits per index)"
 absl::StatusOr<IndexedValues> ParseIndexedValues(absl::string_view body, size_t k, size_t n,
                                                  ValueFormat format, absl::string_view codec);
+
+// ToSparseEntries()
+//
+// The checked `parsed` body (its k values in `format`) as SparseEntries: what
+// Codec::DecodeSparse() returns for the codecs built on ParseIndexedValues().
+void ToSparseEntries(const IndexedValues& parsed, ValueFormat format, SparseEntries* entries);
 
 // ---------------------------------------------------------------------------------------------
 // k from a spec

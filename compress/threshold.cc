@@ -104,6 +104,13 @@ absl::Status ThresholdCodec::Decode(absl::string_view payload, const RandomKey& 
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> ThresholdCodec::DecodeSparse(absl::string_view payload, const RandomKey& /*key*/,
+                                                  SparseEntries* entries) const {
+  TAMP_ASSIGN_OR_RETURN(const IndexedValues parsed, Parse(payload));
+  ToSparseEntries(parsed, values_, entries);
+  return true;
+}
+
 absl::Status ThresholdCodec::DecodeAdd(absl::string_view payload, const RandomKey& /*key*/,
                                        absl::Span<float> accumulator) const {
   CHECK_EQ(accumulator.size(), size());

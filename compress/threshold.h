@@ -74,6 +74,8 @@ class ThresholdCodec final : public Codec {
   // Scatter-adds the c values; no dense scratch.
   absl::Status DecodeAdd(absl::string_view payload, const RandomKey& key,
                          absl::Span<float> accumulator) const override;
+  absl::StatusOr<bool> DecodeSparse(absl::string_view payload, const RandomKey& key,
+                                    SparseEntries* entries) const override;
 
  private:
   absl::StatusOr<IndexedValues> Parse(absl::string_view payload) const;

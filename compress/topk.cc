@@ -65,6 +65,13 @@ absl::Status TopKCodec::Decode(absl::string_view payload, const RandomKey& /*key
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> TopKCodec::DecodeSparse(absl::string_view payload, const RandomKey& /*key*/,
+                                             SparseEntries* entries) const {
+  TAMP_ASSIGN_OR_RETURN(const IndexedValues parsed, Parse(payload));
+  ToSparseEntries(parsed, values_, entries);
+  return true;
+}
+
 absl::Status TopKCodec::DecodeAdd(absl::string_view payload, const RandomKey& /*key*/,
                                   absl::Span<float> accumulator) const {
   CHECK_EQ(accumulator.size(), size());

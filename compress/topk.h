@@ -79,6 +79,8 @@ class TopKCodec final : public Codec {
   // Scatter-adds the k values; no dense scratch.
   absl::Status DecodeAdd(absl::string_view payload, const RandomKey& key,
                          absl::Span<float> accumulator) const override;
+  absl::StatusOr<bool> DecodeSparse(absl::string_view payload, const RandomKey& key,
+                                    SparseEntries* entries) const override;
 
  private:
   // Checks header, length and indices.

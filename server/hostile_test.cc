@@ -375,8 +375,21 @@ config::RunConfig PolicyConfig(config::Validation::NonfinitePolicy policy,
   });
 }
 
-TEST(NonfinitePolicyTest, RejectIsTheDefaultAndChangesNothing) {
-  const config::RunConfig config = TestConfig();
+// The shard checks dense pushes (none) in one fused pass and sparse ones (topk: the entries
+// the payload names) entry by entry; the nonfinite tests run both.
+config::RunConfig PushCodecConfig(absl::string_view push_codec) {
+  return TestConfig([&](config::RunConfig& c) {
+    config::Codec* push = c.mutable_compression()->mutable_default_compression()->mutable_push();
+    push->set_name(std::string(push_codec));
+    if (push_codec == "topk") push->set_ratio(0.25);
+  });
+}
+
+class NonfiniteCodecTest : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(DenseAndSparse, NonfiniteCodecTest, ::testing::Values("none", "topk"));
+
+TEST_P(NonfiniteCodecTest, RejectIsTheDefaultAndChangesNothing) {
+  const config::RunConfig config = PushCodecConfig(GetParam());
   EXPECT_EQ(config.validation().nonfinite_policy(), config::Validation::REJECT);
   const JobLayout layout = TestLayout(config);
   auto shard = *Shard::Create(config, layout, 0);
@@ -391,8 +404,8 @@ TEST(NonfinitePolicyTest, RejectIsTheDefaultAndChangesNothing) {
   ExpectIdentical(before, *shard->Snapshot(id), id);
 }
 
-TEST(NonfinitePolicyTest, RejectCatchesASumThatOverflows) {
-  const config::RunConfig config = TestConfig();
+TEST_P(NonfiniteCodecTest, RejectCatchesASumThatOverflows) {
+  const config::RunConfig config = PushCodecConfig(GetParam());
   const JobLayout layout = TestLayout(config);
   auto shard = *Shard::Create(config, layout, 0);
   const uint32_t id = shard->chunk_ids().front();

@@ -91,26 +91,43 @@ struct Shard::ChunkState {
   }
 
   // accumulator += decode(payload), but only if every sum is finite (NaN / Inf detection for
-  // nonfinite_policy REJECT and SKIP). Single-round codecs: Decode() into `scratch`, then one
-  // pass forms accumulator + scratch in `scratch` while OR-ing an exponent-all-ones test, and
-  // a finite result is swapped in (O(1)). That is the work of the default DecodeAdd (decode
-  // to a buffer, add), with the check fused into the add, so there is no second pass; it also
-  // catches finite pushes whose sum overflows. Sparse codecs whose DecodeAdd scatters pay a
-  // dense add instead. Multi-round codecs: copy the (small) round accumulator, DecodeAddRound
-  // into it, check. *finite false: the accumulator is untouched. A bad payload is an error,
-  // as with DecodeAdd. Requires mu.
+  // nonfinite_policy REJECT and SKIP); this also catches finite pushes whose sum overflows.
+  // Codecs that decode sparse (topk, dgc, threshold): check the k sums, then add them, O(k).
+  // The accumulator never holds -0 (it starts at +0, and +0 + -0 is +0), so the entries the
+  // payload skips need no check: their sums are the finite accumulator itself. Other
+  // single-round codecs: Decode() into `scratch`, then one pass forms accumulator + scratch
+  // in `scratch` while OR-ing an exponent-all-ones test, and a finite result is swapped in
+  // (O(1)): the work of the default DecodeAdd, with the check fused into the add.
+  // Multi-round codecs: copy the (small) round accumulator, DecodeAddRound into it, check.
+  // *finite false: the accumulator is untouched. A bad payload is an error, as with
+  // DecodeAdd. Requires mu.
   absl::Status DecodeAddFinite(uint64_t push_step, absl::string_view payload,
                                const RandomKey& key, bool* finite) {
-    scratch.resize(accumulator.size());
     uint32_t bad = 0;
     if (rounds == 1) {
-      TAMP_RETURN_IF_ERROR(PushCodecAt(push_step).Decode(payload, key, absl::MakeSpan(scratch)));
+      const compress::Codec& codec = PushCodecAt(push_step);
+      TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(payload, key, &pushed));
+      if (sparse) {
+        for (size_t j = 0; j < pushed.indices.size(); ++j) {
+          bad |= NonFinite(accumulator[pushed.indices[j]] + pushed.values[j]);
+        }
+        *finite = bad == 0;
+        if (*finite) {
+          for (size_t j = 0; j < pushed.indices.size(); ++j) {
+            accumulator[pushed.indices[j]] += pushed.values[j];
+          }
+        }
+        return absl::OkStatus();
+      }
+      scratch.resize(accumulator.size());
+      TAMP_RETURN_IF_ERROR(codec.Decode(payload, key, absl::MakeSpan(scratch)));
       for (size_t i = 0; i < scratch.size(); ++i) {
         const float sum = accumulator[i] + scratch[i];
         scratch[i] = sum;
         bad |= NonFinite(sum);
       }
     } else {
+      scratch.resize(accumulator.size());
       std::copy(accumulator.begin(), accumulator.end(), scratch.begin());
       TAMP_RETURN_IF_ERROR(
           push_codec->DecodeAddRound(round, payload, key, absl::MakeSpan(scratch)));
@@ -340,6 +357,7 @@ struct Shard::ChunkState {
   std::unique_ptr<compress::ErrorFeedback> pull_feedback;
   std::vector<float> update;  // Scratch: w_old, then w_new - w_old.
   std::vector<float> scratch;  // DecodeAddFinite(): the next accumulator.
+  compress::SparseEntries pushed;  // DecodeAddFinite(): a sparse push's entries.
   uint64_t nonfinite_skipped = 0;  // Pushes skipped by nonfinite_policy SKIP.
   absl::Status closed;        // Not OK once Close() ran.
   // Restored from a checkpoint and no step completed since: FollowWorkers() applies.

@@ -23,7 +23,7 @@ python3 bench/speed_table.py --binaries "$bin" --links 1gbit \
   fail "speed_table.py failed"
 
 python3 - "$WORK/speed.json" <<'EOF' || fail "speed.json does not hold the expected figures"
-import json, sys
+import json, os, sys
 results = {r["name"]: r for r in json.load(open(sys.argv[1]))["results"]}
 assert sorted(results) == ["mlp_none", "mlp_topk1_ef_pulltopk1"], sorted(results)
 none, topk = results["mlp_none"], results["mlp_topk1_ef_pulltopk1"]
@@ -44,7 +44,10 @@ assert none["final_accuracy"] == 0.88, none
 assert topk["steps_to_target"] is None and topk["time_to_target_s"] is None, topk
 assert topk["compression_ratio"] > 50, topk
 assert topk["bytes_pulled_per_step"] < 256 * 1024, topk
-assert topk["steps_per_s"] > none["steps_per_s"], (topk, none)
+# Under ThreadSanitizer (bazel test --config=tsan sets TSAN_OPTIONS) compute runs 5-15x
+# slower and top-k's encoding, not the link, sets the step time: no speed-up to check.
+if "TSAN_OPTIONS" not in os.environ:
+    assert topk["steps_per_s"] > none["steps_per_s"], (topk, none)
 EOF
 
 grep -q '^## 1gbit' "$WORK/speed.md" || fail "speed.md has no 1gbit table"

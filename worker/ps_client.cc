@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -240,31 +241,40 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
     grpc::ClientContext context;
     rpc::PushPullRequest request;
     rpc::PushPullResponse response;
+    uint32_t shard = 0;
     PushPullRoundDone done;
   };
-  const uint32_t shard = layout_.chunks[chunk_id].chunk.shard;
   auto* call = new Call;
+  call->shard = layout_.chunks[chunk_id].chunk.shard;
   call->request.set_worker_rank(worker_rank_);
   call->request.set_step(step);
   call->request.set_chunk_id(chunk_id);
   call->request.set_round(round);
-  call->request.set_server_incarnation(incarnations_[shard]);
+  call->request.set_server_incarnation(incarnations_[call->shard]);
   *call->request.mutable_payload() = std::move(payload);
   call->done = std::move(done);
   call->context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
   AttachJobToken(job_token_, &call->context);
-  stubs_[shard]->async()->PushPull(
-      &call->context, &call->request, &call->response,
-      [this, call, shard, chunk_id, step, round](grpc::Status status) {
+  // Held until gRPC has the call; the callback takes it first (see handover_mu_). gRPC never
+  // runs a client callback inside the call that starts it, so this thread never waits on
+  // itself. The callback captures two pointers, which std::function keeps inside itself:
+  // gRPC moves it to the callback's thread, and nothing this thread wrote is read before the
+  // lock.
+  std::lock_guard<std::mutex> handing_over(handover_mu_);
+  stubs_[call->shard]->async()->PushPull(
+      &call->context, &call->request, &call->response, [this, call](grpc::Status status) {
+        { std::lock_guard<std::mutex> handed_over(handover_mu_); }
         std::unique_ptr<Call> owned(call);
         if (!status.ok()) {
+          const rpc::PushPullRequest& request = owned->request;
+          absl::Status failed = FromGrpc(
+              status, absl::StrCat(Describe(owned->shard), "PushPull of chunk ", request.chunk_id(),
+                                   " step ", request.step(),
+                                   request.round() == 0 ? "" : absl::StrCat(" round ", request.round()),
+                                   ": "));
           RoundAnswer unanswered;
           unanswered.pushed = std::move(*owned->request.mutable_payload());
-          owned->done(FromGrpc(status, absl::StrCat(Describe(shard), "PushPull of chunk ", chunk_id,
-                                                    " step ", step,
-                                                    round == 0 ? "" : absl::StrCat(" round ", round),
-                                                    ": ")),
-                      std::move(unanswered));
+          owned->done(std::move(failed), std::move(unanswered));
           return;
         }
         RoundAnswer answer;

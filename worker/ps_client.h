@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,12 @@ class PsClient {
   // By shard: what its last handshake returned, sent with every push. Written by Handshake()
   // and read by PushPullRound(), both on the calling (training) thread.
   std::vector<uint64_t> incarnations_;
+  // PushPullRound() holds this while gRPC takes the call, and the call's callback takes it
+  // before touching anything; a callback that comes sooner waits for that (microseconds).
+  // gRPC core, which hands the call to the callback's thread, is not built with
+  // ThreadSanitizer, so only this lock shows TSan (--config=tsan) that everything the
+  // caller did to the call happens before its callback.
+  std::mutex handover_mu_;
 };
 
 // Turns a failed gRPC call into a Status with the same code and a message naming the shard.

@@ -165,10 +165,10 @@ def predict(tamp, config, link, compute_ms=None):
 def table(results):
     split = lambda f: "/".join(f"{f.get(k, 0):.1f}" for k in SPLIT)
     mark = lambda error: f"{100 * error:+.0f}%" + ("" if abs(error) <= TARGET_ERROR else " ✗")
-    lines = ["| config | link | measured ms | predicted ms | error | predicted ms, run's compute "
-             "given | error | measured split c/e/w/d/a | predicted split c/e/w/d/a "
-             "| measured MB/step | predicted MB/step | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| config | link | measured ms | predicted ms | error | bound | timeline alone ms | error "
+             "| predicted ms, run's compute given | error | measured split c/e/w/d/a "
+             "| predicted split c/e/w/d/a | measured MB/step | predicted MB/step | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         m, p = r["measured"], r["predicted"]
         given = r.get("predicted_given_compute")
@@ -179,6 +179,7 @@ def table(results):
                        else "- | -")
         lines.append(f"| {os.path.relpath(r['config'], REPO)} | {r['link']} "
                      f"| {m['step_ms_median']:.1f} | {p['step_ms']:.1f} | {mark(r['error'])} "
+                     f"| {p['bound']} | {p['timeline_ms']:.1f} | {mark(r['error_timeline'])} "
                      f"| {given_cells} | {split(m)} | {split(p)} | {measured_mb} "
                      f"| {predicted_mb:.2f} | {r['load_average'].split()[0]} |")
     def within(key):
@@ -186,8 +187,10 @@ def table(results):
         return f"{sum(abs(e) <= TARGET_ERROR for e in errors)} of {len(errors)}"
     lines.append("")
     lines.append(f"Within {TARGET_ERROR:.0%} of the measured median step: {within('error')} "
-                 f"predictions, {within('error_given_compute')} given the run's compute time "
-                 f"(✗: outside). Load: the 1-minute load average when predicting (2 cores).")
+                 f"predictions ({within('error_timeline')} from the timeline alone, without the "
+                 f"CPU bound), {within('error_given_compute')} given the run's compute time "
+                 f"(✗: outside). Bound: what decided the prediction (link, timeline or cpu). "
+                 f"Load: the 1-minute load average when predicting (2 cores).")
     return "\n".join(lines)
 
 
@@ -225,8 +228,10 @@ def main():
         step = measured["step_ms_median"]
         error = (predicted["step_ms"] - step) / step
         result = {"config": config, "link": link, "measured": measured, "predicted": predicted,
-                  "error": error, "model_compute_ms": prediction["measured_compute_ms"],
-                  "transport": prediction["transport"], "load_average": load_average()}
+                  "error": error, "error_timeline": (predicted["timeline_ms"] - step) / step,
+                  "model_compute_ms": prediction["measured_compute_ms"],
+                  "transport": prediction["transport"], "cores": prediction["cores"],
+                  "load_average": load_average()}
         # The same, given the run's own compute time: checks the communication part alone.
         if measured.get("compute_ms"):
             given, _ = predict(tamp, config, link, measured["compute_ms"])

@@ -1,5 +1,7 @@
 #include "tools/tamp/model_command.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -17,6 +19,7 @@
 #include "tools/tamp/job.h"
 #include "tools/tamp/perf_calibrate.h"
 #include "tools/tamp/table.h"
+#include "tools/tamp/transport_probe.h"
 
 namespace tamp::launcher {
 namespace {
@@ -33,6 +36,14 @@ absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string
         absl::StrCat("--", flag, " must be a positive number, got \"", value, "\""));
   }
   return number;
+}
+
+// The CPUs this process may run on (what `nproc` prints): the job's processes, started
+// from here, get the same.
+int AvailableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
 }
 
 // One job to predict: the config with one compression choice.
@@ -115,7 +126,7 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
       continue;
     }
     if (name != "bandwidth" && name != "topology" && name != "codecs" && name != "compute_ms" &&
-        name != "latency_ms" && name != "transport_gbit") {
+        name != "latency_ms" && name != "transport_gbit" && name != "cores") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     }
     if (!inline_value) {
@@ -142,6 +153,13 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
             absl::StrCat("--latency_ms must be a number >= 0, got \"", value, "\""));
       }
       options.latency_ms = latency;
+    } else if (name == "cores") {
+      int cores = 0;
+      if (!absl::SimpleAtoi(value, &cores) || cores < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--cores must be a whole number >= 1, got \"", value, "\""));
+      }
+      options.cores = cores;
     } else {
       TAMP_ASSIGN_OR_RETURN(options.transport_gbit, PositiveNumber(name, value));
     }
@@ -187,6 +205,11 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
   perf::Transport transport = perf::FittedTransport();
   if (options.latency_ms.has_value()) transport.message_latency_ms = *options.latency_ms;
   if (options.transport_gbit.has_value()) transport.max_bytes_per_ms = *options.transport_gbit * 1e9 / 8e3;
+  // gRPC's own CPU per message and byte, measured now like the rest: the job's processes
+  // pay it on the cores they share with their compute.
+  absl::StatusOr<perf::TransportCpu> transport_cpu = perf::MeasureTransportCpu();
+  if (!transport_cpu.ok()) return fail(transport_cpu.status());
+  const int cores = options.cores.value_or(AvailableCores());
 
   std::vector<Variant> variants = {{"none", "name: \"none\"", Uncompressed(*config)}};
   if (!options.all_codecs) {
@@ -223,6 +246,8 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
       inputs.link = options.link;
       inputs.topology = options.topology;
       inputs.transport = transport;
+      inputs.cores = cores;
+      inputs.transport_cpu = *transport_cpu;
       absl::StatusOr<perf::StepPrediction> prediction = perf::PredictStep(inputs);
       if (prediction.ok()) row.prediction = *prediction;
       status = prediction.status();
@@ -244,7 +269,10 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
          << ", \"measured_compute_ms\": " << measured_compute_ms
          << ", \"transport\": {\"message_latency_ms\": " << transport.message_latency_ms
          << ", \"message_overhead_bytes\": " << transport.message_overhead_bytes
-         << ", \"max_bytes_per_ms\": " << transport.max_bytes_per_ms << "}, \"codecs\": [";
+         << ", \"max_bytes_per_ms\": " << transport.max_bytes_per_ms
+         << ", \"cpu_ms_per_message\": " << transport_cpu->ms_per_message
+         << ", \"cpu_ms_per_byte\": " << transport_cpu->ms_per_byte << "}, \"cores\": " << cores
+         << ", \"codecs\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& row = rows[i];
       const perf::StepPrediction& p = row.prediction;
@@ -254,7 +282,10 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
         *out << ", \"error\": " << JsonString(row.error) << "}";
         continue;
       }
-      *out << ", \"step_ms\": " << p.step_ms << ", \"compute_ms\": " << p.compute_ms
+      *out << ", \"step_ms\": " << p.step_ms << ", \"bound\": " << JsonString(perf::BoundName(p.bound))
+           << ", \"timeline_ms\": " << p.timeline_ms << ", \"cpu_work_ms\": " << p.cpu_work_ms
+           << ", \"cpu_bound_ms\": " << p.cpu_bound_ms << ", \"usable_cores\": " << p.usable_cores
+           << ", \"compute_ms\": " << p.compute_ms
            << ", \"encode_ms\": " << p.encode_ms << ", \"wire_ms\": " << p.wire_ms
            << ", \"decode_ms\": " << p.decode_ms << ", \"apply_ms\": " << p.apply_ms
            << ", \"server_ms\": " << p.server_ms << ", \"link_busy_ms\": " << p.link_busy_ms
@@ -268,30 +299,36 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
 
   *out << absl::StrFormat(
       "%s on %s (%s): %d workers, %d servers; forward/backward %.2f ms measured (%d copies at "
-      "once)%s; transport ceiling %.2f Gbit/s\n\n",
+      "once)%s; transport ceiling %.2f Gbit/s; gRPC CPU %.1f us per message + %.2f ns per "
+      "byte (measured); %d cores\n\n",
       options.config_path, options.link.name,
       options.topology == perf::Topology::kShared ? "one shared link" : "a link per host",
       workers, config->cluster().num_servers(), measured_compute_ms, std::min(workers, 64),
       options.compute_ms.has_value() ? absl::StrFormat(", %.2f ms given", *options.compute_ms)
                                      : "",
-      transport.max_bytes_per_ms * 8e3 / 1e9);
+      transport.max_bytes_per_ms * 8e3 / 1e9, transport_cpu->ms_per_message * 1e3,
+      transport_cpu->ms_per_byte * 1e6, cores);
   std::vector<std::vector<std::string>> table;
   for (const Row& row : rows) {
     if (!row.error.empty()) {
-      table.push_back({row.codec, "-", "-", "-", "-", "-", "-", "-", "-", "error: " + row.error});
+      table.push_back({row.codec, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                       "error: " + row.error});
       continue;
     }
     const perf::StepPrediction& p = row.prediction;
-    table.push_back({row.codec, Ms(p.step_ms), Ms(p.compute_ms), Ms(p.encode_ms), Ms(p.wire_ms),
+    table.push_back({row.codec, Ms(p.step_ms), std::string(perf::BoundName(p.bound)),
+                     Ms(p.cpu_work_ms), Ms(p.compute_ms), Ms(p.encode_ms), Ms(p.wire_ms),
                      Ms(p.decode_ms), Ms(p.apply_ms),
                      absl::StrFormat("%.3f", (p.push_bytes + p.pull_bytes) / 1e6),
                      absl::StrFormat("%.2fx", speedup(row)), row.spec});
   }
-  *out << FormatTable({"CODEC", "STEP MS", "COMPUTE", "ENCODE", "WIRE", "DECODE", "APPLY",
-                       "MB/STEP", "VS NONE", "PUSH"},
-                      table, {0, 0, 0, 0, 0, 0, 0, 0, 0, 40});
-  *out << "\nms per step; MB/STEP: payload bytes of all workers, both directions. Row \"none\": "
-          "no compression at all.\n";
+  *out << FormatTable({"CODEC", "STEP MS", "BOUND", "CPU MS", "COMPUTE", "ENCODE", "WIRE",
+                       "DECODE", "APPLY", "MB/STEP", "VS NONE", "PUSH"},
+                      table, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 40});
+  *out << "\nms per step; BOUND: what decided the step (the busiest link, the timeline of "
+          "compute, codecs and shards, or the CPU: CPU MS, the whole job's CPU work per step, "
+          "over the usable cores); MB/STEP: payload bytes of all workers, both directions. "
+          "Row \"none\": no compression at all.\n";
   return kExitOk;
 }
 

@@ -1,6 +1,6 @@
 // `tamp model CONFIG --bandwidth RATE`: predicted step time of CONFIG's job per codec on a
 // link (tools/tamp/perf_model.h), with costs measured here and now
-// (tools/tamp/perf_calibrate.h). docs/perf_model.md describes the model and its accuracy.
+// (tools/tamp/perf_calibrate.h, tools/tamp/transport_probe.h). docs/perf_model.md describes the model and its accuracy.
 #ifndef TAMP_TOOLS_TAMP_MODEL_COMMAND_H_
 #define TAMP_TOOLS_TAMP_MODEL_COMMAND_H_
 
@@ -28,20 +28,22 @@ struct ModelOptions {
   // Replace perf::FittedTransport()'s latency and throughput ceiling.
   std::optional<double> latency_ms;
   std::optional<double> transport_gbit;
+  // Cores the job's processes share; without it, the CPUs this process may run on.
+  std::optional<int> cores;
 };
 
 // ParseModelArgs()
 //
 // The arguments after "model": one CONFIG, --bandwidth RATE (required; perf::ParseBandwidth),
 // --topology shared|hosts (perf::ParseTopology; default shared), --codecs all|config, --json,
-// --compute_ms MS, --latency_ms MS, --transport_gbit GBIT; each
+// --compute_ms MS, --latency_ms MS, --transport_gbit GBIT, --cores N; each
 // as --flag=VALUE or --flag VALUE (--json takes none). INVALID_ARGUMENT with a one-line
 // reason otherwise.
 absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args);
 
 // ModelCommand()
 //
-// Loads the config, measures compute and codec costs, prints one prediction per codec (a
+// Loads the config, measures compute, codec and transport CPU costs, prints one prediction per codec (a
 // table, or JSON with --json) to `out`, errors to `err`. Returns the exit code: 0, or 2 for
 // a bad config.
 int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* err);

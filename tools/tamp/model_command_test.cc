@@ -13,7 +13,7 @@ namespace {
 TEST(ParseModelArgsTest, ReadsEveryFlag) {
   absl::StatusOr<ModelOptions> options =
       ParseModelArgs({"job.pbtxt", "--bandwidth", "10gbit", "--topology=hosts", "--codecs=all", "--json",
-                      "--compute_ms=7.5", "--latency_ms", "0", "--transport_gbit=12"});
+                      "--compute_ms=7.5", "--latency_ms", "0", "--transport_gbit=12", "--cores=3"});
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->config_path, "job.pbtxt");
   EXPECT_DOUBLE_EQ(options->link.bits_per_second, 1e10);
@@ -23,6 +23,7 @@ TEST(ParseModelArgsTest, ReadsEveryFlag) {
   EXPECT_DOUBLE_EQ(*options->compute_ms, 7.5);
   EXPECT_DOUBLE_EQ(*options->latency_ms, 0);
   EXPECT_DOUBLE_EQ(*options->transport_gbit, 12);
+  EXPECT_EQ(*options->cores, 3);
 
   options = ParseModelArgs({"--bandwidth=unshaped", "job.pbtxt"});
   ASSERT_TRUE(options.ok()) << options.status();
@@ -30,6 +31,7 @@ TEST(ParseModelArgsTest, ReadsEveryFlag) {
   EXPECT_FALSE(options->all_codecs);
   EXPECT_FALSE(options->json);
   EXPECT_FALSE(options->compute_ms.has_value());
+  EXPECT_FALSE(options->cores.has_value());
 }
 
 TEST(ParseModelArgsTest, ErrorsSayWhatIsWrong) {
@@ -44,6 +46,8 @@ TEST(ParseModelArgsTest, ErrorsSayWhatIsWrong) {
       {{"job.pbtxt", "--bandwidth=1gbit", "--compute_ms=-3"}, "--compute_ms must be a positive"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--latency_ms=x"}, "--latency_ms must be a number"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--json=yes"}, "--json takes no value"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--cores=0"}, "--cores must be a whole number >= 1"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--cores=1.5"}, "--cores must be a whole number >= 1"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--speed=3"}, "unknown flag --speed=3"},
   };
   for (const auto& [args, message] : cases) {
@@ -99,12 +103,19 @@ TEST(ModelCommandTest, PredictsNoneAndTheConfigsCodecAsJson) {
     })");
   // A slow link, so bytes decide: top-k must come out faster than none.
   options.link = *perf::ParseBandwidth("100mbit");
+  options.cores = 2;
   options.json = true;
   std::ostringstream out, err;
   ASSERT_EQ(ModelCommand(options, &out, &err), 0) << err.str();
   const std::string json = out.str();
   EXPECT_NE(json.find("\"link\": \"100mbit\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"topology\": \"shared\""), std::string::npos) << json;
+  // The transport's CPU cost is measured (the probe), the cores given here.
+  EXPECT_NE(json.find("\"cpu_ms_per_message\": "), std::string::npos) << json;
+  EXPECT_NE(json.find("\"cores\": 2,"), std::string::npos) << json;
+  // At 100 Mbit/s none's fp32 bytes (~0.8 MB per step) take ~65 ms of link, far more than
+  // the small MLP's compute: the link decides.
+  EXPECT_NE(json.find("\"bound\": \"link\""), std::string::npos) << json;
   EXPECT_NE(json.find("{\"codec\": \"none\", \"push\": \"name: \\\"none\\\"\""),
             std::string::npos) << json;
   EXPECT_NE(json.find("{\"codec\": \"config\", \"push\": \"name: \\\"topk\\\" ratio: 0.01\""),

@@ -129,6 +129,9 @@ absl::Status CheckInputs(const StepInputs& in) {
       in.link.bits_per_second < 0) {
     return absl::InvalidArgumentError("link and transport constants must be >= 0");
   }
+  if (in.cores < 0 || in.transport_cpu.ms_per_message < 0 || in.transport_cpu.ms_per_byte < 0) {
+    return absl::InvalidArgumentError("cores and transport CPU costs must be >= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -166,8 +169,11 @@ absl::StatusOr<Link> ParseBandwidth(absl::string_view text) {
   return Link{std::string(text), value * scale};
 }
 
-absl::StatusOr<StepPrediction> PredictStep(const StepInputs& in) {
-  if (absl::Status valid = CheckInputs(in); !valid.ok()) return valid;
+namespace {
+
+// The discrete-event simulation of one step (see the top of perf_model.h), every process
+// on a core of its own.
+StepPrediction SimulateTimeline(const StepInputs& in) {
   const int workers = in.num_workers;
   const Transport& transport = in.transport;
 
@@ -324,6 +330,82 @@ absl::StatusOr<StepPrediction> PredictStep(const StepInputs& in) {
   p.link_busy_ms = links.BusiestMs();
   p.push_bytes = push_bytes;
   p.pull_bytes = pull_bytes;
+  return p;
+}
+
+// The time one worker's training thread spends on its own work in a step.
+double WorkerOwnMs(const StepPrediction& p) {
+  return p.compute_ms + p.encode_ms + p.decode_ms + p.apply_ms;
+}
+
+// What decided a timeline step: the link when the busiest link carried more than the
+// workers' own work and the busiest shard's (the link, not the critical path of computing,
+// is then what the step waits on); the timeline otherwise.
+Bound TimelineBound(const StepPrediction& p) {
+  return p.link_busy_ms > std::max(WorkerOwnMs(p), p.server_ms) ? Bound::kLink
+                                                                : Bound::kTimeline;
+}
+
+// The step when the cores run out first: the timeline's parts, each stretched by the same
+// factor up to `cpu_bound_ms`.
+void StretchTo(double cpu_bound_ms, StepPrediction* p) {
+  const double factor = p->step_ms > 0 ? cpu_bound_ms / p->step_ms : 1.0;
+  for (double* part : {&p->compute_ms, &p->encode_ms, &p->wire_ms, &p->decode_ms, &p->apply_ms}) {
+    *part *= factor;
+  }
+  // A timeline of zero length has no parts to stretch: the whole step waited on the CPU.
+  if (p->step_ms == 0) p->wire_ms = cpu_bound_ms;
+  p->step_ms = cpu_bound_ms;
+}
+
+}  // namespace
+
+absl::string_view BoundName(Bound bound) {
+  switch (bound) {
+    case Bound::kLink: return "link";
+    case Bound::kTimeline: return "timeline";
+    case Bound::kCpu: return "cpu";
+  }
+  return "?";
+}
+
+double CpuWorkMs(const StepInputs& in) {
+  const double workers = in.num_workers;
+  double worker_ms = in.compute_ms, shard_ms = 0, messages = 0, bytes = 0;
+  for (const ChunkCost& chunk : in.chunks) {
+    const size_t rounds = chunk.rounds.size();
+    for (size_t r = 0; r < rounds; ++r) {
+      const RoundCost& round = chunk.rounds[r];
+      worker_ms += round.encode_ms;
+      shard_ms += workers * round.server_decode_ms + (r + 1 < rounds ? round.server_round_ms : 0);
+      bytes += workers * static_cast<double>(round.push_bytes + round.answer_bytes);
+    }
+    worker_ms += chunk.decode_ms + chunk.apply_ms;
+    shard_ms += chunk.server_update_ms;
+    bytes += workers * static_cast<double>(chunk.pull_bytes);
+    messages += 2 * workers * static_cast<double>(rounds);  // Each push and its answer.
+  }
+  const TransportCpu& transport = in.transport_cpu;
+  return workers * worker_ms + shard_ms + messages * transport.ms_per_message +
+         bytes * transport.ms_per_byte;
+}
+
+absl::StatusOr<StepPrediction> PredictStep(const StepInputs& in) {
+  if (absl::Status valid = CheckInputs(in); !valid.ok()) return valid;
+  StepPrediction p = SimulateTimeline(in);
+  p.timeline_ms = p.step_ms;
+  p.bound = TimelineBound(p);
+  p.cpu_work_ms = CpuWorkMs(in);
+  if (in.cores == 0) return p;
+  // Each process does its part of a step mostly on one thread at a time (a worker's training
+  // thread, a shard's reactions one after another), so a job of W workers and S shards keeps
+  // at most W + S cores busy however many the machine has.
+  p.usable_cores = std::min(in.cores, in.num_workers + in.num_shards);
+  p.cpu_bound_ms = p.cpu_work_ms / p.usable_cores;
+  if (p.cpu_bound_ms > p.timeline_ms) {
+    StretchTo(p.cpu_bound_ms, &p);
+    p.bound = Bound::kCpu;
+  }
   return p;
 }
 

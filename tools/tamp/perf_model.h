@@ -22,10 +22,16 @@
 //   - after backward, each worker decodes and applies each update as it arrives.
 // The step ends when the last worker has applied its last chunk.
 //
-// The inputs are measured costs (tools/tamp/perf_calibrate.h); this module only combines
-// them, so it is deterministic and cheap. Not modelled: CPU contention between servers and
-// workers beyond what the calibration saw, TCP's fair sharing between connections (the link
-// serves messages whole, in order), and protocol work other than per-message constants.
+// The timeline gives every process a core of its own. The job's processes share the
+// machine's cores, though, so the step also cannot be shorter than the CPU work of all
+// workers, all shards and the transport (gRPC's CPU per message and per byte) spread over
+// the cores that can work at once; the prediction is the larger of the two bounds.
+//
+// The inputs are measured costs (tools/tamp/perf_calibrate.h, tools/tamp/transport_probe.h);
+// this module only combines them, so it is deterministic and cheap. Not modelled: how CPU
+// contention reorders the timeline (the CPU bound only stretches it), TCP's fair sharing
+// between connections (the link serves messages whole, in order), and protocol time other
+// than per-message constants.
 #ifndef TAMP_TOOLS_TAMP_PERF_MODEL_H_
 #define TAMP_TOOLS_TAMP_PERF_MODEL_H_
 
@@ -79,6 +85,15 @@ struct Transport {
 // measured at model time (docs/perf_model.md says which and how).
 Transport FittedTransport();
 
+// TransportCpu
+//
+// The CPU time gRPC spends on one message, sender and receiver together: protobuf, HTTP/2
+// framing, the socket copies on both ends and the threads it wakes.
+struct TransportCpu {
+  double ms_per_message = 0;  // For a message with an empty payload.
+  double ms_per_byte = 0;     // For each payload byte on top.
+};
+
 // RoundCost
 //
 // One exchange of a chunk's push codec. Single-round codecs have one, whose answer is the
@@ -118,15 +133,36 @@ struct StepInputs {
   Link link;
   Topology topology = Topology::kShared;
   Transport transport;
+  // Cores the job's processes share; 0: as many as they can use (no CPU bound).
+  int cores = 0;
+  TransportCpu transport_cpu;
 };
+
+// Bound
+//
+// What decided a predicted step: the busiest link (kLink), the critical path of compute,
+// codecs and shards (kTimeline), or the job's total CPU work on the cores it shares (kCpu).
+enum class Bound { kLink, kTimeline, kCpu };
+
+// BoundName()
+//
+// "link", "timeline" or "cpu".
+absl::string_view BoundName(Bound bound);
 
 // StepPrediction
 //
 // The split follows the trainer's STEP event: compute, encode, decode and apply are one
 // worker's own work; wire is the rest of the step, the time it waited on the link and the
-// shards. Bytes are payload bytes of all workers.
+// shards. When the CPU bound decides, every part is stretched by the same factor (each
+// thread gets the same share of the oversubscribed cores), so the five still add up to the
+// step. Bytes are payload bytes of all workers.
 struct StepPrediction {
-  double step_ms = 0;
+  double step_ms = 0;       // max(timeline_ms, cpu_bound_ms).
+  double timeline_ms = 0;   // The simulated step, every process on a core of its own.
+  double cpu_work_ms = 0;   // CPU time of the whole job in one step (all processes).
+  double cpu_bound_ms = 0;  // cpu_work_ms over the usable cores; 0 without a core count.
+  int usable_cores = 0;     // min(cores, workers + shards); 0 without a core count.
+  Bound bound = Bound::kTimeline;
   double compute_ms = 0;
   double encode_ms = 0;
   double wire_ms = 0;
@@ -139,9 +175,17 @@ struct StepPrediction {
   uint64_t pull_bytes = 0;
 };
 
+// CpuWorkMs()
+//
+// The CPU time one step of the whole job takes: every worker's compute, encodes, decodes
+// and applies, every shard's decodes, rounds and updates, and the transport's CPU for
+// every message (a push and its answer, per worker, chunk and round) and payload byte.
+double CpuWorkMs(const StepInputs& inputs);
+
 // PredictStep()
 //
-// Simulates one step. INVALID_ARGUMENT if the inputs are inconsistent (no workers, a chunk
+// Simulates one step and bounds it by the CPU work (see the top of this file).
+// INVALID_ARGUMENT if the inputs are inconsistent (no workers, a chunk
 // naming a tensor or shard that does not exist, a chunk with no rounds, negative costs).
 absl::StatusOr<StepPrediction> PredictStep(const StepInputs& inputs);
 

@@ -204,6 +204,95 @@ TEST(PredictStepTest, MultiRoundCodecWaitsForEachRoundsAnswer) {
   EXPECT_EQ(p->pull_bytes, 1500u);
 }
 
+// Two workers and two shards on one tensor and one chunk: each worker computes 10 ms and
+// encodes 2, decodes 1 and applies 1 (14 ms of its own work); the shard decodes each push in
+// 1 ms and updates in 2; 1000 bytes each way over a link of 1000 bytes per ms.
+StepInputs CpuHeavyStep() {
+  StepInputs in;
+  in.num_workers = 2;
+  in.num_shards = 2;
+  in.compute_ms = 10;
+  in.tensor_ready_ms = {10};
+  in.chunks = {Chunk(0, 1000, 1000)};
+  in.chunks[0].rounds[0].encode_ms = 2;
+  in.chunks[0].rounds[0].server_decode_ms = 1;
+  in.chunks[0].server_update_ms = 2;
+  in.chunks[0].decode_ms = 1;
+  in.chunks[0].apply_ms = 1;
+  in.link = KilobytePerMs();
+  return in;
+}
+
+TEST(CpuWorkMsTest, AddsEveryProcesssWorkAndTheTransports) {
+  StepInputs in = CpuHeavyStep();
+  // Workers 2 x 14, the shard 2 x 1 + 2: 32 ms.
+  EXPECT_DOUBLE_EQ(CpuWorkMs(in), 32);
+  // Four messages (two pushes, two answers) of 1000 bytes each.
+  in.transport_cpu.ms_per_message = 0.5;
+  in.transport_cpu.ms_per_byte = 0.001;
+  EXPECT_DOUBLE_EQ(CpuWorkMs(in), 32 + 4 * 0.5 + 4000 * 0.001);
+}
+
+TEST(PredictStepTest, CpuBoundTakesOverWhenTheWorkExceedsCoresTimesTheTimeline) {
+  StepInputs in = CpuHeavyStep();
+  in.transport_cpu.ms_per_message = 0.5;
+  in.transport_cpu.ms_per_byte = 0.001;  // 38 ms of CPU in all.
+  // The timeline: compute 0-10, encode -12, the pushes on the link 12-13 and 13-14, the
+  // shard decodes them 13-14 and 14-15, updates -17, the answers on the link 17-18 and
+  // 18-19, the second worker decodes and applies -21.
+  in.cores = 2;
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->timeline_ms, 21);
+  EXPECT_DOUBLE_EQ(p->cpu_work_ms, 38);
+  EXPECT_EQ(p->usable_cores, 2);
+  EXPECT_DOUBLE_EQ(p->cpu_bound_ms, 19);
+  EXPECT_DOUBLE_EQ(p->step_ms, 21);  // 38 ms of work fit in 2 cores x 21 ms.
+  EXPECT_EQ(p->bound, Bound::kTimeline);
+
+  // On one core the same work needs 38 ms: the CPU decides, and every part of the split
+  // stretches by 38 / 21 so that they still add up to the step.
+  in.cores = 1;
+  p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->timeline_ms, 21);
+  EXPECT_DOUBLE_EQ(p->step_ms, 38);
+  EXPECT_EQ(p->bound, Bound::kCpu);
+  EXPECT_DOUBLE_EQ(p->compute_ms, 10 * 38.0 / 21);
+  EXPECT_DOUBLE_EQ(p->encode_ms, 2 * 38.0 / 21);
+  EXPECT_DOUBLE_EQ(p->wire_ms, 7 * 38.0 / 21);
+  EXPECT_NEAR(p->compute_ms + p->encode_ms + p->wire_ms + p->decode_ms + p->apply_ms, 38, 1e-9);
+
+  // 64 cores: two workers and two shards keep only four busy (38 / 4 = 9.5 ms < 21).
+  in.cores = 64;
+  p = PredictStep(in);
+  EXPECT_EQ(p->usable_cores, 4);
+  EXPECT_DOUBLE_EQ(p->cpu_bound_ms, 9.5);
+  EXPECT_DOUBLE_EQ(p->step_ms, 21);
+
+  // No core count: no CPU bound at all.
+  in.cores = 0;
+  p = PredictStep(in);
+  EXPECT_EQ(p->usable_cores, 0);
+  EXPECT_DOUBLE_EQ(p->cpu_bound_ms, 0);
+  EXPECT_DOUBLE_EQ(p->step_ms, 21);
+}
+
+TEST(PredictStepTest, BoundNamesTheLinkWhenItCarriesMoreThanTheWorkersOwnWork) {
+  StepInputs in = CpuHeavyStep();
+  in.cores = 2;
+  // 4 ms of link against 14 ms of a worker's own work: the timeline.
+  EXPECT_EQ(PredictStep(in)->bound, Bound::kTimeline);
+  // 100 kB each way: 400 ms of link.
+  in.chunks[0].rounds[0].push_bytes = 100000;
+  in.chunks[0].pull_bytes = 100000;
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->link_busy_ms, 400);
+  EXPECT_EQ(p->bound, Bound::kLink);
+  EXPECT_EQ(BoundName(p->bound), "link");
+}
+
 TEST(PredictStepTest, RejectsInconsistentInputs) {
   StepInputs in;
   in.tensor_ready_ms = {0};
@@ -223,6 +312,12 @@ TEST(PredictStepTest, RejectsInconsistentInputs) {
   EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
   in.chunks[0].decode_ms = 0;
   in.tensor_ready_ms = {5};  // After compute_ms (0).
+  EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
+  in.tensor_ready_ms = {0};
+  in.cores = -1;
+  EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
+  in.cores = 1;
+  in.transport_cpu.ms_per_byte = -1;
   EXPECT_EQ(PredictStep(in).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

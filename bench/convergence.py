@@ -53,7 +53,8 @@ CODECS = [
 # Rows that also compress the pull (each shard's update, with the shard's residual), by the
 # name the speed table's config of that name uses (bench/configs/<model>_<name>.pbtxt):
 # name -> (push row it extends, pull codec text). MLP only.
-PULL_ROWS = {"topk1_ef_pulltopk1": ("topk1_ef", 'name: "topk" ratio: 0.01')}
+PULL_ROWS = {"topk1_ef_pulltopk1": ("topk1_ef", 'name: "topk" ratio: 0.01'),
+             "dgc1_ef_pulltopk1": ("dgc1_ef", 'name: "topk" ratio: 0.01')}
 
 # The rows of the published pattern (top-k + memory matches none; without memory it loses;
 # random-k without memory loses much more): run first, and the only CNN rows by default.

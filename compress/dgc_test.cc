@@ -55,9 +55,9 @@ size_t K(double ratio, size_t n) {
 }
 
 // The positions the sample of `key` reads (compress/dgc.h step 1).
-std::vector<size_t> SamplePositions(const RandomKey& key, size_t n, size_t s) {
+std::vector<size_t> SampledPositions(const RandomKey& key, size_t n, size_t s) {
   std::vector<size_t> positions;
-  DgcCodec::SamplePositions(key, n, s, &positions);
+  compress::SamplePositions(key, n, s, &positions);
   return positions;
 }
 
@@ -98,10 +98,10 @@ TEST(DgcCodecTest, PayloadSizeIsTopKsFormula) {
 }
 
 TEST(DgcCodecTest, SampleSizeRoundsAndClamps) {
-  EXPECT_EQ(DgcCodec::SampleSize(0.01, 1 << 20), 10486u);
-  EXPECT_EQ(DgcCodec::SampleSize(0.01, 10), 1u);
-  EXPECT_EQ(DgcCodec::SampleSize(1.0, 10), 10u);
-  EXPECT_EQ(DgcCodec::SampleSize(0.07, 100), 7u);
+  EXPECT_EQ(SampleSize(0.01, 1 << 20), 10486u);
+  EXPECT_EQ(SampleSize(0.01, 10), 1u);
+  EXPECT_EQ(SampleSize(1.0, 10), 10u);
+  EXPECT_EQ(SampleSize(0.07, 100), 7u);
 }
 
 TEST(DgcCodecTest, SampledPathSendsExactlyTheTopK) {
@@ -114,7 +114,7 @@ TEST(DgcCodecTest, SampledPathSendsExactlyTheTopK) {
     for (float& x : input) x = normal(rng) * (1 + step);
     ExpectSameAsTopK(codec, input, {.seed = 3, .step = step, .chunk = 1, .worker = 2});
   }
-  EXPECT_EQ(codec.stats().encodes, 20u);
+  EXPECT_EQ(codec.stats().selections, 20u);
   EXPECT_EQ(codec.stats().sampled + codec.stats().exact_fallbacks, 20u);
   EXPECT_GE(codec.stats().sampled, 19u);  // A miss has a chance of about 0.1% per encode.
 }
@@ -129,16 +129,16 @@ TEST(DgcCodecTest, AMisleadingSampleIsRetriedWithAHalvedFloor) {
   for (float& x : input) x = normal(rng);
   // The sample sees only 10s, which fewer than k entries reach: floors 10 and 5 gather too
   // few; 2.5 gathers the 10s plus the normal tail, enough.
-  for (size_t i : SamplePositions(key, n, codec.sample_size())) input[i] = 10;
+  for (size_t i : SampledPositions(key, n, codec.sample_size())) input[i] = 10;
   ExpectSameAsTopK(codec, input, key);
   EXPECT_EQ(codec.stats().retries, 2u);
   EXPECT_EQ(codec.stats().sampled, 1u);
   EXPECT_EQ(codec.stats().exact_fallbacks, 0u);
 
   // With 1e6 instead, three halvings do not get there: exact selection.
-  for (size_t i : SamplePositions(key, n, codec.sample_size())) input[i] = -1e6f;
+  for (size_t i : SampledPositions(key, n, codec.sample_size())) input[i] = -1e6f;
   ExpectSameAsTopK(codec, input, key);
-  EXPECT_EQ(codec.stats().retries, 2u + DgcCodec::kMaxRetries);
+  EXPECT_EQ(codec.stats().retries, 2u + kMaxFloorRetries);
   EXPECT_EQ(codec.stats().sampled, 1u);
   EXPECT_EQ(codec.stats().exact_fallbacks, 1u);
 }
@@ -342,7 +342,7 @@ TEST(DgcCodecTest, SamplePositionsAreOnePerStratum) {
     for (size_t s : {size_t{1}, size_t{3}, n / 7 + 1, n}) {
       if (s > n) continue;
       const RandomKey key{.seed = 2, .step = n, .chunk = 1, .worker = 4};
-      const std::vector<size_t> positions = SamplePositions(key, n, s);
+      const std::vector<size_t> positions = SampledPositions(key, n, s);
       ASSERT_EQ(positions.size(), s);
       for (size_t j = 0; j < s; ++j) {
         ASSERT_GE(positions[j], j * n / s) << n << " " << s << " " << j;
@@ -350,10 +350,10 @@ TEST(DgcCodecTest, SamplePositionsAreOnePerStratum) {
       }
       if (s == n) continue;
       // Offsets come from the key: the worker's own stream.
-      EXPECT_EQ(positions, SamplePositions(key, n, s));
+      EXPECT_EQ(positions, SampledPositions(key, n, s));
       if (n / s >= 8) {
         EXPECT_NE(positions,
-                  SamplePositions({.seed = 2, .step = n, .chunk = 1, .worker = 5}, n, s));
+                  SampledPositions({.seed = 2, .step = n, .chunk = 1, .worker = 5}, n, s));
       }
     }
   }

@@ -106,7 +106,17 @@ absl::Status ErrorFeedback::CompressResidual(Codec& codec, absl::Span<const floa
   TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(*payload, key, &sent_));
   if (sparse) {
     // decode(payload) is zero outside the sent entries: s * (c - 0) there, which skips the
-    // dense decode and its pass (c - 0 == c, bit for bit), then the k sent entries.
+    // dense decode and its pass (c - 0 == c, bit for bit), then the k sent entries. At
+    // s = 1 that is c itself outside them, so the buffers swap (O(1)) instead of a pass;
+    // compensated_ is scratch, rewritten whole by the next call.
+    if (scale_ == 1.0f) {
+      residual_.swap(compensated_);
+      for (size_t j = 0; j < sent_.indices.size(); ++j) {
+        const size_t i = sent_.indices[j];
+        residual_[i] = residual_[i] - sent_.values[j];
+      }
+      return absl::OkStatus();
+    }
     for (size_t i = 0; i < residual_.size(); ++i) residual_[i] = scale_ * compensated_[i];
     for (size_t j = 0; j < sent_.indices.size(); ++j) {
       const size_t i = sent_.indices[j];

@@ -98,7 +98,8 @@ class ErrorFeedback {
   absl::Status FinishRounds(Codec& codec, absl::string_view final_answer, const RandomKey& key);
 
   // What has not reached the receiver: the residual (RESIDUAL) or v (DGC_MOMENTUM).
-  // Empty for NONE.
+  // Empty for NONE. Valid until the next Compress() (which may move the memory to another
+  // buffer), like StateBuffers().
   absl::Span<const float> residual() const { return residual_; }
 
   // ErrorFeedback::Reset()
@@ -113,7 +114,7 @@ class ErrorFeedback {
   // ErrorFeedback::StateBuffers()
   //
   // The memory, writable, for checkpoints: {residual (or v), u}, each num_elements values or
-  // empty when the kind keeps none. Valid while this object lives.
+  // empty when the kind keeps none. Valid until the next Compress() or FinishRounds().
   std::vector<absl::Span<float>> StateBuffers() {
     return {absl::MakeSpan(residual_), absl::MakeSpan(velocity_)};
   }

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "compress/select.h"
+#include "compress/sampled_select.h"
 #include "compress/wire_format.h"
 #include "glog/logging.h"
 
@@ -31,16 +31,20 @@ size_t TopKCodec::PayloadBytes(size_t num_elements, size_t k, ValueFormat values
 }
 
 TopKCodec::TopKCodec(size_t num_elements, size_t k, ValueFormat values)
-    : Codec(num_elements), k_(k), index_bits_(IndexBits(num_elements)), values_(values) {
+    : Codec(num_elements),
+      k_(k),
+      index_bits_(IndexBits(num_elements)),
+      sample_size_(SampleSize(kSampleRatio, num_elements)),
+      values_(values) {
   CHECK_GE(k, 1u);
   CHECK_LE(k, num_elements);
 }
 
-absl::Status TopKCodec::Encode(absl::Span<const float> input, const RandomKey& /*key*/,
+absl::Status TopKCodec::Encode(absl::Span<const float> input, const RandomKey& key,
                                std::string* payload) {
   CHECK_EQ(input.size(), size());
   thread_local std::vector<size_t> indices;
-  SelectLargestMagnitudes(input, k_, &indices);
+  SelectLargestSampled(input, k_, sample_size_, key, &indices, &stats_);
   payload->clear();
   payload->reserve(MaxPayloadBytes());
   AppendHeader(CodecId::kTopK, kVersion, size(), payload);

@@ -14,8 +14,11 @@
 // Selection: compress/select.h, exact. Entries compare by |x|, with NaN counted as +inf so
 // that a NaN is always sent and shows up on the receiver instead of vanishing into the
 // residual; +-inf are sent like any large value. Among equal magnitudes the lowest indices
-// win, so the choice is deterministic. Cost: a radix select (one histogram pass, one
-// vectorised gather pass, small passes over the gathered entries); scratch is per thread.
+// win, so the choice is deterministic. It is found from a floor estimated on a 1% sample
+// of the entries (compress/sampled_select.h, the positions drawn from the encode's key):
+// the sample decides only how fast, never what, so the payload does not depend on the key.
+// Cost: 1% random reads, one vectorised gather pass and O(k) work; the exact radix select
+// over the whole chunk (compress/select.h) when the sample misleads. Scratch is per thread.
 #ifndef TAMP_COMPRESS_TOPK_H_
 #define TAMP_COMPRESS_TOPK_H_
 
@@ -27,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compress/codec.h"
+#include "compress/sampled_select.h"
 #include "compress/sparse.h"
 #include "proto/config.pb.h"
 
@@ -35,6 +39,8 @@ namespace tamp::compress {
 class TopKCodec final : public Codec {
  public:
   static constexpr uint8_t kVersion = 1;
+  // Share of the entries sampled to estimate the selection's floor.
+  static constexpr double kSampleRatio = 0.01;
 
   // TopKCodec::ValidateSpec()
   //
@@ -69,6 +75,8 @@ class TopKCodec final : public Codec {
   // Entries sent per payload.
   size_t k() const { return k_; }
   ValueFormat value_format() const { return values_; }
+  // How this instance's selections were found.
+  const SampledSelectStats& stats() const { return stats_; }
 
   CodecId id() const override { return CodecId::kTopK; }
   size_t MaxPayloadBytes() const override { return PayloadBytes(size(), k_, values_); }
@@ -88,7 +96,9 @@ class TopKCodec final : public Codec {
 
   const size_t k_;
   const int index_bits_;
+  const size_t sample_size_;
   const ValueFormat values_;
+  SampledSelectStats stats_;
 };
 
 }  // namespace tamp::compress

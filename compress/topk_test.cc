@@ -336,5 +336,36 @@ TEST(TopKCodecTest, LargeChunksMatchTheReference) {
   }
 }
 
+// The selection is found from a sampled floor (compress/sampled_select.h): on gradient-like
+// data the sample decides it without the exact fallback, and the key that draws the sample
+// never changes the payload.
+TEST(TopKCodecTest, SampledFloorFindsTheSelectionAndTheKeyDoesNotMatter) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  const size_t n = size_t{1} << 18;
+  const size_t k = n / 100;
+  TopKCodec codec(n, k);
+  std::vector<float> input(n);
+  for (uint64_t step = 0; step < 10; ++step) {
+    for (float& x : input) x = normal(rng) * (1 + step);
+    std::string payload, other_key;
+    ASSERT_TRUE(codec.Encode(input, {.seed = 1, .step = step}, &payload).ok());
+    ASSERT_TRUE(codec.Encode(input, {.seed = 2, .step = step, .worker = 3}, &other_key).ok());
+    ASSERT_TRUE(payload == other_key) << step;
+    ASSERT_EQ(SentIndices(payload, n, k), ReferenceTopK(input, k)) << step;
+  }
+  EXPECT_EQ(codec.stats().selections, 20u);
+  EXPECT_GE(codec.stats().sampled, 19u);  // A miss has a chance of about 0.1% per encode.
+
+  // Mostly zeros: the sampled floor is 0, so the exact select over the chunk decides.
+  std::fill(input.begin(), input.end(), 0.0f);
+  for (size_t i = 0; i < k / 2; ++i) input[37 * i] = 1.0f + i;
+  const uint64_t fallbacks = codec.stats().exact_fallbacks;
+  std::string payload;
+  ASSERT_TRUE(codec.Encode(input, {.seed = 1}, &payload).ok());
+  EXPECT_EQ(SentIndices(payload, n, k), ReferenceTopK(input, k));
+  EXPECT_EQ(codec.stats().exact_fallbacks, fallbacks + 1);
+}
+
 }  // namespace
 }  // namespace tamp::compress

@@ -114,6 +114,7 @@ class Trainer {
   double decode_ms_ = 0;
   double apply_ms_ = 0;
   std::vector<float> decoded_;  // Scratch: one chunk's decoded update.
+  compress::SparseEntries pulled_entries_;  // Scratch: one sparse update's entries.
 };
 
 }  // namespace tamp

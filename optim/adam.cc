@@ -15,8 +15,9 @@ Adam::Adam(const config::Optimizer& spec, size_t num_elements)
       v_(num_elements, 0.0f) {}
 
 void Adam::Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
-                 float learning_rate) {
+                 float learning_rate, absl::Span<float> delta) {
   CHECK_EQ(weights.size(), gradient.size());
+  CHECK(delta.empty() || delta.size() == weights.size());
   CHECK_EQ(weights.size(), m_.size());
   CHECK_GE(step, 0);
   // The per-step scalars in double, as PyTorch computes them in Python floats.
@@ -32,7 +33,9 @@ void Adam::Apply(absl::Span<float> weights, absl::Span<const float> gradient, in
     m_[i] = beta1_ * m_[i] + one_minus_beta1 * g;
     v_[i] = beta2_ * v_[i] + one_minus_beta2 * g * g;
     const float denominator = std::sqrt(v_[i]) / correction2_sqrt + epsilon_;
-    weights[i] -= step_size * m_[i] / denominator;
+    const float w = weights[i];
+    weights[i] = w - step_size * m_[i] / denominator;
+    if (!delta.empty()) delta[i] = weights[i] - w;
   }
 }
 

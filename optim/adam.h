@@ -36,8 +36,9 @@ class Adam final : public Optimizer {
   Adam(const config::Optimizer& spec, size_t num_elements);
 
   // Uses `step` for the bias corrections (t = step + 1).
+  using Optimizer::Apply;
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
-             float learning_rate) override;
+             float learning_rate, absl::Span<float> delta) override;
   std::vector<absl::Span<float>> StateBuffers() override {
     return {absl::MakeSpan(m_), absl::MakeSpan(v_)};
   }

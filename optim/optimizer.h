@@ -38,8 +38,15 @@ class Optimizer {
   // One update of `weights` from `gradient` (both num_elements values) at rate
   // `learning_rate` (the schedule's rate for this step). `step` counts the updates applied
   // before this one (0 first); rules with bias correction (adam) use it, SGD does not.
+  // `delta`, unless empty (then num_elements values), receives w_new - w_old, the fp32
+  // subtraction of each weight's two values: what the server sends through the pull codec,
+  // computed in the update's own pass instead of a copy before it and a pass after.
   virtual void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
-                     float learning_rate) = 0;
+                     float learning_rate, absl::Span<float> delta) = 0;
+  void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
+             float learning_rate) {
+    Apply(weights, gradient, step, learning_rate, {});
+  }
 
   // Optimizer::StateBuffers()
   //

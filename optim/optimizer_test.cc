@@ -200,6 +200,33 @@ TEST(AdamTest, UsesTheStepItIsGivenForBiasCorrection) {
   EXPECT_NEAR(w[0], 1 - 0.1 * (2.0 / 3) / std::sqrt(4.0 / 7), 1e-6);
 }
 
+// Apply() with a delta span: the same weights as without, and delta holds exactly the fp32
+// difference w_new - w_old of every weight, for every rule and switch (each SGD variant has
+// its own branch-free loop). Non-dyadic values, so that rounding would show any difference.
+TEST(OptimizerTest, DeltaIsTheExactDifferenceAndLeavesTheUpdateUnchanged) {
+  const std::vector<config::Optimizer> specs = {
+      Sgd(0.1f), Sgd(0.1f, 0.9f), Sgd(0.1f, 0.9f, true), Sgd(0.1f, 0.9f, false, 0.01f),
+      Sgd(0.1f, 0, false, 0.01f), Adam(0.01f, 0.9f, 0.999f, 1e-8f, 0.01f)};
+  const size_t n = 37;  // Not a multiple of any vector width.
+  for (const config::Optimizer& spec : specs) {
+    auto with_delta = Create(spec, n);
+    auto without = Create(spec, n);
+    std::vector<float> w(n), reference(n), delta(n);
+    for (size_t i = 0; i < n; ++i) w[i] = reference[i] = std::sin(1.0f + i) / 3;
+    for (int64_t step = 0; step < 4; ++step) {
+      std::vector<float> g(n);
+      for (size_t i = 0; i < n; ++i) g[i] = std::cos(0.7f * i + step) / 7;
+      const std::vector<float> before = w;
+      with_delta->Apply(absl::MakeSpan(w), g, step, 0.3f, absl::MakeSpan(delta));
+      without->Apply(absl::MakeSpan(reference), g, step, 0.3f);
+      ASSERT_EQ(w, reference) << spec.ShortDebugString() << " step " << step;
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(delta[i], w[i] - before[i]) << spec.ShortDebugString() << " i " << i;
+      }
+    }
+  }
+}
+
 TEST(ValidateOptimizerSpecTest, AcceptsSgdAndAdam) {
   EXPECT_TRUE(ValidateOptimizerSpec(Sgd(0.1f, 0.9f, true, 1e-4f)).ok());
   EXPECT_TRUE(ValidateOptimizerSpec(Adam(1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f)).ok());

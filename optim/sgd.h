@@ -25,8 +25,9 @@ class Sgd final : public Optimizer {
   // `spec` must be valid (ValidateOptimizerSpec) and name "sgd".
   Sgd(const config::Optimizer& spec, size_t num_elements);
 
+  using Optimizer::Apply;
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
-             float learning_rate) override;
+             float learning_rate, absl::Span<float> delta) override;
   std::vector<absl::Span<float>> StateBuffers() override { return {absl::MakeSpan(buffer_)}; }
 
  private:

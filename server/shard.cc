@@ -184,10 +184,8 @@ struct Shard::ChunkState {
   Completion FinishStep(const config::RunConfig& config, float learning_rate) {
     Completion done;
     const absl::Span<const float> gradient = AggregateGradient(config, &done.aggregate);
-    update = weights;  // w_old
-    optimizer->Apply(absl::MakeSpan(weights), gradient, static_cast<int64_t>(step),
-                     learning_rate);
-    for (size_t i = 0; i < update.size(); ++i) update[i] = weights[i] - update[i];
+    optimizer->Apply(absl::MakeSpan(weights), gradient, static_cast<int64_t>(step), learning_rate,
+                     absl::MakeSpan(update));  // update = w_new - w_old
 
     // Encoding a well-sized buffer fails only on a codec bug. The weights have moved either
     // way, so the step still counts; workers that get the error must resync (PullWeights).
@@ -355,7 +353,7 @@ struct Shard::ChunkState {
   std::vector<RoundDoneCallback> pending;  // Of this round's accepted pushes.
   std::unique_ptr<compress::Codec> pull_codec;
   std::unique_ptr<compress::ErrorFeedback> pull_feedback;
-  std::vector<float> update;  // Scratch: w_old, then w_new - w_old.
+  std::vector<float> update;  // Scratch: w_new - w_old (Optimizer::Apply()).
   std::vector<float> scratch;  // DecodeAddFinite(): the next accumulator.
   compress::SparseEntries pushed;  // DecodeAddFinite(): a sparse push's entries.
   uint64_t nonfinite_skipped = 0;  // Pushes skipped by nonfinite_policy SKIP.

@@ -118,10 +118,8 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
     // update through the pull codec.
     start = Clock::now();
     if (rounds == 1) shard_push->FinishAggregate(workers, absl::MakeSpan(accumulator));
-    update = weights;
     optimizer->Apply(absl::MakeSpan(weights), rounds == 1 ? accumulator : aggregate, rep,
-                     learning_rate);
-    for (size_t i = 0; i < n; ++i) update[i] = weights[i] - update[i];
+                     learning_rate, absl::MakeSpan(update));
     TAMP_RETURN_IF_ERROR(pull_memory->Compress(*shard_pull, update, pull_key, &update_payload));
     update_ms += MsSince(start);
     cost.pull_bytes = update_payload.size();

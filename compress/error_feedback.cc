@@ -144,10 +144,12 @@ absl::Status ErrorFeedback::CompressDgcMomentum(Codec& codec, absl::Span<const f
     MaskSentDgcMomentum();
     return absl::OkStatus();
   }
-  // Entries outside the payload were not sent: u and v keep their new values there. The
-  // factor masking then clears the k sent entries (as MaskSentDgcMomentum() would).
-  std::copy(next_velocity_.begin(), next_velocity_.end(), velocity_.begin());
-  std::copy(compensated_.begin(), compensated_.end(), residual_.begin());
+  // Entries outside the payload were not sent: u and v keep their new values there, so the
+  // new values' buffers swap in (O(1); the old ones become scratch, rewritten whole by the
+  // next CompensateDgcMomentum()). The factor masking then clears the k sent entries (as
+  // MaskSentDgcMomentum() would).
+  velocity_.swap(next_velocity_);
+  residual_.swap(compensated_);
   for (size_t j = 0; j < sent_.indices.size(); ++j) {
     if (sent_.values[j] != 0.0f) {  // NaN counts as sent.
       velocity_[sent_.indices[j]] = 0.0f;

@@ -108,7 +108,8 @@ class ErrorFeedback {
   // values another way (a resync): what the memory still owed has been delivered.
   void Reset();
 
-  // u, the local momentum of DGC_MOMENTUM; empty for the other kinds.
+  // u, the local momentum of DGC_MOMENTUM; empty for the other kinds. Valid until the next
+  // Compress().
   absl::Span<const float> velocity() const { return velocity_; }
 
   // ErrorFeedback::StateBuffers()

@@ -69,13 +69,23 @@ hook_flags() {
   if [ "$1" = powersgd ]; then echo --one-bucket --powersgd-rank "$powersgd_rank"; fi
 }
 
-train() {  # LINK OUTPUT ARGS...: one ddp_mlp.py run inside a namespace shaped to LINK.
-  local link="$1" output="$2"; shift 2
+# Every run is bounded: a short timed run by 300 s, a full run by 1800 s (each takes well under
+# a third of that on 2 cores). PowerSGD with DDP's default buckets has been seen to hang
+# instead of aborting; `timeout` then kills the run's whole process group (both ranks) and
+# the run's JSON records the hang.
+train() {  # LIMIT_S LINK OUTPUT ARGS...: one ddp_mlp.py run inside a namespace shaped to LINK.
+  local limit="$1" link="$2" output="$3"; shift 3
   echo "== $link: $*" >&2
-  "$repo/bench/net/shaped.sh" "$link" -- \
+  local status=0
+  timeout -k 10 "$limit" "$repo/bench/net/shaped.sh" "$link" -- \
     /usr/bin/python3 "$repo/bench/peers/ddp_mlp.py" --output "$output" --skip-steps "$skip_steps" "$@" \
-    2> "$logs/$(basename "${output%.json}").stderr" ||
-    echo "run_peers.sh: that run failed; its error is in $output" >&2
+    2> "$logs/$(basename "${output%.json}").stderr" || status=$?
+  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    printf '{\n "hook": "%s",\n "error": "hung: killed after %s s without finishing",\n "torch_version": "%s"\n}\n' \
+      "$(sed -n 's/.*--hook \([a-z0-9]*\).*/\1/p' <<< "$*")" "$limit" \
+      "$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')" > "$output"
+  fi
+  [ "$status" -eq 0 ] || echo "run_peers.sh: that run failed; its error is in $output" >&2
 }
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -83,17 +93,17 @@ started=$SECONDS
 for hook in $hooks; do
   for link in $links; do
     # shellcheck disable=SC2046
-    train "$link" "$raw/${hook}_${link}.json" --hook "$hook" $(hook_flags "$hook") --max-steps "$timed_steps"
+    train 300 "$link" "$raw/${hook}_${link}.json" --hook "$hook" $(hook_flags "$hook") --max-steps "$timed_steps"
   done
 done
 if [[ " $hooks " == *" powersgd "* ]]; then
-  train unshaped "$raw/powersgd_default_buckets.json" --hook powersgd \
+  train 300 unshaped "$raw/powersgd_default_buckets.json" --hook powersgd \
     --powersgd-rank "$powersgd_rank" --max-steps "$timed_steps"
 fi
 if [ "$skip_full" -eq 0 ]; then
   for hook in $hooks; do
     # shellcheck disable=SC2046
-    train unshaped "$raw/${hook}_full.json" --hook "$hook" $(hook_flags "$hook") --eval-every "$eval_every"
+    train 1800 unshaped "$raw/${hook}_full.json" --hook "$hook" $(hook_flags "$hook") --eval-every "$eval_every"
   done
 fi
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"

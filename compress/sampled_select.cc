@@ -85,7 +85,7 @@ void SampleKeys(absl::Span<const float> input, const RandomKey& key, absl::Span<
 }  // namespace
 
 void SamplePositions(const RandomKey& key, size_t num_elements, size_t sample_size,
-                               std::vector<size_t>* positions) {
+                     std::vector<size_t>* positions) {
   CHECK(sample_size >= 1 && sample_size <= num_elements) << sample_size << " of " << num_elements;
   StratifiedPositions stratified(key, num_elements, sample_size);
   positions->resize(sample_size + StratifiedPositions::kBatch);

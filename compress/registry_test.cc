@@ -167,7 +167,9 @@ TEST(RegistryExampleTest, DecodeSparseMatchesDecodeOrDeclines) {
       ASSERT_EQ(entries.values.size(), entries.indices.size()) << info.name;
       for (size_t j = 0; j < entries.indices.size(); ++j) {
         ASSERT_LT(entries.indices[j], n) << info.name;
-        if (j > 0) ASSERT_GT(entries.indices[j], entries.indices[j - 1]) << info.name;
+        if (j > 0) {
+          ASSERT_GT(entries.indices[j], entries.indices[j - 1]) << info.name;
+        }
         from_entries[entries.indices[j]] = entries.values[j];
       }
       EXPECT_EQ(from_entries, dense) << info.name << (fp16 ? " fp16_values" : "");

@@ -155,7 +155,7 @@ TEST_F(TlsTest, MissingOrWrongTokenIsUnauthenticatedAndChangesNothing) {
   auto stub = Stub();
   const uint32_t chunk = shard_->chunk_ids().front();
   const Shard::ChunkSnapshot before = *shard_->Snapshot(chunk);
-  for (const std::string token : {std::string(), std::string("tls-test-tokem"),
+  for (const std::string& token : {std::string(), std::string("tls-test-tokem"),
                                   std::string("tls-test-token-longer"), std::string("t")}) {
     grpc::Status status = Handshake(*stub, token);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "'" << token << "'";

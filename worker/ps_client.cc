@@ -53,6 +53,11 @@ absl::Status PsClient::OpenChannels() {
   return absl::OkStatus();
 }
 
+PsClient::~PsClient() {
+  std::unique_lock<std::mutex> lock(in_flight_mu_);
+  all_released_.wait(lock, [this] { return in_flight_ == 0; });
+}
+
 std::string PsClient::Describe(uint32_t shard) const {
   return absl::StrCat("shard ", shard, " (", addresses_[shard], "): ");
 }
@@ -260,27 +265,35 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
   // itself. The callback captures two pointers, which std::function keeps inside itself:
   // gRPC moves it to the callback's thread, and nothing this thread wrote is read before the
   // lock.
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mu_);
+    ++in_flight_;
+  }
   std::lock_guard<std::mutex> handing_over(handover_mu_);
   stubs_[call->shard]->async()->PushPull(
       &call->context, &call->request, &call->response, [this, call](grpc::Status status) {
         { std::lock_guard<std::mutex> handed_over(handover_mu_); }
         std::unique_ptr<Call> owned(call);
-        if (!status.ok()) {
+        absl::Status result;
+        RoundAnswer answer;
+        if (status.ok()) {
+          answer.update = std::move(*owned->response.mutable_payload());
+          answer.aggregate = std::move(*owned->response.mutable_aggregate());
+        } else {
           const rpc::PushPullRequest& request = owned->request;
-          absl::Status failed = FromGrpc(
+          result = FromGrpc(
               status, absl::StrCat(Describe(owned->shard), "PushPull of chunk ", request.chunk_id(),
                                    " step ", request.step(),
                                    request.round() == 0 ? "" : absl::StrCat(" round ", request.round()),
                                    ": "));
-          RoundAnswer unanswered;
-          unanswered.pushed = std::move(*owned->request.mutable_payload());
-          owned->done(std::move(failed), std::move(unanswered));
-          return;
+          answer.pushed = std::move(*owned->request.mutable_payload());
         }
-        RoundAnswer answer;
-        answer.update = std::move(*owned->response.mutable_payload());
-        answer.aggregate = std::move(*owned->response.mutable_aggregate());
-        owned->done(absl::OkStatus(), std::move(answer));
+        const PushPullRoundDone done = std::move(owned->done);
+        owned.reset();  // The call, and its context's channel reference, before ~PsClient().
+        done(std::move(result), std::move(answer));
+        std::lock_guard<std::mutex> lock(in_flight_mu_);
+        if (--in_flight_ == 0) all_released_.notify_all();
+        // Nothing of `this` is touched past this point: ~PsClient() may be running.
       });
 }
 

@@ -7,7 +7,8 @@
 // Rejoin() brings back a worker that a SYNC barrier dropped (consistency.worker_timeout_ms).
 //
 // Thread safety: all methods may be called from any thread; callbacks run on gRPC's threads
-// and must not block.
+// and must not block. Destruction waits for every PushPull callback to have run (each call
+// has a deadline, so each ends).
 //
 // Example:
 //   TAMP_ASSIGN_OR_RETURN(auto client, PsClient::Connect(config, layout, rank, addresses,
@@ -18,6 +19,7 @@
 #ifndef TAMP_WORKER_PS_CLIENT_H_
 #define TAMP_WORKER_PS_CLIENT_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,6 +39,9 @@ namespace tamp {
 class PsClient {
  public:
   using PushPullDone = std::function<void(absl::Status status, std::string update_payload)>;
+
+  // Waits for the callbacks of every PushPull call in flight, then closes the channels.
+  ~PsClient();
 
   // `server_addresses[s]` is shard s ("host:port"). `steps_per_epoch` and `total_steps` are
   // the run's length as this worker computed it (see FillHandshake in server/handshake.h).
@@ -132,6 +137,13 @@ class PsClient {
   // ThreadSanitizer, so only this lock shows TSan (--config=tsan) that everything the
   // caller did to the call happens before its callback.
   std::mutex handover_mu_;
+  // PushPull calls whose callback has not yet released the call: ~PsClient() waits for 0,
+  // so that it, on the owner's thread, drops the channels' last references. Were the last
+  // one dropped on a gRPC thread, gRPC would shut itself down on a detached thread that can
+  // outlive main() and race the process's exit (double frees; grpc/grpc#23604).
+  std::mutex in_flight_mu_;
+  std::condition_variable all_released_;
+  int in_flight_ = 0;  // Guarded by in_flight_mu_.
 };
 
 // Turns a failed gRPC call into a Status with the same code and a message naming the shard.

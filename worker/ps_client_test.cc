@@ -1,0 +1,89 @@
+#include "worker/ps_client.h"
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "grpcpp/grpcpp.h"
+#include "server/test_job.h"
+
+namespace tamp {
+namespace {
+
+// Answers every handshake, and every push with its own payload reversed.
+class EchoServer final : public rpc::ParameterServer::Service {
+ public:
+  grpc::Status Handshake(grpc::ServerContext*, const rpc::HandshakeRequest*,
+                         rpc::HandshakeResponse* response) override {
+    response->set_incarnation(1);
+    return grpc::Status::OK;
+  }
+  grpc::Status PushPull(grpc::ServerContext*, const rpc::PushPullRequest* request,
+                        rpc::PushPullResponse* response) override {
+    response->set_payload(std::string(request->payload().rbegin(), request->payload().rend()));
+    return grpc::Status::OK;
+  }
+};
+
+class PsClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_NE(port, 0);
+    const std::string address = absl::StrCat("127.0.0.1:", port);
+    // kTestJob has two shards; this one server plays both.
+    absl::StatusOr<std::unique_ptr<PsClient>> client =
+        PsClient::Connect(config_, layout_, /*worker_rank=*/0, {address, address},
+                          /*steps_per_epoch=*/1, /*total_steps=*/1);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+  }
+
+  void TearDown() override { server_->Shutdown(); }
+
+  const config::RunConfig config_ = testing::TestConfig();
+  const JobLayout layout_ = testing::TestLayout(config_);
+  EchoServer service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<PsClient> client_;
+};
+
+TEST_F(PsClientTest, PushPullDeliversTheShardsAnswer) {
+  std::promise<std::pair<absl::Status, std::string>> answered;
+  client_->PushPull(0, 0, "abc", [&](absl::Status status, std::string update) {
+    answered.set_value({std::move(status), std::move(update)});
+  });
+  const auto [status, update] = answered.get_future().get();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(update, "cba");
+}
+
+// The client must outlast every callback of its calls: each call's context holds a channel
+// reference, and were the last one dropped on gRPC's thread after the owner had gone, gRPC
+// would shut down on a detached thread racing the process's exit.
+TEST_F(PsClientTest, DestructionWaitsForEveryCallbackInFlight) {
+  std::promise<void> started;
+  std::atomic<bool> finished{false};
+  client_->PushPull(0, 0, "abc", [&](absl::Status status, std::string) {
+    EXPECT_TRUE(status.ok()) << status;
+    started.set_value();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    finished = true;
+  });
+  started.get_future().wait();
+  client_.reset();
+  EXPECT_TRUE(finished) << "~PsClient() returned while a callback was still running";
+}
+
+}  // namespace
+}  // namespace tamp

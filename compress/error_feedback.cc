@@ -66,7 +66,9 @@ ErrorFeedback::ErrorFeedback(const config::ErrorFeedback& spec, size_t num_eleme
   switch (kind_) {
     case config::ErrorFeedback::DGC_MOMENTUM:
       velocity_.assign(num_elements, 0.0f);
-      [[fallthrough]];
+      residual_.assign(num_elements, 0.0f);
+      decoded_.resize(num_elements);
+      break;
     case config::ErrorFeedback::RESIDUAL:
       residual_.assign(num_elements, 0.0f);
       compensated_.resize(num_elements);
@@ -135,21 +137,15 @@ absl::Status ErrorFeedback::CompressDgcMomentum(Codec& codec, absl::Span<const f
                                                 const RandomKey& key, std::string* payload) {
   CHECK_EQ(input.size(), residual_.size());
   CHECK_EQ(codec.size(), residual_.size());
-  // The new u and v go to scratch, and u and v change only once the codec has succeeded.
   CompensateDgcMomentum(input);
-  TAMP_RETURN_IF_ERROR(codec.Encode(compensated_, key, payload));
+  TAMP_RETURN_IF_ERROR(codec.Encode(residual_, key, payload));
   TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(*payload, key, &sent_));
   if (!sparse) {
     TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, absl::MakeSpan(decoded_)));
     MaskSentDgcMomentum();
     return absl::OkStatus();
   }
-  // Entries outside the payload were not sent: u and v keep their new values there, so the
-  // new values' buffers swap in (O(1); the old ones become scratch, rewritten whole by the
-  // next CompensateDgcMomentum()). The factor masking then clears the k sent entries (as
-  // MaskSentDgcMomentum() would).
-  velocity_.swap(next_velocity_);
-  residual_.swap(compensated_);
+  // Only the k sent entries change (momentum factor masking, as MaskSentDgcMomentum()).
   for (size_t j = 0; j < sent_.indices.size(); ++j) {
     if (sent_.values[j] != 0.0f) {  // NaN counts as sent.
       velocity_[sent_.indices[j]] = 0.0f;
@@ -161,19 +157,19 @@ absl::Status ErrorFeedback::CompressDgcMomentum(Codec& codec, absl::Span<const f
 
 void ErrorFeedback::CompensateDgcMomentum(absl::Span<const float> input) {
   CHECK_EQ(input.size(), residual_.size());
-  next_velocity_.resize(input.size());
+  // In place: one pass reading u, g and v and writing u and v back where they were read
+  // (DGC's encode is memory-bound; separate output buffers cost two more streams).
   for (size_t i = 0; i < input.size(); ++i) {
-    next_velocity_[i] = NextVelocity(momentum_, velocity_[i], input[i]);
-    compensated_[i] = residual_[i] + next_velocity_[i];
+    velocity_[i] = NextVelocity(momentum_, velocity_[i], input[i]);
+    residual_[i] += velocity_[i];
   }
 }
 
 void ErrorFeedback::MaskSentDgcMomentum() {
-  CHECK_EQ(next_velocity_.size(), residual_.size()) << "no CompensateDgcMomentum() before";
   for (size_t i = 0; i < residual_.size(); ++i) {
     const bool sent = decoded_[i] != 0.0f;  // NaN counts as sent.
-    velocity_[i] = sent ? 0.0f : next_velocity_[i];
-    residual_[i] = sent ? 0.0f : compensated_[i];
+    velocity_[i] = sent ? 0.0f : velocity_[i];
+    residual_[i] = sent ? 0.0f : residual_[i];
   }
 }
 
@@ -190,7 +186,7 @@ absl::Status ErrorFeedback::BeginRounds(Codec& codec, absl::Span<const float> in
       return codec.EncodeRound(0, compensated_, {}, key, payload);
     case config::ErrorFeedback::DGC_MOMENTUM:
       CompensateDgcMomentum(input);
-      return codec.EncodeRound(0, compensated_, {}, key, payload);
+      return codec.EncodeRound(0, residual_, {}, key, payload);
     default:
       return codec.EncodeRound(0, input, {}, key, payload);
   }

@@ -19,7 +19,8 @@
 //
 // All arithmetic is fp32, in the order written. One instance per chunk and direction; not
 // thread-safe. If the codec fails (a codec bug: encoding a well-sized buffer does not fail
-// on data), Compress returns its error and the state is unchanged.
+// on data), Compress returns its error; RESIDUAL's residual is then unchanged, and
+// DGC_MOMENTUM's u and v hold the input (nothing was sent, so v owes all of it).
 //
 // Example:
 //   TAMP_RETURN_IF_ERROR(ValidateErrorFeedbackSpec(spec, "compression.push_feedback"));
@@ -127,11 +128,11 @@ class ErrorFeedback {
                                 const RandomKey& key, std::string* payload);
   absl::Status CompressDgcMomentum(Codec& codec, absl::Span<const float> input,
                                    const RandomKey& key, std::string* payload);
-  // DGC_MOMENTUM: the new u into next_velocity_ and the new v (what is encoded) into
-  // compensated_; u and v themselves unchanged.
+  // DGC_MOMENTUM: u <- m u + g, then v <- v + u (v is what is encoded). In place: should
+  // the codec then fail, nothing was sent, and v still owes all of it.
   void CompensateDgcMomentum(absl::Span<const float> input);
-  // DGC_MOMENTUM, once decoded_ holds decode(payload): u and v take their new values, zeroed
-  // where an entry was sent (momentum factor masking).
+  // DGC_MOMENTUM, once decoded_ holds decode(payload): u and v are zeroed where an entry was
+  // sent (momentum factor masking).
   void MaskSentDgcMomentum();
 
   const config::ErrorFeedback::Kind kind_;
@@ -139,9 +140,8 @@ class ErrorFeedback {
   const float momentum_;  // DGC_MOMENTUM.
   std::vector<float> residual_;     // RESIDUAL: the residual. DGC_MOMENTUM: v.
   std::vector<float> velocity_;     // DGC_MOMENTUM: u.
-  std::vector<float> compensated_;  // Scratch: what is encoded (c, or the new v).
+  std::vector<float> compensated_;  // RESIDUAL, scratch: what is encoded (c).
   std::vector<float> decoded_;      // Scratch: decode(payload).
-  std::vector<float> next_velocity_;  // DGC_MOMENTUM: the new u, until the payload is decoded.
   SparseEntries sent_;                // Scratch: DecodeSparse(payload), for sparse codecs.
 };
 

@@ -182,8 +182,29 @@ TEST(JobLayoutTest, ResolvesCompressionPerChunk) {
             layout->total_elements);
 }
 
+// DGC's momentum correction with a momentum optimizer applies momentum twice (the job
+// diverged at step 73 with bench/configs/mlp_dgc1_ef.pbtxt so configured).
+TEST(ConfigTest, DgcMomentumCorrectionRefusesAServerMomentum) {
+  ExpectInvalid("compression { default_compression { push_feedback { kind: DGC_MOMENTUM } } }",
+                "optimizer.momentum: is 0.9 but compression.default_compression.push_feedback "
+                "is DGC_MOMENTUM");
+  ExpectInvalid(
+      "compression { tensor_overrides { pattern: \"fc1.*\" compression { push { name: \"dgc\" "
+      "ratio: 0.01 } push_feedback { kind: DGC_MOMENTUM } } } }",
+      "compression.tensor_overrides[1].compression.push_feedback is DGC_MOMENTUM");
+  const config::RunConfig plain_sgd = Load(
+      "optimizer { momentum: 0 } "
+      "compression { default_compression { push_feedback { kind: DGC_MOMENTUM } } }");
+  EXPECT_TRUE(ValidateConfig(plain_sgd).ok()) << ValidateConfig(plain_sgd);
+  // Residual error feedback keeps no momentum: a server momentum is fine with it.
+  const config::RunConfig residual =
+      Load("compression { default_compression { push_feedback { kind: RESIDUAL } } }");
+  EXPECT_TRUE(ValidateConfig(residual).ok()) << ValidateConfig(residual);
+}
+
 TEST(ConfigTest, DgcClippingAndSparsityWarmupErrorsNameTheField) {
   const config::RunConfig good = Load(
+      "optimizer { momentum: 0 } "
       "compression { clip_norm: 5 default_compression { push { ratio_warmup: [0.25, 0.0625] } "
       "push_feedback { kind: DGC_MOMENTUM momentum: 0.9 } } }");
   EXPECT_TRUE(ValidateConfig(good).ok()) << ValidateConfig(good);

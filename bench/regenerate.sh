@@ -5,7 +5,7 @@
 #                                                                   (~50 min; --quick ~15)
 #   3. docs/speed.md          bench/speed_table.sh                  steps/s on shaped links (~5 min)
 #   4. docs/peers.md          bench/peers/run_peers.sh              PyTorch DDP peers (~15 min)
-#   5. docs/perf_model.md     bench/model_vs_measured.py            model vs speed table (~4 min)
+#   5. docs/perf_model.md     bench/model_vs_measured.py --calibration_job   model vs speed table (~3 min)
 #   6. docs/scaling.md        bench/scaling.sh                      emulated hosts (~5 min)
 # then rewrites the speed and peers docs once more, so that each shows the others' latest
 # figures (time to target needs the convergence runs; peers compare with Tamp's rows).
@@ -42,7 +42,7 @@ if wants peers; then
   bench/peers/install.sh
   if [ "$quick" -eq 1 ]; then bench/peers/run_peers.sh --skip-full; else bench/peers/run_peers.sh; fi
 fi
-if wants model; then step model; bench/model_vs_measured.py; fi
+if wants model; then step model; bench/model_vs_measured.py --calibration_job; fi
 if wants scaling; then step scaling; bench/scaling.sh --out docs/scaling.md >/dev/null; fi
 step "cross-references"
 bench/speed_table.sh --report_only

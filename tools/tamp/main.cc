@@ -5,6 +5,7 @@
 //   tamp codecs
 //   tamp summarize CONFIG EVENTS_0 ... [--summary_json=PATH] [--wall_seconds=S]
 //   tamp model CONFIG --bandwidth RATE [--topology shared|hosts] [--codecs all|config] [--json]
+//              [--calibration_job]
 //   tamp help
 #include <stdlib.h>
 #include <unistd.h>
@@ -61,6 +62,12 @@ Commands:
       --compute_ms MS        Use this forward/backward time instead of the measured one.
       --latency_ms MS        Per-message latency (default 0.05, an estimate).
       --transport_gbit GBIT  gRPC's throughput ceiling (default 6, fitted on this machine).
+      --calibration_job      First run the job and its uncompressed twin for a few
+                             steps on loopback (~15 s for the example MLP) and add the
+                             CPU they burn beyond the measured parts to the CPU bound.
+      --job_cpu A,B,U,R      Reuse a calibration (--json prints it as job_cpu: ms per
+                             step, ms per payload byte, core utilisation, payload
+                             bytes per ms).
   help                 Show this text.
 
 Exit status: 0 success, 1 a process failed, 2 bad usage or config, 130 interrupted.

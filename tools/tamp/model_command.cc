@@ -10,13 +10,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/config.h"
 #include "common/job_layout.h"
 #include "common/status_macros.h"
 #include "compress/registry.h"
 #include "google/protobuf/text_format.h"
+#include "tools/tamp/binaries.h"
 #include "tools/tamp/job.h"
+#include "tools/tamp/job_calibration.h"
 #include "tools/tamp/perf_calibrate.h"
 #include "tools/tamp/table.h"
 #include "tools/tamp/transport_probe.h"
@@ -101,6 +104,39 @@ absl::string_view TopologyName(perf::Topology topology) {
 
 std::string Ms(double ms) { return absl::StrFormat("%.2f", ms); }
 
+// Steps of the calibration runs (tools/tamp/job_calibration.h): the difference of the two
+// is what is measured.
+constexpr int kCalibrationShortSteps = 20;
+constexpr int kCalibrationLongSteps = 80;
+
+// --calibration_job: runs `config` and `uncompressed` (its twin with no compression, which
+// moves the most bytes) briefly on loopback and fits what the model's CPU work misses.
+template <typename InputsFor>
+absl::StatusOr<perf::JobCpuCalibration> CalibrateWithJobs(const config::RunConfig& config,
+                                                          const config::RunConfig& uncompressed,
+                                                          InputsFor inputs_for, int cores) {
+  TAMP_ASSIGN_OR_RETURN(const std::string server_binary,
+                        FindBinary(ProcessBinaryLookup("--server_binary", "", "TAMP_SERVER_BINARY",
+                                                       "server/tamp_server")));
+  TAMP_ASSIGN_OR_RETURN(const std::string worker_binary,
+                        FindBinary(ProcessBinaryLookup("--worker_binary", "", "TAMP_WORKER_BINARY",
+                                                       "worker/tamp_worker")));
+  std::vector<CalibrationRun> runs;
+  int usable_cores = 0;
+  for (const config::RunConfig* job : {&config, &uncompressed}) {
+    TAMP_ASSIGN_OR_RETURN(perf::StepInputs inputs, inputs_for(*job));
+    usable_cores = std::min(cores, inputs.num_workers + inputs.num_shards);
+    CalibrationRun run;
+    run.counted_cpu_ms = perf::CpuWorkMs(inputs);
+    run.payload_bytes = perf::PayloadBytesPerStep(inputs);
+    TAMP_ASSIGN_OR_RETURN(run.measured, MeasureJobCpu(*job, server_binary, worker_binary,
+                                                      kCalibrationShortSteps,
+                                                      kCalibrationLongSteps));
+    runs.push_back(run);
+  }
+  return FitJobCpu(runs, usable_cores);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args) {
@@ -120,13 +156,14 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
       value = name.substr(eq + 1);
       name.resize(eq);
     }
-    if (name == "json") {
-      if (inline_value) return absl::InvalidArgumentError("--json takes no value");
-      options.json = true;
+    if (name == "json" || name == "calibration_job") {
+      if (inline_value) return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
+      (name == "json" ? options.json : options.calibration_job) = true;
       continue;
     }
     if (name != "bandwidth" && name != "topology" && name != "codecs" && name != "compute_ms" &&
-        name != "latency_ms" && name != "transport_gbit" && name != "cores") {
+        name != "latency_ms" && name != "transport_gbit" && name != "cores" &&
+        name != "job_cpu") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     }
     if (!inline_value) {
@@ -153,6 +190,20 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
             absl::StrCat("--latency_ms must be a number >= 0, got \"", value, "\""));
       }
       options.latency_ms = latency;
+    } else if (name == "job_cpu") {
+      const std::vector<std::string> parts = absl::StrSplit(value, ',');
+      perf::JobCpuCalibration job;
+      if (parts.size() != 4 || !absl::SimpleAtod(parts[0], &job.ms_per_step) ||
+          !absl::SimpleAtod(parts[1], &job.ms_per_byte) ||
+          !absl::SimpleAtod(parts[2], &job.core_utilization) ||
+          !absl::SimpleAtod(parts[3], &job.payload_bytes_per_ms) || !(job.ms_per_step >= 0) ||
+          !(job.ms_per_byte >= 0) || !(job.core_utilization > 0 && job.core_utilization <= 1) ||
+          !(job.payload_bytes_per_ms >= 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--job_cpu must be MS_PER_STEP,MS_PER_BYTE,CORE_UTILIZATION,PAYLOAD_BYTES_PER_MS "
+            "(>= 0, >= 0, in (0, 1], >= 0), got \"", value, "\""));
+      }
+      options.job_cpu = job;
     } else if (name == "cores") {
       int cores = 0;
       if (!absl::SimpleAtoi(value, &cores) || cores < 1) {
@@ -171,6 +222,9 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
   }
   if (!has_bandwidth) {
     return absl::InvalidArgumentError("missing --bandwidth (e.g. 1gbit, 10gbit, unshaped)");
+  }
+  if (options.calibration_job && options.job_cpu.has_value()) {
+    return absl::InvalidArgumentError("--job_cpu gives the calibration --calibration_job measures: pass one");
   }
   options.config_path = positional[0];
   return options;
@@ -224,31 +278,41 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
     }
   }
 
+  // Each variant's inputs: its codecs' costs measured on the measured gradient.
+  auto inputs_for = [&](const config::RunConfig& variant) -> absl::StatusOr<perf::StepInputs> {
+    TAMP_RETURN_IF_ERROR(ValidateConfig(variant));
+    TAMP_ASSIGN_OR_RETURN(const JobLayout variant_layout, BuildJobLayout(variant));
+    perf::StepInputs inputs;
+    TAMP_ASSIGN_OR_RETURN(inputs.chunks, perf::MeasureChunkCosts(variant, variant_layout,
+                                                                 compute->gradient,
+                                                                 kCodecRepetitions));
+    inputs.num_workers = workers;
+    inputs.num_shards = static_cast<int>(config->cluster().num_servers());
+    inputs.compute_ms = compute->step_ms;
+    inputs.tensor_ready_ms = compute->tensor_ready_ms;
+    inputs.link = options.link;
+    inputs.topology = options.topology;
+    inputs.transport = transport;
+    inputs.cores = cores;
+    inputs.transport_cpu = *transport_cpu;
+    return inputs;
+  };
+  perf::JobCpuCalibration job_cpu = options.job_cpu.value_or(perf::JobCpuCalibration{});
+  if (options.calibration_job) {
+    absl::StatusOr<perf::JobCpuCalibration> fitted =
+        CalibrateWithJobs(*config, Uncompressed(*config), inputs_for, cores);
+    if (!fitted.ok()) return fail(fitted.status());
+    job_cpu = *fitted;
+  }
+
   std::vector<Row> rows;
   for (const Variant& variant : variants) {
     Row row{variant.codec, variant.spec, "", {}};
-    absl::Status status = ValidateConfig(variant.config);
-    absl::StatusOr<JobLayout> variant_layout = BuildJobLayout(variant.config);
-    if (status.ok()) status = variant_layout.status();
-    absl::StatusOr<std::vector<perf::ChunkCost>> costs;
+    absl::StatusOr<perf::StepInputs> inputs = inputs_for(variant.config);
+    absl::Status status = inputs.status();
     if (status.ok()) {
-      costs = perf::MeasureChunkCosts(variant.config, *variant_layout, compute->gradient,
-                                      kCodecRepetitions);
-      status = costs.status();
-    }
-    if (status.ok()) {
-      perf::StepInputs inputs;
-      inputs.num_workers = workers;
-      inputs.num_shards = static_cast<int>(config->cluster().num_servers());
-      inputs.compute_ms = compute->step_ms;
-      inputs.tensor_ready_ms = compute->tensor_ready_ms;
-      inputs.chunks = *std::move(costs);
-      inputs.link = options.link;
-      inputs.topology = options.topology;
-      inputs.transport = transport;
-      inputs.cores = cores;
-      inputs.transport_cpu = *transport_cpu;
-      absl::StatusOr<perf::StepPrediction> prediction = perf::PredictStep(inputs);
+      inputs->job_cpu = job_cpu;
+      absl::StatusOr<perf::StepPrediction> prediction = perf::PredictStep(*inputs);
       if (prediction.ok()) row.prediction = *prediction;
       status = prediction.status();
     }
@@ -272,6 +336,12 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
          << ", \"max_bytes_per_ms\": " << transport.max_bytes_per_ms
          << ", \"cpu_ms_per_message\": " << transport_cpu->ms_per_message
          << ", \"cpu_ms_per_byte\": " << transport_cpu->ms_per_byte << "}, \"cores\": " << cores
+         << ", \"job_cpu\": {\"calibrated\": "
+         << (options.calibration_job || options.job_cpu.has_value() ? "true" : "false")
+         << ", \"ms_per_step\": " << job_cpu.ms_per_step
+         << ", \"ms_per_byte\": " << job_cpu.ms_per_byte
+         << ", \"core_utilization\": " << job_cpu.core_utilization
+         << ", \"payload_bytes_per_ms\": " << job_cpu.payload_bytes_per_ms << "}"
          << ", \"codecs\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& row = rows[i];

@@ -30,14 +30,23 @@ struct ModelOptions {
   std::optional<double> transport_gbit;
   // Cores the job's processes share; without it, the CPUs this process may run on.
   std::optional<int> cores;
+  // Calibrate the CPU bound with short runs of the job itself (tools/tamp/job_calibration.h):
+  // the config and its uncompressed twin, on loopback; needs tamp_server and tamp_worker
+  // (found as `tamp run` finds them) and the data set.
+  bool calibration_job = false;
+  // A calibration given instead of measured: what --calibration_job --json printed as
+  // job_cpu (--job_cpu=MS_PER_STEP,MS_PER_BYTE,CORE_UTILIZATION,PAYLOAD_BYTES_PER_MS), to
+  // reuse it across links.
+  std::optional<perf::JobCpuCalibration> job_cpu;
 };
 
 // ParseModelArgs()
 //
 // The arguments after "model": one CONFIG, --bandwidth RATE (required; perf::ParseBandwidth),
 // --topology shared|hosts (perf::ParseTopology; default shared), --codecs all|config, --json,
-// --compute_ms MS, --latency_ms MS, --transport_gbit GBIT, --cores N; each
-// as --flag=VALUE or --flag VALUE (--json takes none). INVALID_ARGUMENT with a one-line
+// --compute_ms MS, --latency_ms MS, --transport_gbit GBIT, --cores N, --calibration_job,
+// --job_cpu A,B,U (not with --calibration_job); each
+// as --flag=VALUE or --flag VALUE (--json and --calibration_job take none). INVALID_ARGUMENT with a one-line
 // reason otherwise.
 absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args);
 

@@ -13,7 +13,8 @@ namespace {
 TEST(ParseModelArgsTest, ReadsEveryFlag) {
   absl::StatusOr<ModelOptions> options =
       ParseModelArgs({"job.pbtxt", "--bandwidth", "10gbit", "--topology=hosts", "--codecs=all", "--json",
-                      "--compute_ms=7.5", "--latency_ms", "0", "--transport_gbit=12", "--cores=3"});
+                      "--compute_ms=7.5", "--latency_ms", "0", "--transport_gbit=12", "--cores=3",
+                      "--job_cpu=5.5,7e-07,0.9,900000"});
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->config_path, "job.pbtxt");
   EXPECT_DOUBLE_EQ(options->link.bits_per_second, 1e10);
@@ -24,6 +25,17 @@ TEST(ParseModelArgsTest, ReadsEveryFlag) {
   EXPECT_DOUBLE_EQ(*options->latency_ms, 0);
   EXPECT_DOUBLE_EQ(*options->transport_gbit, 12);
   EXPECT_EQ(*options->cores, 3);
+  EXPECT_FALSE(options->calibration_job);
+  ASSERT_TRUE(options->job_cpu.has_value());
+  EXPECT_DOUBLE_EQ(options->job_cpu->ms_per_step, 5.5);
+  EXPECT_DOUBLE_EQ(options->job_cpu->ms_per_byte, 7e-07);
+  EXPECT_DOUBLE_EQ(options->job_cpu->core_utilization, 0.9);
+  EXPECT_DOUBLE_EQ(options->job_cpu->payload_bytes_per_ms, 9e5);
+
+  options = ParseModelArgs({"--bandwidth=unshaped", "--calibration_job", "job.pbtxt"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->calibration_job);
+  EXPECT_FALSE(options->job_cpu.has_value());
 
   options = ParseModelArgs({"--bandwidth=unshaped", "job.pbtxt"});
   ASSERT_TRUE(options.ok()) << options.status();
@@ -49,6 +61,11 @@ TEST(ParseModelArgsTest, ErrorsSayWhatIsWrong) {
       {{"job.pbtxt", "--bandwidth=1gbit", "--cores=0"}, "--cores must be a whole number >= 1"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--cores=1.5"}, "--cores must be a whole number >= 1"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--speed=3"}, "unknown flag --speed=3"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--calibration_job=1"}, "--calibration_job takes no value"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--job_cpu=1,2"}, "--job_cpu must be MS_PER_STEP,"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--job_cpu=1,0,1.5,0"}, "--job_cpu must be"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--job_cpu=1,0,1,0", "--calibration_job"},
+       "--job_cpu gives the calibration --calibration_job measures"},
   };
   for (const auto& [args, message] : cases) {
     absl::StatusOr<ModelOptions> options = ParseModelArgs(args);

@@ -101,6 +101,14 @@ class Links {
 absl::Status CheckInputs(const StepInputs& in) {
   if (in.num_workers < 1) return absl::InvalidArgumentError("num_workers must be at least 1");
   if (in.num_shards < 1) return absl::InvalidArgumentError("num_shards must be at least 1");
+  const JobCpuCalibration& job = in.job_cpu;
+  if (!(job.ms_per_step >= 0 && job.ms_per_byte >= 0 && job.core_utilization > 0 &&
+        job.core_utilization <= 1 && job.payload_bytes_per_ms >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job calibration: per step ", job.ms_per_step, " ms, per byte ", job.ms_per_byte,
+        " ms and payload rate ", job.payload_bytes_per_ms,
+        " bytes/ms must be >= 0, core utilisation ", job.core_utilization, " in (0, 1]"));
+  }
   if (!(in.compute_ms >= 0)) return absl::InvalidArgumentError("compute_ms must be >= 0");
   for (double ready : in.tensor_ready_ms) {
     if (!(ready >= 0 && ready <= in.compute_ms)) {
@@ -177,11 +185,13 @@ StepPrediction SimulateTimeline(const StepInputs& in) {
   const int workers = in.num_workers;
   const Transport& transport = in.transport;
 
-  // Per byte on the link: the slower of the shaped rate and the transport's ceiling.
+  // Per byte on the link: the slower of the shaped rate and the transport's ceiling, which
+  // is at least the payload rate a calibration run achieved.
   double ms_per_byte = 0;
   if (in.link.bits_per_second > 0) ms_per_byte = 8e3 / in.link.bits_per_second;
   if (transport.max_bytes_per_ms > 0) {
-    ms_per_byte = std::max(ms_per_byte, 1.0 / transport.max_bytes_per_ms);
+    const double ceiling = std::max(transport.max_bytes_per_ms, in.job_cpu.payload_bytes_per_ms);
+    ms_per_byte = std::max(ms_per_byte, 1.0 / ceiling);
   }
 
   // Tensor boundaries in the order backward finishes them, with their chunks.
@@ -369,25 +379,33 @@ absl::string_view BoundName(Bound bound) {
   return "?";
 }
 
+double PayloadBytesPerStep(const StepInputs& in) {
+  double bytes = 0;
+  for (const ChunkCost& chunk : in.chunks) {
+    for (const RoundCost& round : chunk.rounds) bytes += round.push_bytes + round.answer_bytes;
+    bytes += chunk.pull_bytes;
+  }
+  return in.num_workers * bytes;
+}
+
 double CpuWorkMs(const StepInputs& in) {
   const double workers = in.num_workers;
-  double worker_ms = in.compute_ms, shard_ms = 0, messages = 0, bytes = 0;
+  double worker_ms = in.compute_ms, shard_ms = 0, messages = 0;
   for (const ChunkCost& chunk : in.chunks) {
     const size_t rounds = chunk.rounds.size();
     for (size_t r = 0; r < rounds; ++r) {
       const RoundCost& round = chunk.rounds[r];
       worker_ms += round.encode_ms;
       shard_ms += workers * round.server_decode_ms + (r + 1 < rounds ? round.server_round_ms : 0);
-      bytes += workers * static_cast<double>(round.push_bytes + round.answer_bytes);
     }
     worker_ms += chunk.decode_ms + chunk.apply_ms;
     shard_ms += chunk.server_update_ms;
-    bytes += workers * static_cast<double>(chunk.pull_bytes);
     messages += 2 * workers * static_cast<double>(rounds);  // Each push and its answer.
   }
-  const TransportCpu& transport = in.transport_cpu;
-  return workers * worker_ms + shard_ms + messages * transport.ms_per_message +
-         bytes * transport.ms_per_byte;
+  const double bytes = PayloadBytesPerStep(in);
+  return workers * worker_ms + shard_ms + messages * in.transport_cpu.ms_per_message +
+         bytes * in.transport_cpu.ms_per_byte + in.job_cpu.ms_per_step +
+         bytes * in.job_cpu.ms_per_byte;
 }
 
 absl::StatusOr<StepPrediction> PredictStep(const StepInputs& in) {
@@ -401,7 +419,7 @@ absl::StatusOr<StepPrediction> PredictStep(const StepInputs& in) {
   // thread, a shard's reactions one after another), so a job of W workers and S shards keeps
   // at most W + S cores busy however many the machine has.
   p.usable_cores = std::min(in.cores, in.num_workers + in.num_shards);
-  p.cpu_bound_ms = p.cpu_work_ms / p.usable_cores;
+  p.cpu_bound_ms = p.cpu_work_ms / (p.usable_cores * in.job_cpu.core_utilization);
   if (p.cpu_bound_ms > p.timeline_ms) {
     StretchTo(p.cpu_bound_ms, &p);
     p.bound = Bound::kCpu;

@@ -94,6 +94,21 @@ struct TransportCpu {
   double ms_per_byte = 0;     // For each payload byte on top.
 };
 
+// JobCpuCalibration
+//
+// What short runs of the job itself showed that the measured parts above leave out
+// (tamp model --calibration_job, tools/tamp/job_calibration.h): CPU time per step beyond
+// them, as a constant plus a cost per payload byte (all workers, both directions), and the
+// share of the usable cores the job kept busy; and the fastest payload rate a run moved
+// (all workers, both directions, per ms of step), which the transport's ceiling cannot be
+// below. The defaults change nothing.
+struct JobCpuCalibration {
+  double ms_per_step = 0;
+  double ms_per_byte = 0;
+  double core_utilization = 1;     // In (0, 1].
+  double payload_bytes_per_ms = 0;  // 0: none seen.
+};
+
 // RoundCost
 //
 // One exchange of a chunk's push codec. Single-round codecs have one, whose answer is the
@@ -136,6 +151,7 @@ struct StepInputs {
   // Cores the job's processes share; 0: as many as they can use (no CPU bound).
   int cores = 0;
   TransportCpu transport_cpu;
+  JobCpuCalibration job_cpu;
 };
 
 // Bound
@@ -160,7 +176,8 @@ struct StepPrediction {
   double step_ms = 0;       // max(timeline_ms, cpu_bound_ms).
   double timeline_ms = 0;   // The simulated step, every process on a core of its own.
   double cpu_work_ms = 0;   // CPU time of the whole job in one step (all processes).
-  double cpu_bound_ms = 0;  // cpu_work_ms over the usable cores; 0 without a core count.
+  double cpu_bound_ms = 0;  // cpu_work_ms over the usable cores (times the calibrated
+                            // utilisation); 0 without a core count.
   int usable_cores = 0;     // min(cores, workers + shards); 0 without a core count.
   Bound bound = Bound::kTimeline;
   double compute_ms = 0;
@@ -179,8 +196,15 @@ struct StepPrediction {
 //
 // The CPU time one step of the whole job takes: every worker's compute, encodes, decodes
 // and applies, every shard's decodes, rounds and updates, and the transport's CPU for
-// every message (a push and its answer, per worker, chunk and round) and payload byte.
+// every message (a push and its answer, per worker, chunk and round) and payload byte;
+// plus inputs.job_cpu's per step and per payload byte.
 double CpuWorkMs(const StepInputs& inputs);
+
+// PayloadBytesPerStep()
+//
+// The payload bytes of one step, all workers, both directions (pushes, round answers,
+// updates): what CpuWorkMs() charges per byte.
+double PayloadBytesPerStep(const StepInputs& inputs);
 
 // PredictStep()
 //

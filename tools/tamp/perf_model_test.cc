@@ -278,6 +278,37 @@ TEST(PredictStepTest, CpuBoundTakesOverWhenTheWorkExceedsCoresTimesTheTimeline) 
   EXPECT_DOUBLE_EQ(p->step_ms, 21);
 }
 
+// A job calibration (tools/tamp/job_calibration.h) adds its CPU per step and per payload
+// byte to the work, divides the usable cores by its utilisation, and raises the
+// transport's ceiling to the payload rate it saw.
+TEST(PredictStepTest, JobCalibrationAddsCpuShrinksCoresAndRaisesTheCeiling) {
+  StepInputs in = CpuHeavyStep();
+  in.cores = 2;
+  EXPECT_DOUBLE_EQ(PayloadBytesPerStep(in), 4000);
+  in.job_cpu.ms_per_step = 6;
+  in.job_cpu.ms_per_byte = 0.001;
+  in.job_cpu.core_utilization = 0.8;
+  absl::StatusOr<StepPrediction> p = PredictStep(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->cpu_work_ms, 32 + 6 + 4000 * 0.001);
+  EXPECT_DOUBLE_EQ(p->cpu_bound_ms, 42 / (2 * 0.8));
+  EXPECT_DOUBLE_EQ(p->step_ms, 42 / (2 * 0.8));  // Above the 21 ms timeline.
+  EXPECT_EQ(p->bound, Bound::kCpu);
+
+  StepInputs unshaped;
+  unshaped.tensor_ready_ms = {0};
+  unshaped.chunks = {Chunk(0, 1000, 3000)};
+  unshaped.link = Link{"unshaped", 0};
+  unshaped.transport.max_bytes_per_ms = 1000;
+  EXPECT_DOUBLE_EQ(PredictStep(unshaped)->step_ms, 4.0);
+  unshaped.job_cpu.payload_bytes_per_ms = 2000;  // A run moved bytes twice as fast.
+  EXPECT_DOUBLE_EQ(PredictStep(unshaped)->step_ms, 2.0);
+  unshaped.job_cpu.payload_bytes_per_ms = 500;  // Slower than the ceiling: no change.
+  EXPECT_DOUBLE_EQ(PredictStep(unshaped)->step_ms, 4.0);
+  unshaped.job_cpu.core_utilization = 0;
+  EXPECT_FALSE(PredictStep(unshaped).ok());
+}
+
 TEST(PredictStepTest, BoundNamesTheLinkWhenItCarriesMoreThanTheWorkersOwnWork) {
   StepInputs in = CpuHeavyStep();
   in.cores = 2;

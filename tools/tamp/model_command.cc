@@ -370,14 +370,21 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
   *out << absl::StrFormat(
       "%s on %s (%s): %d workers, %d servers; forward/backward %.2f ms measured (%d copies at "
       "once)%s; transport ceiling %.2f Gbit/s; gRPC CPU %.1f us per message + %.2f ns per "
-      "byte (measured); %d cores\n\n",
+      "byte (measured); %d cores%s\n\n",
       options.config_path, options.link.name,
       options.topology == perf::Topology::kShared ? "one shared link" : "a link per host",
       workers, config->cluster().num_servers(), measured_compute_ms, std::min(workers, 64),
       options.compute_ms.has_value() ? absl::StrFormat(", %.2f ms given", *options.compute_ms)
                                      : "",
       transport.max_bytes_per_ms * 8e3 / 1e9, transport_cpu->ms_per_message * 1e3,
-      transport_cpu->ms_per_byte * 1e6, cores);
+      transport_cpu->ms_per_byte * 1e6, cores,
+      options.calibration_job || options.job_cpu.has_value()
+          ? absl::StrFormat("; job calibration: +%.2f ms CPU per step + %.2f ns per byte, cores "
+                            "%.0f%% busy, %.2f Gbit/s seen",
+                            job_cpu.ms_per_step, job_cpu.ms_per_byte * 1e6,
+                            100 * job_cpu.core_utilization,
+                            job_cpu.payload_bytes_per_ms * 8e3 / 1e9)
+          : "");
   std::vector<std::vector<std::string>> table;
   for (const Row& row : rows) {
     if (!row.error.empty()) {

@@ -81,17 +81,13 @@ int CodecRounds(const std::string& name) {
 
 // OK when every push codec of `compression` takes one round per step; else an error naming
 // the first that does not, the rounds it takes, then `why_not`.
-absl::Status CheckSingleRoundPush(const config::Compression& compression,
-                                  absl::string_view why_not) {
-  auto check = [&](const config::ChunkCompression& chunk, const std::string& field) {
-    const int rounds = CodecRounds(chunk.push().name());
-    if (rounds == 1) return absl::OkStatus();
-    return FieldError(absl::StrCat(field, ".push.name"),
-                      absl::StrCat("codec '", chunk.push().name(), "' takes ", rounds,
-                                   " rounds per step, ", why_not));
-  };
+// Calls check(block, field) for every compression block (the default, each shard override,
+// each tensor override) with its field path, e.g. "compression.shard_overrides[1].compression";
+// the first error.
+template <typename Check>
+absl::Status ForEachChunkCompression(const config::Compression& compression, Check check) {
   TAMP_RETURN_IF_ERROR(
-      check(compression.default_compression(), "compression.default_compression"));
+      check(compression.default_compression(), std::string("compression.default_compression")));
   for (int i = 0; i < compression.shard_overrides_size(); ++i) {
     TAMP_RETURN_IF_ERROR(check(compression.shard_overrides(i).compression(),
                                absl::StrCat("compression.shard_overrides[", i, "].compression")));
@@ -101,6 +97,18 @@ absl::Status CheckSingleRoundPush(const config::Compression& compression,
                                absl::StrCat("compression.tensor_overrides[", i, "].compression")));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckSingleRoundPush(const config::Compression& compression,
+                                  absl::string_view why_not) {
+  return ForEachChunkCompression(
+      compression, [&](const config::ChunkCompression& chunk, const std::string& field) {
+        const int rounds = CodecRounds(chunk.push().name());
+        if (rounds == 1) return absl::OkStatus();
+        return FieldError(absl::StrCat(field, ".push.name"),
+                          absl::StrCat("codec '", chunk.push().name(), "' takes ", rounds,
+                                       " rounds per step, ", why_not));
+      });
 }
 
 // consistency: staleness only with SSP and >= 1 there; multi-round push codecs are SYNC-only
@@ -168,28 +176,19 @@ absl::Status ValidateChunkCompression(const config::ChunkCompression& compressio
 absl::Status CheckMomentumAppliedOnce(const config::RunConfig& config) {
   const config::Optimizer& optimizer = config.optimizer();
   if (optimizer.name() != "sgd" || optimizer.momentum() == 0) return absl::OkStatus();
-  const config::Compression& compression = config.compression();
-  std::vector<std::pair<std::string, const config::ChunkCompression*>> blocks = {
-      {"compression.default_compression", &compression.default_compression()}};
-  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
-    blocks.push_back({absl::StrCat("compression.shard_overrides[", i, "].compression"),
-                      &compression.shard_overrides(i).compression()});
-  }
-  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
-    blocks.push_back({absl::StrCat("compression.tensor_overrides[", i, "].compression"),
-                      &compression.tensor_overrides(i).compression()});
-  }
-  for (const auto& [field, block] : blocks) {
-    if (block->push_feedback().kind() == config::ErrorFeedback::DGC_MOMENTUM) {
-      return FieldError(
-          "optimizer.momentum",
-          absl::StrCat("is ", optimizer.momentum(), " but ", field,
-                       ".push_feedback is DGC_MOMENTUM, whose momentum correction already "
-                       "applies momentum on the workers; applied twice, the job diverges. Set "
-                       "optimizer { momentum: 0 } (plain SGD on the servers, as in DGC)"));
-    }
-  }
-  return absl::OkStatus();
+  return ForEachChunkCompression(
+      config.compression(),
+      [&](const config::ChunkCompression& block, const std::string& field) {
+        if (block.push_feedback().kind() != config::ErrorFeedback::DGC_MOMENTUM) {
+          return absl::OkStatus();
+        }
+        return FieldError(
+            "optimizer.momentum",
+            absl::StrCat("is ", optimizer.momentum(), " but ", field,
+                         ".push_feedback is DGC_MOMENTUM, whose momentum correction already "
+                         "applies momentum on the workers; applied twice, the job diverges. "
+                         "Set optimizer { momentum: 0 } (plain SGD on the servers, as in DGC)"));
+      });
 }
 
 void DefaultCodecNames(config::ChunkCompression* compression) {

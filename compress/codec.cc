@@ -86,6 +86,11 @@ absl::Status Codec::FinishRounds(absl::string_view /*final_answer*/, const Rando
   return OneRound(id(), "FinishRounds");
 }
 
+void AddSparseEntries(const SparseEntries& entries, absl::Span<float> out) {
+  DCHECK_EQ(entries.indices.size(), entries.values.size());
+  for (size_t j = 0; j < entries.indices.size(); ++j) out[entries.indices[j]] += entries.values[j];
+}
+
 absl::StatusOr<bool> Codec::DecodeSparse(absl::string_view /*payload*/, const RandomKey& /*key*/,
                                          SparseEntries* /*entries*/) const {
   return false;

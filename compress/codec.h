@@ -71,6 +71,12 @@ struct SparseEntries {
   std::vector<float> values;
 };
 
+// AddSparseEntries()
+//
+// Adds the chunk `entries` decodes to into `out` (the chunk's size): out[indices[j]] +=
+// values[j], in O(k).
+void AddSparseEntries(const SparseEntries& entries, absl::Span<float> out);
+
 class Codec {
  public:
   explicit Codec(size_t size) : size_(size) {}

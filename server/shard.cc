@@ -112,11 +112,7 @@ struct Shard::ChunkState {
           bad |= NonFinite(accumulator[pushed.indices[j]] + pushed.values[j]);
         }
         *finite = bad == 0;
-        if (*finite) {
-          for (size_t j = 0; j < pushed.indices.size(); ++j) {
-            accumulator[pushed.indices[j]] += pushed.values[j];
-          }
-        }
+        if (*finite) compress::AddSparseEntries(pushed, absl::MakeSpan(accumulator));
         return absl::OkStatus();
       }
       scratch.resize(accumulator.size());

@@ -359,10 +359,7 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
     }
     float* weights = params.data() + layout_.flat_offset(plan);
     if (*sparse) {
-      const compress::SparseEntries& entries = pulled_entries_;
-      for (size_t j = 0; j < entries.indices.size(); ++j) {
-        weights[entries.indices[j]] += entries.values[j];
-      }
+      compress::AddSparseEntries(pulled_entries_, absl::MakeSpan(weights, plan.chunk.length));
     } else {
       for (size_t i = 0; i < update.size(); ++i) weights[i] += update[i];
     }

@@ -110,11 +110,12 @@ constexpr int kCalibrationShortSteps = 20;
 constexpr int kCalibrationLongSteps = 80;
 
 // --calibration_job: runs `config` and `uncompressed` (its twin with no compression, which
-// moves the most bytes) briefly on loopback and fits what the model's CPU work misses.
-template <typename InputsFor>
-absl::StatusOr<perf::JobCpuCalibration> CalibrateWithJobs(const config::RunConfig& config,
-                                                          const config::RunConfig& uncompressed,
-                                                          InputsFor inputs_for, int cores) {
+// moves the most bytes) briefly on loopback and fits what the model's CPU work misses, from
+// the inputs the model already has for each.
+absl::StatusOr<perf::JobCpuCalibration> CalibrateWithJobs(
+    const config::RunConfig& config, const absl::StatusOr<perf::StepInputs>& config_inputs,
+    const config::RunConfig& uncompressed,
+    const absl::StatusOr<perf::StepInputs>& uncompressed_inputs, int cores) {
   TAMP_ASSIGN_OR_RETURN(const std::string server_binary,
                         FindBinary(ProcessBinaryLookup("--server_binary", "", "TAMP_SERVER_BINARY",
                                                        "server/tamp_server")));
@@ -123,12 +124,13 @@ absl::StatusOr<perf::JobCpuCalibration> CalibrateWithJobs(const config::RunConfi
                                                        "worker/tamp_worker")));
   std::vector<CalibrationRun> runs;
   int usable_cores = 0;
-  for (const config::RunConfig* job : {&config, &uncompressed}) {
-    TAMP_ASSIGN_OR_RETURN(perf::StepInputs inputs, inputs_for(*job));
-    usable_cores = std::min(cores, inputs.num_workers + inputs.num_shards);
+  for (const auto& [job, inputs] : {std::pair{&config, &config_inputs},
+                                    std::pair{&uncompressed, &uncompressed_inputs}}) {
+    if (!inputs->ok()) return inputs->status();
+    usable_cores = std::min(cores, (*inputs)->num_workers + (*inputs)->num_shards);
     CalibrationRun run;
-    run.counted_cpu_ms = perf::CpuWorkMs(inputs);
-    run.payload_bytes = perf::PayloadBytesPerStep(inputs);
+    run.counted_cpu_ms = perf::CpuWorkMs(**inputs);
+    run.payload_bytes = perf::PayloadBytesPerStep(**inputs);
     TAMP_ASSIGN_OR_RETURN(run.measured, MeasureJobCpu(*job, server_binary, worker_binary,
                                                       kCalibrationShortSteps,
                                                       kCalibrationLongSteps));
@@ -297,22 +299,27 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
     inputs.transport_cpu = *transport_cpu;
     return inputs;
   };
+  // Each variant's inputs, measured once; variants[0] is the uncompressed twin.
+  std::vector<absl::StatusOr<perf::StepInputs>> inputs;
+  for (const Variant& variant : variants) inputs.push_back(inputs_for(variant.config));
   perf::JobCpuCalibration job_cpu = options.job_cpu.value_or(perf::JobCpuCalibration{});
   if (options.calibration_job) {
+    // The config's own compression is variants[1], except with --codecs all.
+    const absl::StatusOr<perf::StepInputs> own =
+        options.all_codecs ? inputs_for(*config) : inputs[1];
     absl::StatusOr<perf::JobCpuCalibration> fitted =
-        CalibrateWithJobs(*config, Uncompressed(*config), inputs_for, cores);
+        CalibrateWithJobs(*config, own, variants[0].config, inputs[0], cores);
     if (!fitted.ok()) return fail(fitted.status());
     job_cpu = *fitted;
   }
 
   std::vector<Row> rows;
-  for (const Variant& variant : variants) {
-    Row row{variant.codec, variant.spec, "", {}};
-    absl::StatusOr<perf::StepInputs> inputs = inputs_for(variant.config);
-    absl::Status status = inputs.status();
+  for (size_t i = 0; i < variants.size(); ++i) {
+    Row row{variants[i].codec, variants[i].spec, "", {}};
+    absl::Status status = inputs[i].status();
     if (status.ok()) {
-      inputs->job_cpu = job_cpu;
-      absl::StatusOr<perf::StepPrediction> prediction = perf::PredictStep(*inputs);
+      inputs[i]->job_cpu = job_cpu;
+      absl::StatusOr<perf::StepPrediction> prediction = perf::PredictStep(*inputs[i]);
       if (prediction.ok()) row.prediction = *prediction;
       status = prediction.status();
     }

@@ -33,6 +33,10 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view context) {
                       absl::StrCat(context, status.error_message()));
 }
 
+bool IsServerGone(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsCancelled(status);
+}
+
 PsClient::PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
                    std::vector<std::string> addresses)
     : config_(config), layout_(layout), worker_rank_(worker_rank), addresses_(std::move(addresses)) {}
@@ -104,7 +108,7 @@ absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_
   return response.latest_step();
 }
 
-absl::Status PsClient::Reconnect(uint32_t shard, absl::string_view cause) {
+absl::StatusOr<bool> PsClient::Reconnect(uint32_t shard, absl::string_view cause) {
   const uint64_t known = incarnations_[shard];
   const auto budget = std::chrono::milliseconds(config_.checkpoint().reconnect_timeout_ms());
   const auto start = std::chrono::steady_clock::now();
@@ -114,13 +118,13 @@ absl::Status PsClient::Reconnect(uint32_t shard, absl::string_view cause) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - start);
     if (answered.ok()) {
+      const bool restarted = incarnations_[shard] != known;
       LOG(WARNING) << "worker " << worker_rank_ << ": " << Describe(shard) << "back after "
                    << waited.count() << " ms and " << attempt << " attempt(s)"
-                   << (incarnations_[shard] == known ? " (same process)" : " (restarted)");
-      return absl::OkStatus();
+                   << (restarted ? " (restarted)" : " (same process)");
+      return restarted;
     }
-    if (!absl::IsUnavailable(answered.status()) &&
-        !absl::IsDeadlineExceeded(answered.status())) {
+    if (!IsServerGone(answered.status()) && !absl::IsDeadlineExceeded(answered.status())) {
       return answered.status();
     }
     if (waited + backoff > budget) {
@@ -286,8 +290,8 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
                                    " step ", request.step(),
                                    request.round() == 0 ? "" : absl::StrCat(" round ", request.round()),
                                    ": "));
-          answer.pushed = std::move(*owned->request.mutable_payload());
         }
+        answer.pushed = std::move(*owned->request.mutable_payload());
         const PushPullRoundDone done = std::move(owned->done);
         owned.reset();  // The call, and its context's channel reference, before ~PsClient().
         done(std::move(result), std::move(answer));

@@ -76,14 +76,15 @@ class PsClient {
 
   // PsClient::Reconnect()
   //
-  // For a shard whose pushes failed UNAVAILABLE (`cause`, logged): handshakes with it again,
+  // For a shard whose pushes failed IsServerGone() (`cause`, logged): handshakes with it again,
   // retrying with exponential backoff (100 ms doubling to 5 s, each attempt waiting up to
   // cluster.connect_timeout_ms for the channel), each failure logged, until it answers or
   // checkpoint.reconnect_timeout_ms has passed (then UNAVAILABLE naming the shard). On
   // success later pushes carry the shard's new incarnation (a restarted server refuses the
   // old one); the caller must then pull its weights (PullShardWeights) before pushing.
+  // Returns whether the shard is a new process (restarted: its incarnation changed).
   // Blocking; call it from the thread that pushes, between pushes.
-  absl::Status Reconnect(uint32_t shard, absl::string_view cause);
+  absl::StatusOr<bool> Reconnect(uint32_t shard, absl::string_view cause);
 
   // Sends `payload` for (step, chunk) to the chunk's shard; `done` receives the update.
   void PushPull(uint64_t step, uint32_t chunk_id, std::string payload, PushPullDone done);
@@ -92,7 +93,7 @@ class PsClient {
   struct RoundAnswer {
     std::string update;     // Pull payload of the update; empty before the step's last round.
     std::string aggregate;  // The push codec's answer to the round (multi-round codecs).
-    std::string pushed;     // On error: the payload that was sent, to push it again.
+    std::string pushed;     // The payload that was sent, handed back to push it again.
   };
   using PushPullRoundDone = std::function<void(absl::Status status, RoundAnswer answer)>;
 
@@ -148,6 +149,12 @@ class PsClient {
 
 // Turns a failed gRPC call into a Status with the same code and a message naming the shard.
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view context);
+
+// Whether a call failed because its server went away: UNAVAILABLE (killed, unreachable, or
+// restarted since the handshake) or CANCELLED (a server shutting down cancels the calls it
+// has not started; a worker never cancels its own). The call may go again once the server
+// is back (PsClient::Reconnect()).
+bool IsServerGone(const absl::Status& status);
 
 }  // namespace tamp
 

@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
     trainer->clip_threshold_ = LocalClipThreshold(cfg.compression().clip_norm(), workers);
   }
   trainer->updates_.resize(layout.chunks.size());
+  trainer->pushed_.resize(layout.chunks.size());
   trainer->aggregates_.resize(layout.chunks.size());
   // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
   // workers know: it goes to every shard in the handshake.
@@ -202,11 +203,12 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
       push_round(next.id, next.round, std::move(payload));
     }
   };
-  // Server failure (config.checkpoint): a push its shard did not answer (UNAVAILABLE: gone,
-  // or restarted since this worker's handshake) is kept, with its payload, until every other
+  // Server failure (config.checkpoint): a push its shard did not answer (IsServerGone():
+  // gone, or restarted since this worker's handshake) is kept, with its payload, until every other
   // answer of the step is in; then the shard is reconnected and resynced and the push sent
-  // again (see the wait below). A restarted shard may be past this step for a chunk
-  // (OUT_OF_RANGE): the weights pulled at the resync stand for that chunk's update.
+  // again (see the wait below), with every push of the step that shard had answered before
+  // it restarted. A restarted shard may be past this step for a chunk (OUT_OF_RANGE): the
+  // weights pulled at the resync stand for that chunk's update.
   const bool ride_out_restarts =
       config_.has_checkpoint() && config_.checkpoint().reconnect_timeout_ms() != 0;
   struct LostPush {
@@ -215,6 +217,9 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
     absl::Status status;
   };
   std::vector<LostPush> lost;  // Guarded by mu.
+  // Chunks whose push of this step was answered; their payloads are in pushed_. Filled only
+  // while restarts are ridden out. Guarded by mu.
+  std::vector<uint32_t> answered_pushes;
   // Pushes single-round chunk `id`, already counted in `outstanding`.
   auto push_single = [&](uint32_t id, std::string payload) {
     bytes_pushed_ += payload.size();
@@ -225,30 +230,53 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
         [&, id, sent](absl::Status status, PsClient::RoundAnswer answer) {
           std::lock_guard<std::mutex> lock(mu);
           timeline_.AddRpc(sent, Clock::now());
-          if (ride_out_restarts && absl::IsUnavailable(status)) {
+          if (ride_out_restarts && IsServerGone(status)) {
             lost.push_back({id, std::move(answer.pushed), std::move(status)});
           } else if (!(ride_out_restarts && absl::IsOutOfRange(status))) {
             if (!status.ok() && first_error.ok()) first_error = status;
             updates_[id] = std::move(answer.update);
             if (status.ok()) answered.push_back(id);
+            if (status.ok() && ride_out_restarts) {
+              pushed_[id] = std::move(answer.pushed);
+              answered_pushes.push_back(id);
+            }
           }
           --outstanding;
           progress.notify_one();
         });
   };
   // Reconnects each shard of `pushes` (waiting for a restarted server), replaces its chunks
-  // of the replica by its exact weights, then pushes them again.
+  // of the replica by its exact weights, then pushes them again. A restarted shard also gets
+  // again this step's pushes it had answered: it lost them with its state, and another
+  // worker that lost their answers waits on them there (while this one, not pushing them
+  // again, would wait on that worker's pushes the restarted shard answered it: a deadlock).
+  // The resync replaced what those answers had applied; the new answers apply again.
   auto resend = [&](std::vector<LostPush>& pushes) -> absl::Status {
     std::vector<bool> resynced(layout_.shard_bytes.size(), false);
+    std::vector<bool> restarted(layout_.shard_bytes.size(), false);
     for (const LostPush& push : pushes) {
       const uint32_t shard = layout_.chunks[push.id].chunk.shard;
       if (resynced[shard]) continue;
-      TAMP_RETURN_IF_ERROR(client_->Reconnect(shard, push.status.message()));
+      TAMP_ASSIGN_OR_RETURN(const bool new_process,
+                            client_->Reconnect(shard, push.status.message()));
       TAMP_ASSIGN_OR_RETURN(const uint64_t shard_step,
                             client_->PullShardWeights(shard, model_->params()));
       LOG(WARNING) << "worker " << rank_ << ": resynced with shard " << shard << " (its step "
                    << shard_step << "); pushing its chunks of step " << step << " again";
       resynced[shard] = true;
+      restarted[shard] = new_process;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      std::vector<uint32_t> still_answered;
+      for (uint32_t id : answered_pushes) {
+        if (restarted[layout_.chunks[id].chunk.shard]) {
+          pushes.push_back({id, std::move(pushed_[id]), absl::OkStatus()});
+        } else {
+          still_answered.push_back(id);
+        }
+      }
+      answered_pushes.swap(still_answered);
     }
     for (LostPush& push : pushes) {
       {

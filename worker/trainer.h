@@ -16,9 +16,11 @@
 // the same before its first step.
 //
 // Server failure (config.checkpoint; README "Checkpoints and failures"): pushes a shard
-// does not answer (UNAVAILABLE) are kept with their payloads; once the step's other answers
-// are in, the worker reconnects to that shard with backoff (PsClient::Reconnect), replaces
-// the shard's chunks of its replica by the shard's exact weights and pushes them again. A
+// does not answer (the server went away: UNAVAILABLE, CANCELLED) are kept with their
+// payloads; once the step's other answers are in, the worker reconnects to that shard with
+// backoff (PsClient::Reconnect), replaces the shard's chunks of its replica by the shard's
+// exact weights and pushes them again, with the step's pushes a restarted shard had
+// answered before (it lost them, and the other workers may not have their answers). A
 // restarted shard that is already past the step for a chunk answers OUT_OF_RANGE, and the
 // pulled weights stand. Push residuals are kept: the payloads pushed again are the same.
 //
@@ -101,6 +103,10 @@ class Trainer {
   std::vector<float> batch_x_;
   std::vector<uint8_t> batch_labels_;
   std::vector<std::string> updates_;                  // By chunk id, this step's pulls.
+  // By chunk id, this step's single-round push payloads that their shard answered, kept
+  // while server restarts are ridden out (checkpoint.reconnect_timeout_ms): a shard that
+  // restarts lost those steps and needs the pushes again (Step()).
+  std::vector<std::string> pushed_;
   // By chunk id, this step's last answer of a multi-round push codec (compress/codec.h).
   std::vector<std::string> aggregates_;
   uint64_t bytes_pushed_ = 0;

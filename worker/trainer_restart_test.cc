@@ -1,0 +1,259 @@
+// Server failure between the answers of one step (README "Checkpoints and failures"): shard 1
+// completes two chunks of a step, then dies having sent each worker one of the two answers and not
+// the other. Its restarted process, resumed from an earlier checkpoint, lost both steps; each
+// worker must push it every chunk of the step again, not only the one whose answer it lost, or each
+// waits there on a push the other will not send.
+//
+// Two real Trainers run against two in-process servers: shard 0 is the plain service, shard 1 first
+// a service that loses those answers and then refuses everything (as a killed process does), then
+// the plain service over a shard restored from the checkpoint, on the same port.
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/config.h"
+#include "common/job_layout.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/checkpoint.pb.h"
+#include "server/service.h"
+#include "server/shard.h"
+#include "worker/idx_test_util.h"
+#include "worker/trainer.h"
+
+namespace tamp {
+namespace {
+
+constexpr uint64_t kCheckpointStep = 4;  // The restarted process resumes from here.
+constexpr uint64_t kLostStep = 6;        // Shard 1 dies answering this step.
+constexpr int kTrainImages = 512;        // 16 steps of 16 images on each of 2 workers.
+constexpr uint64_t kSteps = 16;
+
+// Shard 1's first process: the plain service, except that it takes the checkpoint as the first push
+// of kCheckpointStep arrives, and at kLostStep loses the answer of chunk `lost_by_worker[w]` to
+// worker w (the other worker gets that chunk's answer). Once both are lost it is dead: every call
+// after that is UNAVAILABLE, as a worker sees a killed server, and so are the pushes it held
+// (Shard::Close()).
+class DyingService final : public rpc::ParameterServer::CallbackService {
+ public:
+  DyingService(Shard *shard, std::vector<uint32_t> lost_by_worker)
+      : shard_(*shard), service_(shard), lost_by_worker_(std::move(lost_by_worker)) {}
+
+  grpc::ServerUnaryReactor *Handshake(grpc::CallbackServerContext *context,
+                                      const rpc::HandshakeRequest *request,
+                                      rpc::HandshakeResponse *response) override {
+    if (dead()) return Killed(context->DefaultReactor());
+    return service_.Handshake(context, request, response);
+  }
+  grpc::ServerUnaryReactor *PullWeights(grpc::CallbackServerContext *context,
+                                        const rpc::PullWeightsRequest *request,
+                                        rpc::PullWeightsResponse *response) override {
+    if (dead()) return Killed(context->DefaultReactor());
+    return service_.PullWeights(context, request, response);
+  }
+  grpc::ServerUnaryReactor *PushPull(grpc::CallbackServerContext *context,
+                                     const rpc::PushPullRequest *request,
+                                     rpc::PushPullResponse *response) override {
+    grpc::ServerUnaryReactor *reactor = context->DefaultReactor();
+    if (dead()) return Killed(reactor);
+    const uint32_t worker = request->worker_rank();
+    const uint32_t chunk = request->chunk_id();
+    const uint64_t step = request->step();
+    if (step == kCheckpointStep) {
+      std::lock_guard<std::mutex> lock(mu_);
+      // No chunk completes kCheckpointStep before this, its first push, reaches the shard.
+      if (!checkpoint_) checkpoint_ = shard_.ExportState();
+    }
+    shard_.PushPullRound(worker, step, request->round(), chunk, request->payload(),
+                         [this, reactor, response, worker, chunk, step](
+                             absl::Status status, const Shard::PushAnswer *answer) {
+                           if (step == kLostStep && worker < lost_by_worker_.size() &&
+                               chunk == lost_by_worker_[worker]) {
+                             {
+                               std::lock_guard<std::mutex> lock(mu_);
+                               if (++answers_lost_ == lost_by_worker_.size()) died_.notify_all();
+                             }
+                             Killed(reactor);
+                             return;
+                           }
+                           if (status.ok()) {
+                             response->set_step(answer->step);
+                             response->set_payload(*answer->update);
+                             response->set_aggregate(*answer->aggregate);
+                           }
+                           reactor->Finish(ToGrpcStatus(status));
+                         });
+    return reactor;
+  }
+
+  // Waits until both answers were lost; returns the checkpoint (none after 60 s).
+  std::optional<checkpoint::ShardState> AwaitDeath() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!died_.wait_for(lock, std::chrono::seconds(60),
+                        [&] { return answers_lost_ == lost_by_worker_.size(); })) {
+      return std::nullopt;
+    }
+    return checkpoint_;
+  }
+
+ private:
+  bool dead() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return answers_lost_ == lost_by_worker_.size();
+  }
+  static grpc::ServerUnaryReactor *Killed(grpc::ServerUnaryReactor *reactor) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server 1 was killed"));
+    return reactor;
+  }
+
+  Shard &shard_;
+  ParameterServerService service_;
+  const std::vector<uint32_t> lost_by_worker_;
+  mutable std::mutex mu_;
+  std::condition_variable died_;
+  size_t answers_lost_ = 0;                           // Guarded by mu_.
+  std::optional<checkpoint::ShardState> checkpoint_;  // Guarded by mu_.
+};
+
+// A tiny Fashion-MNIST-shaped data set: images whose brightness follows the label.
+void WriteDataSet(const std::string &dir) {
+  for (const auto &[prefix, count] : {std::pair<std::string, int>{"train", kTrainImages},
+                                      std::pair<std::string, int>{"t10k", 64}}) {
+    std::vector<uint8_t> images(static_cast<size_t>(count) * 28 * 28);
+    std::vector<uint8_t> labels(count);
+    for (int i = 0; i < count; ++i) {
+      labels[i] = static_cast<uint8_t>(i * 7 % 10);
+      for (int p = 0; p < 28 * 28; ++p) {
+        images[static_cast<size_t>(i) * 784 + p] =
+            static_cast<uint8_t>((labels[i] * 25 + p * 3) % 256);
+      }
+    }
+    testing::WriteGzFile(dir + prefix + "-images-idx3-ubyte.gz",
+                         testing::IdxBytes({static_cast<uint32_t>(count), 28, 28}, images));
+    testing::WriteGzFile(dir + prefix + "-labels-idx1-ubyte.gz",
+                         testing::IdxBytes({static_cast<uint32_t>(count)}, labels));
+  }
+}
+
+std::unique_ptr<grpc::Server> Serve(grpc::Service *service, const std::string &address, int *port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
+TEST(TrainerRestartTest, EachWorkerPushesAgainTheChunksWhoseAnswersTheOtherLost) {
+  const std::string dir = testing::TestDir();
+  WriteDataSet(dir);
+  const std::string config_path = dir + "job.pbtxt";
+  testing::WriteRawFile(
+      config_path, absl::StrCat(R"pb(
+                                  version: 1
+                                  cluster { num_servers: 2 num_workers: 2 rpc_timeout_ms: 10000 }
+                                  model {
+                                    kind: MLP
+                                    hidden: [ 8 ]
+                                    init_seed: 3
+                                  }
+                                  data { dir: ")pb",
+                                dir, R"pb(" batch_size: 16 shuffle_seed: 5 }
+                                          training { epochs: 1 }
+                                          optimizer { learning_rate: 0.05 momentum: 0.9 }
+                                          consistency { worker_timeout_ms: 0 }
+                                          checkpoint { dir: ")pb",
+                                dir, R"pb(" reconnect_timeout_ms: 20000 }
+                                          compression {
+                                            partition_bytes: 4096
+                                            seed: 7
+                                            default_compression {
+                                              push { name: "topk" ratio: 0.1 }
+                                              push_feedback { kind: RESIDUAL }
+                                            }
+                                          }
+      )pb"));
+  absl::StatusOr<config::RunConfig> config = LoadConfigFile(config_path);
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(*config);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  std::vector<uint32_t> shard1_chunks;
+  for (uint32_t id = 0; id < layout->chunks.size(); ++id) {
+    if (layout->chunks[id].chunk.shard == 1) shard1_chunks.push_back(id);
+  }
+  ASSERT_GE(shard1_chunks.size(), 2u) << "the test needs two chunks on shard 1";
+
+  absl::StatusOr<std::unique_ptr<Shard>> shard0 = Shard::Create(*config, *layout, 0);
+  absl::StatusOr<std::unique_ptr<Shard>> first = Shard::Create(*config, *layout, 1);
+  ASSERT_TRUE(shard0.ok()) << shard0.status();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ParameterServerService service0(shard0->get());
+  // Worker 0 loses shard 1's first chunk's answer, worker 1 its second chunk's.
+  DyingService dying(first->get(), {shard1_chunks[0], shard1_chunks[1]});
+  int port0 = 0;
+  int port1 = 0;
+  std::unique_ptr<grpc::Server> server0 = Serve(&service0, "127.0.0.1:0", &port0);
+  std::unique_ptr<grpc::Server> server1 = Serve(&dying, "127.0.0.1:0", &port1);
+  ASSERT_NE(server0, nullptr);
+  ASSERT_NE(server1, nullptr);
+  const std::vector<std::string> addresses = {absl::StrCat("127.0.0.1:", port0),
+                                              absl::StrCat("127.0.0.1:", port1)};
+
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<std::unique_ptr<Trainer>> trainer =
+        Trainer::Create(*config, rank, addresses, [](const events::WorkerEvent &) {});
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    trainers.push_back(*std::move(trainer));
+  }
+  std::vector<absl::Status> results(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] { results[rank] = trainers[rank]->Run(); });
+  }
+
+  // Shard 1 dies; its restart resumes from the checkpoint on the same port.
+  const std::optional<checkpoint::ShardState> checkpoint = dying.AwaitDeath();
+  std::unique_ptr<Shard> restarted;
+  std::unique_ptr<ParameterServerService> restarted_service;
+  if (checkpoint) {
+    (*first)->Close(absl::UnavailableError("server 1 was killed"));
+    server1->Shutdown();
+    server1.reset();
+    absl::StatusOr<std::unique_ptr<Shard>> second = Shard::Create(*config, *layout, 1);
+    if (second.ok() && (*second)->Restore(*checkpoint).ok()) {
+      restarted = *std::move(second);
+      restarted_service = std::make_unique<ParameterServerService>(restarted.get());
+      server1 = Serve(restarted_service.get(), addresses[1], &port1);
+    }
+  }
+  for (std::thread &thread : threads) thread.join();
+  // Before any assertion can return: a failed run may have left pushes parked, which the servers'
+  // shutdown would wait on.
+  for (Shard *shard : {shard0->get(), first->get(), restarted.get()}) {
+    if (shard != nullptr) shard->Close(absl::UnavailableError("test over"));
+  }
+  ASSERT_TRUE(checkpoint.has_value()) << "shard 1 did not lose both answers of step " << kLostStep;
+  ASSERT_NE(restarted, nullptr) << "the restarted shard 1 did not start";
+  ASSERT_NE(server1, nullptr);
+  for (const checkpoint::ChunkState &chunk : checkpoint->chunks()) {
+    EXPECT_EQ(chunk.step(), kCheckpointStep);
+  }
+
+  for (int rank = 0; rank < 2; ++rank) EXPECT_TRUE(results[rank].ok()) << results[rank];
+  // Every step of the run completed on the restarted shard, and the replicas agree.
+  EXPECT_EQ(restarted->step(), kSteps);
+  const absl::Span<const float> a = trainers[0]->params();
+  const absl::Span<const float> b = trainers[1]->params();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+      << "the workers' replicas differ after the restart";
+}
+
+}  // namespace
+}  // namespace tamp

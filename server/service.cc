@@ -66,6 +66,16 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
   return FinishNow(context, absl::OkStatus());
 }
 
+void FinishPushPull(grpc::ServerUnaryReactor* reactor, rpc::PushPullResponse* response,
+                    const absl::Status& status, const Shard::PushAnswer* answer) {
+  if (status.ok()) {
+    response->set_step(answer->step);
+    response->set_payload(*answer->update);
+    response->set_aggregate(*answer->aggregate);
+  }
+  reactor->Finish(ToGrpcStatus(status));
+}
+
 grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* context,
                                                            const rpc::PushPullRequest* request,
                                                            rpc::PushPullResponse* response) {
@@ -86,12 +96,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
       request->worker_rank(), request->step(), request->round(), request->chunk_id(),
       request->payload(),
       [reactor, response](absl::Status status, const Shard::PushAnswer* answer) {
-        if (status.ok()) {
-          response->set_step(answer->step);
-          response->set_payload(*answer->update);
-          response->set_aggregate(*answer->aggregate);
-        }
-        reactor->Finish(ToGrpcStatus(status));
+        FinishPushPull(reactor, response, status, answer);
       });
   return reactor;
 }

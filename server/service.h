@@ -28,6 +28,11 @@ namespace tamp {
 // The same canonical code and message as a grpc::Status.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// Ends a PushPull call with the shard's answer to its push (Shard::RoundDoneCallback's
+// arguments): with `status` OK the answer's step, update and aggregate go into `response`.
+void FinishPushPull(grpc::ServerUnaryReactor* reactor, rpc::PushPullResponse* response,
+                    const absl::Status& status, const Shard::PushAnswer* answer);
+
 class ParameterServerService final : public rpc::ParameterServer::CallbackService {
  public:
   // `shard` must outlive the service and every call in flight (Shard::Close() answers the

@@ -43,25 +43,25 @@ constexpr uint64_t kSteps = 16;
 // (Shard::Close()).
 class DyingService final : public rpc::ParameterServer::CallbackService {
  public:
-  DyingService(Shard *shard, std::vector<uint32_t> lost_by_worker)
+  DyingService(Shard* shard, std::vector<uint32_t> lost_by_worker)
       : shard_(*shard), service_(shard), lost_by_worker_(std::move(lost_by_worker)) {}
 
-  grpc::ServerUnaryReactor *Handshake(grpc::CallbackServerContext *context,
-                                      const rpc::HandshakeRequest *request,
-                                      rpc::HandshakeResponse *response) override {
+  grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
+                                      const rpc::HandshakeRequest* request,
+                                      rpc::HandshakeResponse* response) override {
     if (dead()) return Killed(context->DefaultReactor());
     return service_.Handshake(context, request, response);
   }
-  grpc::ServerUnaryReactor *PullWeights(grpc::CallbackServerContext *context,
-                                        const rpc::PullWeightsRequest *request,
-                                        rpc::PullWeightsResponse *response) override {
+  grpc::ServerUnaryReactor* PullWeights(grpc::CallbackServerContext* context,
+                                        const rpc::PullWeightsRequest* request,
+                                        rpc::PullWeightsResponse* response) override {
     if (dead()) return Killed(context->DefaultReactor());
     return service_.PullWeights(context, request, response);
   }
-  grpc::ServerUnaryReactor *PushPull(grpc::CallbackServerContext *context,
-                                     const rpc::PushPullRequest *request,
-                                     rpc::PushPullResponse *response) override {
-    grpc::ServerUnaryReactor *reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context,
+                                     const rpc::PushPullRequest* request,
+                                     rpc::PushPullResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     if (dead()) return Killed(reactor);
     const uint32_t worker = request->worker_rank();
     const uint32_t chunk = request->chunk_id();
@@ -73,7 +73,7 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
     }
     shard_.PushPullRound(worker, step, request->round(), chunk, request->payload(),
                          [this, reactor, response, worker, chunk, step](
-                             absl::Status status, const Shard::PushAnswer *answer) {
+                             absl::Status status, const Shard::PushAnswer* answer) {
                            if (step == kLostStep && worker < lost_by_worker_.size() &&
                                chunk == lost_by_worker_[worker]) {
                              {
@@ -83,12 +83,7 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
                              Killed(reactor);
                              return;
                            }
-                           if (status.ok()) {
-                             response->set_step(answer->step);
-                             response->set_payload(*answer->update);
-                             response->set_aggregate(*answer->aggregate);
-                           }
-                           reactor->Finish(ToGrpcStatus(status));
+                           FinishPushPull(reactor, response, status, answer);
                          });
     return reactor;
   }
@@ -108,12 +103,12 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
     std::lock_guard<std::mutex> lock(mu_);
     return answers_lost_ == lost_by_worker_.size();
   }
-  static grpc::ServerUnaryReactor *Killed(grpc::ServerUnaryReactor *reactor) {
+  static grpc::ServerUnaryReactor* Killed(grpc::ServerUnaryReactor* reactor) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server 1 was killed"));
     return reactor;
   }
 
-  Shard &shard_;
+  Shard& shard_;
   ParameterServerService service_;
   const std::vector<uint32_t> lost_by_worker_;
   mutable std::mutex mu_;
@@ -123,8 +118,8 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
 };
 
 // A tiny Fashion-MNIST-shaped data set: images whose brightness follows the label.
-void WriteDataSet(const std::string &dir) {
-  for (const auto &[prefix, count] : {std::pair<std::string, int>{"train", kTrainImages},
+void WriteDataSet(const std::string& dir) {
+  for (const auto& [prefix, count] : {std::pair<std::string, int>{"train", kTrainImages},
                                       std::pair<std::string, int>{"t10k", 64}}) {
     std::vector<uint8_t> images(static_cast<size_t>(count) * 28 * 28);
     std::vector<uint8_t> labels(count);
@@ -142,7 +137,7 @@ void WriteDataSet(const std::string &dir) {
   }
 }
 
-std::unique_ptr<grpc::Server> Serve(grpc::Service *service, const std::string &address, int *port) {
+std::unique_ptr<grpc::Server> Serve(grpc::Service* service, const std::string& address, int* port) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
   builder.RegisterService(service);
@@ -207,7 +202,7 @@ TEST(TrainerRestartTest, EachWorkerPushesAgainTheChunksWhoseAnswersTheOtherLost)
   std::vector<std::unique_ptr<Trainer>> trainers;
   for (uint32_t rank = 0; rank < 2; ++rank) {
     absl::StatusOr<std::unique_ptr<Trainer>> trainer =
-        Trainer::Create(*config, rank, addresses, [](const events::WorkerEvent &) {});
+        Trainer::Create(*config, rank, addresses, [](const events::WorkerEvent&) {});
     ASSERT_TRUE(trainer.ok()) << trainer.status();
     trainers.push_back(*std::move(trainer));
   }
@@ -232,16 +227,16 @@ TEST(TrainerRestartTest, EachWorkerPushesAgainTheChunksWhoseAnswersTheOtherLost)
       server1 = Serve(restarted_service.get(), addresses[1], &port1);
     }
   }
-  for (std::thread &thread : threads) thread.join();
+  for (std::thread& thread : threads) thread.join();
   // Before any assertion can return: a failed run may have left pushes parked, which the servers'
   // shutdown would wait on.
-  for (Shard *shard : {shard0->get(), first->get(), restarted.get()}) {
+  for (Shard* shard : {shard0->get(), first->get(), restarted.get()}) {
     if (shard != nullptr) shard->Close(absl::UnavailableError("test over"));
   }
   ASSERT_TRUE(checkpoint.has_value()) << "shard 1 did not lose both answers of step " << kLostStep;
   ASSERT_NE(restarted, nullptr) << "the restarted shard 1 did not start";
   ASSERT_NE(server1, nullptr);
-  for (const checkpoint::ChunkState &chunk : checkpoint->chunks()) {
+  for (const checkpoint::ChunkState& chunk : checkpoint->chunks()) {
     EXPECT_EQ(chunk.step(), kCheckpointStep);
   }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
+#include "tools/tamp/cpu_time.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/run_options.h"
@@ -21,14 +22,6 @@ namespace {
 constexpr int kWarmupSteps = 10;
 // Test images of the one evaluation at the end of each run (it cancels; keep it short).
 constexpr uint32_t kTestLimit = 100;
-
-// CPU time (user + sys) of every child this process has reaped so far.
-double ReapedChildrenCpuMs() {
-  rusage usage{};
-  getrusage(RUSAGE_CHILDREN, &usage);
-  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
-  return ms(usage.ru_utime) + ms(usage.ru_stime);
-}
 
 // The config, cut to `steps` steps with no evaluation along the way and no checkpoints.
 config::RunConfig ShortRun(const config::RunConfig& config, int steps) {
@@ -104,9 +97,9 @@ absl::StatusOr<JobCpuSample> MeasureJobCpu(const config::RunConfig& config,
     std::ostringstream progress;  // Not shown: the model prints its own report.
     Console console;
     console.out = &progress;
-    const double before = ReapedChildrenCpuMs();
+    const double before = CpuMs(RUSAGE_CHILDREN);
     const int exit_code = RunJob(run, options, console);
-    cpu_ms[i] = ReapedChildrenCpuMs() - before;
+    cpu_ms[i] = CpuMs(RUSAGE_CHILDREN) - before;
     if (exit_code != kExitOk) {
       return absl::InternalError(absl::StrCat("calibration job of ", steps[i],
                                               " steps failed (exit ", exit_code, "); logs are in ",

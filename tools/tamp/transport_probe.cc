@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
+#include "tools/tamp/cpu_time.h"
 
 namespace tamp::perf {
 namespace {
@@ -38,14 +39,6 @@ class EmptyAnswerService final : public rpc::ParameterServer::CallbackService {
     return reactor;
   }
 };
-
-// CPU time (user + sys) of every thread of this process so far.
-double ProcessCpuMs() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
-  return ms(usage.ru_utime) + ms(usage.ru_stime);
-}
 
 // `bursts` bursts of kBurst concurrent PushPull calls carrying `request`, each burst waited
 // for before the next. The first error, if any.
@@ -98,9 +91,9 @@ absl::StatusOr<double> CpuMsPerCall(rpc::ParameterServer::Stub* stub, size_t pay
   if (absl::Status warm = CallInBursts(stub, request, 1); !warm.ok()) return warm;
   std::vector<double> per_call;
   for (int rep = 0; rep < kRepetitions; ++rep) {
-    const double start = ProcessCpuMs();
+    const double start = CpuMs(RUSAGE_SELF);
     if (absl::Status status = CallInBursts(stub, request, bursts); !status.ok()) return status;
-    per_call.push_back((ProcessCpuMs() - start) / (bursts * kBurst));
+    per_call.push_back((CpuMs(RUSAGE_SELF) - start) / (bursts * kBurst));
   }
   std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());
   return per_call[per_call.size() / 2];

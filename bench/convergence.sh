@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Convergence table: trains the MLP (3 epochs) and the CNN (half an epoch) of examples/ with
+# Convergence table: trains the MLP (3 epochs) and the CNN (1 epoch) of examples/ with
 # each push codec of `tamp codecs`, with and without error feedback, evaluating test accuracy
 # every few steps, and writes docs/convergence.md (tables, SVG accuracy curves under
 # docs/plots/) and bench/results/convergence.json (per config: steps to 0.85, final and
@@ -10,10 +10,10 @@
 #   --quick          only the pattern rows (none, topk1 and randomk1 with and without error
 #                    feedback) for both models: the published pattern, ~10 runs
 #   --rows ROWS      MLP rows: all (default), pattern, or names such as topk1_ef,fp16
-#   --cnn_rows ROWS  CNN rows, as --rows (default pattern)
+#   --cnn_rows ROWS  CNN rows, as --rows (default all)
 #   --models M       mlp,cnn (default), mlp or cnn
 #   --epochs N       every model's epochs (default MLP 3, CNN 1)
-#   --cnn_max_steps N  cut the CNN runs at N steps (default 234, half an epoch; 0: no cut)
+#   --cnn_max_steps N  cut the CNN runs at N steps (default 0: no cut)
 #   --rerun          rerun runs already in bench/results/convergence.json (by default a run
 #                    whose generated config is unchanged is kept, so the script resumes)
 #   --report_only    run nothing; rewrite the doc and plots from the JSON

@@ -7,13 +7,15 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
 #include "tools/tamp/cpu_time.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/run_options.h"
+#include "tools/tamp/summary.h"
 
 namespace tamp::launcher {
 namespace {
@@ -35,29 +37,26 @@ config::RunConfig ShortRun(const config::RunConfig& config, int steps) {
   return run;
 }
 
-// Median "step_ms" of the metrics file's steps after the warm-up.
+// Median "step_ms" of the metrics file's step lines (StepMetricsJson) after the warm-up.
 absl::StatusOr<double> MedianStepMs(const std::string& metrics_path) {
   std::ifstream metrics(metrics_path);
   std::vector<double> step_ms;
   std::string line;
-  while (std::getline(metrics, line)) {
-    const size_t step_at = line.find("\"step\":");
-    const size_t ms_at = line.find("\"step_ms\":");
-    if (step_at == std::string::npos || ms_at == std::string::npos) continue;
-    int64_t step = 0;
-    double ms = 0;
-    const std::string step_text = line.substr(step_at + 7, line.find(',', step_at) - step_at - 7);
-    const std::string ms_text = line.substr(ms_at + 10, line.find(',', ms_at) - ms_at - 10);
-    if (absl::SimpleAtoi(step_text, &step) && absl::SimpleAtod(ms_text, &ms) &&
-        step > kWarmupSteps) {
-      step_ms.push_back(ms);
+  for (int line_number = 1; std::getline(metrics, line); ++line_number) {
+    google::protobuf::Struct fields;
+    if (!google::protobuf::util::JsonStringToMessage(line, &fields).ok()) {
+      return absl::InternalError(absl::StrCat("calibration job: ", metrics_path, " line ",
+                                              line_number, " is not a JSON object"));
     }
+    const auto step = fields.fields().find("step");
+    const auto ms = fields.fields().find("step_ms");
+    if (step == fields.fields().end() || ms == fields.fields().end()) continue;  // EVAL lines.
+    if (step->second.number_value() > kWarmupSteps) step_ms.push_back(ms->second.number_value());
   }
   if (step_ms.empty()) {
     return absl::InternalError(absl::StrCat("calibration job: no step figures in ", metrics_path));
   }
-  std::nth_element(step_ms.begin(), step_ms.begin() + step_ms.size() / 2, step_ms.end());
-  return step_ms[step_ms.size() / 2];
+  return Median(std::move(step_ms));
 }
 
 }  // namespace

@@ -61,13 +61,17 @@ PULL_ROWS = {"topk1_ef_pulltopk1": ("topk1_ef", 'name: "topk" ratio: 0.01'),
 PATTERN = ["none", "topk1_ef", "topk1_noef", "randomk1_ef", "randomk1_noef"]
 
 # max_steps (0: none) cuts the run short; the cosine schedule then decays over those steps.
-# The CNN costs ~10x the MLP per step and per evaluation, hence its one epoch (468 steps
-# per worker) against the MLP's three.
+# The CNN costs ~10x the MLP per step and per evaluation, hence one epoch (468 steps per
+# worker) for every row against the MLP's three; `cnn3` runs the CNN's pattern rows for the
+# MLP's three epochs, to see whether the pattern changes with the run's length. "rows":
+# the rows a model runs (default: all), "title": its name in the doc (default: upper case).
 MODELS = {
     "mlp": {"example": "examples/mlp_fashion.pbtxt", "epochs": 3, "max_steps": 0,
             "eval_every_steps": 50},
     "cnn": {"example": "examples/cnn_fashion.pbtxt", "epochs": 1, "max_steps": 0,
             "eval_every_steps": 78},
+    "cnn3": {"example": "examples/cnn_fashion.pbtxt", "epochs": 3, "max_steps": 0,
+             "eval_every_steps": 156, "rows": PATTERN, "title": "CNN, 3 epochs"},
 }
 # A generous RPC deadline: on a loaded machine one evaluation of the CNN by worker 0 can
 # take over a minute, longer than the default wait for a missing push.
@@ -91,8 +95,18 @@ def all_runs():
         runs += [(model, name, codec, fb) for name, codec, fb in rows if name in PATTERN]
     for model in MODELS:
         runs += [(model, name, codec, fb) for name, codec, fb in rows
-                 if name not in PATTERN and (model == "mlp" or name not in PULL_ROWS)]
+                 if name not in PATTERN and (model == "mlp" or name not in PULL_ROWS)
+                 and name in MODELS[model].get("rows", [name])]
     return runs
+
+
+def model_title(model):
+    return MODELS[model].get("title", model.upper())
+
+
+def rows_flag(model):
+    """The bench/convergence.sh flag that picks `model`'s rows."""
+    return "--rows" if model == "mlp" else "--cnn_rows"
 
 
 def replace_once(text, pattern, replacement, what):
@@ -339,7 +353,7 @@ def write_plots(results, plot_dir):
                        COLORS[labels.index(codec_label(row)) % len(COLORS)],
                        row.endswith("_noef"), entries[row]["accuracy_curve"]) for row in rows]
             file_name = f"convergence_{model}_{kind}.svg"
-            title = (f"{model.upper()}, {kind}: test accuracy vs step "
+            title = (f"{model_title(model)}, {kind}: test accuracy vs step "
                      "(dashed: no error feedback)")
             svg_plot(os.path.join(plot_dir, file_name), title, series, y_min, y_max)
             plots.setdefault(model, []).append((title, file_name))
@@ -386,13 +400,13 @@ def write_doc(path, results, plots, meta):
         limit = re.search(r"max_steps: (\d+)", config)
         length = (f"the first {limit.group(1)} steps of {epochs} epoch(s)" if limit
                   else f"{epochs} epoch(s)")
-        lines += [f"## {model.upper()} ({MODELS[model]['example']}, {length}, "
+        lines += [f"## {model_title(model)} ({MODELS[model]['example']}, {length}, "
                   f"evaluated every {interval} steps)", "", table(entries), ""]
         missing = [row for m, row, _, _ in all_runs()
                    if m == model and f"{m}_{row}" not in results]
         if missing:
             lines += [f"Not in this table (not run yet: `bench/convergence.sh --models {model} "
-                      f"--{'cnn_' if model == 'cnn' else ''}rows ROWS`): "
+                      f"{rows_flag(model)} ROWS`): "
                       + ", ".join(missing) + ".", ""]
         for title, file_name in plots.get(model, []):
             lines += [f"![{title}](plots/{file_name})", ""]
@@ -432,7 +446,8 @@ def forwarded_flags(argv):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--binaries", required=True, help="dir with tamp, tamp_server, tamp_worker")
-    parser.add_argument("--models", default="mlp,cnn", help="comma-separated: mlp, cnn")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help="comma-separated: " + ", ".join(MODELS))
     parser.add_argument("--rows", default="all",
                         help="'pattern' (none, topk1 and randomk1 +-EF), 'all', or a "
                              "comma-separated list of row names such as topk1_ef,fp16")
@@ -454,7 +469,7 @@ def main():
             results = json.load(f)["runs"]
 
     def wanted(model, row):
-        choice = args.cnn_rows if model == "cnn" else args.rows
+        choice = args.rows if model == "mlp" else args.cnn_rows
         if choice == "all":
             return True
         names = PATTERN if choice == "pattern" else choice.split(",")

@@ -10,10 +10,11 @@
 #   --quick          only the pattern rows (none, topk1 and randomk1 with and without error
 #                    feedback) for both models: the published pattern, ~10 runs
 #   --rows ROWS      MLP rows: all (default), pattern, or names such as topk1_ef,fp16
-#   --cnn_rows ROWS  CNN rows, as --rows (default all)
-#   --models M       mlp,cnn (default), mlp or cnn
+#   --cnn_rows ROWS  CNN rows, as --rows (default all; cnn3 runs only the pattern rows)
+#   --models M       comma-separated, of mlp, cnn and cnn3 (the CNN's pattern rows for 3
+#                    epochs); default all three
 #   --epochs N       every model's epochs (default MLP 3, CNN 1)
-#   --cnn_max_steps N  cut the CNN runs at N steps (default 0: no cut)
+#   --cnn_max_steps N  cut the 1-epoch CNN runs at N steps (default 0: no cut)
 #   --rerun          rerun runs already in bench/results/convergence.json (by default a run
 #                    whose generated config is unchanged is kept, so the script resumes)
 #   --report_only    run nothing; rewrite the doc and plots from the JSON
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
     --rows|--cnn_rows|--models|--epochs|--cnn_max_steps)
       args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     --rerun|--report_only) args+=("$1"); shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "convergence.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

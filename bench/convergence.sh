@@ -19,11 +19,12 @@
 #                    whose generated config is unchanged is kept, so the script resumes)
 #   --report_only    run nothing; rewrite the doc and plots from the JSON
 # The reading paragraph of the doc is bench/convergence_reading.md (hand-written).
-# Accuracy does not depend on machine load; run time does. Measured on 2026-11-23 on the 2
-# shared cores: an MLP run took 200-250 s at load average 5-7 (8 to 35 minutes at 13-24), a
-# CNN run 377 s at load ~8 (24 minutes at ~19). So the full set (29 MLP + 5 CNN runs) takes
-# about 2.5 hours at load 6, --quick (10 runs) about 50 minutes, and a rerun with nothing
-# changed a few seconds (runs whose generated config is unchanged are kept).
+# Accuracy does not depend on machine load; run time does. On the 2 shared cores an MLP run
+# took 100-150 s at load average 5-7 (2026-11-24; 8 to 35 minutes at 13-24), a 1-epoch CNN
+# run 64-79 s and a 3-epoch one ~200 s at load ~2 (2026-11-25). So the full set (31 MLP, 29
+# CNN and 5 cnn3 runs) takes about 1 h 45 min on a quiet machine, --quick (15 runs) about 30
+# minutes, and a rerun with nothing changed a few seconds (runs whose generated config is
+# unchanged are kept).
 # Exit status: 0 when every run succeeded, 1 otherwise, 2 on bad usage.
 set -euo pipefail
 
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
     --rows|--cnn_rows|--models|--epochs|--cnn_max_steps)
       args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     --rerun|--report_only) args+=("$1"); shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "convergence.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

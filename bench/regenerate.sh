@@ -2,7 +2,7 @@
 # Regenerates every benchmark table and plot in docs/ from fresh runs, in dependency order:
 #   1. docs/codec_bench.md    bench/codec_table.sh                  codec throughput (~3 min)
 #   2. docs/convergence.md    bench/convergence.sh                  accuracy per codec, plots
-#                                                                   (~50 min; --quick ~15)
+#                                                                   (~1 h 45; --quick ~30 min)
 #   3. docs/speed.md          bench/speed_table.sh                  steps/s on shaped links (~5 min)
 #   4. docs/peers.md          bench/peers/run_peers.sh              PyTorch DDP peers (~15 min)
 #   5. docs/perf_model.md     bench/model_vs_measured.py --calibration_job   model vs speed table (~3 min)

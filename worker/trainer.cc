@@ -247,10 +247,10 @@ absl::Status Trainer::Step(uint64_t step, uint32_t epoch, int64_t index, float* 
   };
   // Reconnects each shard of `pushes` (waiting for a restarted server), replaces its chunks
   // of the replica by its exact weights, then pushes them again. A restarted shard also gets
-  // again this step's pushes it had answered: it lost them with its state, and another
-  // worker that lost their answers waits on them there (while this one, not pushing them
-  // again, would wait on that worker's pushes the restarted shard answered it: a deadlock).
-  // The resync replaced what those answers had applied; the new answers apply again.
+  // the step's pushes it had answered before: it lost them with its state, and a worker that
+  // did not get those answers waits there for them. Without them two workers can each wait
+  // on a push the other has already completed. The resync replaced what those answers had
+  // applied; the new answers apply again.
   auto resend = [&](std::vector<LostPush>& pushes) -> absl::Status {
     std::vector<bool> resynced(layout_.shard_bytes.size(), false);
     std::vector<bool> restarted(layout_.shard_bytes.size(), false);

@@ -61,8 +61,14 @@ void DenseInputGrad(const float* dz, const float* w, int batch, int n_in, int n_
               n_in, 0.0f, da, n_in);
 }
 
-void ReluBackwardInPlace(const float* da, size_t n, float* a) {
-  for (size_t k = 0; k < n; ++k) a[k] = a[k] > 0.0f ? da[k] : 0.0f;
+void ReluBackwardInPlace(const float* __restrict da, size_t n, float* __restrict a) {
+  // da[k] is loaded whatever the test says, so the loop is a compare and a select that
+  // vectorises; read only where a[k] > 0, it compiled to a branch per element, taken at
+  // random (about half the activations are 0), which cost 2% of a DGC job's CPU.
+  for (size_t k = 0; k < n; ++k) {
+    const float gradient = da[k];
+    a[k] = a[k] > 0.0f ? gradient : 0.0f;
+  }
 }
 
 }  // namespace tamp::internal

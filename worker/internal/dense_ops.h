@@ -27,7 +27,7 @@ void DenseWeightGrad(const float* dz, const float* a, int batch, int n_in, int n
 void DenseInputGrad(const float* dz, const float* w, int batch, int n_in, int n_out, float* da);
 
 // ReLU backward over the activations: a[k] = a[k] > 0 ? da[k] : 0 for k < n (a holds the
-// ReLU's output on entry and the gradient of its input on exit).
+// ReLU's output on entry and the gradient of its input on exit). da and a do not overlap.
 void ReluBackwardInPlace(const float* da, size_t n, float* a);
 
 }  // namespace tamp::internal

@@ -21,6 +21,14 @@ absl::Status NoParameter(absl::string_view field_path, config::ErrorFeedback::Ki
                                                  " takes no parameter '", parameter, "'"));
 }
 
+// Compress() and CompressAdded() take single-round codecs only.
+absl::Status SingleRound(const Codec& codec) {
+  if (codec.rounds() == 1) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("codec ", CodecName(codec.id()), " takes ",
+                                                    codec.rounds(),
+                                                    " rounds per step: use BeginRounds()"));
+}
+
 }  // namespace
 
 absl::Status ValidateErrorFeedbackSpec(const config::ErrorFeedback& spec,
@@ -81,11 +89,7 @@ ErrorFeedback::ErrorFeedback(const config::ErrorFeedback& spec, size_t num_eleme
 
 absl::Status ErrorFeedback::Compress(Codec& codec, absl::Span<const float> input,
                                      const RandomKey& key, std::string* payload) {
-  if (codec.rounds() != 1) {
-    return absl::FailedPreconditionError(absl::StrCat("codec ", CodecName(codec.id()), " takes ",
-                                                      codec.rounds(),
-                                                      " rounds per step: use BeginRounds()"));
-  }
+  TAMP_RETURN_IF_ERROR(SingleRound(codec));
   switch (kind_) {
     case config::ErrorFeedback::RESIDUAL:
       return CompressResidual(codec, input, key, payload);
@@ -96,11 +100,34 @@ absl::Status ErrorFeedback::Compress(Codec& codec, absl::Span<const float> input
   }
 }
 
+absl::Span<float> ErrorFeedback::AddTarget() {
+  if (kind_ != config::ErrorFeedback::RESIDUAL) return {};
+  return absl::MakeSpan(residual_);
+}
+
+absl::Status ErrorFeedback::CompressAdded(Codec& codec, const RandomKey& key,
+                                          std::string* payload) {
+  CHECK_EQ(kind_, config::ErrorFeedback::RESIDUAL) << "CompressAdded() needs a RESIDUAL memory";
+  TAMP_RETURN_IF_ERROR(SingleRound(codec));
+  // The caller formed c in the residual: make it the scratch that EncodeCompensated() reads
+  // (O(1)), and the old scratch the buffer it writes the residual into.
+  residual_.swap(compensated_);
+  const absl::Status status = EncodeCompensated(codec, key, payload);
+  // EncodeCompensated() fails before it writes the residual: c goes back to it.
+  if (!status.ok()) residual_.swap(compensated_);
+  return status;
+}
+
 absl::Status ErrorFeedback::CompressResidual(Codec& codec, absl::Span<const float> input,
                                              const RandomKey& key, std::string* payload) {
   CHECK_EQ(input.size(), residual_.size());
-  CHECK_EQ(codec.size(), residual_.size());
   for (size_t i = 0; i < input.size(); ++i) compensated_[i] = input[i] + residual_[i];
+  return EncodeCompensated(codec, key, payload);
+}
+
+absl::Status ErrorFeedback::EncodeCompensated(Codec& codec, const RandomKey& key,
+                                              std::string* payload) {
+  CHECK_EQ(codec.size(), residual_.size());
   TAMP_RETURN_IF_ERROR(codec.Encode(compensated_, key, payload));
   // Decoding our own payload is what the receiver will do, so the residual holds exactly
   // what it will not see: s * (c - decode(payload)). s = 1 multiplies exactly, so the

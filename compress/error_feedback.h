@@ -71,6 +71,25 @@ class ErrorFeedback {
   absl::Status Compress(Codec& codec, absl::Span<const float> input, const RandomKey& key,
                         std::string* payload);
 
+  // ErrorFeedback::AddTarget()
+  // ErrorFeedback::CompressAdded()
+  //
+  // Compress() for a caller that adds its input into the memory itself, in a pass it makes
+  // anyway (the shard's optimizer adds w_new - w_old while it updates the weights):
+  // once AddTarget()[i] = input[i] + AddTarget()[i] for every i, CompressAdded() sends
+  // Compress(codec, input)'s payload and leaves the same memory, without the pass that
+  // forms c = input + residual. Only RESIDUAL keeps a memory that input adds to: for the
+  // other kinds AddTarget() is empty and CompressAdded() is a programmer error. Should the
+  // codec fail, the memory holds c (nothing was sent, so all of it is owed).
+  //
+  // Example (the shard's update):
+  //   if (const absl::Span<float> target = memory->AddTarget(); !target.empty()) {
+  //     optimizer->Apply(weights, gradient, step, lr, target, Optimizer::DeltaMode::kAdd);
+  //     TAMP_RETURN_IF_ERROR(memory->CompressAdded(*codec, key, &payload));
+  //   }
+  absl::Span<float> AddTarget();
+  absl::Status CompressAdded(Codec& codec, const RandomKey& key, std::string* payload);
+
   // ErrorFeedback::BeginRounds()
   // ErrorFeedback::NextRound()
   // ErrorFeedback::FinishRounds()
@@ -126,6 +145,8 @@ class ErrorFeedback {
 
   absl::Status CompressResidual(Codec& codec, absl::Span<const float> input,
                                 const RandomKey& key, std::string* payload);
+  // RESIDUAL, with c in compensated_: encodes it and sets residual_ = s * (c - decoded).
+  absl::Status EncodeCompensated(Codec& codec, const RandomKey& key, std::string* payload);
   absl::Status CompressDgcMomentum(Codec& codec, absl::Span<const float> input,
                                    const RandomKey& key, std::string* payload);
   // DGC_MOMENTUM: u <- m u + g, then v <- v + u (v is what is encoded). In place: should
@@ -140,7 +161,8 @@ class ErrorFeedback {
   const float momentum_;  // DGC_MOMENTUM.
   std::vector<float> residual_;     // RESIDUAL: the residual. DGC_MOMENTUM: v.
   std::vector<float> velocity_;     // DGC_MOMENTUM: u.
-  std::vector<float> compensated_;  // RESIDUAL, scratch: what is encoded (c).
+  std::vector<float> compensated_;  // RESIDUAL, scratch: what is encoded (c). Swaps with
+                                    // residual_, which CompressAdded() encodes in place.
   std::vector<float> decoded_;      // Scratch: decode(payload).
   SparseEntries sent_;                // Scratch: DecodeSparse(payload), for sparse codecs.
 };

@@ -351,4 +351,81 @@ TEST(ErrorFeedbackTest, SparseAndDensePathsKeepBitIdenticalMemories) {
   }
 }
 
+// A codec whose Encode() fails (a codec bug), to check what a memory keeps then.
+class FailingEncode final : public Codec {
+ public:
+  explicit FailingEncode(size_t n) : Codec(n) {}
+  CodecId id() const override { return CodecId::kNone; }
+  size_t MaxPayloadBytes() const override { return 0; }
+  absl::Status Encode(absl::Span<const float>, const RandomKey&, std::string*) override {
+    return absl::InternalError("encode failed");
+  }
+  absl::Status Decode(absl::string_view, const RandomKey&, absl::Span<float>) const override {
+    return absl::InternalError("not reached");
+  }
+};
+
+// CompressAdded() after the input was added into AddTarget() sends Compress()'s payload and
+// keeps the same memory, over several steps, for RESIDUAL at scale 1 and 0.5, with a
+// sparse codec (fp32 and fp16 values) and a dense one.
+TEST(ErrorFeedbackTest, CompressAddedMatchesCompress) {
+  const size_t n = 3000;
+  config::ErrorFeedback scaled = Spec(config::ErrorFeedback::RESIDUAL);
+  scaled.set_scale(0.5f);
+  for (const config::ErrorFeedback& spec : {Spec(config::ErrorFeedback::RESIDUAL), scaled}) {
+    for (const int variant : {0, 1, 2}) {
+      SCOPED_TRACE(spec.ShortDebugString() + " variant " + std::to_string(variant));
+      std::unique_ptr<Codec> codec, twin;
+      if (variant == 2) {
+        codec = std::make_unique<NoneCodec>(n);
+        twin = std::make_unique<NoneCodec>(n);
+      } else {
+        const ValueFormat values = variant == 0 ? ValueFormat::kFp32 : ValueFormat::kFp16;
+        codec = std::make_unique<TopKCodec>(n, 40, values);
+        twin = std::make_unique<TopKCodec>(n, 40, values);
+      }
+      auto plain = Make(spec, n), added = Make(spec, n);
+      std::mt19937 rng(7);
+      std::normal_distribution<float> normal;
+      std::vector<float> input(n);
+      std::string expected, payload;
+      for (int step = 0; step < 6; ++step) {
+        for (float& x : input) x = normal(rng);
+        ASSERT_TRUE(plain->Compress(*codec, input, {}, &expected).ok());
+        const absl::Span<float> target = added->AddTarget();
+        ASSERT_EQ(target.size(), n);
+        for (size_t i = 0; i < n; ++i) target[i] = input[i] + target[i];
+        ASSERT_TRUE(added->CompressAdded(*twin, {}, &payload).ok());
+        ASSERT_EQ(payload, expected) << "step " << step;
+        ASSERT_EQ(Vec(added->residual()), Vec(plain->residual())) << "step " << step;
+      }
+    }
+  }
+}
+
+TEST(ErrorFeedbackTest, OnlyResidualTakesAddedInput) {
+  EXPECT_TRUE(Make(Spec(config::ErrorFeedback::NONE), 5)->AddTarget().empty());
+  EXPECT_TRUE(Make(Spec(config::ErrorFeedback::DGC_MOMENTUM), 5)->AddTarget().empty());
+  EXPECT_EQ(Make(Spec(config::ErrorFeedback::RESIDUAL), 5)->AddTarget().size(), 5u);
+}
+
+// Nothing was sent when the codec fails: the memory owes c = input + residual, all of it.
+TEST(ErrorFeedbackTest, CompressAddedKeepsTheSumWhenTheCodecFails) {
+  auto memory = Make(Spec(config::ErrorFeedback::RESIDUAL), 3);
+  TopKCodec codec(3, 1);
+  std::string payload;
+  ASSERT_TRUE(memory->Compress(codec, std::vector<float>{1, 4, -2}, {}, &payload).ok());
+  ASSERT_THAT(memory->residual(), testing::ElementsAre(1, 0, -2));
+  absl::Span<float> target = memory->AddTarget();
+  target[0] += 0.5f;
+  target[1] += 1.0f;
+  target[2] += -1.0f;
+  FailingEncode failing(3);
+  EXPECT_EQ(memory->CompressAdded(failing, {}, &payload).code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(memory->residual(), testing::ElementsAre(1.5, 1, -3));
+  // And the memory goes on from there.
+  ASSERT_TRUE(memory->Compress(codec, std::vector<float>{0, 0, 0}, {}, &payload).ok());
+  EXPECT_THAT(memory->residual(), testing::ElementsAre(1.5, 1, 0));
+}
+
 }  // namespace tamp::compress

@@ -15,7 +15,7 @@ Adam::Adam(const config::Optimizer& spec, size_t num_elements)
       v_(num_elements, 0.0f) {}
 
 void Adam::Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
-                 float learning_rate, absl::Span<float> delta) {
+                 float learning_rate, absl::Span<float> delta, DeltaMode delta_mode) {
   CHECK_EQ(weights.size(), gradient.size());
   CHECK(delta.empty() || delta.size() == weights.size());
   CHECK_EQ(weights.size(), m_.size());
@@ -35,7 +35,9 @@ void Adam::Apply(absl::Span<float> weights, absl::Span<const float> gradient, in
     const float denominator = std::sqrt(v_[i]) / correction2_sqrt + epsilon_;
     const float w = weights[i];
     weights[i] = w - step_size * m_[i] / denominator;
-    if (!delta.empty()) delta[i] = weights[i] - w;
+    if (delta.empty()) continue;
+    const float moved = weights[i] - w;
+    delta[i] = delta_mode == DeltaMode::kAdd ? moved + delta[i] : moved;
   }
 }
 

@@ -38,7 +38,7 @@ class Adam final : public Optimizer {
   // Uses `step` for the bias corrections (t = step + 1).
   using Optimizer::Apply;
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
-             float learning_rate, absl::Span<float> delta) override;
+             float learning_rate, absl::Span<float> delta, DeltaMode delta_mode) override;
   std::vector<absl::Span<float>> StateBuffers() override {
     return {absl::MakeSpan(m_), absl::MakeSpan(v_)};
   }

@@ -40,12 +40,19 @@ class Optimizer {
   // before this one (0 first); rules with bias correction (adam) use it, SGD does not.
   // `delta`, unless empty (then num_elements values), receives w_new - w_old, the fp32
   // subtraction of each weight's two values: what the server sends through the pull codec,
-  // computed in the update's own pass instead of a copy before it and a pass after.
+  // computed in the update's own pass instead of a copy before it and a pass after. With
+  // DeltaMode::kAdd it is added to what `delta` holds, delta = (w_new - w_old) + delta, so
+  // the server can add the update straight into its pull residual (ErrorFeedback::AddTarget()).
+  enum class DeltaMode { kStore, kAdd };
   virtual void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
-                     float learning_rate, absl::Span<float> delta) = 0;
+                     float learning_rate, absl::Span<float> delta, DeltaMode delta_mode) = 0;
+  void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
+             float learning_rate, absl::Span<float> delta) {
+    Apply(weights, gradient, step, learning_rate, delta, DeltaMode::kStore);
+  }
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
              float learning_rate) {
-    Apply(weights, gradient, step, learning_rate, {});
+    Apply(weights, gradient, step, learning_rate, {}, DeltaMode::kStore);
   }
 
   // Optimizer::StateBuffers()

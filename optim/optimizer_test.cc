@@ -200,15 +200,22 @@ TEST(AdamTest, UsesTheStepItIsGivenForBiasCorrection) {
   EXPECT_NEAR(w[0], 1 - 0.1 * (2.0 / 3) / std::sqrt(4.0 / 7), 1e-6);
 }
 
+// Each SGD variant (its own branch-free loop) and Adam.
+std::vector<config::Optimizer> EveryRuleAndSwitch() {
+  return {Sgd(0.1f),
+          Sgd(0.1f, 0.9f),
+          Sgd(0.1f, 0.9f, true),
+          Sgd(0.1f, 0.9f, false, 0.01f),
+          Sgd(0.1f, 0, false, 0.01f),
+          Adam(0.01f, 0.9f, 0.999f, 1e-8f, 0.01f)};
+}
+
 // Apply() with a delta span: the same weights as without, and delta holds exactly the fp32
 // difference w_new - w_old of every weight, for every rule and switch (each SGD variant has
 // its own branch-free loop). Non-dyadic values, so that rounding would show any difference.
 TEST(OptimizerTest, DeltaIsTheExactDifferenceAndLeavesTheUpdateUnchanged) {
-  const std::vector<config::Optimizer> specs = {
-      Sgd(0.1f), Sgd(0.1f, 0.9f), Sgd(0.1f, 0.9f, true), Sgd(0.1f, 0.9f, false, 0.01f),
-      Sgd(0.1f, 0, false, 0.01f), Adam(0.01f, 0.9f, 0.999f, 1e-8f, 0.01f)};
   const size_t n = 37;  // Not a multiple of any vector width.
-  for (const config::Optimizer& spec : specs) {
+  for (const config::Optimizer& spec : EveryRuleAndSwitch()) {
     auto with_delta = Create(spec, n);
     auto without = Create(spec, n);
     std::vector<float> w(n), reference(n), delta(n);
@@ -222,6 +229,32 @@ TEST(OptimizerTest, DeltaIsTheExactDifferenceAndLeavesTheUpdateUnchanged) {
       ASSERT_EQ(w, reference) << spec.ShortDebugString() << " step " << step;
       for (size_t i = 0; i < n; ++i) {
         ASSERT_EQ(delta[i], w[i] - before[i]) << spec.ShortDebugString() << " i " << i;
+      }
+    }
+  }
+}
+
+// DeltaMode::kAdd: the same weights, and delta = (w_new - w_old) + what it held, exactly
+// (the sum the pull memory would form, c = update + residual), for every rule and switch.
+TEST(OptimizerTest, AddedDeltaIsTheDifferencePlusWhatDeltaHeld) {
+  const size_t n = 37;
+  for (const config::Optimizer& spec : EveryRuleAndSwitch()) {
+    auto adding = Create(spec, n);
+    auto storing = Create(spec, n);
+    std::vector<float> w(n), reference(n), sum(n), stored(n);
+    for (size_t i = 0; i < n; ++i) w[i] = reference[i] = std::sin(1.0f + i) / 3;
+    for (int64_t step = 0; step < 4; ++step) {
+      std::vector<float> g(n);
+      for (size_t i = 0; i < n; ++i) g[i] = std::cos(0.7f * i + step) / 7;
+      std::vector<float> held(n);
+      for (size_t i = 0; i < n; ++i) held[i] = std::sin(0.3f * i - step) / 11;
+      sum = held;
+      adding->Apply(absl::MakeSpan(w), g, step, 0.3f, absl::MakeSpan(sum),
+                    Optimizer::DeltaMode::kAdd);
+      storing->Apply(absl::MakeSpan(reference), g, step, 0.3f, absl::MakeSpan(stored));
+      ASSERT_EQ(w, reference) << spec.ShortDebugString() << " step " << step;
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(sum[i], stored[i] + held[i]) << spec.ShortDebugString() << " i " << i;
       }
     }
   }

@@ -16,12 +16,15 @@ Sgd::Sgd(const config::Optimizer& spec, size_t num_elements)
 
 namespace {
 
+// What an SGD pass does with w_new - w_old.
+enum class DeltaWrite { kNone, kStore, kAdd };
+
 // One SGD pass, specialised on the rule's switches so that the loop has no branch and
 // vectorises (`restrict`: the four arrays never overlap).
-template <bool kMomentum, bool kNesterov, bool kDelta>
+template <bool kMomentum, bool kNesterov, DeltaWrite kDelta>
 void SgdPass(size_t n, float* __restrict weights, const float* __restrict gradient,
-             float* __restrict buffer, float* __restrict delta, float momentum,
-             float weight_decay, float learning_rate) {
+             float* __restrict buffer, float* __restrict delta, float momentum, float weight_decay,
+             float learning_rate) {
   for (size_t i = 0; i < n; ++i) {
     const float w = weights[i];
     float d = gradient[i] + weight_decay * w;
@@ -31,33 +34,37 @@ void SgdPass(size_t n, float* __restrict weights, const float* __restrict gradie
     }
     const float next = w - learning_rate * d;
     weights[i] = next;
-    if constexpr (kDelta) delta[i] = next - w;
+    if constexpr (kDelta == DeltaWrite::kStore) delta[i] = next - w;
+    if constexpr (kDelta == DeltaWrite::kAdd) delta[i] = (next - w) + delta[i];
   }
 }
+
+template <DeltaWrite kDelta>
+using DeltaTag = std::integral_constant<DeltaWrite, kDelta>;
 
 }  // namespace
 
 void Sgd::Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t /*step*/,
-                float learning_rate, absl::Span<float> delta) {
+                float learning_rate, absl::Span<float> delta, DeltaMode delta_mode) {
   CHECK_EQ(weights.size(), gradient.size());
   CHECK(buffer_.empty() || buffer_.size() == weights.size());
   CHECK(delta.empty() || delta.size() == weights.size());
   const size_t n = weights.size();
   float* const buffer = buffer_.data();
-  auto pass = [&](auto momentum, auto nesterov, auto with_delta) {
-    SgdPass<decltype(momentum)::value, decltype(nesterov)::value, decltype(with_delta)::value>(
+  auto pass = [&](auto momentum, auto nesterov, auto delta_write) {
+    SgdPass<decltype(momentum)::value, decltype(nesterov)::value, decltype(delta_write)::value>(
         n, weights.data(), gradient.data(), buffer, delta.data(), momentum_, weight_decay_,
         learning_rate);
   };
-  using Yes = std::true_type;
-  using No = std::false_type;
-  const bool momentum = !buffer_.empty();
-  if (!delta.empty()) {
-    if (!momentum) return pass(No{}, No{}, Yes{});
-    return nesterov_ ? pass(Yes{}, Yes{}, Yes{}) : pass(Yes{}, No{}, Yes{});
-  }
-  if (!momentum) return pass(No{}, No{}, No{});
-  nesterov_ ? pass(Yes{}, Yes{}, No{}) : pass(Yes{}, No{}, No{});
+  auto with_delta = [&](auto delta_write) {
+    using Yes = std::true_type;
+    using No = std::false_type;
+    if (buffer_.empty()) return pass(No{}, No{}, delta_write);
+    nesterov_ ? pass(Yes{}, Yes{}, delta_write) : pass(Yes{}, No{}, delta_write);
+  };
+  if (delta.empty()) return with_delta(DeltaTag<DeltaWrite::kNone>{});
+  if (delta_mode == DeltaMode::kAdd) return with_delta(DeltaTag<DeltaWrite::kAdd>{});
+  with_delta(DeltaTag<DeltaWrite::kStore>{});
 }
 
 }  // namespace tamp

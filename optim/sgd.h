@@ -27,7 +27,7 @@ class Sgd final : public Optimizer {
 
   using Optimizer::Apply;
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
-             float learning_rate, absl::Span<float> delta) override;
+             float learning_rate, absl::Span<float> delta, DeltaMode delta_mode) override;
   std::vector<absl::Span<float>> StateBuffers() override { return {absl::MakeSpan(buffer_)}; }
 
  private:

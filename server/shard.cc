@@ -19,6 +19,7 @@
 #include "glog/logging.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "server/chunk_update.h"
 
 // PullWeights sends weights as raw host floats; the wire format says little-endian.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "Tamp needs a little-endian host");
@@ -180,13 +181,12 @@ struct Shard::ChunkState {
   Completion FinishStep(const config::RunConfig& config, float learning_rate) {
     Completion done;
     const absl::Span<const float> gradient = AggregateGradient(config, &done.aggregate);
-    optimizer->Apply(absl::MakeSpan(weights), gradient, static_cast<int64_t>(step), learning_rate,
-                     absl::MakeSpan(update));  // update = w_new - w_old
-
     // Encoding a well-sized buffer fails only on a codec bug. The weights have moved either
     // way, so the step still counts; workers that get the error must resync (PullWeights).
     done.status =
-        pull_feedback->Compress(*pull_codec, update, PullKey(config, step, id), &done.update);
+        UpdateChunk(*optimizer, absl::MakeSpan(weights), gradient, static_cast<int64_t>(step),
+                    learning_rate, *pull_feedback, *pull_codec, PullKey(config, step, id),
+                    absl::MakeSpan(update), &done.update);
     ++step;
     done.step = step;
     round = 0;

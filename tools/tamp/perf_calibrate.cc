@@ -16,6 +16,7 @@
 #include "compress/error_feedback.h"
 #include "compress/registry.h"
 #include "optim/optimizer.h"
+#include "server/chunk_update.h"
 #include "worker/cpu_models.h"
 
 namespace tamp::perf {
@@ -118,9 +119,10 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
     // update through the pull codec.
     start = Clock::now();
     if (rounds == 1) shard_push->FinishAggregate(workers, absl::MakeSpan(accumulator));
-    optimizer->Apply(absl::MakeSpan(weights), rounds == 1 ? accumulator : aggregate, rep,
-                     learning_rate, absl::MakeSpan(update));
-    TAMP_RETURN_IF_ERROR(pull_memory->Compress(*shard_pull, update, pull_key, &update_payload));
+    TAMP_RETURN_IF_ERROR(UpdateChunk(*optimizer, absl::MakeSpan(weights),
+                                     rounds == 1 ? accumulator : aggregate, rep, learning_rate,
+                                     *pull_memory, *shard_pull, pull_key, absl::MakeSpan(update),
+                                     &update_payload));
     update_ms += MsSince(start);
     cost.pull_bytes = update_payload.size();
     // The worker: finish the rounds, decode the update, add it.

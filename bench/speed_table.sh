@@ -7,12 +7,14 @@
 # (format: bench/speed_table.py). Needs root (network namespaces, tc).
 #
 # Usage: bench/speed_table.sh [--links L] [--configs C] [--steps N] [--warmup W] [--binaries D]
-#                             [--report_only]
+#                             [--json F] [--doc F] [--report_only]
 #   --links L     comma-separated tc rates or "unshaped" (default 1gbit,10gbit,unshaped)
 #   --configs C   comma-separated names of bench/configs/*.pbtxt (default: all of them)
 #   --steps N     steps per run (default 40); --warmup W: first steps not counted (default 10)
 #   --binaries D  use tamp, tamp_server and tamp_worker from folder D instead of building
 #                 them (bazel build -c opt) and running a private copy
+#   --json F, --doc F  write the results and the doc there instead (default
+#                 bench/results/speed.json, docs/speed.md)
 #   --report_only run nothing: rewrite docs/speed.md from bench/results/speed.json (e.g.
 #                 after bench/speed_reading.md, the doc's hand-written part, changed)
 # Time to target needs bench/results/convergence.json (bench/convergence.sh); without it
@@ -27,10 +29,10 @@ args=()
 binaries=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --links|--configs|--steps|--warmup) args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --links|--configs|--steps|--warmup|--json|--doc) args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     --binaries) binaries="${2:?--binaries needs a folder}"; shift 2 ;;
     --report_only) exec python3 bench/speed_table.py --report_only ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "speed_table.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -5,6 +5,7 @@
 #
 #   bench/peers/run_peers.sh [--links "1gbit 10gbit unshaped"] [--hooks "none fp16 powersgd"]
 #                            [--timed-steps 70] [--eval-every 50] [--powersgd-rank 2]
+#                            [--head-to-head 5] [--tamp-config mlp_dgc1_ef_pulltopk1]
 #                            [--skip-full] [--report-only]
 #
 # Per hook: one short timed run at each link (steps/s, bytes on the link) and one full
@@ -13,6 +14,10 @@
 # time to 0.85 at a link = steps to 0.85 (full run) x median step time at that link.
 # --powersgd-rank: the PowerSGD hook's rank (default 2, as in Tamp's
 # bench/configs/mlp_powersgd2_ef.pbtxt; the hook's own default is 1).
+# --head-to-head R: then R rounds, unshaped, each a timed run of Tamp's --tamp-config
+# (bench/speed_table.sh, the same steps and warm-up) followed by one of DDP without a hook,
+# so both see the same machine, round by round; the doc compares their medians (0: none).
+# Tamp's binaries are built as for bench/speed_table.sh.
 # --skip-full reuses the full runs already in bench/results/peers/ (reruns timing only);
 # --report-only runs nothing and rewrites the doc and peers.json from the raw results, e.g.
 # once bench/results/speed.json and convergence.json (Tamp's figures) exist.
@@ -26,9 +31,11 @@ hooks="none fp16 powersgd"
 timed_steps=70
 eval_every=50
 powersgd_rank=2
+head_to_head=5
+tamp_config=mlp_dgc1_ef_pulltopk1
 skip_full=0
 report_only=0
-usage() { sed -n 2,20p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n 2,25p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --links) links="${2:?--links needs a list}"; shift 2 ;;
@@ -36,6 +43,8 @@ while [ $# -gt 0 ]; do
     --timed-steps) timed_steps="${2:?--timed-steps needs a number}"; shift 2 ;;
     --eval-every) eval_every="${2:?--eval-every needs a number}"; shift 2 ;;
     --powersgd-rank) powersgd_rank="${2:?--powersgd-rank needs a number}"; shift 2 ;;
+    --head-to-head) head_to_head="${2:?--head-to-head needs a number}"; shift 2 ;;
+    --tamp-config) tamp_config="${2:?--tamp-config needs a name}"; shift 2 ;;
     --skip-full) skip_full=1; shift ;;
     --report-only) report_only=1; shift ;;
     -h|--help) usage ;;
@@ -45,6 +54,9 @@ done
 for number in "$timed_steps" "$eval_every" "$powersgd_rank"; do
   [[ "$number" =~ ^[1-9][0-9]*$ ]] || { echo "$0: step counts must be positive integers, got '$number'" >&2; exit 2; }
 done
+[[ "$head_to_head" =~ ^[0-9]+$ ]] || { echo "$0: --head-to-head takes a number of rounds, got '$head_to_head'" >&2; exit 2; }
+[ "$head_to_head" -eq 0 ] || [ -f "$repo/bench/configs/$tamp_config.pbtxt" ] ||
+  { echo "$0: --tamp-config: no bench/configs/$tamp_config.pbtxt" >&2; exit 2; }
 # Step times leave out the first 20 steps: warm-up, and PowerSGD starts compressing at 10.
 readonly skip_steps=20
 [ "$timed_steps" -gt "$skip_steps" ] || { echo "$0: --timed-steps must exceed $skip_steps (warm-up)" >&2; exit 2; }
@@ -106,6 +118,15 @@ if [ "$skip_full" -eq 0 ]; then
     train 1800 unshaped "$raw/${hook}_full.json" --hook "$hook" $(hook_flags "$hook") --eval-every "$eval_every"
   done
 fi
+rm -f "$raw"/head_to_head_*.json
+for round in $(seq 1 "$head_to_head"); do
+  echo "== head to head, round $round of $head_to_head: Tamp $tamp_config, then DDP without a hook" >&2
+  "$repo/bench/speed_table.sh" --configs "$tamp_config" --links unshaped --steps "$timed_steps" \
+    --warmup "$skip_steps" --json "$raw/head_to_head_tamp_$round.json" \
+    --doc "$logs/head_to_head_tamp_$round.md" > "$logs/head_to_head_tamp_$round.log" 2>&1 ||
+    { echo "run_peers.sh: Tamp's run failed: $logs/head_to_head_tamp_$round.log" >&2; exit 1; }
+  train 300 unshaped "$raw/head_to_head_ddp_$round.json" --hook none --max-steps "$timed_steps"
+done
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # What report.py needs to know about this run besides the runs' own JSON.
@@ -115,5 +136,6 @@ json.dump(dict(zip(sys.argv[2::2], sys.argv[3::2])), open(sys.argv[1], "w"), ind
   commit "$(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD || echo ' (with uncommitted changes)')" \
   links "$links" hooks "$hooks" blas "$blas" load_average_start "$load_start" \
   load_average_end "$load_end" runtime_s "$((SECONDS - started))" timed_steps "$timed_steps" \
-  skip_steps "$skip_steps" eval_every "$eval_every" full_runs_reused "$skip_full"
+  skip_steps "$skip_steps" eval_every "$eval_every" full_runs_reused "$skip_full" \
+  head_to_head_rounds "$head_to_head" head_to_head_tamp_config "$tamp_config"
 report

@@ -308,8 +308,8 @@ def main():
     parser.add_argument("--links", default="1gbit,10gbit,unshaped")
     parser.add_argument("--configs", default="all",
                         help="comma-separated names of bench/configs/*.pbtxt, or all")
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=70)
+    parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--json", default=os.path.join(REPO, "bench/results/speed.json"))
     parser.add_argument("--doc", default=os.path.join(REPO, "docs/speed.md"))
     parser.add_argument("--convergence", default=os.path.join(REPO, "bench/results/convergence.json"))

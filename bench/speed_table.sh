@@ -10,7 +10,8 @@
 #                             [--json F] [--doc F] [--report_only]
 #   --links L     comma-separated tc rates or "unshaped" (default 1gbit,10gbit,unshaped)
 #   --configs C   comma-separated names of bench/configs/*.pbtxt (default: all of them)
-#   --steps N     steps per run (default 40); --warmup W: first steps not counted (default 10)
+#   --steps N     steps per run (default 70); --warmup W: first steps not counted (default 20),
+#                 the window of the DDP peers (bench/peers/run_peers.sh)
 #   --binaries D  use tamp, tamp_server and tamp_worker from folder D instead of building
 #                 them (bazel build -c opt) and running a private copy
 #   --json F, --doc F  write the results and the doc there instead (default
@@ -19,7 +20,7 @@
 #                 after bench/speed_reading.md, the doc's hand-written part, changed)
 # Time to target needs bench/results/convergence.json (bench/convergence.sh); without it
 # that column stays empty. Timing figures depend on machine load: run it on a quiet machine
-# (the doc records the load average). 14 configs x 3 links take ~5 minutes on 2 cores.
+# (the doc records the load average). 15 configs x 3 links take ~6 minutes on 2 cores.
 # Exit status: 0 when every run succeeded, 1 otherwise, 2 on bad usage, 77 without root.
 set -euo pipefail
 

@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
 #include "tools/tamp/cpu_time.h"
+#include "tools/tamp/summary.h"
 
 namespace tamp::perf {
 namespace {
@@ -95,8 +96,7 @@ absl::StatusOr<double> CpuMsPerCall(rpc::ParameterServer::Stub* stub, size_t pay
     if (absl::Status status = CallInBursts(stub, request, bursts); !status.ok()) return status;
     per_call.push_back((CpuMs(RUSAGE_SELF) - start) / (bursts * kBurst));
   }
-  std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());
-  return per_call[per_call.size() / 2];
+  return launcher::Median(std::move(per_call));  // An odd count: the middle value.
 }
 
 }  // namespace

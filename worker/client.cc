@@ -1,0 +1,487 @@
+#include "worker/client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compress/registry.h"
+#include "glog/logging.h"
+#include "worker/grad_clip.h"
+
+namespace tamp {
+namespace {
+
+using Clock = StepTimeline::Clock;
+
+double MillisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+Client::Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length)
+    : config_(std::move(config)),
+      layout_(std::move(layout)),
+      rank_(rank),
+      length_(length),
+      ride_out_restarts_(config_.has_checkpoint() &&
+                         config_.checkpoint().reconnect_timeout_ms() != 0) {}
+
+Client::~Client() {
+  // PsClient's destructor waits for the callbacks, which touch the state below.
+  ps_client_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(config::RunConfig config,
+                                                        JobLayout layout, uint32_t rank,
+                                                        std::vector<std::string> servers,
+                                                        RunLength length) {
+  if (rank >= config.cluster().num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat("worker rank ", rank,
+                                                   " is out of range: cluster.num_workers is ",
+                                                   config.cluster().num_workers()));
+  }
+  if (length.steps_per_epoch == 0 || length.total_steps == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the run's length must be at least one step: steps_per_epoch ", length.steps_per_epoch,
+        ", total_steps ", length.total_steps));
+  }
+  std::unique_ptr<Client> client(
+      new Client(std::move(config), std::move(layout), rank, length));
+  TAMP_RETURN_IF_ERROR(client->BuildCodecs());
+  TAMP_ASSIGN_OR_RETURN(client->ps_client_,
+                        PsClient::Connect(client->config_, client->layout_, rank, servers,
+                                          length.steps_per_epoch, length.total_steps));
+  return client;
+}
+
+absl::Status Client::BuildCodecs() {
+  const size_t chunks = layout_.chunks.size();
+  tensor_chunks_.resize(layout_.tensors.size());
+  pushed_tensors_.assign(layout_.tensors.size(), false);
+  for (size_t t = 0; t < layout_.tensors.size(); ++t) {
+    tensor_index_.emplace(layout_.tensors[t].name, static_cast<int>(t));
+  }
+  for (const ChunkPlan& plan : layout_.chunks) {
+    ChunkCodecs codecs;
+    // Codecs that view a chunk as a matrix see its rows in the tensor, as the shard's do.
+    const compress::ChunkShape shape = compress::ChunkShapeInTensor(
+        layout_.tensor_of(plan).shape, plan.chunk.offset, plan.chunk.length);
+    absl::StatusOr<std::unique_ptr<compress::Codec>> push =
+        compress::CreateCodec(plan.compression.push(), shape);
+    if (!push.ok()) {
+      return absl::Status(push.status().code(),
+                          absl::StrCat("chunk ", plan.chunk.id, " (", layout_.tensor_of(plan).name,
+                                       "): ", push.status().message()));
+    }
+    codecs.push = *std::move(push);
+    TAMP_ASSIGN_OR_RETURN(codecs.push_warmup,
+                          compress::RatioWarmup::Create(plan.compression.push(), shape));
+    TAMP_ASSIGN_OR_RETURN(codecs.push_memory,
+                          compress::ErrorFeedback::Create(plan.compression.push_feedback(),
+                                                          plan.chunk.length));
+    TAMP_ASSIGN_OR_RETURN(codecs.pull, compress::CreateCodec(plan.compression.pull(), shape));
+    codecs_.push_back(std::move(codecs));
+    tensor_chunks_[plan.chunk.tensor].push_back(plan.chunk.id);
+  }
+  if (config_.compression().has_clip_norm()) {
+    clip_threshold_ =
+        LocalClipThreshold(config_.compression().clip_norm(), config_.cluster().num_workers());
+  }
+  updates_.resize(chunks);
+  pushed_.resize(chunks);
+  aggregates_.resize(chunks);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Client::Start(absl::Span<float> params) {
+  if (params.size() != layout_.total_elements) {
+    return absl::InvalidArgumentError(absl::StrCat("Start(): the parameter buffer holds ",
+                                                   params.size(), " values; the layout has ",
+                                                   layout_.total_elements));
+  }
+  const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
+  const uint64_t latest = ps_client_->latest_step_at_connect();
+  if (sync && latest != 0) {
+    if (latest >= length_.total_steps) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the run is over: the servers have completed step ", latest, " of ",
+          length_.total_steps));
+    }
+    return Rejoin(params, absl::StrCat("the run is at step ", latest));
+  }
+  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->PullWeights(params));
+  if (!sync && step != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the servers are at step ", step, "; a worker can only join a job at step 0"));
+  }
+  return step;
+}
+
+absl::StatusOr<uint64_t> Client::Rejoin(absl::Span<float> params, absl::string_view cause) {
+  LOG(WARNING) << "worker " << rank_ << ": " << cause << "; rejoining";
+  // What the residuals held belonged to the replica this worker had; it now takes the
+  // others' replica, as if it had been resynced.
+  for (ChunkCodecs& codecs : codecs_) codecs.push_memory->Reset();
+  in_step_ = false;
+  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->Rejoin(params));
+  LOG(WARNING) << "worker " << rank_ << " rejoined at step " << step;
+  return step;
+}
+
+absl::Status Client::BeginStep(uint64_t step, absl::Span<float> params) {
+  if (in_step_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "BeginStep(", step, "): step ", step_, " is still under way; call Wait() first"));
+  }
+  if (params.size() != layout_.total_elements) {
+    return absl::InvalidArgumentError(absl::StrCat("BeginStep(): the parameter buffer holds ",
+                                                   params.size(), " values; the layout has ",
+                                                   layout_.total_elements));
+  }
+  const uint32_t resync_steps = config_.training().resync_steps();
+  if (resync_steps != 0 && step != 0 && step % resync_steps == 0) {
+    TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(params).status());
+  }
+  in_step_ = true;
+  step_ = step;
+  epoch_ = static_cast<uint32_t>(step / length_.steps_per_epoch);
+  pushed_tensors_.assign(layout_.tensors.size(), false);
+  encode_error_ = absl::OkStatus();
+  timeline_.Reset();
+  report_.shard_bytes_pushed.assign(layout_.shard_bytes.size(), 0);
+  report_.shard_bytes_pulled.assign(layout_.shard_bytes.size(), 0);
+  report_.raw_bytes_pushed = 0;
+  report_.decode_ms = 0;
+  report_.apply_ms = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first_error_ = absl::OkStatus();
+  }
+  timeline_.ComputeBegin(Clock::now());
+  return absl::OkStatus();
+}
+
+void Client::PushRound(uint32_t id, uint32_t round, std::string payload) {
+  totals_.bytes_pushed += payload.size();
+  report_.shard_bytes_pushed[layout_.chunks[id].chunk.shard] += payload.size();
+  const bool last = static_cast<int>(round) + 1 == codecs_[id].push->rounds();
+  const Clock::time_point sent = Clock::now();
+  ps_client_->PushPullRound(
+      step_, round, id, std::move(payload),
+      [this, id, round, last, sent](absl::Status status, PsClient::RoundAnswer answer) {
+        std::lock_guard<std::mutex> lock(mu_);
+        timeline_.AddRpc(sent, Clock::now());
+        if (!status.ok() || last) {
+          if (!status.ok() && first_error_.ok()) first_error_ = status;
+          updates_[id] = std::move(answer.update);
+          aggregates_[id] = std::move(answer.aggregate);
+          if (status.ok()) answered_.push_back(id);
+          --outstanding_;
+          progress_.notify_one();
+          return;
+        }
+        next_rounds_.push_back({id, round + 1, std::move(answer.aggregate)});
+        progress_.notify_one();
+      });
+}
+
+void Client::PushSingle(uint32_t id, std::string payload) {
+  totals_.bytes_pushed += payload.size();
+  report_.shard_bytes_pushed[layout_.chunks[id].chunk.shard] += payload.size();
+  const Clock::time_point sent = Clock::now();
+  ps_client_->PushPullRound(
+      step_, 0, id, std::move(payload),
+      [this, id, sent](absl::Status status, PsClient::RoundAnswer answer) {
+        std::lock_guard<std::mutex> lock(mu_);
+        timeline_.AddRpc(sent, Clock::now());
+        if (ride_out_restarts_ && IsServerGone(status)) {
+          lost_.push_back({id, std::move(answer.pushed), std::move(status)});
+        } else if (!(ride_out_restarts_ && absl::IsOutOfRange(status))) {
+          if (!status.ok() && first_error_.ok()) first_error_ = status;
+          updates_[id] = std::move(answer.update);
+          if (status.ok()) answered_.push_back(id);
+          if (status.ok() && ride_out_restarts_) {
+            pushed_[id] = std::move(answer.pushed);
+            answered_pushes_.push_back(id);
+          }
+        }
+        --outstanding_;
+        progress_.notify_one();
+      });
+}
+
+void Client::ContinueRounds() {
+  std::vector<NextRound> ready;
+  absl::Status failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready.swap(next_rounds_);
+    failed = first_error_;
+  }
+  for (NextRound& next : ready) {
+    totals_.bytes_pulled += next.answer.size();
+    report_.shard_bytes_pulled[layout_.chunks[next.id].chunk.shard] += next.answer.size();
+    std::string payload;
+    if (failed.ok() && encode_error_.ok()) {
+      ChunkCodecs& codecs = codecs_[next.id];
+      const Clock::time_point encode_start = Clock::now();
+      encode_error_ = codecs.push_memory->NextRound(*codecs.push, static_cast<int>(next.round),
+                                                    next.answer,
+                                                    PushKey(config_, step_, next.id, rank_),
+                                                    &payload);
+      timeline_.AddEncode(Clock::now() - encode_start);
+      if (!encode_error_.ok()) {
+        encode_error_ = absl::Status(
+            encode_error_.code(),
+            absl::StrCat("round ", next.round, " of chunk ", next.id, " step ", step_,
+                         " (answer from shard ", layout_.chunks[next.id].chunk.shard,
+                         "): ", encode_error_.message()));
+      }
+    }
+    if (!failed.ok() || !encode_error_.ok()) {  // The step fails: stop this chunk here.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--outstanding_ == 0) progress_.notify_one();
+      continue;
+    }
+    PushRound(next.id, next.round, std::move(payload));
+  }
+}
+
+absl::Status Client::Push(absl::string_view name, absl::Span<const float> gradient) {
+  const auto found = tensor_index_.find(name);
+  if (found == tensor_index_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Push(): tensor \"", name, "\" is not registered in the job's layout"));
+  }
+  return Push(found->second, gradient);
+}
+
+absl::Status Client::Push(int tensor, absl::Span<const float> gradient) {
+  if (tensor < 0 || static_cast<size_t>(tensor) >= layout_.tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("Push(): tensor index ", tensor,
+                                                   " is out of range: the layout has ",
+                                                   layout_.tensors.size(), " tensors"));
+  }
+  const TensorSpec& spec = layout_.tensors[tensor];
+  if (!in_step_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Push(): tensor \"", spec.name, "\" pushed outside a step; call BeginStep() first"));
+  }
+  if (gradient.size() != static_cast<size_t>(spec.elements())) {
+    return absl::InvalidArgumentError(absl::StrCat("Push(): tensor \"", spec.name, "\" has ",
+                                                   spec.elements(), " elements, got a gradient of ",
+                                                   gradient.size()));
+  }
+  if (pushed_tensors_[tensor]) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Push(): tensor \"", spec.name, "\" was already pushed in step ", step_));
+  }
+  pushed_tensors_[tensor] = true;
+  timeline_.ComputeEnd(Clock::now());
+  ContinueRounds();
+  // Local gradient clipping, once per tensor.
+  absl::Span<const float> tensor_grads = gradient;
+  if (clip_threshold_ > 0 && !tensor_chunks_[tensor].empty()) {
+    if (const float scale = ClipScale(gradient, clip_threshold_); scale != 1.0f) {
+      clipped_.resize(gradient.size());
+      for (size_t i = 0; i < gradient.size(); ++i) clipped_[i] = scale * gradient[i];
+      tensor_grads = clipped_;
+    }
+  }
+  for (uint32_t id : tensor_chunks_[tensor]) {
+    if (!encode_error_.ok()) break;
+    const ChunkPlan& plan = layout_.chunks[id];
+    std::string payload;
+    ChunkCodecs& codecs = codecs_[id];
+    const bool multi_round = codecs.push->rounds() > 1;
+    const absl::Span<const float> chunk_grads =
+        tensor_grads.subspan(plan.chunk.offset, plan.chunk.length);
+    // Sparsity warm-up: this epoch's k, as the shard decodes it.
+    compress::Codec& push_codec =
+        codecs.push_warmup ? codecs.push_warmup->CodecFor(epoch_, *codecs.push) : *codecs.push;
+    const Clock::time_point encode_start = Clock::now();
+    encode_error_ = multi_round
+                        ? codecs.push_memory->BeginRounds(*codecs.push, chunk_grads,
+                                                          PushKey(config_, step_, id, rank_),
+                                                          &payload)
+                        : codecs.push_memory->Compress(push_codec, chunk_grads,
+                                                       PushKey(config_, step_, id, rank_),
+                                                       &payload);
+    timeline_.AddEncode(Clock::now() - encode_start);
+    if (!encode_error_.ok()) break;
+    totals_.raw_bytes_pushed += plan.chunk.length * sizeof(float);
+    report_.raw_bytes_pushed += plan.chunk.length * sizeof(float);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++outstanding_;
+    }
+    if (multi_round) {
+      PushRound(id, 0, std::move(payload));
+    } else {
+      PushSingle(id, std::move(payload));
+    }
+  }
+  timeline_.ComputeBegin(Clock::now());
+  return encode_error_;
+}
+
+absl::Status Client::Resend(std::vector<LostPush>& pushes, absl::Span<float> params) {
+  // A restarted shard also gets the step's pushes it had answered before: it lost them with
+  // its state, and a worker that did not get those answers waits there for them. Without
+  // them two workers can each wait on a push the other has already completed. The resync
+  // replaced what those answers had applied; the new answers apply again.
+  std::vector<bool> resynced(layout_.shard_bytes.size(), false);
+  std::vector<bool> restarted(layout_.shard_bytes.size(), false);
+  for (const LostPush& push : pushes) {
+    const uint32_t shard = layout_.chunks[push.id].chunk.shard;
+    if (resynced[shard]) continue;
+    TAMP_ASSIGN_OR_RETURN(const bool new_process,
+                          ps_client_->Reconnect(shard, push.status.message()));
+    TAMP_ASSIGN_OR_RETURN(const uint64_t shard_step,
+                          ps_client_->PullShardWeights(shard, params));
+    LOG(WARNING) << "worker " << rank_ << ": resynced with shard " << shard << " (its step "
+                 << shard_step << "); pushing its chunks of step " << step_ << " again";
+    resynced[shard] = true;
+    restarted[shard] = new_process;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<uint32_t> still_answered;
+    for (uint32_t id : answered_pushes_) {
+      if (restarted[layout_.chunks[id].chunk.shard]) {
+        pushes.push_back({id, std::move(pushed_[id]), absl::OkStatus()});
+      } else {
+        still_answered.push_back(id);
+      }
+    }
+    answered_pushes_.swap(still_answered);
+  }
+  for (LostPush& push : pushes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++outstanding_;
+    }
+    PushSingle(push.id, std::move(push.payload));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Client::ApplyChunk(uint32_t id, absl::Span<float> params) {
+  const ChunkPlan& plan = layout_.chunks[id];
+  totals_.bytes_pulled += updates_[id].size();
+  report_.shard_bytes_pulled[plan.chunk.shard] += updates_[id].size();
+  ChunkCodecs& codecs = codecs_[id];
+  const Clock::time_point decode_start = Clock::now();
+  if (codecs.push->rounds() > 1) {
+    // The push codec's final answer readies it for the next step, and the residual.
+    totals_.bytes_pulled += aggregates_[id].size();
+    report_.shard_bytes_pulled[plan.chunk.shard] += aggregates_[id].size();
+    absl::Status finished = codecs.push_memory->FinishRounds(*codecs.push, aggregates_[id],
+                                                              PushKey(config_, step_, id, rank_));
+    if (!finished.ok()) {
+      return absl::Status(finished.code(),
+                          absl::StrCat("aggregate of chunk ", id, " step ", step_, " from shard ",
+                                       plan.chunk.shard, ": ", finished.message()));
+    }
+  }
+  // Decode, then add (what DecodeAdd does), timed apart: decode_ms, apply_ms. A pull codec
+  // that names its entries (topk, dgc, threshold) is decoded as those entries and added in
+  // O(k); any other is decoded whole and added in one pass.
+  const RandomKey key = PullKey(config_, step_, id);
+  absl::StatusOr<bool> sparse = codecs.pull->DecodeSparse(updates_[id], key, &pulled_entries_);
+  absl::Span<float> update;
+  absl::Status decoded = sparse.status();
+  if (sparse.ok() && !*sparse) {
+    if (decoded_.size() < plan.chunk.length) decoded_.resize(plan.chunk.length);
+    update = absl::MakeSpan(decoded_.data(), plan.chunk.length);
+    decoded = codecs.pull->Decode(updates_[id], key, update);
+  }
+  const Clock::time_point apply_start = Clock::now();
+  report_.decode_ms +=
+      std::chrono::duration<double, std::milli>(apply_start - decode_start).count();
+  if (!decoded.ok()) {
+    return absl::Status(decoded.code(),
+                        absl::StrCat("update of chunk ", id, " step ", step_, " from shard ",
+                                     plan.chunk.shard, ": ", decoded.message()));
+  }
+  float* weights = params.data() + layout_.flat_offset(plan);
+  if (*sparse) {
+    compress::AddSparseEntries(pulled_entries_, absl::MakeSpan(weights, plan.chunk.length));
+  } else {
+    for (size_t i = 0; i < update.size(); ++i) weights[i] += update[i];
+  }
+  report_.apply_ms += MillisecondsSince(apply_start);
+  return absl::OkStatus();
+}
+
+absl::Status Client::Wait(absl::Span<float> params) {
+  if (!in_step_) {
+    return absl::FailedPreconditionError("Wait(): no step under way; call BeginStep() first");
+  }
+  if (params.size() != layout_.total_elements) {
+    return absl::InvalidArgumentError(absl::StrCat("Wait(): the parameter buffer holds ",
+                                                   params.size(), " values; the layout has ",
+                                                   layout_.total_elements));
+  }
+  // Every tensor must be pushed, or the other workers' step could never complete. A refusal
+  // leaves the step as it is: the caller may push the rest and wait again.
+  if (encode_error_.ok()) {
+    for (size_t t = 0; t < pushed_tensors_.size(); ++t) {
+      if (!pushed_tensors_[t]) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("Wait(): tensor \"", layout_.tensors[t].name,
+                         "\" was not pushed in step ", step_, "; push every tensor first"));
+      }
+    }
+  }
+  timeline_.ComputeEnd(Clock::now());
+  in_step_ = false;
+  // Every callback must have run before the step ends (they write the step's state), so
+  // after a failure keep waiting, but stop applying. Lost pushes go again only once nothing
+  // else is in flight: the resync overwrites the replica, and no answer of another chunk may
+  // land on it meanwhile.
+  absl::Status apply_error;
+  std::vector<uint32_t> to_apply;
+  std::vector<LostPush> to_resend;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    progress_.wait(lock, [&] {
+      return outstanding_ == 0 || !next_rounds_.empty() || !answered_.empty();
+    });
+    to_apply.swap(answered_);
+    const bool rounds_queued = !next_rounds_.empty();
+    const bool settled = outstanding_ == 0 && to_apply.empty() && !rounds_queued;
+    if (settled && first_error_.ok()) to_resend.swap(lost_);
+    lock.unlock();
+    if (settled && to_resend.empty()) break;
+    for (uint32_t id : to_apply) {
+      if (apply_error.ok()) apply_error = ApplyChunk(id, params);
+    }
+    to_apply.clear();
+    if (rounds_queued) ContinueRounds();
+    if (!to_resend.empty()) {
+      const absl::Status resent = Resend(to_resend, params);
+      to_resend.clear();
+      if (!resent.ok()) {
+        lock.lock();
+        if (first_error_.ok()) first_error_ = resent;
+        continue;
+      }
+    }
+    lock.lock();
+  }
+  // Settled: no callback is pending; this step's lost pushes and kept payloads are done.
+  lock.lock();
+  const absl::Status rpc_error = first_error_;
+  lost_.clear();
+  answered_pushes_.clear();
+  lock.unlock();
+  report_.timeline = timeline_.Summarize();
+  TAMP_RETURN_IF_ERROR(encode_error_);
+  TAMP_RETURN_IF_ERROR(rpc_error);
+  return apply_error;
+}
+
+}  // namespace tamp

@@ -1,0 +1,254 @@
+// Client: one worker's side of a Tamp job, for any model on any front end.
+//
+// The client owns everything between a gradient and its applied update: local gradient
+// clipping, the push codecs with their residuals (error feedback, DGC momentum, sparsity
+// warm-up), multi-round codecs, the RPCs to every shard, decoding the shards' answers into
+// the caller's weights, the periodic resync with the shards' exact weights, resends after a
+// server restart, and rejoining a SYNC run after being dropped from its barriers. The
+// caller owns the model: its weights and gradients are flat host fp32 buffers in the job
+// layout's order (tensors concatenated, JobLayout::tensor_offsets).
+//
+// One step, as ps-lite's KVWorker (Push ... Wait):
+//   BeginStep(step, params)    resyncs when due; starts the step's timeline
+//   Push(tensor, gradient)     per tensor, as soon as backward has produced its gradient:
+//                              compresses each chunk and sends it (the RPCs overlap the rest
+//                              of backward); returns without waiting for an answer
+//   Wait(params)               waits for every chunk's answer and adds each decoded update
+//                              to `params` as it arrives
+//
+// Blocking and threading: Connect(), Start(), Rejoin() and Wait() block; Push() blocks only
+// for its encoding. All calls come from one thread (the training thread); gRPC's threads
+// only queue answers, which the caller's thread decodes and applies. `params` must not be
+// read or written by anyone else during Wait().
+//
+// Errors: a refused call (a tensor pushed twice, an unknown tensor, a gradient of the wrong
+// size, Wait() before every tensor was pushed) returns INVALID_ARGUMENT or
+// FAILED_PRECONDITION naming the tensor, and changes nothing: the step can go on. Wait()
+// returns ABORTED when a SYNC barrier dropped this worker (consistency.worker_timeout_ms):
+// call Rejoin() and go on from the step it returns. Other errors (a shard gone past
+// checkpoint.reconnect_timeout_ms, a corrupt answer) end the step; the client is then only
+// good for destruction.
+//
+// SYNC worker failure (docs/consistency.md): a worker whose pushes are refused ABORTED was
+// dropped from the barriers; Rejoin() forgets its residuals and takes the others' replica at
+// the step they are about to take. A worker started while the run is under way (a
+// replacement) does the same in Start().
+//
+// Server failure (config.checkpoint; README "Checkpoints and failures"): pushes a shard does
+// not answer (the server went away: UNAVAILABLE, CANCELLED) are kept with their payloads;
+// once the step's other answers are in, Wait() reconnects to that shard with backoff
+// (PsClient::Reconnect), replaces the shard's chunks of the replica by the shard's exact
+// weights and pushes them again, with the step's pushes a restarted shard had answered before
+// (it lost them, and the other workers may not have their answers). A restarted shard that
+// is already past the step for a chunk answers OUT_OF_RANGE, and the pulled weights stand.
+// Push residuals are kept: the payloads pushed again are the same.
+//
+// Ownership: the client keeps copies of the config and the layout. Destruction waits for
+// every RPC in flight to call back.
+//
+// Example:
+//   TAMP_ASSIGN_OR_RETURN(auto client, Client::Connect(config, layout, rank, servers, length));
+//   TAMP_ASSIGN_OR_RETURN(uint64_t step, client->Start(params));
+//   for (; step < length.total_steps; ++step) {
+//     TAMP_RETURN_IF_ERROR(client->BeginStep(step, params));
+//     // backward, last layer first:
+//     TAMP_RETURN_IF_ERROR(client->Push("fc2.weight", grad_fc2_weight));  ...
+//     absl::Status done = client->Wait(params);
+//     if (absl::IsAborted(done)) { TAMP_ASSIGN_OR_RETURN(step, client->Rejoin(params)); --step; continue; }
+//     TAMP_RETURN_IF_ERROR(done);
+//   }
+#ifndef TAMP_WORKER_CLIENT_H_
+#define TAMP_WORKER_CLIENT_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/job_layout.h"
+#include "compress/codec.h"
+#include "compress/error_feedback.h"
+#include "compress/ratio_warmup.h"
+#include "compress/sparse.h"
+#include "proto/config.pb.h"
+#include "worker/ps_client.h"
+#include "worker/step_timeline.h"
+
+namespace tamp {
+
+// The run's length, which the shards' learning-rate schedule needs (it is given in epochs)
+// and which only the workers know: it goes to every shard in the handshake.
+struct RunLength {
+  uint64_t steps_per_epoch = 0;  // >= 1
+  uint64_t total_steps = 0;      // >= 1
+};
+
+// What one step moved and where its time went (Wait() fills it).
+struct StepReport {
+  std::vector<uint64_t> shard_bytes_pushed;  // Wire bytes by shard.
+  std::vector<uint64_t> shard_bytes_pulled;
+  uint64_t raw_bytes_pushed = 0;  // fp32 bytes the step's pushes stood for.
+  StepTimeline::Figures timeline;
+  double decode_ms = 0;
+  double apply_ms = 0;
+};
+
+// Whole-run byte counts.
+struct ClientTotals {
+  uint64_t bytes_pushed = 0;
+  uint64_t bytes_pulled = 0;
+  uint64_t raw_bytes_pushed = 0;
+};
+
+class Client {
+ public:
+  // Waits for every RPC in flight.
+  ~Client();
+
+  // Client::Connect()
+  //
+  // Builds the codecs of every chunk of `layout` and handshakes with every shard
+  // (`servers[s]` is shard s, "host:port"); `config` must be validated.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(config::RunConfig config,
+                                                         JobLayout layout, uint32_t rank,
+                                                         std::vector<std::string> servers,
+                                                         RunLength length);
+
+  const JobLayout& layout() const { return layout_; }
+
+  // Client::Start()
+  //
+  // The replica to start from, copied into `params`, and the step to take first: the shards'
+  // weights at step 0; in a SYNC run already under way (a replacement worker), the replica
+  // the other workers hold, at the step they are about to take (Rejoin()).
+  // FAILED_PRECONDITION when the run is over, or when an ASYNC/SSP run is under way.
+  absl::StatusOr<uint64_t> Start(absl::Span<float> params);
+
+  // Client::BeginStep()
+  //
+  // Starts step `step`; every training.resync_steps steps, first replaces `params` with the
+  // shards' exact weights.
+  absl::Status BeginStep(uint64_t step, absl::Span<float> params);
+
+  // Client::Push()
+  //
+  // Pushes tensor `tensor` (layout index) or `name`: `gradient` holds its elements, row
+  // major. Encodes every chunk on the calling thread and sends it.
+  absl::Status Push(int tensor, absl::Span<const float> gradient);
+  absl::Status Push(absl::string_view name, absl::Span<const float> gradient);
+
+  // Client::Wait()
+  //
+  // Waits for the answers of the step's pushes and adds each decoded update to `params`
+  // (the flat buffer, layout order). Then the step is over: report() describes it.
+  absl::Status Wait(absl::Span<float> params);
+
+  // Client::Rejoin()
+  //
+  // After Wait() returned ABORTED (or `cause` otherwise, logged): forgets the push residuals
+  // and copies the replica the other workers hold into `params`. Returns the step to take next.
+  absl::StatusOr<uint64_t> Rejoin(absl::Span<float> params, absl::string_view cause);
+
+  const StepReport& report() const { return report_; }
+  const ClientTotals& totals() const { return totals_; }
+
+ private:
+  // Per-chunk codecs of this worker: the push side keeps its residual.
+  struct ChunkCodecs {
+    std::unique_ptr<compress::Codec> push;
+    // Sparsity warm-up's push codecs (compress/ratio_warmup.h); null without ratio_warmup.
+    std::unique_ptr<compress::RatioWarmup> push_warmup;
+    std::unique_ptr<compress::ErrorFeedback> push_memory;
+    std::unique_ptr<compress::Codec> pull;
+  };
+  // A multi-round chunk whose next round the training thread must encode and push.
+  struct NextRound {
+    uint32_t id;
+    uint32_t round;
+    std::string answer;  // The shard's answer to round `round` - 1.
+  };
+  // A push its shard did not answer (the server went away), kept to be pushed again.
+  struct LostPush {
+    uint32_t id;
+    std::string payload;
+    absl::Status status;
+  };
+
+  Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length);
+  absl::Status BuildCodecs();
+  // Pushes round `round` of multi-round chunk `id`, already counted in `outstanding_`.
+  void PushRound(uint32_t id, uint32_t round, std::string payload);
+  // Pushes single-round chunk `id`, already counted in `outstanding_`.
+  void PushSingle(uint32_t id, std::string payload);
+  // Encodes and pushes the next round of every chunk whose last round was answered.
+  void ContinueRounds();
+  // Reconnects the shards of `pushes`, resyncs their chunks of `params`, pushes them again.
+  absl::Status Resend(std::vector<LostPush>& pushes, absl::Span<float> params);
+  // Decodes chunk `id`'s answer and adds it to `params`.
+  absl::Status ApplyChunk(uint32_t id, absl::Span<float> params);
+
+  const config::RunConfig config_;
+  const JobLayout layout_;
+  const uint32_t rank_;
+  const RunLength length_;
+  const bool ride_out_restarts_;  // config.checkpoint with a reconnect timeout.
+  absl::flat_hash_map<std::string, int> tensor_index_;  // By tensor name.
+  std::vector<ChunkCodecs> codecs_;                    // By chunk id.
+  std::vector<std::vector<uint32_t>> tensor_chunks_;  // Chunk ids of each tensor.
+  // Local gradient clipping (compression.clip_norm, worker/grad_clip.h): the per-tensor
+  // threshold (0: off) and this step's clipped gradient of the tensor being pushed.
+  double clip_threshold_ = 0;
+  std::vector<float> clipped_;
+
+  // The step under way, written by the training thread.
+  bool in_step_ = false;
+  uint64_t step_ = 0;
+  uint32_t epoch_ = 0;
+  std::vector<bool> pushed_tensors_;  // By tensor: pushed in this step.
+  absl::Status encode_error_;
+  StepReport report_;
+  ClientTotals totals_;
+  StepTimeline timeline_;
+  std::vector<float> decoded_;              // Scratch: one chunk's decoded update.
+  compress::SparseEntries pulled_entries_;  // Scratch: one sparse update's entries.
+
+  // Shared with gRPC's callbacks, guarded by mu_ (std::mutex, not absl::Mutex: Debian's
+  // Abseil is not built for ThreadSanitizer).
+  std::mutex mu_;
+  std::condition_variable progress_;  // An answer or a queued round arrived.
+  int outstanding_ = 0;  // Chunks whose step has not been answered (or failed) yet.
+  absl::Status first_error_;
+  // Multi-round push codecs (compress/codec.h): a round's answer, before the last, queues
+  // the chunk's next round here; the training thread encodes and pushes it (from Push(),
+  // between layers, and while it waits), so codecs are only ever touched by that thread and
+  // gRPC's callbacks never block or compute.
+  std::vector<NextRound> next_rounds_;
+  // Chunks whose final answer arrived and that the training thread has not applied yet.
+  std::vector<uint32_t> answered_;
+  std::vector<std::string> updates_;     // By chunk id, this step's pulls.
+  std::vector<std::string> aggregates_;  // By chunk id, a multi-round codec's last answer.
+  // Server failure (config.checkpoint): a push its shard did not answer (IsServerGone()) is
+  // kept, with its payload, until every other answer of the step is in; then the shard is
+  // reconnected and resynced and the push sent again (Wait()), with every push of the step
+  // that shard had answered before it restarted. A restarted shard may be past this step
+  // for a chunk (OUT_OF_RANGE): the weights pulled at the resync stand for that update.
+  std::vector<LostPush> lost_;
+  // By chunk id, this step's single-round push payloads that their shard answered, kept
+  // while server restarts are ridden out: a shard that restarts lost those steps.
+  std::vector<std::string> pushed_;
+  std::vector<uint32_t> answered_pushes_;  // Chunks whose payload is in pushed_.
+
+  // Last: destroyed first, so its callbacks have all run before the state above goes.
+  std::unique_ptr<PsClient> ps_client_;
+};
+
+}  // namespace tamp
+
+#endif  // TAMP_WORKER_CLIENT_H_

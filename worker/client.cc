@@ -1,5 +1,6 @@
 #include "worker/client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -19,6 +20,16 @@ double MillisecondsSince(Clock::time_point start) {
 }
 
 }  // namespace
+
+std::vector<absl::Span<float>> SplitIntoTensors(const JobLayout& layout, absl::Span<float> flat) {
+  std::vector<absl::Span<float>> tensors;
+  tensors.reserve(layout.tensors.size());
+  for (size_t t = 0; t < layout.tensors.size(); ++t) {
+    tensors.push_back(flat.subspan(layout.tensor_offsets[t],
+                                   static_cast<size_t>(layout.tensors[t].elements())));
+  }
+  return tensors;
+}
 
 Client::Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length)
     : config_(std::move(config)),
@@ -89,18 +100,40 @@ absl::Status Client::BuildCodecs() {
     clip_threshold_ =
         LocalClipThreshold(config_.compression().clip_norm(), config_.cluster().num_workers());
   }
+  pulled_.resize(layout_.total_elements);
   updates_.resize(chunks);
   pushed_.resize(chunks);
   aggregates_.resize(chunks);
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> Client::Start(absl::Span<float> params) {
-  if (params.size() != layout_.total_elements) {
-    return absl::InvalidArgumentError(absl::StrCat("Start(): the parameter buffer holds ",
-                                                   params.size(), " values; the layout has ",
-                                                   layout_.total_elements));
+absl::Status Client::CheckTensors(absl::string_view call, TensorSpans tensors) const {
+  if (tensors.size() != layout_.tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(call, ": got ", tensors.size(),
+                                                   " tensors; the layout has ",
+                                                   layout_.tensors.size()));
   }
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const TensorSpec& spec = layout_.tensors[t];
+    if (tensors[t].size() != static_cast<size_t>(spec.elements())) {
+      return absl::InvalidArgumentError(absl::StrCat(call, ": tensor \"", spec.name, "\" has ",
+                                                     spec.elements(), " elements, got ",
+                                                     tensors[t].size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Client::CopyPulled(int shard, TensorSpans params) const {
+  for (const ChunkPlan& plan : layout_.chunks) {
+    if (shard >= 0 && plan.chunk.shard != static_cast<uint32_t>(shard)) continue;
+    const float* from = pulled_.data() + layout_.flat_offset(plan);
+    std::copy(from, from + plan.chunk.length, params[plan.chunk.tensor].data() + plan.chunk.offset);
+  }
+}
+
+absl::StatusOr<uint64_t> Client::Start(TensorSpans params) {
+  TAMP_RETURN_IF_ERROR(CheckTensors("Start()", params));
   const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
   const uint64_t latest = ps_client_->latest_step_at_connect();
   if (sync && latest != 0) {
@@ -111,7 +144,8 @@ absl::StatusOr<uint64_t> Client::Start(absl::Span<float> params) {
     }
     return Rejoin(params, absl::StrCat("the run is at step ", latest));
   }
-  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->PullWeights(params));
+  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->PullWeights(absl::MakeSpan(pulled_)));
+  CopyPulled(-1, params);
   if (!sync && step != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the servers are at step ", step, "; a worker can only join a job at step 0"));
@@ -119,30 +153,29 @@ absl::StatusOr<uint64_t> Client::Start(absl::Span<float> params) {
   return step;
 }
 
-absl::StatusOr<uint64_t> Client::Rejoin(absl::Span<float> params, absl::string_view cause) {
+absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view cause) {
+  TAMP_RETURN_IF_ERROR(CheckTensors("Rejoin()", params));
   LOG(WARNING) << "worker " << rank_ << ": " << cause << "; rejoining";
   // What the residuals held belonged to the replica this worker had; it now takes the
   // others' replica, as if it had been resynced.
   for (ChunkCodecs& codecs : codecs_) codecs.push_memory->Reset();
   in_step_ = false;
-  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->Rejoin(params));
+  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->Rejoin(absl::MakeSpan(pulled_)));
+  CopyPulled(-1, params);
   LOG(WARNING) << "worker " << rank_ << " rejoined at step " << step;
   return step;
 }
 
-absl::Status Client::BeginStep(uint64_t step, absl::Span<float> params) {
+absl::Status Client::BeginStep(uint64_t step, TensorSpans params) {
   if (in_step_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "BeginStep(", step, "): step ", step_, " is still under way; call Wait() first"));
   }
-  if (params.size() != layout_.total_elements) {
-    return absl::InvalidArgumentError(absl::StrCat("BeginStep(): the parameter buffer holds ",
-                                                   params.size(), " values; the layout has ",
-                                                   layout_.total_elements));
-  }
+  TAMP_RETURN_IF_ERROR(CheckTensors("BeginStep()", params));
   const uint32_t resync_steps = config_.training().resync_steps();
   if (resync_steps != 0 && step != 0 && step % resync_steps == 0) {
-    TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(params).status());
+    TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(absl::MakeSpan(pulled_)).status());
+    CopyPulled(-1, params);
   }
   in_step_ = true;
   step_ = step;
@@ -327,7 +360,7 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient) {
   return encode_error_;
 }
 
-absl::Status Client::Resend(std::vector<LostPush>& pushes, absl::Span<float> params) {
+absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params) {
   // A restarted shard also gets the step's pushes it had answered before: it lost them with
   // its state, and a worker that did not get those answers waits there for them. Without
   // them two workers can each wait on a push the other has already completed. The resync
@@ -340,7 +373,8 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, absl::Span<float> par
     TAMP_ASSIGN_OR_RETURN(const bool new_process,
                           ps_client_->Reconnect(shard, push.status.message()));
     TAMP_ASSIGN_OR_RETURN(const uint64_t shard_step,
-                          ps_client_->PullShardWeights(shard, params));
+                          ps_client_->PullShardWeights(shard, absl::MakeSpan(pulled_)));
+    CopyPulled(static_cast<int>(shard), params);
     LOG(WARNING) << "worker " << rank_ << ": resynced with shard " << shard << " (its step "
                  << shard_step << "); pushing its chunks of step " << step_ << " again";
     resynced[shard] = true;
@@ -368,7 +402,7 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, absl::Span<float> par
   return absl::OkStatus();
 }
 
-absl::Status Client::ApplyChunk(uint32_t id, absl::Span<float> params) {
+absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params) {
   const ChunkPlan& plan = layout_.chunks[id];
   totals_.bytes_pulled += updates_[id].size();
   report_.shard_bytes_pulled[plan.chunk.shard] += updates_[id].size();
@@ -406,7 +440,7 @@ absl::Status Client::ApplyChunk(uint32_t id, absl::Span<float> params) {
                         absl::StrCat("update of chunk ", id, " step ", step_, " from shard ",
                                      plan.chunk.shard, ": ", decoded.message()));
   }
-  float* weights = params.data() + layout_.flat_offset(plan);
+  float* weights = params[plan.chunk.tensor].data() + plan.chunk.offset;
   if (*sparse) {
     compress::AddSparseEntries(pulled_entries_, absl::MakeSpan(weights, plan.chunk.length));
   } else {
@@ -416,15 +450,11 @@ absl::Status Client::ApplyChunk(uint32_t id, absl::Span<float> params) {
   return absl::OkStatus();
 }
 
-absl::Status Client::Wait(absl::Span<float> params) {
+absl::Status Client::Wait(TensorSpans params) {
   if (!in_step_) {
     return absl::FailedPreconditionError("Wait(): no step under way; call BeginStep() first");
   }
-  if (params.size() != layout_.total_elements) {
-    return absl::InvalidArgumentError(absl::StrCat("Wait(): the parameter buffer holds ",
-                                                   params.size(), " values; the layout has ",
-                                                   layout_.total_elements));
-  }
+  TAMP_RETURN_IF_ERROR(CheckTensors("Wait()", params));
   // Every tensor must be pushed, or the other workers' step could never complete. A refusal
   // leaves the step as it is: the caller may push the rest and wait again.
   if (encode_error_.ok()) {

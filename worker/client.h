@@ -6,7 +6,7 @@
 // the caller's weights, the periodic resync with the shards' exact weights, resends after a
 // server restart, and rejoining a SYNC run after being dropped from its barriers. The
 // caller owns the model: its weights and gradients are flat host fp32 buffers in the job
-// layout's order (tensors concatenated, JobLayout::tensor_offsets).
+// layout's order, passed as one span per tensor (TensorSpans).
 //
 // One step, as ps-lite's KVWorker (Push ... Wait):
 //   BeginStep(step, params)    resyncs when due; starts the step's timeline
@@ -48,6 +48,7 @@
 //
 // Example:
 //   TAMP_ASSIGN_OR_RETURN(auto client, Client::Connect(config, layout, rank, servers, length));
+//   std::vector<absl::Span<float>> params = ...;  // Or SplitIntoTensors(layout, flat).
 //   TAMP_ASSIGN_OR_RETURN(uint64_t step, client->Start(params));
 //   for (; step < length.total_steps; ++step) {
 //     TAMP_RETURN_IF_ERROR(client->BeginStep(step, params));
@@ -90,6 +91,14 @@ struct RunLength {
   uint64_t total_steps = 0;      // >= 1
 };
 
+// The caller's tensors: one span per tensor of the layout, in layout order, each holding that
+// tensor's elements (row major). The spans may lie anywhere (one flat buffer, or a
+// framework's separate tensors).
+using TensorSpans = absl::Span<const absl::Span<float>>;
+
+// The spans of each tensor of `layout` in one flat buffer of layout.total_elements values.
+std::vector<absl::Span<float>> SplitIntoTensors(const JobLayout& layout, absl::Span<float> flat);
+
 // What one step moved and where its time went (Wait() fills it).
 struct StepReport {
   std::vector<uint64_t> shard_bytes_pushed;  // Wire bytes by shard.
@@ -129,13 +138,13 @@ class Client {
   // weights at step 0; in a SYNC run already under way (a replacement worker), the replica
   // the other workers hold, at the step they are about to take (Rejoin()).
   // FAILED_PRECONDITION when the run is over, or when an ASYNC/SSP run is under way.
-  absl::StatusOr<uint64_t> Start(absl::Span<float> params);
+  absl::StatusOr<uint64_t> Start(TensorSpans params);
 
   // Client::BeginStep()
   //
   // Starts step `step`; every training.resync_steps steps, first replaces `params` with the
   // shards' exact weights.
-  absl::Status BeginStep(uint64_t step, absl::Span<float> params);
+  absl::Status BeginStep(uint64_t step, TensorSpans params);
 
   // Client::Push()
   //
@@ -146,15 +155,15 @@ class Client {
 
   // Client::Wait()
   //
-  // Waits for the answers of the step's pushes and adds each decoded update to `params`
-  // (the flat buffer, layout order). Then the step is over: report() describes it.
-  absl::Status Wait(absl::Span<float> params);
+  // Waits for the answers of the step's pushes and adds each decoded update to `params`.
+  // Then the step is over: report() describes it.
+  absl::Status Wait(TensorSpans params);
 
   // Client::Rejoin()
   //
   // After Wait() returned ABORTED (or `cause` otherwise, logged): forgets the push residuals
   // and copies the replica the other workers hold into `params`. Returns the step to take next.
-  absl::StatusOr<uint64_t> Rejoin(absl::Span<float> params, absl::string_view cause);
+  absl::StatusOr<uint64_t> Rejoin(TensorSpans params, absl::string_view cause);
 
   const StepReport& report() const { return report_; }
   const ClientTotals& totals() const { return totals_; }
@@ -190,9 +199,13 @@ class Client {
   // Encodes and pushes the next round of every chunk whose last round was answered.
   void ContinueRounds();
   // Reconnects the shards of `pushes`, resyncs their chunks of `params`, pushes them again.
-  absl::Status Resend(std::vector<LostPush>& pushes, absl::Span<float> params);
+  absl::Status Resend(std::vector<LostPush>& pushes, TensorSpans params);
   // Decodes chunk `id`'s answer and adds it to `params`.
-  absl::Status ApplyChunk(uint32_t id, absl::Span<float> params);
+  absl::Status ApplyChunk(uint32_t id, TensorSpans params);
+  // INVALID_ARGUMENT naming `call` and the first tensor whose span does not fit the layout.
+  absl::Status CheckTensors(absl::string_view call, TensorSpans tensors) const;
+  // Copies the chunks of `shard` (all chunks: -1) from pulled_ into `params`.
+  void CopyPulled(int shard, TensorSpans params) const;
 
   const config::RunConfig config_;
   const JobLayout layout_;
@@ -217,6 +230,7 @@ class Client {
   ClientTotals totals_;
   StepTimeline timeline_;
   std::vector<float> decoded_;              // Scratch: one chunk's decoded update.
+  std::vector<float> pulled_;               // Scratch: exact weights pulled (flat).
   compress::SparseEntries pulled_entries_;  // Scratch: one sparse update's entries.
 
   // Shared with gRPC's callbacks, guarded by mu_ (std::mutex, not absl::Mutex: Debian's

@@ -45,7 +45,8 @@ class ClientTest : public ::testing::Test {
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
     params_.resize(layout_.total_elements);
-    absl::StatusOr<uint64_t> step = client_->Start(absl::MakeSpan(params_));
+    tensors_ = SplitIntoTensors(layout_, absl::MakeSpan(params_));
+    absl::StatusOr<uint64_t> step = client_->Start(tensors_);
     ASSERT_TRUE(step.ok()) << step.status();
     ASSERT_EQ(*step, 0u);
   }
@@ -77,6 +78,7 @@ class ClientTest : public ::testing::Test {
   std::vector<std::string> addresses_;
   std::unique_ptr<Client> client_;
   std::vector<float> params_;
+  std::vector<absl::Span<float>> tensors_;  // params_, tensor by tensor.
 };
 
 TEST_F(ClientTest, StartCopiesTheShardsSeededWeights) {
@@ -93,9 +95,9 @@ TEST_F(ClientTest, StartCopiesTheShardsSeededWeights) {
 TEST_F(ClientTest, AStepAppliesTheShardsSgdUpdate) {
   const std::vector<float> before = params_;
   const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
-  ASSERT_TRUE(client_->BeginStep(0, absl::MakeSpan(params_)).ok());
+  ASSERT_TRUE(client_->BeginStep(0, tensors_).ok());
   PushAll(grads);
-  const absl::Status waited = client_->Wait(absl::MakeSpan(params_));
+  const absl::Status waited = client_->Wait(tensors_);
   ASSERT_TRUE(waited.ok()) << waited;
   for (size_t i = 0; i < params_.size(); ++i) {
     // The gradients are multiples of 1/64, so w - 0.5 g is exact... up to w's own rounding.
@@ -117,10 +119,10 @@ TEST_F(ClientTest, RefusedCallsNameTheTensorAndLeaveTheStepIntact) {
   absl::Status status = client_->Push(last, TensorOf(grads, last_index));
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("call BeginStep() first"));
-  status = client_->Wait(absl::MakeSpan(params_));
+  status = client_->Wait(tensors_);
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
 
-  ASSERT_TRUE(client_->BeginStep(0, absl::MakeSpan(params_)).ok());
+  ASSERT_TRUE(client_->BeginStep(0, tensors_).ok());
   status = client_->Push("fc9.weight", TensorOf(grads, 0));
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("\"fc9.weight\" is not registered"));
@@ -134,10 +136,10 @@ TEST_F(ClientTest, RefusedCallsNameTheTensorAndLeaveTheStepIntact) {
   status = client_->Push(last, TensorOf(grads, last_index));
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("\"", last, "\" was already pushed")));
-  status = client_->Wait(absl::MakeSpan(params_));
+  status = client_->Wait(tensors_);
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("\"fc1.weight\" was not pushed in step 0"));
-  status = client_->BeginStep(1, absl::MakeSpan(params_));
+  status = client_->BeginStep(1, tensors_);
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
 
   // None of that changed the step: the rest goes, and the update is exactly one step's.
@@ -145,7 +147,7 @@ TEST_F(ClientTest, RefusedCallsNameTheTensorAndLeaveTheStepIntact) {
   for (int t = last_index - 1; t >= 0; --t) {
     ASSERT_TRUE(client_->Push(t, TensorOf(grads, t)).ok());
   }
-  status = client_->Wait(absl::MakeSpan(params_));
+  status = client_->Wait(tensors_);
   ASSERT_TRUE(status.ok()) << status;
   for (size_t i = 0; i < params_.size(); ++i) {
     ASSERT_FLOAT_EQ(params_[i], before[i] - 0.5f * grads[i]) << "element " << i;
@@ -153,12 +155,43 @@ TEST_F(ClientTest, RefusedCallsNameTheTensorAndLeaveTheStepIntact) {
   EXPECT_EQ(client_->totals().raw_bytes_pushed, layout_.total_elements * sizeof(float));
 }
 
+// A framework's tensors lie apart, not in one flat buffer.
+TEST_F(ClientTest, AppliesToTensorsThatLieApart) {
+  std::vector<std::vector<float>> apart;
+  std::vector<absl::Span<float>> spans;
+  for (size_t t = 0; t < layout_.tensors.size(); ++t) {
+    const absl::Span<const float> values = TensorOf(params_, t);
+    apart.emplace_back(values.begin(), values.end());
+  }
+  for (std::vector<float>& tensor : apart) spans.push_back(absl::MakeSpan(tensor));
+  const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
+
+  std::vector<absl::Span<float>> short_spans = spans;
+  short_spans[1] = short_spans[1].subspan(1);
+  absl::Status status = client_->BeginStep(0, short_spans);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat("\"", layout_.tensors[1].name, "\" has 4 elements, got 3")));
+
+  ASSERT_TRUE(client_->BeginStep(0, spans).ok());
+  PushAll(grads);
+  status = client_->Wait(spans);
+  ASSERT_TRUE(status.ok()) << status;
+  for (size_t t = 0; t < layout_.tensors.size(); ++t) {
+    const absl::Span<const float> before = TensorOf(params_, t);
+    const absl::Span<const float> g = TensorOf(grads, t);
+    for (size_t i = 0; i < before.size(); ++i) {
+      ASSERT_FLOAT_EQ(apart[t][i], before[i] - 0.5f * g[i]) << layout_.tensors[t].name << "[" << i << "]";
+    }
+  }
+}
+
 TEST_F(ClientTest, AServerThatIsGoneFailsTheStepNamingTheShard) {
   servers_[1]->Shutdown();
   const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
-  ASSERT_TRUE(client_->BeginStep(0, absl::MakeSpan(params_)).ok());
+  ASSERT_TRUE(client_->BeginStep(0, tensors_).ok());
   PushAll(grads);
-  const absl::Status status = client_->Wait(absl::MakeSpan(params_));
+  const absl::Status status = client_->Wait(tensors_);
   EXPECT_TRUE(absl::IsUnavailable(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("shard 1 (", addresses_[1], ")")));
 }

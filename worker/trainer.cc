@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
       trainer->client_,
       Client::Connect(cfg, std::move(layout), rank, std::move(server_addresses),
                       RunLength{static_cast<uint64_t>(per_epoch), trainer->total_steps_}));
+  trainer->param_tensors_ = SplitIntoTensors(trainer->client_->layout(), trainer->model_->params());
   return trainer;
 }
 
@@ -84,8 +85,7 @@ void Trainer::Emit(events::WorkerEvent event) {
 absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
   batcher_->Fill(static_cast<uint32_t>(step / batcher_->steps_per_epoch()), index,
                  batch_x_.data(), batch_labels_.data());
-  const absl::Span<float> params = model_->params();
-  TAMP_RETURN_IF_ERROR(client_->BeginStep(step, params));
+  TAMP_RETURN_IF_ERROR(client_->BeginStep(step, param_tensors_));
   const JobLayout& layout = client_->layout();
   const absl::Span<const float> grads = model_->grads();
   // A push error ends the step; Wait() returns it once every RPC in flight has called back.
@@ -98,7 +98,7 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
                             on_tensor_ready);
   // Backward no longer reads the replica's weights: the client applies each chunk's update
   // as soon as its shard answers, while the other answers are still on the wire.
-  return client_->Wait(params);
+  return client_->Wait(param_tensors_);
 }
 
 absl::StatusOr<double> Trainer::Evaluate() {
@@ -115,7 +115,7 @@ absl::StatusOr<double> Trainer::Evaluate() {
 
 absl::Status Trainer::Run() {
   const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
-  TAMP_ASSIGN_OR_RETURN(uint64_t step, client_->Start(model_->params()));
+  TAMP_ASSIGN_OR_RETURN(uint64_t step, client_->Start(param_tensors_));
   const config::Training& training = config_.training();
   const int64_t per_epoch = batcher_->steps_per_epoch();
   const uint64_t total_steps = total_steps_;  // As sent in the handshake.
@@ -130,7 +130,7 @@ absl::Status Trainer::Run() {
     const absl::Status stepped = Step(step, static_cast<int64_t>(step % per_epoch), &loss);
     if (sync && absl::IsAborted(stepped)) {  // Dropped from the barriers.
       TAMP_ASSIGN_OR_RETURN(const uint64_t next,
-                            client_->Rejoin(model_->params(), stepped.message()));
+                            client_->Rejoin(param_tensors_, stepped.message()));
       step = next - 1;  // The loop's ++step makes it `next` (>= 1).
       continue;
     }

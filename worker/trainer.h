@@ -61,6 +61,7 @@ class Trainer {
   std::unique_ptr<Batcher> batcher_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Client> client_;
+  std::vector<absl::Span<float>> param_tensors_;  // The model's weights, tensor by tensor.
   uint64_t total_steps_ = 0;  // Of the whole run; computed before connecting (handshake).
   std::vector<float> batch_x_;
   std::vector<uint8_t> batch_labels_;

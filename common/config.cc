@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/job_layout.h"
 #include "common/model_layout.h"
 #include "common/security.h"
 #include "common/status_macros.h"
@@ -163,6 +164,46 @@ absl::Status ValidateCheckpoint(const config::RunConfig& config) {
                               "or use a single-round codec");
 }
 
+// The built-in models' tensors must fit the compression settings; registered ones are
+// checked when the workers register them (BuildJobLayout(config, tensors)).
+absl::Status ValidateModel(const config::RunConfig& config) {
+  const config::Model& model = config.model();
+  if (model.kind() != config::Model::REGISTERED) {
+    TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(model));
+    return ValidateTensors(config, tensors);
+  }
+  if (model.hidden_size() != 0 || model.conv_channels_size() != 0 || model.kernel_size() != 0 ||
+      model.fc_hidden_size() != 0) {
+    return FieldError("model", "kind REGISTERED takes its tensors from the workers; "
+                               "hidden, conv_channels, kernel_size and fc_hidden must be unset");
+  }
+  if (config.has_checkpoint()) {
+    return FieldError("checkpoint", "not yet supported with model.kind REGISTERED (a checkpoint "
+                                    "does not hold the registered layout)");
+  }
+  return absl::OkStatus();
+}
+
+// AGGREGATE servers hold only the initial weights: nothing to resync with, resume from or
+// rejoin into, and no per-worker views for ASYNC/SSP.
+absl::Status ValidateServerMode(const config::RunConfig& config) {
+  if (config.server().mode() != config::Server::AGGREGATE) return absl::OkStatus();
+  const config::Consistency::Mode mode = config.consistency().mode();
+  if (mode != config::Consistency::SYNC) {
+    return FieldError("server.mode", absl::StrCat("AGGREGATE needs consistency.mode SYNC, not ",
+                                                  config::Consistency::Mode_Name(mode)));
+  }
+  if (config.training().resync_steps() != 0) {
+    return FieldError("training.resync_steps",
+                      "must be 0 with server.mode AGGREGATE: the servers hold no trained weights");
+  }
+  if (config.has_checkpoint()) {
+    return FieldError("checkpoint", "not supported with server.mode AGGREGATE: the servers hold "
+                                    "no trained weights");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateChunkCompression(const config::ChunkCompression& compression,
                                       absl::string_view field) {
   TAMP_RETURN_IF_ERROR(compress::ValidateCodecSpec(compression.push(), absl::StrCat(field, ".push")));
@@ -175,7 +216,10 @@ absl::Status ValidateChunkCompression(const config::ChunkCompression& compressio
 // step ~10x larger at 0.9), and the job diverges.
 absl::Status CheckMomentumAppliedOnce(const config::RunConfig& config) {
   const config::Optimizer& optimizer = config.optimizer();
-  if (optimizer.name() != "sgd" || optimizer.momentum() == 0) return absl::OkStatus();
+  if (optimizer.name() != "sgd" || optimizer.momentum() == 0 ||
+      config.server().mode() == config::Server::AGGREGATE) {  // The servers run no optimizer.
+    return absl::OkStatus();
+  }
   return ForEachChunkCompression(
       config.compression(),
       [&](const config::ChunkCompression& block, const std::string& field) {
@@ -219,6 +263,10 @@ void ApplyDefaults(config::RunConfig* config) {
   }
   if (config->has_checkpoint() && !config->checkpoint().has_reconnect_timeout_ms()) {
     config->mutable_checkpoint()->set_reconnect_timeout_ms(60000);
+  }
+
+  if (config->server().mode() == config::Server::MODE_UNSPECIFIED) {
+    config->mutable_server()->set_mode(config::Server::OPTIMIZER);
   }
 
   config::Model* model = config->mutable_model();
@@ -284,7 +332,7 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
     }
   }
 
-  TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(config.model()));
+  TAMP_RETURN_IF_ERROR(ValidateModel(config));
 
   if (config.data().batch_size() > 65536) {
     return FieldError("data.batch_size",
@@ -295,18 +343,6 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   const config::Compression& compression = config.compression();
   if (compression.partition_bytes() < sizeof(float)) {
     return FieldError("compression.partition_bytes", "must be >= 4");
-  }
-  // Every process holds per-chunk state (codecs, residuals, RPCs per step): a tiny
-  // partition_bytes on a large model would exhaust memory at start-up instead of failing.
-  uint64_t chunks = 0;
-  const uint64_t chunk_elements = compression.partition_bytes() / sizeof(float);
-  for (const TensorSpec& tensor : tensors) {
-    chunks += (static_cast<uint64_t>(tensor.elements()) + chunk_elements - 1) / chunk_elements;
-  }
-  if (chunks > kMaxChunks) {
-    return FieldError("compression.partition_bytes",
-                      absl::StrCat(compression.partition_bytes(), " splits the model into ", chunks,
-                                   " chunks; at most ", kMaxChunks, " are allowed"));
   }
   // Written so that NaN fails too; inf would clip nothing and is refused as a likely typo.
   if (compression.has_clip_norm() &&
@@ -331,22 +367,12 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
         ValidateChunkCompression(override.compression(), absl::StrCat(field, ".compression")));
   }
   for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
-    const auto& override = compression.tensor_overrides(i);
     const std::string field = absl::StrCat("compression.tensor_overrides[", i, "]");
-    bool matches = false;
-    std::vector<std::string> names;
-    for (const TensorSpec& tensor : tensors) {
-      matches = matches || TensorNameMatches(override.pattern(), tensor.name);
-      names.push_back(tensor.name);
-    }
-    if (!matches) {
-      return FieldError(absl::StrCat(field, ".pattern"),
-                        absl::StrCat("'", override.pattern(), "' matches no tensor (tensors: ",
-                                     absl::StrJoin(names, ", "), ")"));
-    }
     TAMP_RETURN_IF_ERROR(
-        ValidateChunkCompression(override.compression(), absl::StrCat(field, ".compression")));
+        ValidateChunkCompression(compression.tensor_overrides(i).compression(),
+                                 absl::StrCat(field, ".compression")));
   }
+  TAMP_RETURN_IF_ERROR(ValidateServerMode(config));
   TAMP_RETURN_IF_ERROR(CheckMomentumAppliedOnce(config));
   TAMP_RETURN_IF_ERROR(ValidateSecurity(config));
   TAMP_RETURN_IF_ERROR(ValidateValidation(config.validation()));

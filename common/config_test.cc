@@ -85,6 +85,31 @@ TEST(ConfigTest, ErrorsNameTheField) {
                 "compression.tensor_overrides[1].pattern: 'conv1.*' matches no tensor");
 }
 
+TEST(ConfigTest, RegisteredModelsAndAggregatingServers) {
+  ExpectInvalid("model { kind: REGISTERED }",  // kGoodConfig's model has hidden layers.
+                "model: kind REGISTERED takes its tensors from the workers");
+  auto registered = [](absl::string_view text) {
+    absl::StatusOr<config::RunConfig> config = ParseConfig(text, "registered.pbtxt");
+    EXPECT_TRUE(config.ok()) << config.status();
+    ApplyDefaults(&*config);
+    return ValidateConfig(*config);
+  };
+  EXPECT_TRUE(registered("version: 1 cluster { num_servers: 1 num_workers: 2 } model { kind: REGISTERED } "
+                         "optimizer { learning_rate: 0.1 } server { mode: AGGREGATE }").ok());
+  const absl::Status checkpointed =
+      registered("version: 1 cluster { num_servers: 1 num_workers: 2 } model { kind: REGISTERED } "
+                 "optimizer { learning_rate: 0.1 } checkpoint { dir: '/tmp/x' }");
+  EXPECT_NE(checkpointed.message().find("checkpoint: not yet supported with model.kind REGISTERED"),
+            std::string::npos)
+      << checkpointed;
+  ExpectInvalid("server { mode: AGGREGATE } consistency { mode: ASYNC }",
+                "server.mode: AGGREGATE needs consistency.mode SYNC, not ASYNC");
+  ExpectInvalid("server { mode: AGGREGATE } training { resync_steps: 10 }",
+                "training.resync_steps: must be 0 with server.mode AGGREGATE");
+  ExpectInvalid("server { mode: AGGREGATE } checkpoint { dir: '/tmp/x' }",
+                "checkpoint: not supported with server.mode AGGREGATE");
+}
+
 TEST(ConfigTest, AdamWithCosineScheduleAndWarmup) {
   // The syntax users write; momentum: 0 only undoes kGoodConfig's SGD momentum.
   config::RunConfig config = Load(R"pb(

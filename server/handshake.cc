@@ -77,6 +77,11 @@ void FillHandshake(const JobLayout& layout, const config::RunConfig& config, uin
   request->set_num_workers(config.cluster().num_workers());
   request->set_num_servers(config.cluster().num_servers());
   request->set_server_rank(server_rank);
+  for (const TensorSpec& tensor : layout.tensors) {
+    rpc::TensorInfo* info = request->add_tensors();
+    info->set_name(tensor.name);
+    for (int64_t dim : tensor.shape) info->add_shape(dim);
+  }
   for (const ChunkPlan& plan : layout.chunks) {
     rpc::ChunkInfo* info = request->add_chunks();
     info->set_chunk_id(plan.chunk.id);
@@ -90,8 +95,32 @@ void FillHandshake(const JobLayout& layout, const config::RunConfig& config, uin
   request->set_total_steps(total_steps);
 }
 
-absl::Status CheckHandshake(const JobLayout& layout, const config::RunConfig& config,
-                            uint32_t server_rank, const rpc::HandshakeRequest& request) {
+absl::StatusOr<std::vector<TensorSpec>> HandshakeTensors(const rpc::HandshakeRequest& request) {
+  constexpr int kMaxDimensions = 32;
+  if (static_cast<size_t>(request.tensors_size()) > kMaxTensors) {
+    return absl::InvalidArgumentError(absl::StrCat("the handshake lists ", request.tensors_size(),
+                                                   " tensors; at most ", kMaxTensors,
+                                                   " are allowed"));
+  }
+  std::vector<TensorSpec> tensors;
+  tensors.reserve(request.tensors_size());
+  for (int t = 0; t < request.tensors_size(); ++t) {
+    const rpc::TensorInfo& info = request.tensors(t);
+    if (info.shape_size() > kMaxDimensions) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", t, " has ", info.shape_size(),
+                                                     " dimensions; at most ", kMaxDimensions,
+                                                     " are allowed"));
+    }
+    TensorSpec spec;
+    spec.name = info.name();
+    spec.shape.assign(info.shape().begin(), info.shape().end());
+    tensors.push_back(std::move(spec));
+  }
+  return tensors;
+}
+
+absl::Status CheckHandshakeHeader(const config::RunConfig& config, uint32_t server_rank,
+                                  const rpc::HandshakeRequest& request) {
   const uint32_t worker = request.worker_rank();
   // A different protocol may mean different fields, so nothing else is compared.
   if (request.protocol_version() != kProtocolVersion) {
@@ -119,6 +148,20 @@ absl::Status CheckHandshake(const JobLayout& layout, const config::RunConfig& co
   if (worker >= cluster.num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "worker_rank ", worker, " out of range: the job has ", cluster.num_workers(), " workers"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckHandshake(const JobLayout& layout, const config::RunConfig& config,
+                            uint32_t server_rank, const rpc::HandshakeRequest& request) {
+  TAMP_RETURN_IF_ERROR(CheckHandshakeHeader(config, server_rank, request));
+  const uint32_t worker = request.worker_rank();
+  TAMP_ASSIGN_OR_RETURN(const std::vector<TensorSpec> tensors, HandshakeTensors(request));
+  if (const std::string difference =
+          FirstTensorDifference(tensors, layout.tensors, "worker", "server");
+      !difference.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", worker, "'s tensors differ from "
+                                                      "server ", server_rank, "'s: ", difference));
   }
   if (request.chunks_size() != static_cast<int>(layout.chunks.size())) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", worker, " has ",

@@ -16,8 +16,10 @@
 #define TAMP_SERVER_HANDSHAKE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/job_layout.h"
 #include "proto/config.pb.h"
 #include "proto/tamp.pb.h"
@@ -25,7 +27,7 @@
 namespace tamp {
 
 // The wire protocol this build speaks (proto/tamp.proto).
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 // Describes the job as `worker_rank` sees it, for the shard `server_rank`, with the run's
 // length as the worker computed it from its data (the shard's schedule needs it; see
@@ -35,10 +37,23 @@ void FillHandshake(const JobLayout& layout, const config::RunConfig& config, uin
                    uint32_t server_rank, uint64_t steps_per_epoch, uint64_t total_steps,
                    rpc::HandshakeRequest* request);
 
+// The tensors of `request` (model.kind REGISTERED: what the shard learns its layout from).
+// INVALID_ARGUMENT when there are more than kMaxTensors or a shape has more than 32
+// dimensions; the rest is BuildJobLayout()'s to check.
+absl::StatusOr<std::vector<TensorSpec>> HandshakeTensors(const rpc::HandshakeRequest& request);
+
+// CheckHandshakeHeader()
+//
+// The part of CheckHandshake() that needs no layout: protocol version, addressed shard,
+// cluster size, worker rank.
+absl::Status CheckHandshakeHeader(const config::RunConfig& config, uint32_t server_rank,
+                                  const rpc::HandshakeRequest& request);
+
 // Compares `request` with the job as shard `server_rank` sees it (not the run's length: that
 // is the shard's to fix, Shard::FixRunLength). Returns
 //   FAILED_PRECONDITION naming the first difference (protocol version, addressed shard,
-//     cluster size, chunk count, then chunk by chunk: id, tensor, range, owner, codecs);
+//     cluster size, the tensors (names, shapes, order), chunk count, then chunk by chunk:
+//     id, tensor, range, owner, codecs);
 //   INVALID_ARGUMENT when the worker's rank is not below num_workers.
 absl::Status CheckHandshake(const JobLayout& layout, const config::RunConfig& config,
                             uint32_t server_rank, const rpc::HandshakeRequest& request);

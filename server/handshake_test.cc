@@ -43,7 +43,7 @@ TEST(HandshakeTest, FillDescribesEveryChunk) {
   const JobLayout layout = TestLayout(config);
   rpc::HandshakeRequest request;
   FillHandshake(layout, config, 1, 0, 16, 32, &request);
-  EXPECT_EQ(request.protocol_version(), 1u);
+  EXPECT_EQ(request.protocol_version(), kProtocolVersion);
   EXPECT_EQ(request.worker_rank(), 1u);
   EXPECT_EQ(request.num_workers(), 2u);
   EXPECT_EQ(request.num_servers(), 2u);
@@ -60,6 +60,29 @@ TEST(HandshakeTest, FillDescribesEveryChunk) {
   EXPECT_EQ(chunk.shard(), layout.chunks[1].chunk.shard);
   EXPECT_EQ(chunk.compression().push().name(), "none");
   EXPECT_EQ(request.chunks(6).tensor(), "fc2.bias");
+  // The tensors, in layout order, with their shapes.
+  ASSERT_EQ(request.tensors_size(), 4);
+  EXPECT_EQ(request.tensors(0).name(), "fc1.weight");
+  EXPECT_EQ(std::vector<int64_t>(request.tensors(0).shape().begin(),
+                                 request.tensors(0).shape().end()),
+            (std::vector<int64_t>{4, 784}));
+  EXPECT_EQ(request.tensors(3).name(), "fc2.bias");
+}
+
+TEST(HandshakeTest, TensorsThatDifferAreRefusedNamingTheFirstDifference) {
+  ExpectRefused(CheckEdited([](rpc::HandshakeRequest& r) { r.mutable_tensors(2)->set_shape(0, 11); }),
+                absl::StatusCode::kFailedPrecondition,
+                "worker 1's tensors differ from server 0's: tensor 2: worker \"fc2.weight\" "
+                "[11, 4] vs server \"fc2.weight\" [10, 4]");
+  ExpectRefused(CheckEdited([](rpc::HandshakeRequest& r) { r.mutable_tensors(1)->set_name("fc1.b"); }),
+                absl::StatusCode::kFailedPrecondition,
+                "worker 1's tensors differ from server 0's: tensor 1: worker \"fc1.b\" [4] vs "
+                "server \"fc1.bias\" [4]");
+  ExpectRefused(CheckEdited([](rpc::HandshakeRequest& r) { r.mutable_tensors()->RemoveLast(); }),
+                absl::StatusCode::kFailedPrecondition,
+                "worker 1's tensors differ from server 0's: worker has 3 tensors, server 4; the "
+                "first extra is tensor 3 (server) "
+                "\"fc2.bias\" [10]");
 }
 
 TEST(HandshakeTest, AcceptsTheSameJob) {
@@ -76,9 +99,9 @@ TEST(HandshakeTest, LeavesTheRunLengthToTheShard) {
 }
 
 TEST(HandshakeTest, ProtocolVersion) {
-  ExpectRefused(CheckEdited([](rpc::HandshakeRequest& r) { r.set_protocol_version(2); }),
+  ExpectRefused(CheckEdited([](rpc::HandshakeRequest& r) { r.set_protocol_version(1); }),
                 absl::StatusCode::kFailedPrecondition,
-                "protocol_version: worker 1 speaks 2, server 0 speaks 1");
+                "protocol_version: worker 1 speaks 1, server 0 speaks 2");
 }
 
 TEST(HandshakeTest, AddressedAnotherServer) {

@@ -19,9 +19,11 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -44,6 +46,7 @@
 #include "server/checkpointer.h"
 #include "server/service.h"
 #include "server/shard.h"
+#include "server/shard_host.h"
 
 ABSL_FLAG(std::string, config, "", "Run config, text-format tamp.config.RunConfig (required).");
 ABSL_FLAG(uint32_t, rank, 0, "Index of this shard, in [0, cluster.num_servers).");
@@ -106,7 +109,9 @@ absl::StatusOr<Setup> Configure() {
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required");
   TAMP_ASSIGN_OR_RETURN(setup.config, LoadConfigFile(config_path));
-  TAMP_ASSIGN_OR_RETURN(setup.layout, BuildJobLayout(setup.config));
+  if (setup.config.model().kind() != config::Model::REGISTERED) {
+    TAMP_ASSIGN_OR_RETURN(setup.layout, BuildJobLayout(setup.config));
+  }
   TAMP_ASSIGN_OR_RETURN(const PlacementRequest request,
                         PlacementRequestFromFlags(Role::kServer, setup.config.cluster(),
                                                   absl::GetFlag(FLAGS_rank), {}));
@@ -133,6 +138,11 @@ absl::StatusOr<Setup> Configure() {
 }
 
 void LogLoad(const Setup& setup) {
+  if (setup.layout.chunks.empty()) {
+    LOG(INFO) << "shard " << setup.rank << ": the layout comes from the first worker's handshake "
+              << "(model.kind REGISTERED)";
+    return;
+  }
   const std::vector<uint32_t> mine = setup.layout.ChunksOfShard(setup.rank);
   LOG(INFO) << "shard " << setup.rank << " of " << setup.layout.shard_bytes.size() << ": "
             << mine.size() << " of " << setup.layout.chunks.size() << " chunks, "
@@ -185,12 +195,24 @@ int Main(int argc, char** argv) {
     return 0;
   }
   LogLoad(*setup);
-  absl::StatusOr<std::unique_ptr<Shard>> shard =
-      Shard::Create(setup->config, setup->layout, setup->rank);
-  if (!shard.ok()) {
-    std::fprintf(stderr, "tamp_server: %s\n", std::string(shard.status().message()).c_str());
+  // SYNC: drops dead or stalled workers from the barriers (consistency.worker_timeout_ms),
+  // started with the shard (for model.kind REGISTERED, at the first handshake).
+  std::mutex watchdog_mu;
+  std::unique_ptr<BarrierWatchdog> watchdog;
+  absl::StatusOr<std::unique_ptr<ShardHost>> host =
+      ShardHost::Create(setup->config, setup->rank, [&](Shard& shard) {
+        std::lock_guard<std::mutex> lock(watchdog_mu);
+        watchdog = BarrierWatchdog::Start(&shard);
+      });
+  if (!host.ok()) {
+    std::fprintf(stderr, "tamp_server: %s\n", std::string(host.status().message()).c_str());
     return kExitUsage;
   }
+  // The watchdog stops before the host (and its shard) goes.
+  absl::Cleanup stop_watchdog = [&] {
+    std::lock_guard<std::mutex> lock(watchdog_mu);
+    watchdog.reset();
+  };
   // Admission and transport (common/security.h): the job token, TLS or allowed plaintext.
   absl::StatusOr<std::string> token = LoadJobToken(setup->config.cluster());
   if (!token.ok()) {
@@ -210,10 +232,7 @@ int Main(int argc, char** argv) {
                                             : "TLS")
                                      : "plaintext")
             << (token->empty() ? ", no job token" : ", job token required");
-  ParameterServerService service(shard->get(), *std::move(token));
-  // SYNC: drops dead or stalled workers from the barriers (consistency.worker_timeout_ms).
-  // Declared after the shard, so it stops before the shard goes.
-  const std::unique_ptr<BarrierWatchdog> watchdog = BarrierWatchdog::Start(shard->get());
+  ParameterServerService service(host->get(), *std::move(token));
   // Resumes from the shard's checkpoint, if any, before serving; then writes them.
   std::unique_ptr<Checkpointer> checkpointer;
   if (setup->config.has_checkpoint()) {
@@ -222,7 +241,7 @@ int Main(int argc, char** argv) {
       spec.set_dir(dir);
     }
     absl::StatusOr<std::unique_ptr<Checkpointer>> started =
-        Checkpointer::Start(shard->get(), spec);
+        Checkpointer::Start((*host)->shard(), spec);  // Made at start: not REGISTERED.
     if (!started.ok()) {
       std::fprintf(stderr, "tamp_server: %s\n", std::string(started.status().message()).c_str());
       return kExitCannotServe;
@@ -239,7 +258,9 @@ int Main(int argc, char** argv) {
                                    : uint64_t{256} << 20;
   const uint64_t max_send = std::min(
       kGrpcMaxMessageBytes,
-      std::max(max_receive, setup->layout.shard_bytes[setup->rank] + kPullWeightsSlack));
+      std::max(max_receive, setup->layout.shard_bytes.empty()
+                                ? kGrpcMaxMessageBytes  // REGISTERED: not known yet.
+                                : setup->layout.shard_bytes[setup->rank] + kPullWeightsSlack));
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(setup->address, *credentials, &port);
@@ -259,7 +280,9 @@ int Main(int argc, char** argv) {
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
     if (absl::Status status = WritePortFile(path, port); !status.ok()) {
       LOG(ERROR) << status.message();
-      (*shard)->Close(absl::UnavailableError("server failed to start"));
+      if (Shard* shard = (*host)->shard()) {
+        shard->Close(absl::UnavailableError("server failed to start"));
+      }
       server->Shutdown();
       return kExitCannotServe;
     }
@@ -270,7 +293,7 @@ int Main(int argc, char** argv) {
   LOG(INFO) << "got " << strsignal(signal) << ", shutting down";
   // Pushes of a step that can no longer complete must be answered, or Shutdown would wait
   // for them until the deadline and then cancel them without a reason.
-  (*shard)->Close(absl::UnavailableError("server shutting down"));
+  if (Shard* shard = (*host)->shard()) shard->Close(absl::UnavailableError("server shutting down"));
   if (checkpointer != nullptr) {
     if (absl::Status written = checkpointer->WriteFinal(); !written.ok()) {
       LOG(ERROR) << "checkpoint: " << written.message();

@@ -41,14 +41,17 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
                                                             const rpc::HandshakeRequest* request,
                                                             rpc::HandshakeResponse* response) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
-  absl::Status status = CheckHandshake(shard_.layout(), shard_.config(), shard_.rank(), *request);
+  // Checks the worker's view of the job; with model.kind REGISTERED the first accepted
+  // handshake also makes the shard from the worker's tensors.
+  const absl::StatusOr<Shard*> found = host_.ShardFor(*request);
+  absl::Status status = found.status();
   // The first accepted handshake fixes the run's length for the schedule; later ones must agree.
   if (status.ok()) {
-    status = shard_.FixRunLength(request->steps_per_epoch(), request->total_steps());
+    status = (*found)->FixRunLength(request->steps_per_epoch(), request->total_steps());
   }
   // A worker back after a failure: counted again from the step it announces.
   if (status.ok() && request->rejoin_at_step() != 0) {
-    status = shard_.Rejoin(request->worker_rank(), request->rejoin_at_step());
+    status = (*found)->Rejoin(request->worker_rank(), request->rejoin_at_step());
   }
   if (!status.ok()) {
     LOG_EVERY_N(WARNING, 100) << "refused handshake from " << context->peer() << ": " << status;
@@ -59,10 +62,11 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
                     ? " joined"
                     : absl::StrCat(" rejoined at step ", request->rejoin_at_step()))
             << " from " << context->peer();
-  response->set_server_rank(shard_.rank());
-  response->set_step(shard_.step());
-  response->set_latest_step(shard_.latest_step());
-  response->set_incarnation(shard_.incarnation());
+  Shard& shard = **found;
+  response->set_server_rank(shard.rank());
+  response->set_step(shard.step());
+  response->set_latest_step(shard.latest_step());
+  response->set_incarnation(shard.incarnation());
   return FinishNow(context, absl::OkStatus());
 }
 
@@ -80,19 +84,22 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                                            const rpc::PushPullRequest* request,
                                                            rpc::PushPullResponse* response) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
+  const absl::StatusOr<Shard*> ready = host_.Ready();
+  if (!ready.ok()) return FinishNow(context, ready.status());
+  Shard& shard = **ready;
   // A worker that knows an earlier process of this server must resync before pushing
   // (server/shard.h, "Checkpoints and restarts").
-  if (request->server_incarnation() != 0 && request->server_incarnation() != shard_.incarnation()) {
+  if (request->server_incarnation() != 0 && request->server_incarnation() != shard.incarnation()) {
     return FinishNow(context, absl::UnavailableError(absl::StrCat(
-                                  "server ", shard_.rank(), " restarted (incarnation ",
-                                  shard_.incarnation(), ", push was for ",
+                                  "server ", shard.rank(), " restarted (incarnation ",
+                                  shard.incarnation(), ", push was for ",
                                   request->server_incarnation(),
                                   "): re-handshake and pull its weights")));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The call (and so `response`) stays alive until Finish, which may come from another
   // worker's push; the request's payload is only read inside PushPull.
-  shard_.PushPullRound(
+  shard.PushPullRound(
       request->worker_rank(), request->step(), request->round(), request->chunk_id(),
       request->payload(),
       [reactor, response](absl::Status status, const Shard::PushAnswer* answer) {
@@ -105,11 +112,27 @@ grpc::ServerUnaryReactor* ParameterServerService::PullWeights(
     grpc::CallbackServerContext* context, const rpc::PullWeightsRequest* request,
     rpc::PullWeightsResponse* response) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
+  const absl::StatusOr<Shard*> ready = host_.Ready();
+  if (!ready.ok()) return FinishNow(context, ready.status());
   // A copy of the shard's weights under short per-chunk locks; no waiting on other calls.
   // ASYNC / SSP: also resets this worker's view (server/shard.h). Checks the worker's rank.
   return FinishNow(context, request->replica()
-                                ? shard_.PullReplica(request->worker_rank(), response)
-                                : shard_.PullWeights(request->worker_rank(), response));
+                                ? (*ready)->PullReplica(request->worker_rank(), response)
+                                : (*ready)->PullWeights(request->worker_rank(), response));
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::InitWeights(
+    grpc::CallbackServerContext* context, const rpc::InitWeightsRequest* request,
+    rpc::InitWeightsResponse*) {
+  if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
+  const absl::StatusOr<Shard*> ready = host_.Ready();
+  if (!ready.ok()) return FinishNow(context, ready.status());
+  if (request->server_incarnation() != 0 &&
+      request->server_incarnation() != (*ready)->incarnation()) {
+    return FinishNow(context, absl::UnavailableError(absl::StrCat(
+                                  "server ", (*ready)->rank(), " restarted: re-handshake")));
+  }
+  return FinishNow(context, (*ready)->InitWeights(request->worker_rank(), *request));
 }
 
 }  // namespace tamp

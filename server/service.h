@@ -15,6 +15,7 @@
 #ifndef TAMP_SERVER_SERVICE_H_
 #define TAMP_SERVER_SERVICE_H_
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -22,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
 #include "server/shard.h"
+#include "server/shard_host.h"
 
 namespace tamp {
 
@@ -35,14 +37,19 @@ void FinishPushPull(grpc::ServerUnaryReactor* reactor, rpc::PushPullResponse* re
 
 class ParameterServerService final : public rpc::ParameterServer::CallbackService {
  public:
-  // `shard` must outlive the service and every call in flight (Shard::Close() answers the
-  // ones parked in an unfinished step).
-  explicit ParameterServerService(Shard* shard) : shard_(*shard) {}
+  // `shard` (or `host`, for a shard made at the first handshake: server/shard_host.h) must
+  // outlive the service and every call in flight (Shard::Close() answers the ones parked in
+  // an unfinished step).
+  explicit ParameterServerService(Shard* shard) : ParameterServerService(shard, "") {}
   // With a non-empty `job_token` (common/security.h LoadJobToken), every call must carry it
   // ("authorization: Bearer <token>" or "x-tamp-token: <token>", compared in constant time);
   // one that does not is answered UNAUTHENTICATED before anything else is read or changed.
   ParameterServerService(Shard* shard, std::string job_token)
-      : shard_(*shard), job_token_(std::move(job_token)) {}
+      : own_host_(std::make_unique<ShardHost>(shard)),
+        host_(*own_host_),
+        job_token_(std::move(job_token)) {}
+  ParameterServerService(ShardHost* host, std::string job_token)
+      : host_(*host), job_token_(std::move(job_token)) {}
 
   grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
                                       const rpc::HandshakeRequest* request,
@@ -53,12 +60,16 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
   grpc::ServerUnaryReactor* PullWeights(grpc::CallbackServerContext* context,
                                         const rpc::PullWeightsRequest* request,
                                         rpc::PullWeightsResponse* response) override;
+  grpc::ServerUnaryReactor* InitWeights(grpc::CallbackServerContext* context,
+                                        const rpc::InitWeightsRequest* request,
+                                        rpc::InitWeightsResponse* response) override;
 
  private:
   // OK when no token is configured or the call carries it; else UNAUTHENTICATED.
   absl::Status Admit(const grpc::CallbackServerContext& context) const;
 
-  Shard& shard_;
+  const std::unique_ptr<ShardHost> own_host_;  // When constructed from a Shard.
+  ShardHost& host_;
   const std::string job_token_;
 };
 

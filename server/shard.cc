@@ -183,10 +183,14 @@ struct Shard::ChunkState {
     const absl::Span<const float> gradient = AggregateGradient(config, &done.aggregate);
     // Encoding a well-sized buffer fails only on a codec bug. The weights have moved either
     // way, so the step still counts; workers that get the error must resync (PullWeights).
+    // server.mode AGGREGATE answers the mean gradient itself; the weights stay.
     done.status =
-        UpdateChunk(*optimizer, absl::MakeSpan(weights), gradient, static_cast<int64_t>(step),
-                    learning_rate, *pull_feedback, *pull_codec, PullKey(config, step, id),
-                    absl::MakeSpan(update), &done.update);
+        config.server().mode() == config::Server::AGGREGATE
+            ? pull_feedback->Compress(*pull_codec, gradient, PullKey(config, step, id),
+                                      &done.update)
+            : UpdateChunk(*optimizer, absl::MakeSpan(weights), gradient,
+                          static_cast<int64_t>(step), learning_rate, *pull_feedback, *pull_codec,
+                          PullKey(config, step, id), absl::MakeSpan(update), &done.update);
     ++step;
     done.step = step;
     round = 0;
@@ -427,8 +431,10 @@ absl::StatusOr<std::unique_ptr<Shard::ChunkState>> Shard::NewChunk(uint32_t id) 
   TAMP_ASSIGN_OR_RETURN(chunk->pull_feedback,
                         compress::ErrorFeedback::Create(plan.compression.pull_feedback(), n));
   chunk->weights.resize(n);
-  InitTensorSlice(layout_.tensor_of(plan), config_.model().init_seed(), plan.chunk.tensor,
-                  plan.chunk.offset, absl::MakeSpan(chunk->weights));
+  if (config_.model().kind() != config::Model::REGISTERED) {  // Else worker 0 sets them.
+    InitTensorSlice(layout_.tensor_of(plan), config_.model().init_seed(), plan.chunk.tensor,
+                    plan.chunk.offset, absl::MakeSpan(chunk->weights));
+  }
   chunk->accumulator.assign(chunk->push_codec->RoundValues(0), 0.0f);
   chunk->arrived.assign(config_.cluster().num_workers(), false);
   chunk->update.resize(n);
@@ -466,6 +472,7 @@ std::chrono::milliseconds WorkerTimeout(const config::RunConfig& config) {
 Shard::Shard(const config::RunConfig& config, const JobLayout& layout, uint32_t rank)
     : config_(config),
       layout_(layout),
+      weights_ready_(config.model().kind() != config::Model::REGISTERED),
       rank_(rank),
       chunk_ids_(layout.ChunksOfShard(rank)),
       worker_timeout_(WorkerTimeout(config)),
@@ -539,6 +546,13 @@ void Shard::PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32
   }
   if (absl::Status ready = CheckScheduleReady(); !ready.ok()) {
     done(ready, nullptr);
+    return;
+  }
+  if (!weights_ready_.load(std::memory_order_acquire)) {
+    done(absl::FailedPreconditionError(absl::StrCat(
+             "server ", rank_, " has no weights yet: worker 0 sets the initial weights "
+             "(model.kind REGISTERED) before any push")),
+         nullptr);
     return;
   }
   ChunkState& chunk = **found;
@@ -781,6 +795,52 @@ float Shard::LearningRateAt(uint64_t step) const {
                                          fixed ? total_steps_ : 0));
 }
 
+absl::Status Shard::InitWeights(uint32_t worker, const rpc::InitWeightsRequest& request) {
+  if (config_.model().kind() != config::Model::REGISTERED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "InitWeights: server ", rank_, " initialises model.kind ",
+        config::Model::Kind_Name(config_.model().kind()), " itself from model.init_seed"));
+  }
+  if (worker != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("InitWeights: only worker 0 sets the initial weights, not worker ", worker));
+  }
+  std::lock_guard<std::mutex> init_lock(init_mu_);
+  if (weights_ready_.load(std::memory_order_acquire)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("InitWeights: server ", rank_, " has its initial weights already"));
+  }
+  // Everything is checked before anything is written, so a refusal changes nothing.
+  if (static_cast<size_t>(request.chunks_size()) != chunk_ids_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("InitWeights: server ", rank_, " owns ",
+                                                   chunk_ids_.size(), " chunks, got ",
+                                                   request.chunks_size()));
+  }
+  for (int i = 0; i < request.chunks_size(); ++i) {
+    const rpc::ChunkWeights& weights = request.chunks(i);
+    if (weights.chunk_id() != chunk_ids_[i]) {
+      return absl::InvalidArgumentError(absl::StrCat("InitWeights: entry ", i, " is chunk ",
+                                                     weights.chunk_id(), ", expected chunk ",
+                                                     chunk_ids_[i], " (the shard's chunks in id "
+                                                     "order)"));
+    }
+    const ChunkPlan& plan = layout_.chunks[weights.chunk_id()];
+    if (weights.values().size() != plan.chunk.length * sizeof(float)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "InitWeights: chunk ", plan.chunk.id, " (", layout_.tensor_of(plan).name, ") needs ",
+          plan.chunk.length * sizeof(float), " bytes, got ", weights.values().size()));
+    }
+  }
+  for (const rpc::ChunkWeights& weights : request.chunks()) {
+    ChunkState& chunk = *chunks_[weights.chunk_id()];
+    std::lock_guard<std::mutex> lock(chunk.mu);
+    std::memcpy(chunk.weights.data(), weights.values().data(), weights.values().size());
+    for (std::vector<float>& view : chunk.views) view = chunk.weights;
+  }
+  weights_ready_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
 absl::Status Shard::PullWeights(uint32_t worker, rpc::PullWeightsResponse* response) {
   const uint32_t num_workers = config_.cluster().num_workers();
   if (worker >= num_workers) {
@@ -788,6 +848,10 @@ absl::Status Shard::PullWeights(uint32_t worker, rpc::PullWeightsResponse* respo
                                                    num_workers, " workers"));
   }
   response->Clear();
+  if (!weights_ready_.load(std::memory_order_acquire)) {
+    response->set_awaiting_initial_weights(true);
+    return absl::OkStatus();
+  }
   if (config_.consistency().mode() == config::Consistency::SYNC) {
     // In SYNC every worker pulls exact weights at the same step boundary (start and every
     // resync_steps), before pushing that step, so no step completes meanwhile. The replicas
@@ -832,6 +896,10 @@ absl::Status Shard::PullReplica(uint32_t worker, rpc::PullWeightsResponse* respo
                                                    num_workers, " workers"));
   }
   response->Clear();
+  if (!weights_ready_.load(std::memory_order_acquire)) {
+    response->set_awaiting_initial_weights(true);
+    return absl::OkStatus();
+  }
   uint64_t min_step = std::numeric_limits<uint64_t>::max();
   std::vector<float> replica;
   for (uint32_t id : chunk_ids_) {
@@ -852,6 +920,10 @@ absl::Status Shard::PullReplica(uint32_t worker, rpc::PullWeightsResponse* respo
 
 absl::Status Shard::PullWeights(rpc::PullWeightsResponse* response) const {
   response->Clear();
+  if (!weights_ready_.load(std::memory_order_acquire)) {
+    response->set_awaiting_initial_weights(true);
+    return absl::OkStatus();
+  }
   uint64_t min_step = std::numeric_limits<uint64_t>::max();
   for (uint32_t id : chunk_ids_) {
     const ChunkState& chunk = *chunks_[id];

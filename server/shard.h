@@ -209,6 +209,15 @@ class Shard {
   // and errors as PullWeights(worker, ...); ASYNC / SSP: PullWeights(worker, ...).
   absl::Status PullReplica(uint32_t worker, rpc::PullWeightsResponse* response);
 
+  // Shard::InitWeights()
+  //
+  // model.kind REGISTERED: worker 0's initial weights, every chunk of the shard exactly once
+  // with its exact length (rpc::InitWeightsRequest). Until they are set, PullWeights() and
+  // PullReplica() answer awaiting_initial_weights with no chunks and pushes are refused
+  // FAILED_PRECONDITION. FAILED_PRECONDITION for another worker or model kind; ALREADY_EXISTS
+  // once set; INVALID_ARGUMENT for a malformed request. A refusal changes nothing.
+  absl::Status InitWeights(uint32_t worker, const rpc::InitWeightsRequest& request);
+
   // Shard::ExpireBarriers()
   //
   // SYNC with a worker timeout: drops every worker that a chunk's current round has waited
@@ -331,6 +340,10 @@ class Shard {
 
   const config::RunConfig config_;
   const JobLayout layout_;
+  // False until worker 0 has set the initial weights (model.kind REGISTERED); true from the
+  // start for the built-in models, which the shard initialises from model.init_seed.
+  std::atomic<bool> weights_ready_;
+  std::mutex init_mu_;  // Serialises InitWeights().
   const uint32_t rank_;
   std::vector<uint32_t> chunk_ids_;
   // Indexed by chunk id; null for chunks of other shards. Set up in Create(), then fixed.

@@ -136,6 +136,14 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params) {
   TAMP_RETURN_IF_ERROR(CheckTensors("Start()", params));
   const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
   const uint64_t latest = ps_client_->latest_step_at_connect();
+  if (latest == 0 && rank_ == 0 && config_.model().kind() == config::Model::REGISTERED) {
+    // Worker 0's weights are the job's initial weights (the others pull them below).
+    for (const ChunkPlan& plan : layout_.chunks) {
+      const float* from = params[plan.chunk.tensor].data() + plan.chunk.offset;
+      std::copy(from, from + plan.chunk.length, pulled_.data() + layout_.flat_offset(plan));
+    }
+    TAMP_RETURN_IF_ERROR(ps_client_->InitWeights(pulled_));
+  }
   if (sync && latest != 0) {
     if (latest >= length_.total_steps) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -155,6 +163,11 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params) {
 
 absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view cause) {
   TAMP_RETURN_IF_ERROR(CheckTensors("Rejoin()", params));
+  if (aggregates()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank_, " cannot rejoin (", cause, "): with server.mode AGGREGATE the "
+        "servers hold no trained weights to rejoin with"));
+  }
   LOG(WARNING) << "worker " << rank_ << ": " << cause << "; rejoining";
   // What the residuals held belonged to the replica this worker had; it now takes the
   // others' replica, as if it had been resynced.
@@ -440,11 +453,16 @@ absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params) {
                         absl::StrCat("update of chunk ", id, " step ", step_, " from shard ",
                                      plan.chunk.shard, ": ", decoded.message()));
   }
-  float* weights = params[plan.chunk.tensor].data() + plan.chunk.offset;
+  // The servers' weight update is added to the weights; their mean gradient (AGGREGATE)
+  // replaces what `params` held.
+  float* target = params[plan.chunk.tensor].data() + plan.chunk.offset;
   if (*sparse) {
-    compress::AddSparseEntries(pulled_entries_, absl::MakeSpan(weights, plan.chunk.length));
+    if (aggregates()) std::fill(target, target + plan.chunk.length, 0.0f);
+    compress::AddSparseEntries(pulled_entries_, absl::MakeSpan(target, plan.chunk.length));
+  } else if (aggregates()) {
+    std::copy(update.begin(), update.end(), target);
   } else {
-    for (size_t i = 0; i < update.size(); ++i) weights[i] += update[i];
+    for (size_t i = 0; i < update.size(); ++i) target[i] += update[i];
   }
   report_.apply_ms += MillisecondsSince(apply_start);
   return absl::OkStatus();

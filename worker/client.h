@@ -14,7 +14,9 @@
 //                              compresses each chunk and sends it (the RPCs overlap the rest
 //                              of backward); returns without waiting for an answer
 //   Wait(params)               waits for every chunk's answer and adds each decoded update
-//                              to `params` as it arrives
+//                              to `params` as it arrives (server.mode OPTIMIZER), or writes
+//                              the decoded mean gradient into the buffers given, e.g. the
+//                              gradients, for the caller's own optimizer (AGGREGATE)
 //
 // Blocking and threading: Connect(), Start(), Rejoin() and Wait() block; Push() blocks only
 // for its encoding. All calls come from one thread (the training thread); gRPC's threads
@@ -132,12 +134,18 @@ class Client {
 
   const JobLayout& layout() const { return layout_; }
 
+  // Whether the servers answer the mean gradient (server.mode AGGREGATE) rather than the
+  // weight update: then the caller runs its own optimizer on what Wait() wrote.
+  bool aggregates() const { return config_.server().mode() == config::Server::AGGREGATE; }
+
   // Client::Start()
   //
   // The replica to start from, copied into `params`, and the step to take first: the shards'
-  // weights at step 0; in a SYNC run already under way (a replacement worker), the replica
-  // the other workers hold, at the step they are about to take (Rejoin()).
-  // FAILED_PRECONDITION when the run is over, or when an ASYNC/SSP run is under way.
+  // weights at step 0 (model.kind REGISTERED: worker 0's `params` become them; the other
+  // workers wait for them); in a SYNC run already under way (a replacement worker), the
+  // replica the other workers hold, at the step they are about to take (Rejoin()).
+  // FAILED_PRECONDITION when the run is over, or when an ASYNC/SSP or AGGREGATE run is under
+  // way.
   absl::StatusOr<uint64_t> Start(TensorSpans params);
 
   // Client::BeginStep()
@@ -155,8 +163,8 @@ class Client {
 
   // Client::Wait()
   //
-  // Waits for the answers of the step's pushes and adds each decoded update to `params`.
-  // Then the step is over: report() describes it.
+  // Waits for the answers of the step's pushes and adds each decoded update to `params`
+  // (server.mode OPTIMIZER), or writes the mean gradient into them (AGGREGATE). Then the step is over: report() describes it.
   absl::Status Wait(TensorSpans params);
 
   // Client::Rejoin()

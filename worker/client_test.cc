@@ -4,6 +4,7 @@
 #include "worker/client.h"
 
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "server/service.h"
 #include "server/shard.h"
+#include "server/shard_host.h"
 #include "server/test_job.h"
 
 namespace tamp {
@@ -194,6 +196,164 @@ TEST_F(ClientTest, AServerThatIsGoneFailsTheStepNamingTheShard) {
   const absl::Status status = client_->Wait(tensors_);
   EXPECT_TRUE(absl::IsUnavailable(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("shard 1 (", addresses_[1], ")")));
+}
+
+}  // namespace
+}  // namespace tamp
+
+namespace tamp {
+namespace {
+
+// Two workers on a user's layout (model.kind REGISTERED) against two in-process servers that
+// learn it at the first handshake.
+class RegisteredJobTest : public ::testing::Test {
+ protected:
+  void StartJob(config::Server::Mode mode) {
+    config_ = testing::TestConfig([mode](config::RunConfig& config) {
+      config.mutable_model()->Clear();
+      config.mutable_model()->set_kind(config::Model::REGISTERED);
+      config.mutable_server()->set_mode(mode);
+    });
+    TensorSpec weight;
+    weight.name = "encoder.weight";
+    weight.shape = {3, 700};
+    TensorSpec bias;
+    bias.name = "head.bias";
+    bias.shape = {5};
+    absl::StatusOr<JobLayout> layout = BuildJobLayout(config_, {weight, bias});
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    layout_ = *std::move(layout);
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config_, rank, nullptr);
+      ASSERT_TRUE(host.ok()) << host.status();
+      hosts_.push_back(*std::move(host));
+      services_.push_back(std::make_unique<ParameterServerService>(hosts_.back().get(), ""));
+      int port = 0;
+      grpc::ServerBuilder builder;
+      builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+      builder.RegisterService(services_.back().get());
+      servers_.push_back(builder.BuildAndStart());
+      ASSERT_NE(servers_.back(), nullptr);
+      addresses_.push_back(absl::StrCat("127.0.0.1:", port));
+    }
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      absl::StatusOr<std::unique_ptr<Client>> client =
+          Client::Connect(config_, layout_, rank, addresses_, RunLength{10, 10});
+      ASSERT_TRUE(client.ok()) << client.status();
+      clients_.push_back(*std::move(client));
+      // Each worker's own init; worker 0's must win everywhere.
+      params_.emplace_back(layout_.total_elements, rank == 0 ? 0.25f : -7.0f);
+      tensors_.push_back(SplitIntoTensors(layout_, absl::MakeSpan(params_.back())));
+    }
+  }
+
+  void TearDown() override {
+    clients_.clear();
+    for (auto& server : servers_) server->Shutdown();
+  }
+
+  // Runs `body(rank)` for both workers at once (a SYNC step needs both).
+  template <typename Body>
+  void BothWorkers(Body body) {
+    std::thread other([&] { body(1); });
+    body(0);
+    other.join();
+  }
+
+  config::RunConfig config_;
+  JobLayout layout_;
+  std::vector<std::unique_ptr<ShardHost>> hosts_;
+  std::vector<std::unique_ptr<ParameterServerService>> services_;
+  std::vector<std::unique_ptr<grpc::Server>> servers_;
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::vector<std::vector<float>> params_;
+  std::vector<std::vector<absl::Span<float>>> tensors_;
+};
+
+TEST_F(RegisteredJobTest, WorkerZerosWeightsStartEveryReplicaAndStepsKeepThemEqual) {
+  StartJob(config::Server::OPTIMIZER);
+  BothWorkers([&](int rank) {
+    absl::StatusOr<uint64_t> step = clients_[rank]->Start(tensors_[rank]);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(*step, 0u);
+  });
+  EXPECT_EQ(params_[1], params_[0]);
+  for (float v : params_[1]) ASSERT_EQ(v, 0.25f);
+
+  std::vector<std::vector<float>> grads;
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    grads.push_back(testing::TestGradient(layout_.total_elements, 0, rank));
+  }
+  BothWorkers([&](int rank) {
+    ASSERT_TRUE(clients_[rank]->BeginStep(0, tensors_[rank]).ok());
+    for (int t = 1; t >= 0; --t) {
+      const absl::Span<const float> g = absl::MakeConstSpan(grads[rank]).subspan(
+          layout_.tensor_offsets[t], layout_.tensors[t].elements());
+      ASSERT_TRUE(clients_[rank]->Push(t, g).ok());
+    }
+    const absl::Status waited = clients_[rank]->Wait(tensors_[rank]);
+    ASSERT_TRUE(waited.ok()) << waited;
+  });
+  EXPECT_EQ(params_[1], params_[0]) << "the replicas differ after a step";
+  for (size_t i = 0; i < params_[0].size(); ++i) {
+    const float mean = (grads[0][i] + grads[1][i]) / 2;
+    ASSERT_FLOAT_EQ(params_[0][i], 0.25f - 0.5f * mean) << "element " << i;
+  }
+}
+
+TEST_F(RegisteredJobTest, AggregateModeWritesTheMeanGradient) {
+  StartJob(config::Server::AGGREGATE);
+  BothWorkers([&](int rank) { ASSERT_TRUE(clients_[rank]->Start(tensors_[rank]).ok()); });
+  ASSERT_TRUE(clients_[0]->aggregates());
+  std::vector<std::vector<float>> grads, means;
+  std::vector<std::vector<absl::Span<float>>> mean_tensors;
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    grads.push_back(testing::TestGradient(layout_.total_elements, 3, rank));
+    means.emplace_back(layout_.total_elements, 99.0f);  // Overwritten, not added to.
+  }
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    mean_tensors.push_back(SplitIntoTensors(layout_, absl::MakeSpan(means[rank])));
+  }
+  const std::vector<float> weights_before = params_[0];
+  BothWorkers([&](int rank) {
+    ASSERT_TRUE(clients_[rank]->BeginStep(0, tensors_[rank]).ok());
+    for (int t = 0; t < 2; ++t) {
+      ASSERT_TRUE(clients_[rank]
+                      ->Push(layout_.tensors[t].name,
+                             absl::MakeConstSpan(grads[rank]).subspan(
+                                 layout_.tensor_offsets[t], layout_.tensors[t].elements()))
+                      .ok());
+    }
+    const absl::Status waited = clients_[rank]->Wait(mean_tensors[rank]);
+    ASSERT_TRUE(waited.ok()) << waited;
+  });
+  for (size_t i = 0; i < means[0].size(); ++i) {
+    // Multiples of 1/64: the fp32 mean is exact.
+    ASSERT_EQ(means[0][i], (grads[0][i] + grads[1][i]) / 2) << "element " << i;
+  }
+  EXPECT_EQ(means[1], means[0]);
+  EXPECT_EQ(params_[0], weights_before);
+  const absl::StatusOr<uint64_t> rejoined = clients_[1]->Rejoin(tensors_[1], "test");
+  EXPECT_TRUE(absl::IsFailedPrecondition(rejoined.status())) << rejoined.status();
+}
+
+TEST_F(RegisteredJobTest, AWorkerWithOtherTensorsIsRefusedNamingTheFirstDifference) {
+  StartJob(config::Server::OPTIMIZER);
+  TensorSpec weight;
+  weight.name = "encoder.weight";
+  weight.shape = {3, 701};
+  TensorSpec bias;
+  bias.name = "head.bias";
+  bias.shape = {5};
+  absl::StatusOr<JobLayout> other = BuildJobLayout(config_, {weight, bias});
+  ASSERT_TRUE(other.ok()) << other.status();
+  const absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(config_, *other, 1, addresses_, RunLength{10, 10});
+  EXPECT_TRUE(absl::IsFailedPrecondition(client.status())) << client.status();
+  EXPECT_THAT(client.status().message(),
+              HasSubstr("tensor 0: worker \"encoder.weight\" [3, 701] vs server "
+                        "\"encoder.weight\" [3, 700]"));
 }
 
 }  // namespace

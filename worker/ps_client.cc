@@ -207,10 +207,26 @@ absl::StatusOr<uint64_t> PsClient::PullShard(uint32_t shard, absl::Span<float> p
   request.set_worker_rank(worker_rank_);
   request.set_replica(replica);
   rpc::PullWeightsResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
-  AttachJobToken(job_token_, &context);
-  grpc::Status status = stubs_[shard]->PullWeights(&context, request, &response);
+  grpc::Status status;
+  // model.kind REGISTERED: worker 0 may not have set the initial weights yet; ask again
+  // (backing off) for up to cluster.rpc_timeout_ms.
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(config_.cluster().rpc_timeout_ms());
+  auto backoff = std::chrono::milliseconds(10);
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+    AttachJobToken(job_token_, &context);
+    status = stubs_[shard]->PullWeights(&context, request, &response);
+    if (!status.ok() || !response.awaiting_initial_weights()) break;
+    if (std::chrono::steady_clock::now() + backoff > give_up) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          Describe(shard), "worker 0 did not set the initial weights within ",
+          config_.cluster().rpc_timeout_ms(), " ms (cluster.rpc_timeout_ms)"));
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
   if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "PullWeights: "));
   const std::vector<uint32_t> expected = layout_.ChunksOfShard(shard);
   if (static_cast<size_t>(response.chunks_size()) != expected.size()) {
@@ -234,6 +250,31 @@ absl::StatusOr<uint64_t> PsClient::PullShard(uint32_t shard, absl::Span<float> p
                 weights.values().size());
   }
   return response.step();
+}
+
+absl::Status PsClient::InitWeights(absl::Span<const float> params) {
+  for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
+    rpc::InitWeightsRequest request;
+    request.set_worker_rank(worker_rank_);
+    request.set_server_incarnation(incarnations_[shard]);
+    for (uint32_t id : layout_.ChunksOfShard(shard)) {
+      const ChunkPlan& plan = layout_.chunks[id];
+      rpc::ChunkWeights* weights = request.add_chunks();
+      weights->set_chunk_id(id);
+      weights->set_values(reinterpret_cast<const char*>(params.data() + layout_.flat_offset(plan)),
+                          plan.chunk.length * sizeof(float));
+    }
+    rpc::InitWeightsResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+    AttachJobToken(job_token_, &context);
+    const grpc::Status status = stubs_[shard]->InitWeights(&context, request, &response);
+    // ALREADY_EXISTS: an earlier process of this worker set them; they stand.
+    if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+      return FromGrpc(status, absl::StrCat(Describe(shard), "InitWeights: "));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void PsClient::PushPull(uint64_t step, uint32_t chunk_id, std::string payload, PushPullDone done) {

@@ -54,6 +54,13 @@ class PsClient {
   // Returns the lowest step any shard has completed.
   absl::StatusOr<uint64_t> PullWeights(absl::Span<float> params);
 
+  // PsClient::InitWeights()
+  //
+  // model.kind REGISTERED, worker 0: sets every shard's initial weights from `params` (the
+  // flat buffer, layout order). Weights an earlier process of this worker set stand. Until
+  // they are set, the other workers' PullWeights() waits (up to cluster.rpc_timeout_ms).
+  absl::Status InitWeights(absl::Span<const float> params);
+
   // The most steps any chunk had completed when Connect() handshook: 0 when the job starts
   // with this worker; more when it joins a run under way (SYNC: it must Rejoin()).
   uint64_t latest_step_at_connect() const { return latest_step_at_connect_; }

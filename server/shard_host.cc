@@ -1,0 +1,75 @@
+#include "server/shard_host.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_layout.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "server/handshake.h"
+
+namespace tamp {
+
+ShardHost::ShardHost(Shard* shard)
+    : config_(shard->config()), rank_(shard->rank()), shard_(shard) {}
+
+ShardHost::ShardHost(const config::RunConfig& config, uint32_t rank, OnCreated on_created)
+    : config_(config), rank_(rank), on_created_(std::move(on_created)) {}
+
+ShardHost::~ShardHost() = default;
+
+absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Create(const config::RunConfig& config,
+                                                             uint32_t rank,
+                                                             OnCreated on_created) {
+  std::unique_ptr<ShardHost> host(new ShardHost(config, rank, std::move(on_created)));
+  if (config.model().kind() == config::Model::REGISTERED) return host;
+  TAMP_ASSIGN_OR_RETURN(const JobLayout layout, BuildJobLayout(config));
+  TAMP_ASSIGN_OR_RETURN(host->owned_, Shard::Create(config, layout, rank));
+  host->shard_.store(host->owned_.get(), std::memory_order_release);
+  if (host->on_created_) host->on_created_(*host->owned_);
+  return host;
+}
+
+absl::StatusOr<Shard*> ShardHost::Ready() const {
+  if (Shard* shard = this->shard(); shard != nullptr) return shard;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "server ", rank_, " does not know the job's tensors yet: a worker handshakes first "
+      "(model.kind REGISTERED)"));
+}
+
+absl::StatusOr<Shard*> ShardHost::ShardFor(const rpc::HandshakeRequest& request) {
+  std::lock_guard<std::mutex> lock(create_mu_);
+  if (Shard* shard = this->shard(); shard != nullptr) {
+    TAMP_RETURN_IF_ERROR(CheckHandshake(shard->layout(), shard->config(), rank_, request));
+    return shard;
+  }
+  TAMP_RETURN_IF_ERROR(CheckHandshakeHeader(config_, rank_, request));
+  if (request.steps_per_epoch() == 0 || request.total_steps() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the run's length must be at least one step: steps_per_epoch ",
+        request.steps_per_epoch(), ", total_steps ", request.total_steps()));
+  }
+  if (request.rejoin_at_step() != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", request.worker_rank(), " rejoins at step ", request.rejoin_at_step(),
+        " but server ", rank_, " has no run under way (no worker has handshaken)"));
+  }
+  TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, HandshakeTensors(request));
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(config_, std::move(tensors));
+  if (!layout.ok()) {
+    return absl::Status(layout.status().code(),
+                        absl::StrCat("worker ", request.worker_rank(), "'s tensors: ",
+                                     layout.status().message()));
+  }
+  TAMP_RETURN_IF_ERROR(CheckHandshake(*layout, config_, rank_, request));
+  TAMP_ASSIGN_OR_RETURN(owned_, Shard::Create(config_, *layout, rank_));
+  LOG(INFO) << "shard " << rank_ << ": learned " << layout->tensors.size() << " tensors ("
+            << layout->total_elements << " values, " << layout->ChunksOfShard(rank_).size()
+            << " of " << layout->chunks.size() << " chunks here) from worker "
+            << request.worker_rank() << "'s handshake";
+  shard_.store(owned_.get(), std::memory_order_release);
+  if (on_created_) on_created_(*owned_);
+  return owned_.get();
+}
+
+}  // namespace tamp

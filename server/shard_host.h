@@ -1,0 +1,75 @@
+// ShardHost: the shard a server serves, made once its layout is known: at start-up for the
+// built-in models (from the config alone), or for model.kind REGISTERED from the first
+// worker handshake that passes every check (the tensors the workers registered).
+//
+// Thread safety: all methods may be called concurrently; ShardFor() serialises creation, and
+// a created shard never changes. The host owns a shard it made.
+//
+// Example:
+//   TAMP_ASSIGN_OR_RETURN(auto host, ShardHost::Create(config, rank, nullptr));
+//   TAMP_ASSIGN_OR_RETURN(Shard* shard, host->ShardFor(handshake_request));
+#ifndef TAMP_SERVER_SHARD_HOST_H_
+#define TAMP_SERVER_SHARD_HOST_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/config.pb.h"
+#include "proto/tamp.pb.h"
+#include "server/shard.h"
+
+namespace tamp {
+
+class ShardHost {
+ public:
+  // Runs once, right after a shard was made (e.g. to start its barrier watchdog).
+  using OnCreated = std::function<void(Shard&)>;
+
+  // Serves `shard`, which the caller owns and which must outlive the host.
+  explicit ShardHost(Shard* shard);
+
+  // ShardHost::Create()
+  //
+  // The host of server `rank` for the validated `config`: the shard is made now for MLP and
+  // CNN (errors are Shard::Create()'s), at the first accepted handshake for REGISTERED.
+  static absl::StatusOr<std::unique_ptr<ShardHost>> Create(const config::RunConfig& config,
+                                                           uint32_t rank, OnCreated on_created);
+
+  ~ShardHost();
+
+  // The shard, or null while no handshake has taught it its layout.
+  Shard* shard() const { return shard_.load(std::memory_order_acquire); }
+
+  // ShardHost::ShardFor()
+  //
+  // The shard `request` handshakes with, once CheckHandshake() accepts it (its errors). With
+  // no shard yet, it is made from the request's tensors; a request that would be refused
+  // (bad tensors, a run length of 0, a rejoin) makes nothing.
+  absl::StatusOr<Shard*> ShardFor(const rpc::HandshakeRequest& request);
+
+  // ShardHost::Ready()
+  //
+  // The shard, or FAILED_PRECONDITION for a call that needs it before any handshake.
+  absl::StatusOr<Shard*> Ready() const;
+
+  uint32_t rank() const { return rank_; }
+
+ private:
+  ShardHost(const config::RunConfig& config, uint32_t rank, OnCreated on_created);
+
+  const config::RunConfig config_;
+  const uint32_t rank_;
+  const OnCreated on_created_;
+  std::mutex create_mu_;         // Serialises making the shard.
+  std::unique_ptr<Shard> owned_;  // The shard this host made; written under create_mu_.
+  std::atomic<Shard*> shard_{nullptr};
+};
+
+}  // namespace tamp
+
+#endif  // TAMP_SERVER_SHARD_HOST_H_

@@ -1,0 +1,151 @@
+// model.kind REGISTERED on the server: the shard is made from the first accepted handshake's
+// tensors (a refused one makes nothing), and worker 0 sets its initial weights once, before
+// which pulls wait and pushes are refused.
+#include "server/shard_host.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/handshake.h"
+#include "server/test_job.h"
+
+namespace tamp {
+namespace {
+
+using ::testing::HasSubstr;
+
+config::RunConfig RegisteredConfig() {
+  return testing::TestConfig([](config::RunConfig& config) {
+    config.mutable_model()->Clear();
+    config.mutable_model()->set_kind(config::Model::REGISTERED);
+  });
+}
+
+// A user's model: two tensors the built-in models do not have.
+std::vector<TensorSpec> UserTensors() {
+  TensorSpec a;
+  a.name = "encoder.weight";
+  a.shape = {3, 700};  // 2100 values: split into chunks of 1024 (partition_bytes 4096).
+  TensorSpec b;
+  b.name = "head.bias";
+  b.shape = {5};
+  return {a, b};
+}
+
+rpc::HandshakeRequest Request(const config::RunConfig& config, uint32_t worker) {
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(config, UserTensors());
+  CHECK(layout.ok()) << layout.status();
+  rpc::HandshakeRequest request;
+  FillHandshake(*layout, config, worker, /*server_rank=*/0, 10, 10, &request);
+  return request;
+}
+
+rpc::InitWeightsRequest InitRequest(const Shard& shard, float value) {
+  rpc::InitWeightsRequest request;
+  for (uint32_t id : shard.layout().ChunksOfShard(shard.rank())) {
+    const std::vector<float> values(shard.layout().chunks[id].chunk.length, value);
+    rpc::ChunkWeights* weights = request.add_chunks();
+    weights->set_chunk_id(id);
+    weights->set_values(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  }
+  return request;
+}
+
+TEST(ShardHostTest, RefusedHandshakesMakeNoShard) {
+  const config::RunConfig config = RegisteredConfig();
+  absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config, 0, nullptr);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ((*host)->shard(), nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition((*host)->Ready().status()));
+
+  rpc::HandshakeRequest duplicate = Request(config, 1);
+  duplicate.mutable_tensors(1)->set_name("encoder.weight");
+  absl::StatusOr<Shard*> shard = (*host)->ShardFor(duplicate);
+  EXPECT_TRUE(absl::IsInvalidArgument(shard.status())) << shard.status();
+  EXPECT_THAT(shard.status().message(), HasSubstr("the name is taken by an earlier tensor"));
+
+  rpc::HandshakeRequest empty_dim = Request(config, 1);
+  empty_dim.mutable_tensors(0)->set_shape(1, 0);
+  EXPECT_TRUE(absl::IsInvalidArgument((*host)->ShardFor(empty_dim).status()));
+
+  rpc::HandshakeRequest no_length = Request(config, 1);
+  no_length.set_total_steps(0);
+  EXPECT_TRUE(absl::IsInvalidArgument((*host)->ShardFor(no_length).status()));
+
+  rpc::HandshakeRequest rejoin = Request(config, 1);
+  rejoin.set_rejoin_at_step(1000000);
+  EXPECT_TRUE(absl::IsFailedPrecondition((*host)->ShardFor(rejoin).status()));
+  EXPECT_EQ((*host)->shard(), nullptr) << "a refused handshake made the shard";
+
+  // The first good one makes it; one with other tensors is refused naming the difference.
+  shard = (*host)->ShardFor(Request(config, 1));
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ASSERT_NE(*shard, nullptr);
+  EXPECT_EQ((*shard)->layout().tensors.size(), 2u);
+  EXPECT_EQ((*shard)->layout().total_elements, 2105u);
+  rpc::HandshakeRequest other = Request(config, 0);
+  other.mutable_tensors(1)->set_shape(0, 6);
+  const absl::Status refused = (*host)->ShardFor(other).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(refused.message(),
+              HasSubstr("tensor 1: worker \"head.bias\" [6] vs server \"head.bias\" [5]"));
+  EXPECT_EQ(*(*host)->ShardFor(Request(config, 0)), *shard);
+}
+
+TEST(ShardHostTest, WorkerZeroSetsTheInitialWeightsOnce) {
+  const config::RunConfig config = RegisteredConfig();
+  absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config, 0, nullptr);
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<Shard*> made = (*host)->ShardFor(Request(config, 1));
+  ASSERT_TRUE(made.ok()) << made.status();
+  Shard& shard = **made;
+  ASSERT_TRUE(shard.FixRunLength(10, 10).ok());
+
+  rpc::PullWeightsResponse pulled;
+  ASSERT_TRUE(shard.PullWeights(1, &pulled).ok());
+  EXPECT_TRUE(pulled.awaiting_initial_weights());
+  EXPECT_EQ(pulled.chunks_size(), 0);
+  absl::Status pushed;
+  shard.PushPullRound(1, 0, 0, shard.layout().ChunksOfShard(0)[0], "",
+                      [&](absl::Status status, const Shard::PushAnswer*) { pushed = status; });
+  EXPECT_TRUE(absl::IsFailedPrecondition(pushed)) << pushed;
+  EXPECT_THAT(pushed.message(), HasSubstr("worker 0 sets the initial weights"));
+
+  EXPECT_TRUE(absl::IsFailedPrecondition(shard.InitWeights(1, InitRequest(shard, 2.0f))));
+  rpc::InitWeightsRequest short_chunk = InitRequest(shard, 2.0f);
+  short_chunk.mutable_chunks(0)->mutable_values()->resize(4);
+  const absl::Status refused = shard.InitWeights(0, short_chunk);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("(encoder.weight) needs"));
+  ASSERT_TRUE(shard.PullWeights(1, &pulled).ok());
+  EXPECT_TRUE(pulled.awaiting_initial_weights()) << "a refused InitWeights set weights";
+
+  ASSERT_TRUE(shard.InitWeights(0, InitRequest(shard, 2.0f)).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(shard.InitWeights(0, InitRequest(shard, 3.0f))));
+  ASSERT_TRUE(shard.PullWeights(1, &pulled).ok());
+  EXPECT_FALSE(pulled.awaiting_initial_weights());
+  ASSERT_EQ(static_cast<size_t>(pulled.chunks_size()), shard.layout().ChunksOfShard(0).size());
+  for (const rpc::ChunkWeights& chunk : pulled.chunks()) {
+    std::vector<float> values(chunk.values().size() / sizeof(float));
+    std::memcpy(values.data(), chunk.values().data(), chunk.values().size());
+    for (float v : values) ASSERT_EQ(v, 2.0f) << "chunk " << chunk.chunk_id();
+  }
+}
+
+TEST(ShardHostTest, BuiltInModelsGetTheirShardAtOnce) {
+  const config::RunConfig config = testing::TestConfig();
+  int created = 0;
+  absl::StatusOr<std::unique_ptr<ShardHost>> host =
+      ShardHost::Create(config, 1, [&](Shard&) { ++created; });
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_NE((*host)->shard(), nullptr);
+  EXPECT_EQ(created, 1);
+  rpc::InitWeightsRequest request = InitRequest(*(*host)->shard(), 1.0f);
+  EXPECT_TRUE(absl::IsFailedPrecondition((*host)->shard()->InitWeights(0, request)));
+}
+
+}  // namespace
+}  // namespace tamp

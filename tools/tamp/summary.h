@@ -25,9 +25,9 @@ namespace tamp::launcher {
 // ParseWorkerEvent()
 //
 // Parses one line a worker wrote to stdout: a tamp.events.WorkerEvent as common/proto_json.h
-// writes it (protobuf's JSON parser, which also takes lowerCamelCase names and integers as
-// strings; unknown fields ignored). INVALID_ARGUMENT if the line is not JSON, not a WorkerEvent, or has no
-// kind; the caller then treats it as a log line.
+// writes it (with protobuf's JSON parser, which also takes older workers' lowerCamelCase names
+// and integers as strings; unknown fields ignored). INVALID_ARGUMENT if the line is not JSON,
+// not a WorkerEvent, or has no kind; the caller then treats it as a log line.
 absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
 
 // SummaryBuilder

@@ -142,8 +142,8 @@ TEST(StepMetricsJsonTest, OneObjectWithPerShardBytesAndTheirSums) {
   e.set_comm_ms(9.5);
   e.set_bytes_pushed(999999);  // Cumulative: not what the metrics line reports.
   EXPECT_EQ(StepMetricsJson(1, e),
-            R"({"format_version":2,"worker":1,"step":40,"loss":0.5,"step_ms":4,"bytes_pushed":3560,)"
-            R"("bytes_pulled":8500,"shard_bytes_pushed":[2560,1000],)"
+            R"({"format_version":2,"worker":1,"step":40,"loss":0.5,"step_ms":4,)"
+            R"("bytes_pushed":3560,"bytes_pulled":8500,"shard_bytes_pushed":[2560,1000],)"
             R"("shard_bytes_pulled":[4500,4000],"raw_bytes_pushed":14240,)"
             R"("compression_ratio":4,"compute_ms":2.5,"encode_ms":0.25,"wire_ms":1,)"
             R"("decode_ms":0.125,"apply_ms":0.0625,"comm_ms":9.5,"comm_hidden_percent":61.5})");
@@ -157,7 +157,8 @@ TEST(EvalMetricsJsonTest, StepEpochAndAccuracy) {
   e.set_step(400);
   e.set_epoch(1);
   e.set_test_accuracy(0.8512);
-  EXPECT_EQ(EvalMetricsJson(0, e), R"({"format_version":2,"worker":0,"step":400,"epoch":1,"test_accuracy":0.8512})");
+  EXPECT_EQ(EvalMetricsJson(0, e),
+            R"({"format_version":2,"worker":0,"step":400,"epoch":1,"test_accuracy":0.8512})");
 }
 
 TEST(SummaryBuilderTest, MissingDoneIsAnError) {

@@ -49,7 +49,7 @@ def load(results, name):
 
 
 def one(values, fmt):
-    """"a" when every value formats alike, else "a / b / c"."""
+    """The values formatted: one text when they all format alike, else "a / b / c"."""
     texts = [fmt(v) for v in values]
     return texts[0] if len(set(texts)) == 1 else " / ".join(texts)
 
@@ -61,15 +61,17 @@ def examples_paragraph(convergence):
     cnn_path, cnn, cnn_none = CNN_EXAMPLE
     m, c = runs[mlp], runs[cnn]
     return [
-        f"The examples, {len(m['accuracy_per_epoch'])} epochs each, as bench/convergence.sh ran "
-        "them (bench/results/convergence.json, docs/convergence.md): "
+        "The examples as bench/convergence.sh ran them (bench/results/convergence.json, "
+        "docs/convergence.md): "
         f"{mlp_path} (`{mlp}`: top-k 1% push with error feedback, raw pull) ends at "
-        f"{m['final_accuracy']:.4f} test accuracy after {m['steps']} steps and reaches "
+        f"{m['final_accuracy']:.4f} test accuracy after {len(m['accuracy_per_epoch'])} epochs "
+        f"({m['steps']} steps) and reaches "
         f"{target} at step {m['steps_to_target']}, with push compression "
         f"{m['compression_ratio']:.1f}x "
         f"(`{mlp_none}`, without compression: {runs[mlp_none]['final_accuracy']:.4f}); "
-        f"{cnn_path} (`{cnn}`) ends at {c['final_accuracy']:.4f} after {c['steps']} steps "
-        f"(`{cnn_none}`: {runs[cnn_none]['final_accuracy']:.4f}). Bytes per step are per "
+        f"{cnn_path} (`{cnn}`) ends at {c['final_accuracy']:.4f} after "
+        f"{len(c['accuracy_per_epoch'])} epochs ({c['steps']} steps; without compression, "
+        f"`{cnn_none}`: {runs[cnn_none]['final_accuracy']:.4f}). Bytes per step are per "
         f"worker: {m['bytes_pushed_per_step'] / 1e3:.0f} kB pushed and "
         f"{m['bytes_pulled_per_step'] / 1e6:.2f} MB pulled for the MLP example.",
     ]

@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+import tamp_files
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_ACCURACY = 0.85
 
@@ -179,12 +181,10 @@ def run_job(binaries, name, config_text, work_dir):
     if status != 0 and not diverged:
         print(f"convergence.py: {name} failed (exit {status}); see {log}", file=sys.stderr)
         return None
-    with open(metrics) as f:
-        lines = [json.loads(line) for line in f if line.strip()]
+    lines = tamp_files.read_metrics(metrics)
     if diverged:
         return lines, None, wall
-    with open(summary) as f:
-        return lines, json.load(f), wall
+    return lines, tamp_files.read_summary(summary), wall
 
 
 def digest(model, row, feedback, config_text, lines, summary, wall):

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 
+import tamp_files
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_ERROR = 0.20
 BEGIN = "<!-- model-vs-measured:begin -->"
@@ -128,9 +130,7 @@ def measure(tamp, config, link, steps, work_dir):
         fail("measuring needs root (bench/net/shaped.sh exited 77)")
     if result.returncode != 0:
         fail(f"{' '.join(command)} failed:\n{result.stdout[-2000:]}")
-    rows = []
-    with open(metrics) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = tamp_files.read_metrics(metrics)
     rows = [r for r in rows if "step_ms" in r]  # STEP events (EVAL ones carry no timings).
     if not rows:
         fail(f"{metrics} holds no step")

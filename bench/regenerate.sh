@@ -8,7 +8,8 @@
 #   5. docs/perf_model.md     bench/model_vs_measured.py --calibration_job   model vs speed table (~3 min)
 #   6. docs/scaling.md        bench/scaling.sh                      emulated hosts (~5 min)
 # then rewrites the speed and peers docs once more, so that each shows the others' latest
-# figures (time to target needs the convergence runs; peers compare with Tamp's rows).
+# figures (time to target needs the convergence runs; peers compare with Tamp's rows), and
+# README.md's "Measured" figures from all of them (bench/readme_figures.py).
 #
 #   bench/regenerate.sh [--quick] [--only "codec convergence speed peers model scaling"]
 #
@@ -47,4 +48,5 @@ if wants scaling; then step scaling; bench/scaling.sh --out docs/scaling.md >/de
 step "cross-references"
 bench/speed_table.sh --report_only
 bench/peers/run_peers.sh --report-only
-echo "regenerate: done; docs/*.md and bench/results/ rewritten"
+bench/readme_figures.py
+echo "regenerate: done; docs/*.md, README.md's figures and bench/results/ rewritten"

@@ -94,26 +94,24 @@ for config_name in $configs; do
       python3 - "$config_name" "$S" "$W" "$rate" "$work/summary.json" "$prediction" \
         "${events[@]}" >>"$results" <<'PY'
 import json, statistics, sys
+sys.path.insert(0, "bench")
+import tamp_files
 name, S, W, rate, summary_path, prediction = sys.argv[1:7]
-summary = json.load(open(summary_path))
+summary = tamp_files.read_summary(summary_path)
 step_ms, pushed, pulled = [], [], []
 for path in sys.argv[7:]:
-    for line in open(path):
-        try:
-            e = json.loads(line)
-        except ValueError:
+    for e in tamp_files.read_events(path):
+        if e["kind"] != "STEP" or e["step"] < 10:  # skip warm-up steps
             continue
-        if e.get("kind") != "STEP" or int(e.get("step", 0)) < 10:  # skip warm-up steps
-            continue
-        step_ms.append(e.get("stepMs", 0))
-        pushed.append(sum(int(b) for b in e.get("stepShardBytesPushed", [])))
-        pulled.append(sum(int(b) for b in e.get("stepShardBytesPulled", [])))
+        step_ms.append(e["step_ms"])
+        pushed.append(sum(e["step_shard_bytes_pushed"]))
+        pulled.append(sum(e["step_shard_bytes_pulled"]))
 row = {"config": name, "servers": int(S), "workers": int(W), "rate": rate,
        "step_ms_median": statistics.median(step_ms),
        "bytes_pushed_per_step": statistics.median(pushed),
        "bytes_pulled_per_step": statistics.median(pulled),
-       "compute_ms_median": summary.get("compute_ms_median", 0),
-       "wire_ms_median": summary.get("wire_ms_median", 0),
+       "compute_ms_median": summary["compute_ms_median"],
+       "wire_ms_median": summary["wire_ms_median"],
        "predicted_step_ms": None, "predicted_wire_ms": None}
 if prediction != "null":
     # `tamp model --codecs config --json`: rows "none" and "config", the config's own codec.

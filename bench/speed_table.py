@@ -41,6 +41,8 @@ import sys
 import tempfile
 import time
 
+import tamp_files
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPLIT = ["compute_ms", "encode_ms", "wire_ms", "decode_ms", "apply_ms"]
 # The target: top-k 1% with error feedback (both directions compressed) at >= 5x the
@@ -102,8 +104,7 @@ def run_job(binaries, link, config_path, text, work_dir):
         with open(log) as f:
             tail = f.read()[-1500:]
         fail(f"{tag} failed (exit {status}); the end of its log ({log}):\n{tail}")
-    with open(metrics) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return tamp_files.read_metrics(metrics)
 
 
 def digest(lines, warmup, num_workers):

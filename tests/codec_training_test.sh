@@ -44,13 +44,9 @@ exit "\${PIPESTATUS[0]}"
 WRAPPER
 chmod +x "$wrapper"
 
-# summary_number FIELD: a number field of $summary (proto3 JSON; 0 when absent, as proto3
-# leaves out zeros).
+# summary_number FIELD: a number field of $summary (every field is there, as a JSON number).
 summary_number() {
-  local value
-  value=$(echo "$summary" | grep -oE "\"$1\": *\"?[-0-9.eE+a-zA-Z]+" |
-    grep -oE '[-0-9.eE+a-zA-Z]+$' || true)
-  echo "${value:-0}"
+  echo "$summary" | grep -oE "\"$1\":[-0-9.eE+]+" | grep -oE '[-0-9.eE+]+$' || true
 }
 
 failures=()

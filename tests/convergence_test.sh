@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/convergence.py's pieces on a real job: the MLP example with top-k 1% + error feedback,
 # cut at 20 steps and evaluated every 10, digested into the convergence table's JSON entry
-# (bytes per step from topk's wire size, evaluation steps); a run that ends in a non-finite
-# push is recorded as diverged, not as a failure; and digests of synthetic metrics (steps to
-# target, accuracy per epoch, an epoch cut short by divergence).
+# (bytes per step from topk's wire size, evaluation steps; its files' format version checked
+# by bench/tamp_files.py); a run that ends in a non-finite push is recorded as diverged, not
+# as a failure; and digests of synthetic metrics (steps to target, accuracy per epoch, an
+# epoch cut short by divergence).
 source tests/testlib.sh
 
 bin="$WORK/bin"
@@ -40,6 +41,21 @@ assert entry["bytes_pushed_per_step"] == topk + raw_bias, (entry["bytes_pushed_p
 assert entry["bytes_pulled_per_step"] > 4 * 1863690  # Raw pull: every weight, framed.
 print("ok: real run", {k: entry[k] for k in ("steps", "bytes_pushed_per_step",
                                             "compression_ratio", "accuracy_curve")})
+
+# The run's files in the current format (bench/tamp_files.py), whose readers refuse another
+# version rather than misread it: here a summary as version 1 wrote it, integers as strings.
+import json, os, tamp_files
+assert summary["format_version"] == tamp_files.FORMAT_VERSION and summary["steps"] == 20, summary
+assert all(l["format_version"] == tamp_files.FORMAT_VERSION for l in lines)
+old = os.path.join(work, "v1.summary.json")
+with open(old, "w") as f:
+    json.dump({"name": name, "steps": "20", "test_accuracy": 0.5}, f)
+try:
+    tamp_files.read_summary(old)
+    raise AssertionError("read_summary took a version 1 summary")
+except ValueError as e:
+    assert "format_version None, expected 2" in str(e), e
+print("ok: format version checked")
 
 # Learning rate 1e6: a push soon holds Inf, a server rejects it, and the run is recorded as
 # diverged at the last step any worker finished.

@@ -27,7 +27,7 @@ write_config "$config" training="max_steps: 40 eval_every_steps: 15"
   { cat "$WORK/good.out" >&2; fail "good run failed"; }
 expect_no_leftover_processes
 # Steps 15 and 30, then the last step (40; no epoch ends before it), by worker 0 only.
-eval_steps=$(grep '"test_accuracy"' "$WORK/metrics.jsonl" | grep '^{"worker":0,' |
+eval_steps=$(grep '"test_accuracy"' "$WORK/metrics.jsonl" | grep '^{"format_version":2,"worker":0,' |
   grep -oE '"step":[0-9]+' | cut -d: -f2 | tr '\n' ' ')
 [ "$eval_steps" = "15 30 40 " ] || fail "evaluated at steps '$eval_steps', expected '15 30 40 '"
 [ "$(grep -vc '"test_accuracy"' "$WORK/metrics.jsonl")" -eq 80 ] ||
@@ -38,8 +38,10 @@ for field in test_accuracy steps epochs wall_seconds step_ms_median bytes_pushed
     compression_ratio; do
   echo "$summary" | grep -q "\"$field\"" || fail "summary lacks $field"
 done
-echo "$summary" | grep -qE '"steps": *"?40"?' || fail "summary steps != 40"
-ratio=$(echo "$summary" | grep -oE '"compression_ratio": *[0-9.e+]+' | grep -oE '[0-9.e+]+$')
+# One JSON style (common/proto_json.h): versioned, snake_case, integers as numbers.
+echo "$summary" | grep -q '^{"format_version":2,' || fail "summary lacks format_version 2 first"
+echo "$summary" | grep -q '"steps":40,' || fail "summary steps != 40 (as a JSON number)"
+ratio=$(echo "$summary" | grep -oE '"compression_ratio":[0-9.e+]+' | grep -oE '[0-9.e+]+$')
 # top-k 10% with packed 16-bit indices: about 10 / (1 + 16/32) ~ 6.7x on compressed chunks.
 awk -v r="$ratio" 'BEGIN { exit !(r > 3 && r < 10) }' || fail "compression_ratio $ratio"
 

@@ -40,10 +40,10 @@ run_job() {
 
   local done_line accuracy pushed raw
   done_line=$(grep '"kind":"DONE"' "$dir/events0")
-  number() { echo "$done_line" | grep -oE "\"$1\": *\"?[0-9.e+-]+" | grep -oE '[0-9.e+-]+$' || echo 0; }
-  accuracy=$(number testAccuracy)
-  pushed=$(number bytesPushed)
-  raw=$(number rawBytesPushed)
+  number() { echo "$done_line" | grep -oE "\"$1\":[0-9.e+-]+" | grep -oE '[0-9.e+-]+$' || echo 0; }
+  accuracy=$(number test_accuracy)
+  pushed=$(number bytes_pushed)
+  raw=$(number raw_bytes_pushed)
   echo "$name: test accuracy after 2 epochs: $accuracy"
   awk -v a="$accuracy" 'BEGIN { exit !(a > 0.6) }' || fail "$name: test accuracy $accuracy"
   echo "$name: bytes pushed by worker 0: $pushed (raw fp32: $raw)"

@@ -24,7 +24,7 @@ write_config "$config" cluster="$token $tls" training="max_steps: 20"
 "$TAMP_BIN" run "$config" --summary_json="$WORK/summary.json" --run_dir="$WORK/run-tls" \
   --server_binary="$SERVER_BIN" --worker_binary="$WORKER_BIN" > "$WORK/tls.out" 2>&1 ||
   { cat "$WORK/tls.out" >&2; fail "TLS + token run failed"; }
-grep -qE '"steps": *"?20"?' "$WORK/summary.json" || { cat "$WORK/summary.json" >&2; fail "steps != 20"; }
+grep -q '"steps":20,' "$WORK/summary.json" || { cat "$WORK/summary.json" >&2; fail "steps != 20"; }
 grep -rq "mutual TLS, job token required" "$WORK/run-tls" ||
   fail "servers did not log mutual TLS with a token"
 expect_no_leftover_processes

@@ -113,7 +113,7 @@ grep -q "server 1 exited while workers were running (killed by SIGKILL); restart
   "$WORK/launcher.out" || { cat "$WORK/launcher.out" >&2; fail "the launcher did not restart server 1"; }
 launcher_resumed=$(grep -o 'resumed from .* at step [0-9]*' "$run_dir/server-1.restart-1.log" |
   grep -o '[0-9]*$') || fail "launcher: server 1 did not resume from its checkpoint"
-launcher_accuracy=$(grep -oE '"test_accuracy": *[0-9.e+-]+' "$WORK/launcher.json" | grep -oE '[0-9.e+-]+$')
+launcher_accuracy=$(grep -oE '"test_accuracy":[0-9.e+-]+' "$WORK/launcher.json" | grep -oE '[0-9.e+-]+$')
 echo "tamp run --restart_servers=1: server 1 resumed at step $launcher_resumed, test accuracy $launcher_accuracy"
 awk -v a="$accuracy" -v b="$launcher_accuracy" 'BEGIN { d = a - b; exit !(d <= 0.01 && d >= -0.01) }' ||
   fail "launcher: accuracy $launcher_accuracy is more than 1 point from the undisturbed $accuracy"

@@ -35,9 +35,10 @@ done
 python3 - "$out/summary.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
+assert s["format_version"] == 2, s
 assert s["name"] == "test", s
 # 2 epochs of 4096 examples, batch 32, 2 workers: 64 steps per epoch.
-assert int(s["steps"]) == 128, s["steps"]
+assert s["steps"] == 128, s["steps"]
 assert s["test_accuracy"] > 0.6, s["test_accuracy"]
 assert s["compression_ratio"] > 5, s["compression_ratio"]
 print(f"slurm job: accuracy {s['test_accuracy']:.4f}, {s['steps']} steps, ratio {s['compression_ratio']:.1f}")

@@ -138,7 +138,7 @@ run_processes() {
 # step_losses EVENTS / final_accuracy EVENTS: a worker's per-step losses (one per line) and
 # its test accuracy at the end, from its JSON events.
 step_losses() { grep '"kind":"STEP"' "$1" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2; }
-final_accuracy() { grep '"kind":"DONE"' "$1" | grep -o '"testAccuracy":[0-9.e+-]*' | cut -d: -f2; }
+final_accuracy() { grep '"kind":"DONE"' "$1" | grep -o '"test_accuracy":[0-9.e+-]*' | cut -d: -f2; }
 
 # Fails if any process still has $WORK on its command line.
 expect_no_leftover_processes() {

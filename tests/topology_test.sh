@@ -33,7 +33,7 @@ run_topology() {
   lines=$(wc -l < "$metrics")
   [ "$lines" -eq $((STEPS * workers)) ] || fail "$name: $lines metrics lines, expected $((STEPS * workers))"
   for ((w = 0; w < workers; w++)); do
-    [ "$(grep -c "^{\"worker\":$w,\"step\":" "$metrics")" -eq "$STEPS" ] ||
+    [ "$(grep -c "^{\"format_version\":2,\"worker\":$w,\"step\":" "$metrics")" -eq "$STEPS" ] ||
       fail "$name: worker $w does not have $STEPS metrics lines"
   done
   # Per line: SERVERS per-shard counts, all > 0, summing to the line's bytes; then run totals.
@@ -61,8 +61,8 @@ run_topology() {
     }
     END { printf "%d %d\n", all_pushed, all_pulled }' "$metrics") || fail "$name: bad metrics lines"
   local summary_pushed summary_pulled
-  summary_pushed=$(grep -oE '"bytes_pushed": *"?[0-9]+' "$summary" | grep -oE '[0-9]+$')
-  summary_pulled=$(grep -oE '"bytes_pulled": *"?[0-9]+' "$summary" | grep -oE '[0-9]+$')
+  summary_pushed=$(grep -oE '"bytes_pushed":[0-9]+' "$summary" | grep -oE '[0-9]+$')
+  summary_pulled=$(grep -oE '"bytes_pulled":[0-9]+' "$summary" | grep -oE '[0-9]+$')
   [ "$totals" = "$summary_pushed $summary_pulled" ] ||
     fail "$name: metrics total bytes '$totals' != summary '$summary_pushed $summary_pulled'"
   # Every line has the time split.
@@ -74,7 +74,7 @@ run_topology() {
   # Worker 0's mean loss over the first 5 steps vs the last 10.
   local first last
   local losses
-  losses=$(grep '^{"worker":0,' "$metrics" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2)
+  losses=$(grep '^{"format_version":2,"worker":0,' "$metrics" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2)
   first=$(echo "$losses" | mean_first 5)
   last=$(echo "$losses" | mean_last 10)
   awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }' ||

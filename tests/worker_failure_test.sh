@@ -38,8 +38,8 @@ start_worker() {
 steps_done() {
   local last
   last=$(grep '"kind":"STEP"' "$dir/events.$1" 2>/dev/null | tail -1) || true
-  last=$(echo "$last" | grep -o '"step":"[0-9]*') || true
-  echo "${last##*\"}" | sed 's/^$/0/'
+  last=$(echo "$last" | grep -o '"step":[0-9]*') || true
+  echo "${last##*:}" | sed 's/^$/0/'
 }
 # wait_for WHAT COMMAND...: polls COMMAND for up to 30 s.
 wait_for() {
@@ -75,7 +75,7 @@ for pid in "${pids[0]}" "${pids[2]}" "$replacement"; do
 done
 grep -q "worker 1 rejoined at step" "$dir/worker.1b.log" || fail "the replacement did not rejoin"
 for name in 0 2 1b; do
-  grep '"kind":"DONE"' "$dir/events.$name" | grep -q "\"step\":\"$total_steps\"" ||
+  grep '"kind":"DONE"' "$dir/events.$name" | grep -q "\"step\":$total_steps," ||
     fail "worker $name did not reach step $total_steps: $(grep DONE "$dir/events.$name")"
 done
 cmp "$dir/weights.0" "$dir/weights.2" || fail "worker 2's replica differs from worker 0's"
@@ -84,7 +84,7 @@ cmp "$dir/weights.0" "$dir/weights.1b" || fail "the replacement's replica differ
 accuracy=$(final_accuracy "$dir/events.0")
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.7) }' || fail "test accuracy $accuracy"
 # Step times of worker 0: the median, and the two steps that waited for a drop.
-step_ms=$(grep '"kind":"STEP"' "$dir/events.0" | grep -o '"stepMs":[0-9.e+-]*' | cut -d: -f2)
+step_ms=$(grep '"kind":"STEP"' "$dir/events.0" | grep -o '"step_ms":[0-9.e+-]*' | cut -d: -f2)
 echo "worker 2 stalled at step $stalled_at, worker 1 killed at step $killed_at"
 sorted_ms=$(echo "$step_ms" | sort -g)
 median_ms=$(echo "$sorted_ms" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')

@@ -20,8 +20,8 @@
 #include "common/placement.h"
 #include "common/placement_flags.h"
 #include "common/config.h"
+#include "common/proto_json.h"
 #include "glog/logging.h"
-#include "google/protobuf/util/json_util.h"
 #include "worker/openblas_kernels.h"
 #include "worker/trainer.h"
 
@@ -48,9 +48,9 @@ bool DumpWeights(absl::Span<const float> params, const std::string& path) {
   return std::fclose(file) == 0 && written;
 }
 
+// One line per event, in the style of every JSON file Tamp writes (common/proto_json.h).
 void WriteEvent(const tamp::events::WorkerEvent& event) {
-  std::string line;
-  CHECK(google::protobuf::util::MessageToJsonString(event, &line).ok());
+  const std::string line = tamp::ProtoToJson(event);
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);

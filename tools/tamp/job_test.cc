@@ -307,8 +307,8 @@ TEST_F(JobTest, MetricsFileGetsEveryStepAndShardLoadIsShown) {
       EXPECT_THAT(line, HasSubstr(R"("test_accuracy":0.75})"));
       continue;
     }
-    if (absl::StartsWith(line, R"({"worker":0,)")) ++per_worker[0];
-    if (absl::StartsWith(line, R"({"worker":1,)")) ++per_worker[1];
+    if (absl::StartsWith(line, R"({"format_version":2,"worker":0,)")) ++per_worker[0];
+    if (absl::StartsWith(line, R"({"format_version":2,"worker":1,)")) ++per_worker[1];
   }
   EXPECT_EQ(per_worker[0], 5);
   EXPECT_EQ(per_worker[1], 5);

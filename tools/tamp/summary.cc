@@ -1,12 +1,10 @@
 #include "tools/tamp/summary.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "common/proto_json.h"
 #include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -99,50 +97,46 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-namespace {
-
-// A JSON number with 6 significant digits ("0.5123", "4.1", "12"); null if not finite.
-std::string JsonNumber(double value) {
-  return std::isfinite(value) ? absl::StrFormat("%.6g", value) : "null";
-}
-
-}  // namespace
-
 std::string StepMetricsJson(int worker, const events::WorkerEvent& step) {
+  events::StepMetrics metrics;
+  metrics.set_format_version(kJsonFormatVersion);
+  metrics.set_worker(worker);
+  metrics.set_step(step.step());
+  metrics.set_loss(step.loss());
+  metrics.set_step_ms(step.step_ms());
   uint64_t pushed = 0, pulled = 0;
   for (uint64_t bytes : step.step_shard_bytes_pushed()) pushed += bytes;
   for (uint64_t bytes : step.step_shard_bytes_pulled()) pulled += bytes;
-  return absl::StrCat(
-      "{\"worker\":", worker, ",\"step\":", step.step(), ",\"loss\":", JsonNumber(step.loss()),
-      ",\"step_ms\":", JsonNumber(step.step_ms()), ",\"bytes_pushed\":", pushed,
-      ",\"bytes_pulled\":", pulled, ",\"shard_bytes_pushed\":[",
-      absl::StrJoin(step.step_shard_bytes_pushed(), ","), "],\"shard_bytes_pulled\":[",
-      absl::StrJoin(step.step_shard_bytes_pulled(), ","),
-      "],\"raw_bytes_pushed\":", step.step_raw_bytes_pushed(),
-      ",\"compression_ratio\":", JsonNumber(step.step_compression_ratio()),
-      ",\"compute_ms\":", JsonNumber(step.compute_ms()),
-      ",\"encode_ms\":", JsonNumber(step.encode_ms()),
-      ",\"wire_ms\":", JsonNumber(step.wire_ms()),
-      ",\"decode_ms\":", JsonNumber(step.decode_ms()),
-      ",\"apply_ms\":", JsonNumber(step.apply_ms()),
-      ",\"comm_ms\":", JsonNumber(step.comm_ms()),
-      ",\"comm_hidden_percent\":", JsonNumber(step.comm_hidden_percent()), "}");
+  metrics.set_bytes_pushed(pushed);
+  metrics.set_bytes_pulled(pulled);
+  *metrics.mutable_shard_bytes_pushed() = step.step_shard_bytes_pushed();
+  *metrics.mutable_shard_bytes_pulled() = step.step_shard_bytes_pulled();
+  metrics.set_raw_bytes_pushed(step.step_raw_bytes_pushed());
+  metrics.set_compression_ratio(step.step_compression_ratio());
+  metrics.set_compute_ms(step.compute_ms());
+  metrics.set_encode_ms(step.encode_ms());
+  metrics.set_wire_ms(step.wire_ms());
+  metrics.set_decode_ms(step.decode_ms());
+  metrics.set_apply_ms(step.apply_ms());
+  metrics.set_comm_ms(step.comm_ms());
+  metrics.set_comm_hidden_percent(step.comm_hidden_percent());
+  return ProtoToJson(metrics);
 }
 
 std::string EvalMetricsJson(int worker, const events::WorkerEvent& eval) {
-  return absl::StrCat("{\"worker\":", worker, ",\"step\":", eval.step(),
-                      ",\"epoch\":", eval.epoch(),
-                      ",\"test_accuracy\":", JsonNumber(eval.test_accuracy()), "}");
+  events::EvalMetrics metrics;
+  metrics.set_format_version(kJsonFormatVersion);
+  metrics.set_worker(worker);
+  metrics.set_step(eval.step());
+  metrics.set_epoch(eval.epoch());
+  metrics.set_test_accuracy(eval.test_accuracy());
+  return ProtoToJson(metrics);
 }
 
 std::string SummaryToJson(const events::RunSummary& summary) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  const auto status = google::protobuf::util::MessageToJsonString(summary, &json, options);
-  CHECK(status.ok()) << status.ToString();  // Cannot fail for a well-formed message.
-  return json;
+  events::RunSummary versioned = summary;
+  versioned.set_format_version(kJsonFormatVersion);
+  return ProtoToJson(versioned);
 }
 
 }  // namespace tamp::launcher

@@ -24,9 +24,10 @@ namespace tamp::launcher {
 
 // ParseWorkerEvent()
 //
-// Parses one line a worker wrote to stdout: a proto3 JSON tamp.events.WorkerEvent (unknown
-// fields ignored). INVALID_ARGUMENT if the line is not JSON, not a WorkerEvent, or has no
-// kind; the caller then treats it as a log line.
+// Parses one line a worker wrote to stdout: a tamp.events.WorkerEvent as common/proto_json.h
+// writes it (with protobuf's JSON parser, which also takes older workers' lowerCamelCase names
+// and integers as strings; unknown fields ignored). INVALID_ARGUMENT if the line is not JSON,
+// not a WorkerEvent, or has no kind; the caller then treats it as a log line.
 absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
 
 // SummaryBuilder
@@ -68,27 +69,32 @@ class SummaryBuilder {
 // Median of `values` (mean of the middle two for an even count; 0 for none).
 double Median(std::vector<double> values);
 
+// The format_version of the JSON files the launcher writes (RunSummary, StepMetrics,
+// EvalMetrics in events.proto): 2, snake_case names and integers as JSON numbers. Version 1
+// (no format_version field) printed 64-bit integers as strings.
+inline constexpr uint32_t kJsonFormatVersion = 2;
+
 // StepMetricsJson()
 //
-// One line of --metrics_file for a STEP event of worker `worker` (no newline), e.g.
-//   {"worker":1,"step":40,"loss":0.5123,"step_ms":4.1,"bytes_pushed":5120,
+// One line of --metrics_file for a STEP event of worker `worker` (no newline): an
+// events::StepMetrics, e.g.
+//   {"format_version":2,"worker":1,"step":40,"loss":0.5123,"step_ms":4.1,"bytes_pushed":5120,
 //    "bytes_pulled":9000,"shard_bytes_pushed":[2560,2560],"shard_bytes_pulled":[4500,4500],
 //    "raw_bytes_pushed":20480,"compression_ratio":4,"compute_ms":2.1,"encode_ms":0.3,
 //    "wire_ms":0.8,"decode_ms":0.1,"apply_ms":0.02,"comm_ms":9.5,"comm_hidden_percent":61.2}
-// bytes_pushed/pulled are this step's, the sums of the per-shard lists (indexed by shard).
 std::string StepMetricsJson(int worker, const events::WorkerEvent& step);
 
 // EvalMetricsJson()
 //
-// One line of --metrics_file for an EVAL event (no newline), e.g.
-//   {"worker":0,"step":400,"epoch":0,"test_accuracy":0.8512}
-// Told apart from step lines by "test_accuracy" (step lines have none).
+// One line of --metrics_file for an EVAL event (no newline): an events::EvalMetrics, e.g.
+//   {"format_version":2,"worker":0,"step":400,"epoch":0,"test_accuracy":0.8512}
 std::string EvalMetricsJson(int worker, const events::WorkerEvent& eval);
 
 // SummaryToJson()
 //
-// The summary as proto3 JSON with field names as in events.proto and every field printed
-// (uint64 fields are JSON strings, as proto3 JSON prescribes).
+// The summary as one line of JSON (common/proto_json.h), its format_version set to
+// kJsonFormatVersion, e.g. {"format_version":2,"name":"mlp","test_accuracy":0.8823,
+// "steps":1404,...}.
 std::string SummaryToJson(const events::RunSummary& summary);
 
 }  // namespace tamp::launcher

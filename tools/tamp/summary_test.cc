@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/proto_json.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -32,6 +33,7 @@ events::WorkerEvent StepLoss(float loss) {
   return e;
 }
 
+// Older workers printed protobuf's proto3 JSON: lowerCamelCase, 64-bit integers as strings.
 TEST(ParseWorkerEventTest, ParsesProto3Json) {
   auto e = ParseWorkerEvent(
       R"({"kind":"STEP","worker":1,"step":"5","totalSteps":"10","loss":0.5,"stepMs":2.5,)"
@@ -46,9 +48,8 @@ TEST(ParseWorkerEventTest, ParsesProto3Json) {
 
 TEST(ParseWorkerEventTest, RoundTripsWhatWorkersPrint) {
   events::WorkerEvent done = Done(1, 2, 3, 4.5, 0.75);
-  std::string json;
-  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(done, &json).ok());
-  auto parsed = ParseWorkerEvent(json);
+  done.add_step_shard_bytes_pushed(7);
+  auto parsed = ParseWorkerEvent(ProtoToJson(done));  // worker_main.cc's WriteEvent.
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->SerializeAsString(), done.SerializeAsString());
 }
@@ -141,13 +142,13 @@ TEST(StepMetricsJsonTest, OneObjectWithPerShardBytesAndTheirSums) {
   e.set_comm_ms(9.5);
   e.set_bytes_pushed(999999);  // Cumulative: not what the metrics line reports.
   EXPECT_EQ(StepMetricsJson(1, e),
-            R"({"worker":1,"step":40,"loss":0.5,"step_ms":4,"bytes_pushed":3560,)"
-            R"("bytes_pulled":8500,"shard_bytes_pushed":[2560,1000],)"
+            R"({"format_version":2,"worker":1,"step":40,"loss":0.5,"step_ms":4,)"
+            R"("bytes_pushed":3560,"bytes_pulled":8500,"shard_bytes_pushed":[2560,1000],)"
             R"("shard_bytes_pulled":[4500,4000],"raw_bytes_pushed":14240,)"
             R"("compression_ratio":4,"compute_ms":2.5,"encode_ms":0.25,"wire_ms":1,)"
             R"("decode_ms":0.125,"apply_ms":0.0625,"comm_ms":9.5,"comm_hidden_percent":61.5})");
   e.set_loss(std::nanf(""));
-  EXPECT_THAT(StepMetricsJson(0, e), HasSubstr(R"("loss":null,)"));
+  EXPECT_THAT(StepMetricsJson(0, e), HasSubstr(R"("loss":"NaN",)"));
 }
 
 TEST(EvalMetricsJsonTest, StepEpochAndAccuracy) {
@@ -156,7 +157,8 @@ TEST(EvalMetricsJsonTest, StepEpochAndAccuracy) {
   e.set_step(400);
   e.set_epoch(1);
   e.set_test_accuracy(0.8512);
-  EXPECT_EQ(EvalMetricsJson(0, e), R"({"worker":0,"step":400,"epoch":1,"test_accuracy":0.8512})");
+  EXPECT_EQ(EvalMetricsJson(0, e),
+            R"({"format_version":2,"worker":0,"step":400,"epoch":1,"test_accuracy":0.8512})");
 }
 
 TEST(SummaryBuilderTest, MissingDoneIsAnError) {
@@ -167,19 +169,25 @@ TEST(SummaryBuilderTest, MissingDoneIsAnError) {
   EXPECT_THAT(std::string(summary.status().message()), HasSubstr("worker 1"));
 }
 
-TEST(SummaryToJsonTest, PrintsEveryFieldWithProtoNames) {
+// One style with the metrics file: snake_case names, integers as numbers, every field, the
+// format version first.
+TEST(SummaryToJsonTest, EveryFieldSnakeCaseWithNumbersAndTheFormatVersion) {
   events::RunSummary summary;
   summary.set_name("mlp");
-  summary.set_steps(10);
+  summary.set_steps(1404);
+  summary.set_bytes_pushed(350064936);
+  summary.set_test_accuracy(0.8823);
+  summary.set_step_ms_median(30.72);
   const std::string json = SummaryToJson(summary);
-  EXPECT_THAT(json, HasSubstr(R"("name":"mlp")"));
-  EXPECT_THAT(json, HasSubstr(R"("steps":"10")"));
-  EXPECT_THAT(json, HasSubstr(R"("test_accuracy":0)"));
-  EXPECT_THAT(json, HasSubstr(R"("compression_ratio":0)"));
-  EXPECT_THAT(json, HasSubstr(R"("final_loss":0)"));
-  EXPECT_THAT(json, HasSubstr(R"("bytes_pulled":"0")"));
+  EXPECT_EQ(json,
+            R"({"format_version":2,"name":"mlp","test_accuracy":0.8823,"steps":1404,)"
+            R"("epochs":0,"wall_seconds":0,"step_ms_median":30.72,"bytes_pushed":350064936,)"
+            R"("bytes_pulled":0,"compression_ratio":0,"final_loss":0,"compute_ms_median":0,)"
+            R"("encode_ms_median":0,"wire_ms_median":0,"decode_ms_median":0,)"
+            R"("apply_ms_median":0,"comm_hidden_percent_median":0})");
   events::RunSummary parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
+  summary.set_format_version(kJsonFormatVersion);
   EXPECT_EQ(parsed.SerializeAsString(), summary.SerializeAsString());
 }
 

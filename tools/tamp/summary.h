@@ -26,7 +26,7 @@ namespace tamp::launcher {
 //
 // Parses one line a worker wrote to stdout: a proto3 JSON tamp.events.WorkerEvent (unknown
 // fields ignored). INVALID_ARGUMENT if the line is not JSON, not a WorkerEvent, or has no
-// kind; the caller then treats it as a log line.
+// kind or one events.proto does not define; the caller then treats it as a log line.
 absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
 
 // SummaryBuilder

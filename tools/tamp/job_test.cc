@@ -207,6 +207,22 @@ class JobTest : public ::testing::Test {
     options_.command = {"sh", dir_ + "/train.sh", "--lr", "0.1"};
   }
 
+  // Ctrl-C once the two servers and two workers are up: everything stops, exit 130.
+  void RunAndInterruptOnceAllFourRun() {
+    std::thread interrupter([this] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (Pids(pids_).size() < 4 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      kill(getpid(), SIGINT);
+    });
+    const int code = Run();
+    interrupter.join();
+    ASSERT_EQ(code, kExitInterrupted) << out_.str();
+    EXPECT_THAT(out_.str(), HasSubstr("tamp: interrupted (SIGINT); stopping 4 processes"));
+    ExpectAllGone(4);
+  }
+
   std::string dir_;
   std::string env_dir_;
   std::string pids_;
@@ -476,19 +492,13 @@ TEST_F(JobTest, UncleanServerStopIsAWarningOnly) {
 
 TEST_F(JobTest, InterruptTearsDownWith130) {
   setenv("FAKE_WORKER_MODE", "hang", 1);
-  // Ctrl-C once all four processes are up.
-  std::thread interrupter([this] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (Pids(pids_).size() < 4 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill(getpid(), SIGINT);
-  });
-  const int code = Run();
-  interrupter.join();
-  ASSERT_EQ(code, kExitInterrupted) << out_.str();
-  EXPECT_THAT(out_.str(), HasSubstr("tamp: interrupted (SIGINT); stopping 4 processes"));
-  ExpectAllGone(4);
+  RunAndInterruptOnceAllFourRun();
+}
+
+TEST_F(JobTest, InterruptTearsDownCommandWorkersWith130) {
+  UseCommand();
+  setenv("FAKE_COMMAND_MODE", "hang", 1);
+  RunAndInterruptOnceAllFourRun();
 }
 
 }  // namespace

@@ -112,7 +112,8 @@ absl::StatusOr<std::string> WorkerConfigPathFromEnv(const EnvLookup& env);
 // cluster.num_workers (4)", "WORLD_SIZE=3 disagrees with cluster.num_workers=4";
 // FAILED_PRECONDITION when the environment names no placement at all.
 //
-// Reads only through `env`; no state, safe from any thread.
+// Keeps no state and reads only through `env`: callable from any thread where `env` is
+// (ProcessEnv() is, while nothing calls setenv()).
 //
 // Example:
 //   const EnvLookup env = ProcessEnv();

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `tamp run CONFIG -- COMMAND`: real servers and W copies of a user's program as workers.
-#   1. A python3 program: each rank runs once, with TAMP_CONFIG (absolute), TAMP_RANK,
-#      TAMP_NUM_WORKERS, TAMP_LOCAL_RANK and TAMP_SERVERS (the servers tamp started, which
-#      it can connect to); its WorkerEvent lines make the summary, its print()s go to its log.
+#   1. A python3 program: each rank runs once, with its arguments (--help among them: the
+#      COMMAND's, not tamp's), TAMP_CONFIG (absolute), TAMP_RANK, TAMP_NUM_WORKERS,
+#      TAMP_LOCAL_RANK and TAMP_SERVERS (the servers tamp started, which it can connect
+#      to); its WorkerEvent lines make the summary, its print()s go to its log.
 #   2. tamp_worker itself as the COMMAND, without --rank or --servers: it trains, placed by
 #      the TAMP_* variables alone (common/placement.h).
 #   3. A program that prints no events ends cleanly with the wall time in the summary.
@@ -39,16 +40,20 @@ json_field() {
   python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
 }
 
+# servers_of RUN_DIR: the addresses of the two servers tamp started there.
+servers_of() { echo "127.0.0.1:$(cat "$1/server-0.port"),127.0.0.1:$(cat "$1/server-1.port")"; }
+
 # 1. Three python3 workers.
 write_config "$WORK/job.pbtxt" servers=2 workers=3
 mkdir -p "$WORK/env"
-(cd "$WORK" && "$TAMP_BIN" run job.pbtxt --run_dir="$WORK/run-py" --server_binary="$SERVER_BIN" \
-  --summary_json="$WORK/py.json" -- python3 "$WORK/train.py" "$WORK/env" --lr 0.1) \
+(cd "$WORK" && "$TAMP_BIN" run job.pbtxt --run_dir="$WORK/run-py" \
+  --server_binary="$SERVER_BIN" --summary_json="$WORK/py.json" \
+  -- python3 "$WORK/train.py" "$WORK/env" --lr 0.1 --help) \
   > "$WORK/py.out" 2>&1 || { cat "$WORK/py.out" >&2; fail "python3 workers failed"; }
 expect_no_leftover_processes
-servers="127.0.0.1:$(cat "$WORK/run-py/server-0.port"),127.0.0.1:$(cat "$WORK/run-py/server-1.port")"
+servers=$(servers_of "$WORK/run-py")
 for rank in 0 1 2; do
-  expected="argv=--lr 0.1
+  expected="argv=--lr 0.1 --help
 TAMP_CONFIG=$WORK/job.pbtxt
 TAMP_LOCAL_RANK=$rank
 TAMP_NUM_WORKERS=3
@@ -78,10 +83,11 @@ write_config "$WORK/train.pbtxt" training="max_steps: 20"
 worker="$WORKER_BIN --config=$WORK/train.pbtxt"
 "$TAMP_BIN" run "$WORK/train.pbtxt" --run_dir="$WORK/run-worker" --server_binary="$SERVER_BIN" \
   --summary_json="$WORK/worker.json" -- sh -c "$worker --check && exec $worker" \
-  > "$WORK/worker.out" 2>&1 || { cat "$WORK/worker.out" >&2; fail "tamp_worker as COMMAND failed"; }
+  > "$WORK/worker.out" 2>&1 ||
+  { cat "$WORK/worker.out" >&2; fail "tamp_worker as COMMAND failed"; }
 expect_no_leftover_processes
 [ "$(json_field "$WORK/worker.json" steps)" = 20 ] || fail "tamp_worker run: steps != 20"
-servers="127.0.0.1:$(cat "$WORK/run-worker/server-0.port"),127.0.0.1:$(cat "$WORK/run-worker/server-1.port")"
+servers=$(servers_of "$WORK/run-worker")
 grep -qF "worker 1 of 2 (placement: tamp); servers: $servers" "$WORK/run-worker/worker-1.log" ||
   { cat "$WORK/run-worker/worker-1.log" >&2; fail "worker 1 was not placed by TAMP_*"; }
 echo "ok: tamp_worker as COMMAND -> $(grep -m1 'tamp: done' "$WORK/worker.out")"
@@ -92,8 +98,8 @@ echo "ok: tamp_worker as COMMAND -> $(grep -m1 'tamp: done' "$WORK/worker.out")"
   { cat "$WORK/silent.out" >&2; fail "a silent COMMAND failed the run"; }
 expect_no_leftover_processes
 grep -q "tamp: done in " "$WORK/silent.out" || fail "silent run: no wall time line"
-python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); sys.exit(not s["wall_seconds"] > 0)' \
-  "$WORK/silent.json" || fail "silent run: no wall time in the summary"
+awk -v s="$(json_field "$WORK/silent.json" wall_seconds)" 'BEGIN { exit !(s > 0) }' ||
+  fail "silent run: no wall time in the summary"
 echo "ok: silent COMMAND -> $(grep -m1 'tamp: done' "$WORK/silent.out")"
 
 # expect_exit NAME CODE NEEDLE ARGS...: `tamp run ARGS` must exit CODE and print NEEDLE.

@@ -1,5 +1,6 @@
 #include "common/placement.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
@@ -35,6 +36,27 @@ absl::StatusOr<uint32_t> ParseCount(absl::string_view name, absl::string_view te
     return Invalid(name, absl::StrCat("'", text, "' is not a non-negative integer"));
   }
   return value;
+}
+
+// The value of `name` parsed as a count, or nullopt when it is unset or empty.
+absl::StatusOr<std::optional<uint32_t>> OptionalCount(const EnvLookup& env,
+                                                      const std::string& name) {
+  std::optional<std::string> text = env(name);
+  if (!text.has_value() || text->empty()) return std::nullopt;
+  TAMP_ASSIGN_OR_RETURN(const uint32_t value, ParseCount(name, *text));
+  return value;
+}
+
+bool IsSet(const EnvLookup& env, const std::string& name) {
+  std::optional<std::string> value = env(name);
+  return value.has_value() && !value->empty();
+}
+
+// "5 is not below cluster.num_workers (4)" under `name`.
+absl::Status CheckRank(absl::string_view name, uint32_t rank, absl::string_view bound_name,
+                       uint32_t bound) {
+  if (rank < bound) return absl::OkStatus();
+  return Invalid(name, absl::StrCat(rank, " is not below ", bound_name, " (", bound, ")"));
 }
 
 // Splits at commas that are not inside brackets.
@@ -175,6 +197,9 @@ absl::StatusOr<Placement> FromSlurm(const PlacementRequest& request, const EnvLo
   } else {
     placement.role = Role::kWorker;
     placement.rank = procid - request.num_servers;
+    placement.local_rank = static_cast<uint32_t>(
+        std::count(host_of_task.begin() + request.num_servers, host_of_task.begin() + procid,
+                   host_of_task[procid]));
   }
   if (placement.role != request.role) {
     return Invalid("SLURM_PROCID",
@@ -185,6 +210,90 @@ absl::StatusOr<Placement> FromSlurm(const PlacementRequest& request, const EnvLo
                                 request.role == Role::kServer ? "tamp_server" : "tamp_worker",
                                 ": start deploy/slurm/tamp_task.sh, which picks the binary"));
   }
+  return placement;
+}
+
+// The servers of a placement that a launcher describes by rank only (tamp run, torchrun):
+// TAMP_SERVERS, else the request's flag_servers.
+absl::StatusOr<std::vector<std::string>> ServersFromEnv(const PlacementRequest& request,
+                                                        const EnvLookup& env) {
+  std::optional<std::string> list = env("TAMP_SERVERS");
+  if (!list.has_value() || list->empty()) {
+    if (request.flag_servers.empty()) {
+      return absl::FailedPreconditionError(
+          "TAMP_SERVERS is not set and no server addresses were given (cluster.server_addresses "
+          "in the config, or tamp_worker's --servers)");
+    }
+    return request.flag_servers;
+  }
+  std::vector<std::string> servers;
+  for (absl::string_view address : absl::StrSplit(*list, ',')) {
+    address = absl::StripAsciiWhitespace(address);
+    if (address.empty()) {
+      return Invalid("TAMP_SERVERS", absl::StrCat("empty address in '", *list, "'"));
+    }
+    servers.emplace_back(address);
+  }
+  if (servers.size() != request.num_servers) {
+    return Invalid("TAMP_SERVERS", absl::StrCat("names ", servers.size(),
+                                                servers.size() == 1 ? " server" : " servers",
+                                                " but cluster.num_servers is ",
+                                                request.num_servers));
+  }
+  return servers;
+}
+
+absl::Status RequireWorker(const PlacementRequest& request, absl::string_view launcher) {
+  if (request.role == Role::kWorker) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      launcher, " places workers only; a server takes its place from the flags, Slurm or "
+      "Kubernetes"));
+}
+
+absl::StatusOr<Placement> FromTampEnv(const PlacementRequest& request, const EnvLookup& env) {
+  TAMP_RETURN_IF_ERROR(RequireWorker(request, "tamp run (TAMP_RANK)"));
+  TAMP_ASSIGN_OR_RETURN(const std::string rank_text,
+                        Require(env, "TAMP_RANK", "`tamp run CONFIG -- COMMAND`"));
+  Placement placement;
+  placement.source = "tamp";
+  placement.role = Role::kWorker;
+  TAMP_ASSIGN_OR_RETURN(placement.rank, ParseCount("TAMP_RANK", rank_text));
+  TAMP_ASSIGN_OR_RETURN(const std::optional<uint32_t> num_workers,
+                        OptionalCount(env, "TAMP_NUM_WORKERS"));
+  if (num_workers.has_value() && *num_workers != request.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("TAMP_NUM_WORKERS=", *num_workers,
+                                                   " disagrees with cluster.num_workers=",
+                                                   request.num_workers));
+  }
+  TAMP_RETURN_IF_ERROR(
+      CheckRank("TAMP_RANK", placement.rank, "cluster.num_workers", request.num_workers));
+  TAMP_ASSIGN_OR_RETURN(const std::optional<uint32_t> local_rank,
+                        OptionalCount(env, "TAMP_LOCAL_RANK"));
+  placement.local_rank = local_rank.value_or(0);
+  TAMP_ASSIGN_OR_RETURN(placement.servers, ServersFromEnv(request, env));
+  return placement;
+}
+
+absl::StatusOr<Placement> FromTorchrun(const PlacementRequest& request, const EnvLookup& env) {
+  constexpr absl::string_view kEngine = "torchrun";
+  TAMP_RETURN_IF_ERROR(RequireWorker(request, kEngine));
+  TAMP_ASSIGN_OR_RETURN(const std::string rank_text, Require(env, "RANK", kEngine));
+  TAMP_ASSIGN_OR_RETURN(const std::string world_text, Require(env, "WORLD_SIZE", kEngine));
+  Placement placement;
+  placement.source = "torchrun";
+  placement.role = Role::kWorker;
+  TAMP_ASSIGN_OR_RETURN(placement.rank, ParseCount("RANK", rank_text));
+  TAMP_ASSIGN_OR_RETURN(const uint32_t world_size, ParseCount("WORLD_SIZE", world_text));
+  if (world_size != request.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("WORLD_SIZE=", world_size,
+                                                   " disagrees with cluster.num_workers=",
+                                                   request.num_workers));
+  }
+  TAMP_RETURN_IF_ERROR(CheckRank("RANK", placement.rank, "WORLD_SIZE", world_size));
+  TAMP_ASSIGN_OR_RETURN(const std::optional<uint32_t> local_rank,
+                        OptionalCount(env, "LOCAL_RANK"));
+  placement.local_rank = local_rank.value_or(0);
+  TAMP_ASSIGN_OR_RETURN(placement.servers, ServersFromEnv(request, env));
   return placement;
 }
 
@@ -259,15 +368,29 @@ absl::StatusOr<Placement> FromFlags(const PlacementRequest& request) {
   return placement;
 }
 
+// What PlacementSource::kAuto stands for in `env`.
+PlacementSource AutoSource(Role role, const EnvLookup& env) {
+  if (role == Role::kWorker && IsSet(env, "TAMP_RANK")) return PlacementSource::kTampEnv;
+  if (role == Role::kWorker && IsSet(env, "RANK") && IsSet(env, "WORLD_SIZE")) {
+    return PlacementSource::kTorchrun;
+  }
+  if (IsSet(env, "SLURM_PROCID")) return PlacementSource::kSlurm;
+  if (IsSet(env, "KUBERNETES_SERVICE_HOST")) return PlacementSource::kKubernetes;
+  return PlacementSource::kFlags;
+}
+
 }  // namespace
 
 absl::StatusOr<PlacementSource> ParsePlacementSource(absl::string_view text) {
   if (text == "auto") return PlacementSource::kAuto;
   if (text == "flags") return PlacementSource::kFlags;
+  if (text == "tamp") return PlacementSource::kTampEnv;
+  if (text == "torchrun") return PlacementSource::kTorchrun;
   if (text == "slurm") return PlacementSource::kSlurm;
   if (text == "kubernetes") return PlacementSource::kKubernetes;
-  return Invalid("--placement", absl::StrCat("'", text,
-                                             "' is not one of auto, flags, slurm, kubernetes"));
+  return Invalid("--placement",
+                 absl::StrCat("'", text,
+                              "' is not one of auto, flags, tamp, torchrun, slurm, kubernetes"));
 }
 
 EnvLookup ProcessEnv() {
@@ -280,16 +403,12 @@ EnvLookup ProcessEnv() {
 
 absl::StatusOr<Placement> ResolvePlacement(const PlacementRequest& request, const EnvLookup& env) {
   PlacementSource source = request.source;
-  if (source == PlacementSource::kAuto) {
-    auto is_set = [&](const std::string& name) {
-      std::optional<std::string> value = env(name);
-      return value.has_value() && !value->empty();
-    };
-    source = is_set("SLURM_PROCID")              ? PlacementSource::kSlurm
-             : is_set("KUBERNETES_SERVICE_HOST") ? PlacementSource::kKubernetes
-                                                 : PlacementSource::kFlags;
-  }
+  if (source == PlacementSource::kAuto) source = AutoSource(request.role, env);
   switch (source) {
+    case PlacementSource::kTampEnv:
+      return FromTampEnv(request, env);
+    case PlacementSource::kTorchrun:
+      return FromTorchrun(request, env);
     case PlacementSource::kSlurm:
       return FromSlurm(request, env);
     case PlacementSource::kKubernetes:
@@ -299,6 +418,39 @@ absl::StatusOr<Placement> ResolvePlacement(const PlacementRequest& request, cons
       break;
   }
   return FromFlags(request);
+}
+
+absl::StatusOr<std::string> WorkerConfigPathFromEnv(const EnvLookup& env) {
+  std::optional<std::string> path = env("TAMP_CONFIG");
+  if (!path.has_value() || path->empty()) {
+    return absl::FailedPreconditionError(
+        "TAMP_CONFIG is not set: start the program with `tamp run CONFIG -- COMMAND`, or give "
+        "it the CONFIG yourself");
+  }
+  return *path;
+}
+
+absl::StatusOr<Placement> WorkerPlacementFromEnv(const config::Cluster& cluster,
+                                                 const EnvLookup& env) {
+  PlacementRequest request;
+  request.role = Role::kWorker;
+  request.source = AutoSource(Role::kWorker, env);
+  if (request.source == PlacementSource::kFlags) {
+    return absl::FailedPreconditionError(
+        "no placement in the environment: none of TAMP_RANK (`tamp run CONFIG -- COMMAND` sets "
+        "it), RANK and WORLD_SIZE (torchrun), SLURM_PROCID (srun) or KUBERNETES_SERVICE_HOST is "
+        "set");
+  }
+  request.num_servers = cluster.num_servers();
+  request.num_workers = cluster.num_workers();
+  request.flag_servers.assign(cluster.server_addresses().begin(),
+                              cluster.server_addresses().end());
+  TAMP_ASSIGN_OR_RETURN(const std::optional<uint32_t> base_port,
+                        OptionalCount(env, "TAMP_BASE_PORT"));
+  request.base_port = base_port.value_or(kDefaultBasePort);
+  request.k8s_statefulset = kDefaultK8sName;
+  request.k8s_service = kDefaultK8sName;
+  return ResolvePlacement(request, env);
 }
 
 absl::StatusOr<std::vector<std::string>> ExpandSlurmHostList(absl::string_view list) {

@@ -7,13 +7,16 @@
 
 ABSL_FLAG(std::string, placement, "auto",
           "Where rank and addresses come from: flags (--rank; servers --host and --port, "
-          "workers --servers), slurm (SLURM_PROCID etc.), kubernetes (servers: the StatefulSet "
-          "pod ordinal; workers: JOB_COMPLETION_INDEX), or auto (slurm under srun, kubernetes "
-          "in a pod, else flags). See common/placement.h.");
-ABSL_FLAG(uint32_t, base_port, 29500,
+          "workers --servers), tamp (workers: TAMP_RANK etc., as `tamp run CONFIG -- COMMAND` "
+          "sets them), torchrun (workers: RANK, WORLD_SIZE), slurm (SLURM_PROCID etc.), "
+          "kubernetes (servers: the StatefulSet pod ordinal; workers: JOB_COMPLETION_INDEX), or "
+          "auto (for workers tamp when TAMP_RANK is set, torchrun when RANK is; then slurm "
+          "under srun, kubernetes in a pod, else flags). See common/placement.h.");
+ABSL_FLAG(uint32_t, base_port, tamp::kDefaultBasePort,
           "Slurm: shard i listens on base_port + i. Kubernetes: every shard listens on it.");
-ABSL_FLAG(std::string, k8s_statefulset, "tamp-server", "Kubernetes: the servers' StatefulSet.");
-ABSL_FLAG(std::string, k8s_service, "tamp-server",
+ABSL_FLAG(std::string, k8s_statefulset, tamp::kDefaultK8sName,
+          "Kubernetes: the servers' StatefulSet.");
+ABSL_FLAG(std::string, k8s_service, tamp::kDefaultK8sName,
           "Kubernetes: the headless Service in front of that StatefulSet.");
 
 namespace tamp {

@@ -1,9 +1,12 @@
 #include "common/placement.h"
 
 #include <map>
+#include <utility>
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/config.pb.h"
 
 namespace tamp {
 namespace {
@@ -74,7 +77,11 @@ TEST(PlacementTest, SlurmFirstTasksAreServersOnTheirBlockNodes) {
   ASSERT_TRUE(worker.ok()) << worker.status();
   EXPECT_EQ(worker->role, Role::kWorker);
   EXPECT_EQ(worker->rank, 2u);
+  EXPECT_EQ(worker->local_rank, 1u);  // Worker 1 (task 3) is before it on n2.
   EXPECT_THAT(worker->servers, ElementsAre("n1:29500", "n1:29501"));
+
+  env["SLURM_PROCID"] = "2";  // Worker 0 shares n1 with the servers only.
+  EXPECT_EQ(ResolvePlacement(Request(Role::kWorker, 2, 3), FakeEnv(env))->local_rank, 0u);
 }
 
 TEST(PlacementTest, SlurmServersSpreadOverNodesGetTheirNodesAddress) {
@@ -171,7 +178,152 @@ TEST(PlacementTest, FlagsWhenNoEngineIsFound) {
   EXPECT_EQ(ResolvePlacement(request, FakeEnv({{"SLURM_PROCID", "3"}}))->source, "flags");
 }
 
+config::Cluster Cluster(uint32_t servers, uint32_t workers,
+                        std::vector<std::string> addresses = {}) {
+  config::Cluster cluster;
+  cluster.set_num_servers(servers);
+  cluster.set_num_workers(workers);
+  for (std::string& address : addresses) cluster.add_server_addresses(std::move(address));
+  return cluster;
+}
+
+TEST(WorkerPlacementTest, TampRunVariablesComeFirst) {
+  // SLURM_PROCID and RANK too: `tamp run` inside an allocation still places its own workers.
+  const std::map<std::string, std::string> env = {
+      {"TAMP_RANK", "1"},        {"TAMP_NUM_WORKERS", "2"}, {"TAMP_LOCAL_RANK", "1"},
+      {"TAMP_SERVERS", "h:1, h:2"}, {"SLURM_PROCID", "0"},  {"RANK", "0"},
+      {"WORLD_SIZE", "2"}};
+  absl::StatusOr<Placement> placement = WorkerPlacementFromEnv(Cluster(2, 2), FakeEnv(env));
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->source, "tamp");
+  EXPECT_EQ(placement->role, Role::kWorker);
+  EXPECT_EQ(placement->rank, 1u);
+  EXPECT_EQ(placement->local_rank, 1u);
+  EXPECT_THAT(placement->servers, ElementsAre("h:1", "h:2"));
+
+  // Set by hand, TAMP_RANK alone is enough when the config names the servers.
+  placement = WorkerPlacementFromEnv(Cluster(2, 2, {"c:1", "c:2"}), FakeEnv({{"TAMP_RANK", "0"}}));
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->rank, 0u);
+  EXPECT_EQ(placement->local_rank, 0u);
+  EXPECT_THAT(placement->servers, ElementsAre("c:1", "c:2"));
+}
+
+TEST(WorkerPlacementTest, TampRunErrorsNameTheVariable) {
+  auto error = [](std::map<std::string, std::string> env) {
+    env.emplace("TAMP_SERVERS", "h:1,h:2");
+    return std::string(WorkerPlacementFromEnv(Cluster(2, 4), FakeEnv(env)).status().message());
+  };
+  EXPECT_EQ(error({{"TAMP_RANK", "5"}}), "TAMP_RANK: 5 is not below cluster.num_workers (4)");
+  EXPECT_EQ(error({{"TAMP_RANK", "4"}}), "TAMP_RANK: 4 is not below cluster.num_workers (4)");
+  EXPECT_EQ(error({{"TAMP_RANK", "1"}, {"TAMP_NUM_WORKERS", "3"}}),
+            "TAMP_NUM_WORKERS=3 disagrees with cluster.num_workers=4");
+  EXPECT_THAT(error({{"TAMP_RANK", "one"}}), HasSubstr("TAMP_RANK: 'one' is not a"));
+  EXPECT_THAT(error({{"TAMP_RANK", "1"}, {"TAMP_LOCAL_RANK", "-1"}}),
+              HasSubstr("TAMP_LOCAL_RANK: '-1'"));
+  EXPECT_EQ(error({{"TAMP_RANK", "1"}, {"TAMP_SERVERS", "h:1"}}),
+            "TAMP_SERVERS: names 1 server but cluster.num_servers is 2");
+}
+
+TEST(WorkerPlacementTest, TorchrunVariablesWithServersFromTheConfigOrTampServers) {
+  std::map<std::string, std::string> env = {
+      {"RANK", "2"}, {"WORLD_SIZE", "3"}, {"LOCAL_RANK", "0"}, {"SLURM_PROCID", "7"}};
+  absl::StatusOr<Placement> placement =
+      WorkerPlacementFromEnv(Cluster(1, 3, {"ps:7000"}), FakeEnv(env));
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->source, "torchrun");
+  EXPECT_EQ(placement->rank, 2u);
+  EXPECT_EQ(placement->local_rank, 0u);
+  EXPECT_THAT(placement->servers, ElementsAre("ps:7000"));
+
+  env["TAMP_SERVERS"] = "other:7001";
+  env["LOCAL_RANK"] = "2";
+  placement = WorkerPlacementFromEnv(Cluster(1, 3, {"ps:7000"}), FakeEnv(env));
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->local_rank, 2u);
+  EXPECT_THAT(placement->servers, ElementsAre("other:7001"));
+}
+
+TEST(WorkerPlacementTest, TorchrunErrorsNameTheVariable) {
+  auto error = [](std::map<std::string, std::string> env, config::Cluster cluster) {
+    return std::string(WorkerPlacementFromEnv(cluster, FakeEnv(env)).status().message());
+  };
+  EXPECT_EQ(error({{"RANK", "0"}, {"WORLD_SIZE", "3"}}, Cluster(1, 4, {"ps:1"})),
+            "WORLD_SIZE=3 disagrees with cluster.num_workers=4");
+  EXPECT_EQ(error({{"RANK", "4"}, {"WORLD_SIZE", "4"}}, Cluster(1, 4, {"ps:1"})),
+            "RANK: 4 is not below WORLD_SIZE (4)");
+  EXPECT_THAT(error({{"RANK", "0"}, {"WORLD_SIZE", "4"}}, Cluster(1, 4)),
+              HasSubstr("TAMP_SERVERS is not set"));
+  EXPECT_THAT(error({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"TAMP_SERVERS", "a:1,,b:2"}},
+                    Cluster(2, 4)),
+              HasSubstr("TAMP_SERVERS: empty address in 'a:1,,b:2'"));
+}
+
+TEST(WorkerPlacementTest, ClusterEnginesAfterTheLaunchers) {
+  absl::StatusOr<Placement> slurm = WorkerPlacementFromEnv(
+      Cluster(1, 2), FakeEnv({{"SLURM_PROCID", "2"},
+                              {"SLURM_NTASKS", "3"},
+                              {"SLURM_JOB_NODELIST", "a,b"},
+                              {"SLURM_TASKS_PER_NODE", "1,2"},
+                              {"TAMP_BASE_PORT", "31000"}}));
+  ASSERT_TRUE(slurm.ok()) << slurm.status();
+  EXPECT_EQ(slurm->source, "slurm");
+  EXPECT_EQ(slurm->rank, 1u);
+  EXPECT_EQ(slurm->local_rank, 1u);
+  EXPECT_THAT(slurm->servers, ElementsAre("a:31000"));
+
+  absl::StatusOr<Placement> k8s = WorkerPlacementFromEnv(
+      Cluster(2, 2),
+      FakeEnv({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"}, {"JOB_COMPLETION_INDEX", "1"}}));
+  ASSERT_TRUE(k8s.ok()) << k8s.status();
+  EXPECT_EQ(k8s->source, "kubernetes");
+  EXPECT_EQ(k8s->rank, 1u);
+  EXPECT_THAT(k8s->servers,
+              ElementsAre("tamp-server-0.tamp-server:29500", "tamp-server-1.tamp-server:29500"));
+
+  absl::StatusOr<Placement> none = WorkerPlacementFromEnv(Cluster(1, 2, {"ps:1"}), FakeEnv({}));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(none.status().message(), HasSubstr("no placement in the environment"));
+}
+
+TEST(WorkerPlacementTest, ConfigPathFromTampConfig) {
+  EXPECT_EQ(*WorkerConfigPathFromEnv(FakeEnv({{"TAMP_CONFIG", "/jobs/a.pbtxt"}})),
+            "/jobs/a.pbtxt");
+  absl::StatusOr<std::string> missing = WorkerConfigPathFromEnv(FakeEnv({{"TAMP_CONFIG", ""}}));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(missing.status().message(), HasSubstr("TAMP_CONFIG is not set"));
+}
+
+TEST(PlacementTest, LaunchersPlaceWorkersOnly) {
+  // tamp_worker under `tamp run -- ...` or torchrun picks them in auto; --servers is the
+  // fallback for the addresses.
+  PlacementRequest worker = Request(Role::kWorker, 1, 2);
+  worker.flag_servers = {"f:1"};
+  absl::StatusOr<Placement> placement = ResolvePlacement(worker, FakeEnv({{"TAMP_RANK", "1"}}));
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->source, "tamp");
+  EXPECT_THAT(placement->servers, ElementsAre("f:1"));
+  EXPECT_EQ(ResolvePlacement(worker, FakeEnv({{"RANK", "1"}, {"WORLD_SIZE", "2"}}))->source,
+            "torchrun");
+  // RANK without WORLD_SIZE is not torchrun's.
+  EXPECT_EQ(ResolvePlacement(worker, FakeEnv({{"RANK", "1"}}))->source, "flags");
+
+  // A server ignores them in auto and refuses them when asked.
+  PlacementRequest server = Request(Role::kServer, 1, 2);
+  EXPECT_EQ(ResolvePlacement(server, FakeEnv({{"TAMP_RANK", "0"}, {"RANK", "0"},
+                                              {"WORLD_SIZE", "2"}}))
+                ->source,
+            "flags");
+  server.source = PlacementSource::kTorchrun;
+  EXPECT_THAT(ResolvePlacement(server, FakeEnv({{"RANK", "0"}, {"WORLD_SIZE", "2"}}))
+                  .status()
+                  .message(),
+              HasSubstr("torchrun places workers only"));
+}
+
 TEST(PlacementTest, ParsesSources) {
+  EXPECT_EQ(*ParsePlacementSource("tamp"), PlacementSource::kTampEnv);
+  EXPECT_EQ(*ParsePlacementSource("torchrun"), PlacementSource::kTorchrun);
   EXPECT_EQ(*ParsePlacementSource("slurm"), PlacementSource::kSlurm);
   EXPECT_EQ(*ParsePlacementSource("kubernetes"), PlacementSource::kKubernetes);
   EXPECT_THAT(ParsePlacementSource("k8s").status().message(), HasSubstr("'k8s'"));

@@ -196,7 +196,28 @@ TEST(ParseRunArgsTest, Errors) {
               HasSubstr("unknown flag --bogus=1"));
   EXPECT_THAT(std::string(ParseRunArgs({"a", "--run_dir"}).status().message()),
               HasSubstr("needs a value"));
-  EXPECT_EQ(ParseRunArgs({"--", "-odd.pbtxt"})->config_path, "-odd.pbtxt");
+  EXPECT_EQ(ParseRunArgs({"./-odd.pbtxt"})->config_path, "./-odd.pbtxt");
+}
+
+TEST(ParseRunArgsTest, EverythingAfterDashDashIsTheCommand) {
+  EXPECT_TRUE(ParseRunArgs({"a"})->command.empty());
+  auto options = ParseRunArgs(
+      {"job.pbtxt", "--run_dir=/r", "--", "python3", "train.py", "--run_dir=x", "--", "-v"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->config_path, "job.pbtxt");
+  EXPECT_EQ(options->run_dir, "/r");
+  EXPECT_THAT(options->command,
+              ElementsAre("python3", "train.py", "--run_dir=x", "--", "-v"));
+}
+
+TEST(ParseRunArgsTest, CommandErrors) {
+  EXPECT_EQ(std::string(ParseRunArgs({"a", "--"}).status().message()),
+            "\"--\" must be followed by a COMMAND to run as each worker");
+  EXPECT_THAT(
+      std::string(ParseRunArgs({"a", "--worker_binary=/w", "--", "python3"}).status().message()),
+      HasSubstr("--worker_binary and a COMMAND after \"--\" exclude each other"));
+  EXPECT_THAT(std::string(ParseRunArgs({"--run_dir=/r", "--", "python3"}).status().message()),
+              HasSubstr("missing CONFIG"));
 }
 
 TEST(ParseRunArgsTest, RestartServersIsACount) {

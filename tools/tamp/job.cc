@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/job_layout.h"
@@ -31,6 +32,9 @@ using Clock = std::chrono::steady_clock;
 constexpr int kLogTailLines = 20;
 // A server's first start: the system picks its port (a restart reuses it).
 constexpr char kAnyPort[] = "--port=0";
+// The launcher places its tamp_server and tamp_worker children itself: variables of an
+// engine in its own environment (sbatch, a torchrun or Kubernetes pod) must not move them.
+constexpr char kPlacedByFlags[] = "--placement=flags";
 
 // "host:port", with IPv6 literals bracketed.
 std::string HostPort(const std::string& host, int port) {
@@ -63,16 +67,18 @@ class Job {
   };
   enum class Outcome { kOk, kFailed, kInterrupted };
 
-  // Spawns one child and records its role; starts the wall clock at the first spawn. Its
-  // log is <run_dir>/<role>-<rank><log_suffix>.log.
-  absl::Status Start(Role role, int rank, std::vector<std::string> argv,
-                     absl::string_view log_suffix = "");
+  // Spawns `spec` (its argv, env, search_path) as one child and records its role; starts the
+  // wall clock at the first spawn. Its log is <run_dir>/<role>-<rank><log_suffix>.log.
+  absl::Status Start(Role role, int rank, ChildSpec spec, absl::string_view log_suffix = "");
   absl::Status StartServers();
   // Starts server child `child` again with its flags on its port (--restart_servers), or
   // returns false when no restart is left.
   bool RestartServer(int child, const ExitStatus& status);
   Outcome WaitForServers(std::vector<std::string>* addresses);
   absl::Status StartWorkers(const std::vector<std::string>& addresses);
+  // How worker `rank` is started: tamp_worker with flags, or the COMMAND with its placement
+  // in the environment (TAMP_*, as common/placement.h reads it).
+  ChildSpec WorkerSpec(uint32_t rank, const std::vector<std::string>& addresses) const;
   Outcome WatchWorkers();
 
   // A worker's stdout line: an event, or output forwarded to the console.
@@ -108,12 +114,9 @@ class Job {
   bool started_ = false;
 };
 
-absl::Status Job::Start(Role role, int rank, std::vector<std::string> argv,
-                        absl::string_view log_suffix) {
+absl::Status Job::Start(Role role, int rank, ChildSpec spec, absl::string_view log_suffix) {
   const char* kind = role == Role::kServer ? "server" : "worker";
-  ChildSpec spec;
   spec.name = absl::StrCat(kind, " ", rank);
-  spec.argv = std::move(argv);
   spec.log_path = absl::StrCat(run_dir_, "/", kind, "-", rank, log_suffix, ".log");
   spec.capture_stdout = role == Role::kWorker;
   if (!started_) {
@@ -134,13 +137,15 @@ absl::Status Job::StartServers() {
     std::vector<std::string> argv = {
         options_.server_binary, absl::StrCat("--config=", config_path_),
         absl::StrCat("--rank=", i), absl::StrCat("--host=", config_.cluster().host()),
-        kAnyPort, absl::StrCat("--port_file=", port_file)};
+        kAnyPort, absl::StrCat("--port_file=", port_file), kPlacedByFlags};
     // Checkpoints go to the run directory unless the config names a place.
     if (config_.has_checkpoint() && config_.checkpoint().dir().empty()) {
       argv.push_back(absl::StrCat("--checkpoint_dir=", run_dir_, "/checkpoints"));
     }
     server_argv_.push_back(argv);
-    absl::Status status = Start(Role::kServer, i, std::move(argv));
+    ChildSpec spec;
+    spec.argv = std::move(argv);
+    absl::Status status = Start(Role::kServer, i, std::move(spec));
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
@@ -193,14 +198,29 @@ Job::Outcome Job::WaitForServers(std::vector<std::string>* addresses) {
 }
 
 absl::Status Job::StartWorkers(const std::vector<std::string>& addresses) {
-  const std::string servers = absl::StrCat("--servers=", absl::StrJoin(addresses, ","));
   for (uint32_t j = 0; j < config_.cluster().num_workers(); ++j) {
-    absl::Status status = Start(Role::kWorker, j,
-                                {options_.worker_binary, absl::StrCat("--config=", config_path_),
-                                 absl::StrCat("--rank=", j), servers});
+    absl::Status status = Start(Role::kWorker, j, WorkerSpec(j, addresses));
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
+}
+
+ChildSpec Job::WorkerSpec(uint32_t rank, const std::vector<std::string>& addresses) const {
+  const std::string servers = absl::StrJoin(addresses, ",");
+  ChildSpec spec;
+  if (options_.command.empty()) {
+    spec.argv = {options_.worker_binary, absl::StrCat("--config=", config_path_),
+                 absl::StrCat("--rank=", rank), absl::StrCat("--servers=", servers),
+                 kPlacedByFlags};
+    return spec;
+  }
+  spec.argv = options_.command;
+  spec.search_path = true;
+  spec.env = {absl::StrCat("TAMP_CONFIG=", config_path_), absl::StrCat("TAMP_RANK=", rank),
+              absl::StrCat("TAMP_NUM_WORKERS=", config_.cluster().num_workers()),
+              absl::StrCat("TAMP_LOCAL_RANK=", rank),  // Every worker runs on this host.
+              absl::StrCat("TAMP_SERVERS=", servers)};
+  return spec;
 }
 
 Job::Outcome Job::WatchWorkers() {
@@ -225,7 +245,8 @@ Job::Outcome Job::WatchWorkers() {
         ReportChildFailure(event.child, absl::StrCat("failed (", event.status.ToString(), ")"));
         return Outcome::kFailed;
       }
-      if (!summary_.done(role.rank)) {
+      // tamp_worker always ends with DONE; a COMMAND need not report anything.
+      if (options_.command.empty() && !summary_.done(role.rank)) {
         ReportChildFailure(event.child, "exited (exit status 0) without reporting DONE");
         return Outcome::kFailed;
       }
@@ -247,8 +268,10 @@ bool Job::RestartServer(int child, const ExitStatus& status) {
                    "); restarting it on port ", server_ports_[rank], " (restart ",
                    server_restarts_, " of ", options_.restart_servers,
                    "), it resumes from its checkpoint"));
-  const absl::Status started = Start(Role::kServer, rank, std::move(argv),
-                                     absl::StrCat(".restart-", server_restarts_));
+  ChildSpec spec;
+  spec.argv = std::move(argv);
+  const absl::Status started =
+      Start(Role::kServer, rank, std::move(spec), absl::StrCat(".restart-", server_restarts_));
   if (!started.ok()) {
     Say(absl::StrCat("cannot restart ", group_.name(child), ": ", started.message()));
     return false;
@@ -271,6 +294,8 @@ void Job::HandleLine(int child, const std::string& line) {
       renderer_.OnEvent(role.rank, *event, absl::Now());
       return;
     }
+    // Anything else a worker prints (a COMMAND's print()) is kept in its log, too.
+    group_.AppendToLog(child, line);
   }
   renderer_.PrintLine(absl::StrCat("[", group_.name(child), "] ", line));
 }
@@ -375,9 +400,12 @@ int Job::Run() {
   std::vector<std::string> addresses(cluster.server_addresses().begin(),
                                      cluster.server_addresses().end());
   const bool own_servers = addresses.empty();
-  Say(absl::StrCat("run \"", config_.name(),
-                   "\": ", own_servers ? absl::StrCat(cluster.num_servers(), " servers, ") : "",
-                   cluster.num_workers(), " workers; logs in ", run_dir_));
+  Say(absl::StrCat(
+      "run \"", config_.name(),
+      "\": ", own_servers ? absl::StrCat(cluster.num_servers(), " servers, ") : "",
+      cluster.num_workers(), " workers",
+      options_.command.empty() ? "" : absl::StrCat(" (", absl::StrJoin(options_.command, " "), ")"),
+      "; logs in ", run_dir_));
   SayShardLoad();
   if (own_servers) {
     if (absl::Status status = StartServers(); !status.ok()) {
@@ -401,7 +429,15 @@ int Job::Run() {
 
   absl::StatusOr<events::RunSummary> summary =
       summary_.Build(config_.name(), config_.training().epochs(), wall_seconds);
-  if (!summary.ok()) {  // Unreachable: WatchWorkers checked every DONE.
+  const bool wall_time_only = !summary.ok() && !options_.command.empty();
+  if (wall_time_only) {  // A COMMAND that did not report DONE: summarize what is known.
+    Say(absl::StrCat(summary.status().message(), "; the summary holds the wall time only"));
+    summary = events::RunSummary();
+    summary->set_name(config_.name());
+    summary->set_epochs(config_.training().epochs());
+    summary->set_wall_seconds(wall_seconds);
+  }
+  if (!summary.ok()) {  // Unreachable: WatchWorkers checked every tamp_worker's DONE.
     Say(summary.status().message());
     return Finish(Outcome::kFailed);
   }
@@ -414,7 +450,8 @@ int Job::Run() {
       return kExitFailed;
     }
   }
-  Say(FormatSummaryLine(*summary));
+  Say(wall_time_only ? absl::StrFormat("done in %.1f s", wall_seconds)
+                     : FormatSummaryLine(*summary));
   if (!options_.summary_json.empty()) Say(absl::StrCat("summary: ", options_.summary_json));
   return code;
 }

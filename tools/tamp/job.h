@@ -3,10 +3,14 @@
 // Given a loaded config and resolved binaries it
 //   1. starts cluster.num_servers `tamp_server`s (unless cluster.server_addresses names
 //      servers started elsewhere) and waits for each one's port file;
-//   2. starts cluster.num_workers `tamp_worker`s pointed at the servers, reads their
-//      WorkerEvent lines and renders progress;
-//   3. when every worker has exited 0: stops the servers (SIGTERM, then SIGKILL after
-//      RunOptions::stop_grace), writes --summary_json and prints a summary line.
+//   2. starts cluster.num_workers `tamp_worker`s pointed at the servers, or as many copies
+//      of RunOptions::command with their placement in the environment (TAMP_CONFIG,
+//      TAMP_RANK, TAMP_NUM_WORKERS, TAMP_LOCAL_RANK, TAMP_SERVERS; common/placement.h),
+//      reads their WorkerEvent lines and renders progress; other stdout lines go to the
+//      console and the worker's log;
+//   3. when every worker has exited 0 (a tamp_worker after reporting DONE): stops the
+//      servers (SIGTERM, then SIGKILL after RunOptions::stop_grace), writes --summary_json
+//      and prints a summary line (the wall time only when a COMMAND reported no DONE).
 // On the first failure (a child exiting non-zero or by a signal, a server exiting while
 // workers run, a server not coming up in time) it names the child, prints the tail of its
 // log and tears everything down (SIGTERM, SIGKILL after RunOptions::failure_grace).
@@ -17,7 +21,8 @@
 // RunOptions::metrics_file it writes StepMetricsJson() of every STEP event and
 // EvalMetricsJson() of every EVAL event, a line each.
 //
-// Files in the run dir: server-I.log, server-I.port, worker-J.log (children's stderr).
+// Files in the run dir: server-I.log, server-I.port, worker-J.log (children's stderr, and a
+// worker's stdout lines that are not events).
 #ifndef TAMP_TOOLS_TAMP_JOB_H_
 #define TAMP_TOOLS_TAMP_JOB_H_
 
@@ -44,9 +49,10 @@ struct Console {
 
 // RunJob()
 //
-// Runs the job `config` describes with options.server_binary / options.worker_binary
-// (both must be set; server_binary may be empty when config.cluster.server_addresses is
-// set). Returns the exit code: kExitOk, kExitFailed, kExitUsage (run dir unusable) or
+// Runs the job `config` describes with options.server_binary and options.worker_binary or
+// options.command (server_binary may be empty when config.cluster.server_addresses is set;
+// worker_binary when a command is). A command that cannot be executed fails the run like a
+// failing worker. Returns the exit code: kExitOk, kExitFailed, kExitUsage (run dir unusable) or
 // kExitInterrupted. Blocks until everything it started has been reaped. Installs signal
 // handlers for SIGINT, SIGTERM and SIGHUP while it runs; not reentrant.
 int RunJob(const config::RunConfig& config, const RunOptions& options, const Console& console);

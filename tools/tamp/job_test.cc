@@ -86,6 +86,37 @@ pushed=$((rank * 100 + 500))
 echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"bytesPushed\":\"$pushed\",\"bytesPulled\":\"1000\",\"rawBytesPushed\":\"$((pushed * 10))\",\"stepMsMedian\":$((rank + 2)),\"testAccuracy\":$acc}"
 )";
 
+// A user's worker program for `tamp run CONFIG -- sh train.sh ARGS`: appends its arguments
+// and TAMP_* environment to $FAKE_ENV_DIR/rank-$TAMP_RANK, prints lines that are not events
+// around two STEP events and a DONE.
+//   FAKE_FAIL_RANK=J            worker J exits 3 after its steps
+//   FAKE_COMMAND_MODE=silent    exits 0 without printing anything
+//   FAKE_COMMAND_MODE=hang      never finishes
+constexpr char kFakeCommand[] = R"(
+echo $$ >> "$FAKE_PIDS"
+{ echo "args=$*"; env | grep '^TAMP_' | sort; } >> "$FAKE_ENV_DIR/rank-$TAMP_RANK"
+case "${FAKE_COMMAND_MODE:-ok}" in
+  silent) exit 0 ;;
+  hang) exec sleep 30 ;;
+esac
+echo "hello from $TAMP_RANK"
+echo "{'loss': 0.5}"
+echo '{"loss": 1.5}'
+echo '{"kind":"BOGUS","step":"9"}'
+echo '{"kind": 42}'
+echo '{"kind":"STEP"'
+echo
+printf '\377{"kind"\n'
+for i in 1 2; do
+  echo "{\"kind\":\"STEP\",\"step\":\"$i\",\"totalSteps\":\"2\",\"loss\":$((3 - i)).25}"
+done
+if [ "$TAMP_RANK" = "${FAKE_FAIL_RANK:--1}" ]; then
+  echo "rank $TAMP_RANK: bad batch" >&2
+  exit 3
+fi
+echo '{"kind":"DONE","step":"2","bytesPushed":"100","bytesPulled":"300","stepMsMedian":4}'
+)";
+
 std::string TempDir() {
   const char* dir = getenv("TEST_TMPDIR");
   return dir != nullptr ? dir : "/tmp";
@@ -125,10 +156,14 @@ class JobTest : public ::testing::Test {
     mkdir(dir_.c_str(), 0755);
     WriteExecutable(dir_ + "/tamp_server", kFakeServer);
     WriteExecutable(dir_ + "/tamp_worker", kFakeWorker);
+    std::ofstream(dir_ + "/train.sh") << kFakeCommand;
+    env_dir_ = dir_ + "/env";
+    mkdir(env_dir_.c_str(), 0755);
+    setenv("FAKE_ENV_DIR", env_dir_.c_str(), 1);
     pids_ = dir_ + "/pids";
     setenv("FAKE_PIDS", pids_.c_str(), 1);
-    for (const char* var :
-         {"FAKE_SERVER_MODE", "FAKE_WORKER_MODE", "FAKE_FAIL_RANK", "FAKE_STEPS"}) {
+    for (const char* var : {"FAKE_SERVER_MODE", "FAKE_WORKER_MODE", "FAKE_FAIL_RANK",
+                            "FAKE_STEPS", "FAKE_COMMAND_MODE"}) {
       unsetenv(var);
     }
 
@@ -166,7 +201,30 @@ class JobTest : public ::testing::Test {
     }
   }
 
+  // `tamp run CONFIG -- sh train.sh --lr 0.1` (sh found through PATH).
+  void UseCommand() {
+    options_.worker_binary = "";
+    options_.command = {"sh", dir_ + "/train.sh", "--lr", "0.1"};
+  }
+
+  // Ctrl-C once the two servers and two workers are up: everything stops, exit 130.
+  void RunAndInterruptOnceAllFourRun() {
+    std::thread interrupter([this] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (Pids(pids_).size() < 4 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      kill(getpid(), SIGINT);
+    });
+    const int code = Run();
+    interrupter.join();
+    ASSERT_EQ(code, kExitInterrupted) << out_.str();
+    EXPECT_THAT(out_.str(), HasSubstr("tamp: interrupted (SIGINT); stopping 4 processes"));
+    ExpectAllGone(4);
+  }
+
   std::string dir_;
+  std::string env_dir_;
   std::string pids_;
   config::RunConfig config_;
   RunOptions options_;
@@ -191,7 +249,8 @@ TEST_F(JobTest, SuccessStopsServersAndWritesSummary) {
   EXPECT_THAT(server_log, HasSubstr("server 1 stopping"));
   EXPECT_THAT(ReadFile(options_.run_dir + "/worker-0.log"),
               HasSubstr("--config=/configs/fake.pbtxt --rank=0 "
-                        "--servers=127.0.0.1:40000,127.0.0.1:40001"));
+                        "--servers=127.0.0.1:40000,127.0.0.1:40001 --placement=flags\n"));
+  EXPECT_THAT(server_log, HasSubstr(".port --placement=flags\n"));
 
   events::RunSummary summary;
   ASSERT_TRUE(
@@ -333,6 +392,87 @@ TEST_F(JobTest, ExternalServersStartOnlyWorkers) {
   ExpectAllGone(2);
 }
 
+TEST_F(JobTest, CommandWorkersFindTheirPlacementInTheEnvironment) {
+  UseCommand();
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  for (int rank = 0; rank < 2; ++rank) {
+    // Appended by each run of the command: one run per rank.
+    EXPECT_EQ(ReadFile(absl::StrCat(env_dir_, "/rank-", rank)),
+              absl::StrCat("args=--lr 0.1\n"
+                           "TAMP_CONFIG=/configs/fake.pbtxt\n"
+                           "TAMP_LOCAL_RANK=",
+                           rank, "\nTAMP_NUM_WORKERS=2\nTAMP_RANK=", rank,
+                           "\nTAMP_SERVERS=127.0.0.1:40000,127.0.0.1:40001\n"));
+  }
+  EXPECT_NE(access((env_dir_ + "/rank-2").c_str(), F_OK), 0);
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("2 workers (sh " + dir_ + "/train.sh --lr 0.1)"));
+  EXPECT_THAT(out, HasSubstr("step 2/2 (100%)"));
+  EXPECT_THAT(out, HasSubstr("[worker 1] hello from 1"));
+  EXPECT_THAT(out, HasSubstr("tamp: done: test accuracy 0.00%, 2 steps in "));
+
+  // Lines that are not events are in the worker's log; events are not.
+  const std::string log = ReadFile(options_.run_dir + "/worker-0.log");
+  EXPECT_THAT(log, HasSubstr("hello from 0\n{'loss': 0.5}\n{\"loss\": 1.5}\n"
+                             "{\"kind\":\"BOGUS\",\"step\":\"9\"}\n{\"kind\": 42}\n"
+                             "{\"kind\":\"STEP\"\n\n\xff{\"kind\"\n"));
+  EXPECT_THAT(log, Not(HasSubstr("\"totalSteps\"")));
+  EXPECT_THAT(log, Not(HasSubstr("DONE")));
+
+  // The summary comes from the events alone.
+  events::RunSummary summary;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(options_.summary_json), &summary).ok());
+  EXPECT_EQ(summary.steps(), 2u);
+  EXPECT_EQ(summary.bytes_pushed(), 200u);
+  EXPECT_EQ(summary.bytes_pulled(), 600u);
+  EXPECT_DOUBLE_EQ(summary.step_ms_median(), 4);
+  EXPECT_FLOAT_EQ(summary.final_loss(), 1.25f);
+  ExpectAllGone(4);
+}
+
+TEST_F(JobTest, CommandWithoutEventsEndsWithTheWallTime) {
+  UseCommand();
+  setenv("FAKE_COMMAND_MODE", "silent", 1);
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 0 reported no DONE event; the summary holds "
+                                    "the wall time only\ntamp: done in "));
+  events::RunSummary summary;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(options_.summary_json), &summary).ok());
+  EXPECT_EQ(summary.name(), "fake");
+  EXPECT_EQ(summary.epochs(), 1u);
+  EXPECT_GT(summary.wall_seconds(), 0);
+  EXPECT_EQ(summary.steps(), 0u);
+  EXPECT_EQ(summary.compression_ratio(), 0);
+  ExpectAllGone(4);
+}
+
+TEST_F(JobTest, FailingCommandStopsTheJobNamingItsWorker) {
+  UseCommand();
+  setenv("FAKE_FAIL_RANK", "1", 1);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("tamp: worker 1 failed (exit status 3)\n"));
+  EXPECT_THAT(out, HasSubstr("    rank 1: bad batch\n"));
+  EXPECT_NE(access(options_.summary_json.c_str(), F_OK), 0);
+  ExpectAllGone(3);
+}
+
+TEST_F(JobTest, CommandThatCannotBeExecutedFailsNamingIt) {
+  options_.command = {"no-such-trainer-for-tamp", "train.py"};
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: cannot execute no-such-trainer-for-tamp (worker 0): "
+                                    "not found in PATH\ntamp: failed; logs are in "));
+  ExpectAllGone(2);  // The servers.
+
+  out_.str("");
+  options_.command = {dir_ + "/train.sh"};  // Not executable.
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: cannot execute " + dir_ +
+                                    "/train.sh (worker 0): Permission denied\n"));
+}
+
 TEST_F(JobTest, StubbornServerIsKilledAfterTheGrace) {
   setenv("FAKE_SERVER_MODE", "stubborn", 1);
   options_.stop_grace = absl::Milliseconds(200);
@@ -352,19 +492,13 @@ TEST_F(JobTest, UncleanServerStopIsAWarningOnly) {
 
 TEST_F(JobTest, InterruptTearsDownWith130) {
   setenv("FAKE_WORKER_MODE", "hang", 1);
-  // Ctrl-C once all four processes are up.
-  std::thread interrupter([this] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (Pids(pids_).size() < 4 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill(getpid(), SIGINT);
-  });
-  const int code = Run();
-  interrupter.join();
-  ASSERT_EQ(code, kExitInterrupted) << out_.str();
-  EXPECT_THAT(out_.str(), HasSubstr("tamp: interrupted (SIGINT); stopping 4 processes"));
-  ExpectAllGone(4);
+  RunAndInterruptOnceAllFourRun();
+}
+
+TEST_F(JobTest, InterruptTearsDownCommandWorkersWith130) {
+  UseCommand();
+  setenv("FAKE_COMMAND_MODE", "hang", 1);
+  RunAndInterruptOnceAllFourRun();
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // tamp: the launcher and command-line tool of Tamp.
 //
 //   tamp run CONFIG [--summary_json=PATH] [--metrics_file=PATH] [--run_dir=DIR]
-//                   [--server_binary=PATH] [--worker_binary=PATH]
+//                   [--server_binary=PATH] [--worker_binary=PATH] [--restart_servers=N]
+//                   [-- COMMAND ARGS...]
 //   tamp codecs
 //   tamp summarize CONFIG EVENTS_0 ... [--summary_json=PATH] [--wall_seconds=S]
 //   tamp model CONFIG --bandwidth RATE [--topology shared|hosts] [--codecs all|config] [--json]
@@ -27,10 +28,15 @@ namespace {
 constexpr char kUsage[] = R"(usage: tamp <command> [args]
 
 Commands:
-  run CONFIG [flags]   Run a training job on this machine: start the parameter servers
+  run CONFIG [flags] [-- COMMAND ARGS...]
+                       Run a training job on this machine: start the parameter servers
                        and the workers CONFIG describes (only the workers when
                        cluster.server_addresses is set), show progress, stop everything
-                       at the end, on a failure or on Ctrl-C.
+                       at the end, on a failure or on Ctrl-C. With a COMMAND, each worker
+                       is a copy of it (e.g. python3 train.py) that finds its place in
+                       TAMP_CONFIG, TAMP_RANK, TAMP_NUM_WORKERS, TAMP_LOCAL_RANK and
+                       TAMP_SERVERS; it reports progress as WorkerEvent JSON lines on
+                       stdout, and its other output goes to its log.
       --summary_json=PATH    On success, write a tamp.events.RunSummary as JSON.
       --metrics_file=PATH    Write one JSON object per worker step: bytes pushed and
                              pulled per shard, compression ratio, compute/encode/wire/
@@ -100,6 +106,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "run") {
     for (const std::string& arg : args) {
+      if (arg == "--") break;  // The COMMAND's own arguments.
       if (arg == "--help" || arg == "-h") return Usage("");
     }
     absl::StatusOr<tamp::launcher::RunOptions> options = tamp::launcher::ParseRunArgs(args);

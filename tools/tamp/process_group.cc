@@ -4,17 +4,21 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "glog/logging.h"
 
 namespace tamp::launcher {
@@ -69,6 +73,40 @@ void CloseFd(int* fd) {
   }
 }
 
+// `name` looked up in PATH as execvp() does (an empty entry is the current directory).
+std::optional<std::string> FindInPath(const std::string& name) {
+  const char* path = getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+    std::string candidate = dir.empty() ? name : absl::StrCat(dir, "/", name);
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return std::nullopt;
+}
+
+// The environment of a child: the launcher's with `overrides` ("NAME=VALUE") set over it.
+// The pointers stay valid while `overrides` and the launcher's environment do.
+std::vector<char*> ChildEnvironment(const std::vector<std::string>& overrides) {
+  auto name_of = [](absl::string_view var) { return var.substr(0, var.find('=')); };
+  std::vector<char*> env;
+  for (char** var = environ; *var != nullptr; ++var) {
+    const absl::string_view name = name_of(*var);
+    if (std::none_of(overrides.begin(), overrides.end(),
+                     [&](const std::string& o) { return name_of(o) == name; })) {
+      env.push_back(*var);
+    }
+  }
+  for (const std::string& var : overrides) {
+    CHECK_NE(var.find('='), std::string::npos) << "ChildSpec.env entry without '=': " << var;
+    env.push_back(const_cast<char*>(var.c_str()));
+  }
+  env.push_back(nullptr);
+  return env;
+}
+
 // Sends `sig` to the process group led by `pid`, or to `pid` alone if the group is gone
 // (the child may not have called setpgid yet).
 void SignalTree(pid_t pid, int sig) {
@@ -121,11 +159,21 @@ ProcessGroup::~ProcessGroup() {
       child.running = false;
     }
     CloseFd(&child.stdout_fd);
+    CloseFd(&child.log_fd);
   }
 }
 
 absl::StatusOr<int> ProcessGroup::Spawn(const ChildSpec& spec) {
   CHECK(!spec.argv.empty()) << "ChildSpec.argv is empty for " << spec.name;
+  std::string program = spec.argv[0];
+  if (spec.search_path && program.find('/') == std::string::npos) {
+    std::optional<std::string> found = FindInPath(program);
+    if (!found.has_value()) {
+      return absl::NotFoundError(
+          absl::StrCat("cannot execute ", program, " (", spec.name, "): not found in PATH"));
+    }
+    program = *std::move(found);
+  }
   // With SIGCHLD ignored (it can be inherited so), the kernel reaps children itself and
   // exit statuses are lost.
   struct sigaction chld;
@@ -158,6 +206,7 @@ absl::StatusOr<int> ProcessGroup::Spawn(const ChildSpec& spec) {
   argv.reserve(spec.argv.size() + 1);
   for (const std::string& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
+  std::vector<char*> env = ChildEnvironment(spec.env);
   const int stdout_target = spec.capture_stdout ? out_pipe[1] : log_fd;
   const int stderr_target = log_fd;
   const pid_t parent = getpid();
@@ -189,7 +238,7 @@ absl::StatusOr<int> ProcessGroup::Spawn(const ChildSpec& spec) {
     dup2(null_fd, STDIN_FILENO);
     if (stdout_target >= 0) dup2(stdout_target, STDOUT_FILENO);
     if (stderr_target >= 0) dup2(stderr_target, STDERR_FILENO);
-    execv(argv[0], argv.data());
+    execve(program.c_str(), argv.data(), env.data());
     int err = errno;
     ssize_t ignored = write(exec_pipe[1], &err, sizeof(err));
     (void)ignored;
@@ -197,10 +246,9 @@ absl::StatusOr<int> ProcessGroup::Spawn(const ChildSpec& spec) {
   }
   const int fork_errno = errno;
   sigprocmask(SIG_SETMASK, &saved, nullptr);
-  for (int* fd : {&log_fd, &null_fd, &out_pipe[1], &exec_pipe[1]}) CloseFd(fd);
+  for (int* fd : {&null_fd, &out_pipe[1], &exec_pipe[1]}) CloseFd(fd);
   if (pid < 0) {
-    CloseFd(&out_pipe[0]);
-    CloseFd(&exec_pipe[0]);
+    for (int* fd : {&log_fd, &out_pipe[0], &exec_pipe[0]}) CloseFd(fd);
     return ErrnoStatus(fork_errno, absl::StrCat("cannot start ", spec.name));
   }
   setpgid(pid, pid);  // Also here, so the group exists before we may signal it.
@@ -216,6 +264,7 @@ absl::StatusOr<int> ProcessGroup::Spawn(const ChildSpec& spec) {
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     CloseFd(&out_pipe[0]);
+    CloseFd(&log_fd);
     return ErrnoStatus(exec_errno,
                        absl::StrCat("cannot execute ", spec.argv[0], " (", spec.name, ")"));
   }
@@ -226,6 +275,7 @@ absl::StatusOr<int> ProcessGroup::Spawn(const ChildSpec& spec) {
   child.log_path = spec.log_path;
   child.pid = pid;
   child.stdout_fd = out_pipe[0];
+  child.log_fd = log_fd;
   children_.push_back(std::move(child));
   return static_cast<int>(children_.size()) - 1;
 }
@@ -362,6 +412,21 @@ std::vector<ChildEvent> ProcessGroup::Shutdown(absl::Duration grace, int wake_fd
 
 void ProcessGroup::Signal(int child, int sig) {
   if (children_.at(child).running) SignalTree(children_[child].pid, sig);
+}
+
+void ProcessGroup::AppendToLog(int child, absl::string_view line) {
+  const int fd = children_.at(child).log_fd;
+  if (fd < 0) return;
+  // One write() per line through the file description the child writes its stderr with: the
+  // shared offset makes each write land whole after the last one, whoever made it.
+  const std::string text = absl::StrCat(line, "\n");
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // A full disk loses log lines, not the job.
+    done += n;
+  }
 }
 
 int ProcessGroup::num_running() const {

@@ -6,7 +6,8 @@
 //   - leads its own process group (so a Ctrl-C on the terminal reaches only the launcher,
 //     which then tears down in order, and signals reach any grandchildren too);
 //   - gets /dev/null as stdin, its stderr in a log file, and its stdout either on a pipe
-//     that Poll() splits into lines (ChildSpec::capture_stdout) or in the log file.
+//     that Poll() splits into lines (ChildSpec::capture_stdout) or in the log file;
+//   - inherits the launcher's environment, with ChildSpec::env set over it.
 //
 // Nothing outlives the group: Shutdown() sends SIGTERM, waits a grace period, SIGKILLs
 // what is left and reaps everything; the destructor SIGKILLs and reaps whatever is still
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace tamp::launcher {
@@ -65,11 +67,15 @@ class ExitStatus {
 
 // ChildSpec
 //
-// What to start. argv[0] is the path that is executed (no PATH search).
+// What to start. argv[0] is the path that is executed; with `search_path`, a name without
+// '/' is looked up in the launcher's PATH first, as a shell does.
 struct ChildSpec {
   // Human name used in messages, e.g. "worker 1".
   std::string name;
   std::vector<std::string> argv;
+  bool search_path = false;
+  // "NAME=VALUE" each: set in the child's environment, replacing an inherited NAME.
+  std::vector<std::string> env;
   // File (created or truncated) that receives the child's stderr, and its stdout unless
   // captured. Empty: inherit the launcher's.
   std::string log_path;
@@ -128,6 +134,14 @@ class ProcessGroup {
   // Sends `sig` to the process group of `child` if it is still running.
   void Signal(int child, int sig);
 
+  // ProcessGroup::AppendToLog()
+  //
+  // Appends `line` and '\n' to the log of `child` (running or not), e.g. a captured stdout
+  // line that the caller keeps for the record. It writes through the child's own open log,
+  // so whole lines interleave with the child's and none overwrites another. No-op for a
+  // child without a log.
+  void AppendToLog(int child, absl::string_view line);
+
   int size() const { return static_cast<int>(children_.size()); }
   const std::string& name(int child) const { return children_.at(child).name; }
   const std::string& log_path(int child) const { return children_.at(child).log_path; }
@@ -144,6 +158,7 @@ class ProcessGroup {
     std::string log_path;
     pid_t pid = -1;
     int stdout_fd = -1;   // Non-blocking read end; -1 when not captured or at EOF.
+    int log_fd = -1;      // The child's log as it writes it (AppendToLog()); or -1.
     std::string partial;  // Bytes after the last '\n'.
     bool running = true;
     ExitStatus status;

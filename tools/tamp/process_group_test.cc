@@ -174,6 +174,57 @@ TEST(ProcessGroupTest, MissingBinaryIsNotFoundAndLeavesNothing) {
   EXPECT_EQ(errno, ECHILD);
 }
 
+TEST(ProcessGroupTest, SearchPathRunsProgramsByNameWithTheirEnvironment) {
+  setenv("PG_INHERITED", "kept", 1);
+  setenv("PG_REPLACED", "old", 1);
+  ProcessGroup group;
+  // /proc/$$/environ: the environment as exec'ed (a shell drops duplicates on import).
+  ChildSpec spec = Shell("named",
+                         "echo $PG_INHERITED $PG_REPLACED $PG_NEW; "
+                         "tr '\\0' '\\n' < /proc/$$/environ | grep -c ^PG_REPLACED=");
+  spec.argv[0] = "sh";
+  spec.search_path = true;
+  spec.env = {"PG_REPLACED=new", "PG_NEW=a=b"};
+  auto child = group.Spawn(spec);
+  ASSERT_TRUE(child.ok()) << child.status();
+  ExitStatus status;
+  EXPECT_THAT(LinesUntilExit(group, *child, &status), ElementsAre("kept new a=b", "1"));
+  EXPECT_TRUE(status.success());
+  unsetenv("PG_INHERITED");
+  unsetenv("PG_REPLACED");
+}
+
+TEST(ProcessGroupTest, ProgramNotInPathIsNotFoundNamingIt) {
+  ProcessGroup group;
+  ChildSpec spec;
+  spec.name = "worker 0";
+  spec.argv = {"no-such-program-for-tamp", "--flag"};
+  spec.search_path = true;
+  auto child = group.Spawn(spec);
+  ASSERT_FALSE(child.ok());
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(child.status().message(),
+            "cannot execute no-such-program-for-tamp (worker 0): not found in PATH");
+  EXPECT_EQ(group.size(), 0);
+}
+
+TEST(ProcessGroupTest, AppendToLogInterleavesWholeLinesWithTheChilds) {
+  const std::string log = TempDir() + "/pg_append.log";
+  ProcessGroup group;
+  auto child = group.Spawn(
+      Shell("writer", "echo first >&2; echo ready; sleep 0.2; echo third >&2", true, log));
+  ASSERT_TRUE(child.ok());
+  ASSERT_EQ(NextLine(group, *child), "ready");
+  group.AppendToLog(*child, "second");
+  ExitStatus status;
+  LinesUntilExit(group, *child, &status);
+  group.AppendToLog(*child, "fourth");  // After the exit, too.
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "first\nsecond\nthird\nfourth\n");
+}
+
 TEST(ProcessGroupTest, StderrGoesToLogAndStdinIsEmpty) {
   const std::string log = TempDir() + "/pg_stderr.log";
   ProcessGroup group;

@@ -32,13 +32,15 @@ int RunCommand(RunOptions options) {
     }
     options.server_binary = *server;
   }
-  absl::StatusOr<std::string> worker = FindBinary(ProcessBinaryLookup(
-      "--worker_binary", options.worker_binary, "TAMP_WORKER_BINARY", "worker/tamp_worker"));
-  if (!worker.ok()) {
-    std::cerr << "tamp: " << worker.status().message() << "\n";
-    return kExitUsage;
+  if (options.command.empty()) {
+    absl::StatusOr<std::string> worker = FindBinary(ProcessBinaryLookup(
+        "--worker_binary", options.worker_binary, "TAMP_WORKER_BINARY", "worker/tamp_worker"));
+    if (!worker.ok()) {
+      std::cerr << "tamp: " << worker.status().message() << "\n";
+      return kExitUsage;
+    }
+    options.worker_binary = *worker;
   }
-  options.worker_binary = *worker;
 
   Console console;
   console.out = &std::cerr;

@@ -1,4 +1,5 @@
-// `tamp run CONFIG [flags]`: loads the config, finds the binaries and runs the job.
+// `tamp run CONFIG [flags] [-- COMMAND ARGS...]`: loads the config, finds the binaries and
+// runs the job.
 #ifndef TAMP_TOOLS_TAMP_RUN_COMMAND_H_
 #define TAMP_TOOLS_TAMP_RUN_COMMAND_H_
 
@@ -9,8 +10,9 @@ namespace tamp::launcher {
 // RunCommand()
 //
 // Loads options.config_path with tamp::LoadConfigFile (an error is printed as it is, exit
-// 2), resolves the server and worker binaries (FindBinary(); exit 2 if missing) and calls
-// RunJob() with stderr as the console. Returns the exit code.
+// 2), resolves the server binary and, without options.command, the worker binary
+// (FindBinary(); exit 2 if missing) and calls RunJob() with stderr as the console. Returns
+// the exit code.
 int RunCommand(RunOptions options);
 
 }  // namespace tamp::launcher

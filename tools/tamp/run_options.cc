@@ -21,15 +21,18 @@ absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
       {"worker_binary", &options.worker_binary},
   };
   std::vector<std::string> positional;
-  bool only_positional = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (only_positional || !absl::StartsWith(arg, "-") || arg == "-") {
-      positional.push_back(arg);
-      continue;
-    }
     if (arg == "--") {
-      only_positional = true;
+      options.command.assign(args.begin() + i + 1, args.end());
+      if (options.command.empty()) {
+        return absl::InvalidArgumentError(
+            "\"--\" must be followed by a COMMAND to run as each worker");
+      }
+      break;
+    }
+    if (!absl::StartsWith(arg, "-") || arg == "-") {
+      positional.push_back(arg);
       continue;
     }
     std::string name = arg.substr(absl::StartsWith(arg, "--") ? 2 : 1);
@@ -60,6 +63,11 @@ absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
         absl::StrCat("expected one CONFIG, got also \"", positional[1], "\""));
   }
   options.config_path = positional[0];
+  if (!options.command.empty() && !options.worker_binary.empty()) {
+    return absl::InvalidArgumentError(
+        "--worker_binary and a COMMAND after \"--\" exclude each other: the COMMAND is the "
+        "worker");
+  }
   if (!restart_servers.empty() &&
       (!absl::SimpleAtoi(restart_servers, &options.restart_servers) ||
        options.restart_servers < 0)) {

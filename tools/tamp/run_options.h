@@ -12,6 +12,9 @@ namespace tamp::launcher {
 
 struct RunOptions {
   std::string config_path;
+  // The worker program and its arguments (`tamp run CONFIG -- COMMAND ARGS...`), started
+  // cluster.num_workers times with its placement in TAMP_* variables; empty: tamp_worker.
+  std::vector<std::string> command;
   // Where to write the RunSummary JSON on success; empty: nowhere.
   std::string summary_json;
   // Where to write one JSON object per worker step (figures of its STEP event, one line
@@ -40,7 +43,8 @@ struct RunOptions {
 //
 // Parses the arguments after "run": one CONFIG and the flags --summary_json, --metrics_file,
 // --run_dir, --server_binary, --worker_binary, --restart_servers (a count >= 0), each as
-// --flag=VALUE or --flag VALUE.
+// --flag=VALUE or --flag VALUE, then optionally "--" and a COMMAND: everything after the
+// first "--" is the COMMAND, which replaces tamp_worker (so it excludes --worker_binary).
 // INVALID_ARGUMENT with a one-line reason otherwise.
 absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args);
 

@@ -27,6 +27,10 @@ absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line) {
   if (event.kind() == events::WorkerEvent::KIND_UNSPECIFIED) {
     return absl::InvalidArgumentError("WorkerEvent without kind");
   }
+  // A number is a valid JSON enum value, so {"kind": 42} parses; a worker never writes it.
+  if (!events::WorkerEvent::Kind_IsValid(event.kind())) {
+    return absl::InvalidArgumentError(absl::StrCat("WorkerEvent of unknown kind ", event.kind()));
+  }
   return event;
 }
 

@@ -27,7 +27,8 @@ namespace tamp::launcher {
 // Parses one line a worker wrote to stdout: a tamp.events.WorkerEvent as common/proto_json.h
 // writes it (with protobuf's JSON parser, which also takes older workers' lowerCamelCase names
 // and integers as strings; unknown fields ignored). INVALID_ARGUMENT if the line is not JSON,
-// not a WorkerEvent, or has no kind; the caller then treats it as a log line.
+// not a WorkerEvent, or has no kind or one events.proto does not define; the caller then
+// treats it as a log line.
 absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
 
 // SummaryBuilder

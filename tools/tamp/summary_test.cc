@@ -60,6 +60,13 @@ TEST(ParseWorkerEventTest, RejectsNonEvents) {
   EXPECT_FALSE(ParseWorkerEvent("{not json").ok());
   EXPECT_FALSE(ParseWorkerEvent(R"({"hello":1})").ok());  // No kind.
   EXPECT_FALSE(ParseWorkerEvent(R"({"kind":"STEP","step":"x"})").ok());
+  // What a user's worker program may print besides its events.
+  EXPECT_FALSE(ParseWorkerEvent(R"({"kind":"BOGUS"})").ok());
+  EXPECT_FALSE(ParseWorkerEvent(R"({"kind":42})").ok());
+  EXPECT_FALSE(ParseWorkerEvent(R"({"kind":"DONE"} trailing)").ok());
+  EXPECT_FALSE(ParseWorkerEvent("\xff{\"kind\"").ok());
+  EXPECT_FALSE(ParseWorkerEvent(std::string(100, '[')).ok());
+  EXPECT_FALSE(ParseWorkerEvent("{\"a\":" + std::string(1000, '[')).ok());
 }
 
 TEST(SummaryBuilderTest, AggregatesDoneEvents) {

@@ -34,6 +34,9 @@ struct Shard::Completion {
   std::string aggregate;  // The push codec's answer (multi-round codecs).
   uint64_t step = 0;
   bool last_round = true;
+  // The chunk whose pull buffer `update` is on loan from (FinishStep); Deliver() hands it
+  // back, so a steady-state step encodes into memory it already has.
+  ChunkState* lender = nullptr;
 };
 
 struct Shard::ChunkState {
@@ -180,6 +183,8 @@ struct Shard::ChunkState {
   // for the next step and hands back the parked callbacks. Requires mu.
   Completion FinishStep(const config::RunConfig& config, float learning_rate) {
     Completion done;
+    done.update.swap(pull_buffer);
+    done.lender = this;
     const absl::Span<const float> gradient = AggregateGradient(config, &done.aggregate);
     // Encoding a well-sized buffer fails only on a codec bug. The weights have moved either
     // way, so the step still counts; workers that get the error must resync (PullWeights).
@@ -350,6 +355,16 @@ struct Shard::ChunkState {
   std::unique_ptr<compress::Codec> pull_codec;
   std::unique_ptr<compress::ErrorFeedback> pull_feedback;
   std::vector<float> update;  // Scratch: w_new - w_old (Optimizer::Apply()).
+  // The last step's pull payload buffer, back from its Completion (ReturnPullBuffer): the
+  // next step encodes into its capacity instead of fresh memory (a raw pull is the whole
+  // chunk every step).
+  std::string pull_buffer;
+  // Takes back a pull buffer lent to a Completion once its answers are sent, keeping the
+  // larger of it and the one already here. Locks mu.
+  void ReturnPullBuffer(std::string* buffer) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (buffer->capacity() > pull_buffer.capacity()) pull_buffer.swap(*buffer);
+  }
   std::vector<float> scratch;  // DecodeAddFinite(): the next accumulator.
   compress::SparseEntries pushed;  // DecodeAddFinite(): a sparse push's entries.
   uint64_t nonfinite_skipped = 0;  // Pushes skipped by nonfinite_policy SKIP.
@@ -582,6 +597,7 @@ void Shard::Deliver(Completion& completion) {
   for (RoundDoneCallback& callback : completion.callbacks) {
     callback(completion.status, completion.status.ok() ? &answer : nullptr);
   }
+  if (completion.lender != nullptr) completion.lender->ReturnPullBuffer(&completion.update);
 }
 
 bool Shard::Live(uint32_t worker, uint64_t step) const {

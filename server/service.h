@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
+#include "server/message_pool.h"
 #include "server/shard.h"
 
 namespace tamp {
@@ -37,12 +38,14 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
  public:
   // `shard` must outlive the service and every call in flight (Shard::Close() answers the
   // ones parked in an unfinished step).
-  explicit ParameterServerService(Shard* shard) : shard_(*shard) {}
+  explicit ParameterServerService(Shard* shard) : shard_(*shard) { UsePooledMessages(); }
   // With a non-empty `job_token` (common/security.h LoadJobToken), every call must carry it
   // ("authorization: Bearer <token>" or "x-tamp-token: <token>", compared in constant time);
   // one that does not is answered UNAUTHENTICATED before anything else is read or changed.
   ParameterServerService(Shard* shard, std::string job_token)
-      : shard_(*shard), job_token_(std::move(job_token)) {}
+      : shard_(*shard), job_token_(std::move(job_token)) {
+    UsePooledMessages();
+  }
 
   grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
                                       const rpc::HandshakeRequest* request,
@@ -58,8 +61,13 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
   // OK when no token is configured or the call carries it; else UNAUTHENTICATED.
   absl::Status Admit(const grpc::CallbackServerContext& context) const;
 
+  // PushPull calls take their messages from push_pull_messages_, so a steady-state step
+  // reuses the memory of the last one's payloads.
+  void UsePooledMessages() { SetMessageAllocatorFor_PushPull(&push_pull_messages_); }
+
   Shard& shard_;
   const std::string job_token_;
+  PushPullMessagePool push_pull_messages_;
 };
 
 }  // namespace tamp

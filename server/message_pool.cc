@@ -1,0 +1,56 @@
+#include "server/message_pool.h"
+
+#include <utility>
+
+namespace tamp {
+
+class PushPullMessagePool::Holder final
+    : public grpc::MessageHolder<rpc::PushPullRequest, rpc::PushPullResponse> {
+ public:
+  explicit Holder(PushPullMessagePool* pool) : pool_(pool) {
+    set_request(&request_);
+    set_response(&response_);
+  }
+  void Release() override { pool_->Recycle(this); }
+  // Clear() empties the payload strings but keeps their memory, which is the point.
+  void Clear() {
+    request_.Clear();
+    response_.Clear();
+  }
+
+ private:
+  PushPullMessagePool* const pool_;
+  rpc::PushPullRequest request_;
+  rpc::PushPullResponse response_;
+};
+
+PushPullMessagePool::PushPullMessagePool(size_t max_idle) : max_idle_(max_idle) {}
+
+PushPullMessagePool::~PushPullMessagePool() = default;
+
+grpc::MessageHolder<rpc::PushPullRequest, rpc::PushPullResponse>*
+PushPullMessagePool::AllocateMessages() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      Holder* holder = idle_.back().release();
+      idle_.pop_back();
+      return holder;
+    }
+  }
+  return new Holder(this);
+}
+
+void PushPullMessagePool::Recycle(Holder* holder) {
+  std::unique_ptr<Holder> owned(holder);
+  owned->Clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idle_.size() < max_idle_) idle_.push_back(std::move(owned));
+}
+
+size_t PushPullMessagePool::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idle_.size();
+}
+
+}  // namespace tamp

@@ -6,7 +6,7 @@
 # launcher. Writes bench/results/alloc.json and docs/alloc.md (format: bench/alloc/alloc_bench.py).
 #
 # Usage: bench/alloc/run.sh [--base REV] [--reps N] [--steps SHORT,LONG] [--configs C]
-#                           [--json F] [--doc F]
+#                           [--json F] [--doc F] [--report_only]
 #   --base REV     the "before" revision (default: the parent of the commit that added
 #                  server/shard_alloc_test.cc, the first fix of issue 18)
 #   --reps N       rounds of before/after, alternating which goes first (default 5)
@@ -15,6 +15,7 @@
 #   --configs C    comma-separated configs (default examples/mlp_fashion.pbtxt, raw pull,
 #                  and bench/configs/mlp_dgc1_ef_pulltopk1.pbtxt, top-k 1% pull)
 #   --json F, --doc F  write there instead of bench/results/alloc.json, docs/alloc.md
+#   --report_only  run nothing: rewrite the doc from the JSON
 # Timing figures depend on machine load (the doc records the load average); fault counts
 # do not. About 10 minutes on 2 cores with the defaults.
 set -euo pipefail
@@ -27,7 +28,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --base) base="${2:?--base needs a revision}"; shift 2 ;;
     --reps|--steps|--configs|--json|--doc) args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --report_only) exec python3 bench/alloc/alloc_bench.py --report_only "${args[@]}" ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "alloc/run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -21,19 +21,33 @@ std::atomic<size_t> allocations{0};
 std::atomic<size_t> allocated_bytes{0};
 std::atomic<size_t> big_allocations{0};
 
-}  // namespace
-
-void* operator new(size_t size) {
+// Counts an allocation of `size` bytes and makes it with malloc (null when out of memory).
+void* CountedMalloc(size_t size) {
   if (counting.load(std::memory_order_relaxed)) {
     allocations.fetch_add(1, std::memory_order_relaxed);
     allocated_bytes.fetch_add(size, std::memory_order_relaxed);
     if (size >= kBig) big_allocations.fetch_add(1, std::memory_order_relaxed);
   }
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  return std::malloc(size == 0 ? 1 : size);
+}
+
+}  // namespace
+
+// Every replaceable form, so that what one allocates the other frees (AddressSanitizer checks
+// the pairs); the aligned ones stay the library's, as do their deletes.
+void* operator new(size_t size) {
+  if (void* p = CountedMalloc(size)) return p;
   throw std::bad_alloc();
 }
+void* operator new[](size_t size) { return operator new(size); }
+void* operator new(size_t size, const std::nothrow_t&) noexcept { return CountedMalloc(size); }
+void* operator new[](size_t size, const std::nothrow_t&) noexcept { return CountedMalloc(size); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace tamp {
 namespace {

@@ -17,6 +17,11 @@ class PushPullMessagePool::Holder final
     request_.Clear();
     response_.Clear();
   }
+  // What the holder keeps allocated: itself and its strings' capacity.
+  size_t Bytes() const {
+    return sizeof(*this) + request_.payload().capacity() + response_.payload().capacity() +
+           response_.aggregate().capacity();
+  }
 
  private:
   PushPullMessagePool* const pool_;
@@ -24,7 +29,8 @@ class PushPullMessagePool::Holder final
   rpc::PushPullResponse response_;
 };
 
-PushPullMessagePool::PushPullMessagePool(size_t max_idle) : max_idle_(max_idle) {}
+PushPullMessagePool::PushPullMessagePool(size_t max_idle_bytes)
+    : max_idle_bytes_(max_idle_bytes) {}
 
 PushPullMessagePool::~PushPullMessagePool() = default;
 
@@ -35,6 +41,7 @@ PushPullMessagePool::AllocateMessages() {
     if (!idle_.empty()) {
       Holder* holder = idle_.back().release();
       idle_.pop_back();
+      idle_bytes_ -= holder->Bytes();
       return holder;
     }
   }
@@ -44,13 +51,21 @@ PushPullMessagePool::AllocateMessages() {
 void PushPullMessagePool::Recycle(Holder* holder) {
   std::unique_ptr<Holder> owned(holder);
   owned->Clear();
+  const size_t bytes = owned->Bytes();
   std::lock_guard<std::mutex> lock(mu_);
-  if (idle_.size() < max_idle_) idle_.push_back(std::move(owned));
+  if (idle_bytes_ + bytes > max_idle_bytes_) return;
+  idle_bytes_ += bytes;
+  idle_.push_back(std::move(owned));
 }
 
 size_t PushPullMessagePool::idle() const {
   std::lock_guard<std::mutex> lock(mu_);
   return idle_.size();
+}
+
+size_t PushPullMessagePool::idle_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idle_bytes_;
 }
 
 }  // namespace tamp

@@ -5,15 +5,16 @@
 // payload into new memory and each answer copied the chunk's update into a new string: with
 // a raw pull, megabytes of fresh memory per step. Pooled messages are cleared on release,
 // which keeps their strings' capacity, so a steady-state call reuses the memory of an
-// earlier one. The pool holds at most `max_idle` messages between calls; more in flight are
-// freed when they end.
+// earlier one. The idle messages hold at most `max_idle_bytes` between calls (their size
+// plus their strings' capacity); a message released beyond that is freed, so no client can
+// make the pool keep more than that.
 //
 // Thread safety: AllocateMessages() and the holders' Release() may run on any thread. The
 // pool must outlive every call that took messages from it (register it on a service that
 // outlives its server).
 //
 // Example:
-//   PushPullMessagePool pool;
+//   PushPullMessagePool pool(/*max_idle_bytes=*/64 << 20);
 //   service.SetMessageAllocatorFor_PushPull(&pool);
 #ifndef TAMP_SERVER_MESSAGE_POOL_H_
 #define TAMP_SERVER_MESSAGE_POOL_H_
@@ -31,11 +32,7 @@ namespace tamp {
 class PushPullMessagePool final
     : public grpc::MessageAllocator<rpc::PushPullRequest, rpc::PushPullResponse> {
  public:
-  // Enough for every push of a large job in flight at once; each idle message keeps at
-  // most one chunk's payload.
-  static constexpr size_t kDefaultMaxIdle = 1024;
-
-  explicit PushPullMessagePool(size_t max_idle = kDefaultMaxIdle);
+  explicit PushPullMessagePool(size_t max_idle_bytes);
   ~PushPullMessagePool() override;
   PushPullMessagePool(const PushPullMessagePool&) = delete;
   PushPullMessagePool& operator=(const PushPullMessagePool&) = delete;
@@ -43,17 +40,20 @@ class PushPullMessagePool final
   // An idle holder (messages cleared, capacity kept) or a new one.
   grpc::MessageHolder<rpc::PushPullRequest, rpc::PushPullResponse>* AllocateMessages() override;
 
-  // Holders released and kept for later calls.
+  // Holders released and kept for later calls, and the bytes they hold.
   size_t idle() const;
+  size_t idle_bytes() const;
 
  private:
   class Holder;
-  // Holder::Release(): clears its messages and keeps it, or frees it when max_idle are kept.
+  // Holder::Release(): clears its messages and keeps it, or frees it when keeping it would
+  // pass max_idle_bytes.
   void Recycle(Holder* holder);
 
-  const size_t max_idle_;
+  const size_t max_idle_bytes_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Holder>> idle_;  // Guarded by mu_.
+  size_t idle_bytes_ = 0;                      // Guarded by mu_.
 };
 
 }  // namespace tamp

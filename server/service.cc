@@ -66,6 +66,14 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
   return FinishNow(context, absl::OkStatus());
 }
 
+size_t ParameterServerService::IdleMessageBytes(const Shard& shard) {
+  // Payload headers and the messages themselves fit in the slack.
+  constexpr size_t kSlack = 1 << 20;
+  return 2 * size_t{shard.config().cluster().num_workers()} *
+             shard.layout().shard_bytes[shard.rank()] +
+         kSlack;
+}
+
 void FinishPushPull(grpc::ServerUnaryReactor* reactor, rpc::PushPullResponse* response,
                     const absl::Status& status, const Shard::PushAnswer* answer) {
   if (status.ok()) {

@@ -38,12 +38,17 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
  public:
   // `shard` must outlive the service and every call in flight (Shard::Close() answers the
   // ones parked in an unfinished step).
-  explicit ParameterServerService(Shard* shard) : shard_(*shard) { UsePooledMessages(); }
+  explicit ParameterServerService(Shard* shard)
+      : shard_(*shard), push_pull_messages_(IdleMessageBytes(*shard)) {
+    UsePooledMessages();
+  }
   // With a non-empty `job_token` (common/security.h LoadJobToken), every call must carry it
   // ("authorization: Bearer <token>" or "x-tamp-token: <token>", compared in constant time);
   // one that does not is answered UNAUTHENTICATED before anything else is read or changed.
   ParameterServerService(Shard* shard, std::string job_token)
-      : shard_(*shard), job_token_(std::move(job_token)) {
+      : shard_(*shard),
+        job_token_(std::move(job_token)),
+        push_pull_messages_(IdleMessageBytes(*shard)) {
     UsePooledMessages();
   }
 
@@ -64,6 +69,9 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
   // PushPull calls take their messages from push_pull_messages_, so a steady-state step
   // reuses the memory of the last one's payloads.
   void UsePooledMessages() { SetMessageAllocatorFor_PushPull(&push_pull_messages_); }
+  // What the idle PushPull messages may keep: a whole step's, every worker pushing and
+  // pulling the shard raw, and no more.
+  static size_t IdleMessageBytes(const Shard& shard);
 
   Shard& shard_;
   const std::string job_token_;

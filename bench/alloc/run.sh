@@ -23,16 +23,20 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 command_line="bench/alloc/run.sh $*"
 base=""
+report_only=0
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --base) base="${2:?--base needs a revision}"; shift 2 ;;
     --reps|--steps|--configs|--json|--doc) args+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
-    --report_only) exec python3 bench/alloc/alloc_bench.py --report_only "${args[@]}" ;;
+    --report_only) report_only=1; shift ;;
     -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "alloc/run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+if [ "$report_only" -eq 1 ]; then
+  exec python3 bench/alloc/alloc_bench.py --report_only "${args[@]}"
+fi
 if [ -z "$base" ]; then
   first_fix=$(git log --format=%H --diff-filter=A -- server/shard_alloc_test.cc | tail -1)
   if [ -z "$first_fix" ]; then

@@ -63,11 +63,21 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
                     : absl::StrCat(" rejoined at step ", request->rejoin_at_step()))
             << " from " << context->peer();
   Shard& shard = **found;
+  push_pull_messages_.set_max_idle_bytes(IdleMessageBytes(&shard));
   response->set_server_rank(shard.rank());
   response->set_step(shard.step());
   response->set_latest_step(shard.latest_step());
   response->set_incarnation(shard.incarnation());
   return FinishNow(context, absl::OkStatus());
+}
+
+size_t ParameterServerService::IdleMessageBytes(const Shard* shard) {
+  // Payload headers and the messages themselves fit in the slack.
+  constexpr size_t kSlack = 1 << 20;
+  if (shard == nullptr) return kSlack;
+  return 2 * size_t{shard->config().cluster().num_workers()} *
+             shard->layout().shard_bytes[shard->rank()] +
+         kSlack;
 }
 
 void FinishPushPull(grpc::ServerUnaryReactor* reactor, rpc::PushPullResponse* response,

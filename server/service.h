@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
+#include "server/message_pool.h"
 #include "server/shard.h"
 #include "server/shard_host.h"
 
@@ -47,9 +48,16 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
   ParameterServerService(Shard* shard, std::string job_token)
       : own_host_(std::make_unique<ShardHost>(shard)),
         host_(*own_host_),
-        job_token_(std::move(job_token)) {}
+        job_token_(std::move(job_token)),
+        push_pull_messages_(IdleMessageBytes(shard)) {
+    UsePooledMessages();
+  }
   ParameterServerService(ShardHost* host, std::string job_token)
-      : host_(*host), job_token_(std::move(job_token)) {}
+      : host_(*host),
+        job_token_(std::move(job_token)),
+        push_pull_messages_(IdleMessageBytes(host->shard())) {
+    UsePooledMessages();
+  }
 
   grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
                                       const rpc::HandshakeRequest* request,
@@ -68,9 +76,18 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
   // OK when no token is configured or the call carries it; else UNAUTHENTICATED.
   absl::Status Admit(const grpc::CallbackServerContext& context) const;
 
+  // PushPull calls take their messages from push_pull_messages_, so a steady-state step
+  // reuses the memory of the last one's payloads.
+  void UsePooledMessages() { SetMessageAllocatorFor_PushPull(&push_pull_messages_); }
+  // What the idle PushPull messages may keep: a whole step's, every worker pushing and
+  // pulling the shard raw, and no more (only the slack while no handshake has made the
+  // shard; Handshake() raises it then).
+  static size_t IdleMessageBytes(const Shard* shard);
+
   const std::unique_ptr<ShardHost> own_host_;  // When constructed from a Shard.
   ShardHost& host_;
   const std::string job_token_;
+  PushPullMessagePool push_pull_messages_;
 };
 
 }  // namespace tamp

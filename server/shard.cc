@@ -34,6 +34,9 @@ struct Shard::Completion {
   std::string aggregate;  // The push codec's answer (multi-round codecs).
   uint64_t step = 0;
   bool last_round = true;
+  // The chunk whose pull buffer `update` is on loan from (FinishStep); Deliver() hands it
+  // back, so a steady-state step encodes into memory it already has.
+  ChunkState* lender = nullptr;
 };
 
 struct Shard::ChunkState {
@@ -180,6 +183,8 @@ struct Shard::ChunkState {
   // for the next step and hands back the parked callbacks. Requires mu.
   Completion FinishStep(const config::RunConfig& config, float learning_rate) {
     Completion done;
+    done.update = TakePullBuffer();
+    done.lender = this;
     const absl::Span<const float> gradient = AggregateGradient(config, &done.aggregate);
     // Encoding a well-sized buffer fails only on a codec bug. The weights have moved either
     // way, so the step still counts; workers that get the error must resync (PullWeights).
@@ -314,6 +319,7 @@ struct Shard::ChunkState {
       }
       AsyncAnswer answer;
       answer.done = std::move(push.done);
+      answer.update = TakePullBuffer();
       answer.status = AnswerAsync(config, push.worker, push.step, &answer.update);
       answer.step = push.step + 1;
       answer.slowest = SlowestPushes();
@@ -354,6 +360,23 @@ struct Shard::ChunkState {
   std::unique_ptr<compress::Codec> pull_codec;
   std::unique_ptr<compress::ErrorFeedback> pull_feedback;
   std::vector<float> update;  // Scratch: w_new - w_old (Optimizer::Apply()).
+  // Pull payload buffers of answers already sent (ReturnPullBuffer): an answer is encoded
+  // into one of them rather than into fresh memory (a raw pull is the whole chunk every
+  // step). SYNC uses one at a time; ASYNC / SSP one per answer formed together.
+  std::vector<std::string> pull_buffers;
+  // A spare pull buffer, or an empty string. Requires mu.
+  std::string TakePullBuffer() {
+    if (pull_buffers.empty()) return {};
+    std::string buffer = std::move(pull_buffers.back());
+    pull_buffers.pop_back();
+    return buffer;
+  }
+  // Keeps the buffer of a sent answer for a later one, up to one per worker. Locks mu.
+  void ReturnPullBuffer(std::string&& buffer) {
+    if (buffer.capacity() == 0) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (pull_buffers.size() < arrived.size()) pull_buffers.push_back(std::move(buffer));
+  }
   std::vector<float> scratch;  // DecodeAddFinite(): the next accumulator.
   compress::SparseEntries pushed;  // DecodeAddFinite(): a sparse push's entries.
   uint64_t nonfinite_skipped = 0;  // Pushes skipped by nonfinite_policy SKIP.
@@ -596,6 +619,9 @@ void Shard::Deliver(Completion& completion) {
   for (RoundDoneCallback& callback : completion.callbacks) {
     callback(completion.status, completion.status.ok() ? &answer : nullptr);
   }
+  if (completion.lender != nullptr) {
+    completion.lender->ReturnPullBuffer(std::move(completion.update));
+  }
 }
 
 bool Shard::Live(uint32_t worker, uint64_t step) const {
@@ -746,6 +772,7 @@ void Shard::PushAsync(ChunkState& chunk, uint32_t worker, uint64_t step, uint32_
     out.aggregate = &empty;
     out.slowest_pushes = answer.slowest;
     answer.done(absl::OkStatus(), &out);
+    chunk.ReturnPullBuffer(std::move(answer.update));
   }
 }
 

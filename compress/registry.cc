@@ -184,6 +184,32 @@ const std::vector<Entry>& Entries() {
   return *entries;
 }
 
+// Why codec `id` cannot carry the pull, or null when it can. The pull's payload decodes to
+// the update every worker adds to its weights, so only a decode on the update's scale fits.
+const char* CannotPull(CodecId id) {
+  switch (id) {
+    case CodecId::kSignSgd:
+      return "its decode is +-1 per element (a vote, for the push), not the update's "
+             "magnitude: every weight would move by +-1 a step";
+    case CodecId::kSignum:
+      return "its decode is +-1 per element of a momentum it keeps (a vote, for the push), "
+             "not the update's magnitude: every weight would move by +-1 a step";
+    default:
+      return nullptr;
+  }
+}
+
+// The codecs that can carry the pull, for the refusal's suggestion.
+std::string PullCodecNames() {
+  std::vector<std::string> names;
+  for (const Entry& entry : Entries()) {
+    if (entry.rounds == 1 && CannotPull(entry.id) == nullptr) {
+      names.emplace_back(CodecName(entry.id));
+    }
+  }
+  return absl::StrJoin(names, ", ");
+}
+
 const Entry* Find(absl::string_view name) {
   for (const Entry& entry : Entries()) {
     if (CodecName(entry.id) == name) return &entry;
@@ -245,6 +271,13 @@ const std::vector<CodecInfo>& ListCodecs() {
           << "bad example spec of codec " << info.name;
       info.example.set_name(info.name);
       info.rounds = entry.rounds;
+      if (const char* why = CannotPull(entry.id); why != nullptr) {
+        info.can_pull = false;
+        info.cannot_pull = why;
+      } else if (entry.rounds != 1) {
+        info.can_pull = false;
+        info.cannot_pull = "it takes several rounds per step; the pull answers in one";
+      }
       list->push_back(std::move(info));
     }
     return list;
@@ -276,6 +309,13 @@ absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view fiel
 absl::Status ValidatePullCodecSpec(const config::Codec& spec, absl::string_view field_path) {
   TAMP_RETURN_IF_ERROR(ValidateCodecSpec(spec, field_path));
   const Entry* entry = Find(spec.name());
+  if (const char* why = CannotPull(entry->id); why != nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_path, ".name: codec '", spec.name(),
+                     "' cannot carry the servers' update: ", why, "; use one whose decode keeps "
+                     "the values' scale (efsign sends 1 bit per value scaled by mean |x|; all: ",
+                     PullCodecNames(), ")"));
+  }
   if (entry->rounds != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         field_path, ".name: codec '", spec.name(), "' takes ", entry->rounds,

@@ -184,6 +184,65 @@ const std::vector<Entry>& Entries() {
   return *entries;
 }
 
+// The recommended settings of each codec (CodecInfo::recommended), in text format: the
+// push side of a ChunkCompression, then the optimizer. Keep in step with bench/convergence.py's
+// RECOMMENDED (//compress:registry_test compares them with bench/configs/recommended/).
+struct Recommendation {
+  CodecId id;
+  const char* compression;
+  const char* optimizer;
+};
+
+// The example's optimizer, with which most codecs train as they are.
+constexpr char kExampleSgd[] =
+    "name: 'sgd' learning_rate: 0.05 momentum: 0.9 schedule { kind: COSINE }";
+
+const Recommendation kRecommendations[] = {
+    {CodecId::kNone, "push { name: 'none' } push_feedback { kind: NONE }", kExampleSgd},
+    {CodecId::kTopK, "push { name: 'topk' ratio: 0.01 } push_feedback { kind: RESIDUAL }",
+     kExampleSgd},
+    {CodecId::kFp16, "push { name: 'fp16' } push_feedback { kind: NONE }", kExampleSgd},
+    {CodecId::kBf16, "push { name: 'bf16' } push_feedback { kind: NONE }", kExampleSgd},
+    // DGC's momentum correction keeps the momentum on the workers: plain SGD on the servers.
+    {CodecId::kDgc,
+     "push { name: 'dgc' ratio: 0.01 sample_ratio: 0.01 } push_feedback { kind: DGC_MOMENTUM }",
+     "name: 'sgd' learning_rate: 0.05 momentum: 0 schedule { kind: COSINE }"},
+    {CodecId::kThreshold,
+     "push { name: 'threshold' threshold: 0.01 } push_feedback { kind: RESIDUAL }", kExampleSgd},
+    // A coordinate is sent about once per 1/ratio steps with that many steps of residual;
+    // server momentum would multiply those bursts.
+    {CodecId::kRandomK, "push { name: 'randomk' ratio: 0.01 } push_feedback { kind: RESIDUAL }",
+     "name: 'sgd' learning_rate: 0.05 momentum: 0 schedule { kind: COSINE }"},
+    {CodecId::kRandomBlock,
+     "push { name: 'randomblock' ratio: 0.01 num_blocks: 4 } push_feedback { kind: RESIDUAL }",
+     "name: 'sgd' learning_rate: 0.05 momentum: 0 schedule { kind: COSINE }"},
+    {CodecId::kQsgd,
+     "push { name: 'qsgd' levels: 127 bucket_size: 512 } push_feedback { kind: NONE }",
+     kExampleSgd},
+    {CodecId::kTernGrad, "push { name: 'terngrad' } push_feedback { kind: NONE }", kExampleSgd},
+    // The vote moves each weight by lr a step, whatever the gradient's size.
+    {CodecId::kSignSgd, "push { name: 'signsgd' } push_feedback { kind: NONE }",
+     "name: 'sgd' learning_rate: 0.00005 momentum: 0.9 schedule { kind: COSINE }"},
+    {CodecId::kEfSign, "push { name: 'efsign' } push_feedback { kind: RESIDUAL }",
+     "name: 'sgd' learning_rate: 0.01 momentum: 0.9 schedule { kind: COSINE }"},
+    // Momentum is the codec's, on the workers.
+    {CodecId::kSignum, "push { name: 'signum' momentum: 0.9 } push_feedback { kind: NONE }",
+     "name: 'sgd' learning_rate: 0.0003 momentum: 0 schedule { kind: COSINE }"},
+    {CodecId::kNatural, "push { name: 'natural' } push_feedback { kind: NONE }", kExampleSgd},
+    {CodecId::kMaxMin,
+     "push { name: 'maxmin' bits: 8 bucket_size: 512 } push_feedback { kind: NONE }",
+     kExampleSgd},
+    {CodecId::kPowerSgd, "push { name: 'powersgd' rank: 2 } push_feedback { kind: RESIDUAL }",
+     kExampleSgd},
+};
+
+const Recommendation& RecommendationOf(CodecId id) {
+  for (const Recommendation& recommendation : kRecommendations) {
+    if (recommendation.id == id) return recommendation;
+  }
+  LOG(FATAL) << "codec " << CodecName(id) << " has no recommended settings";
+}
+
 // Why codec `id` cannot carry the pull, or null when it can. The pull's payload decodes to
 // the update every worker adds to its weights, so only a decode on the update's scale fits.
 const char* CannotPull(CodecId id) {
@@ -271,6 +330,14 @@ const std::vector<CodecInfo>& ListCodecs() {
           << "bad example spec of codec " << info.name;
       info.example.set_name(info.name);
       info.rounds = entry.rounds;
+      const Recommendation& recommendation = RecommendationOf(entry.id);
+      CHECK(google::protobuf::TextFormat::ParseFromString(recommendation.compression,
+                                                          &info.recommended))
+          << "bad recommended spec of codec " << info.name;
+      info.recommended.mutable_pull()->set_name("none");
+      CHECK(google::protobuf::TextFormat::ParseFromString(recommendation.optimizer,
+                                                          &info.recommended_optimizer))
+          << "bad recommended optimizer of codec " << info.name;
       if (const char* why = CannotPull(entry.id); why != nullptr) {
         info.can_pull = false;
         info.cannot_pull = why;

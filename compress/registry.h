@@ -31,6 +31,13 @@ struct CodecInfo {
   // not, `cannot_pull` says why (ValidatePullCodecSpec()'s reason).
   bool can_pull = true;
   std::string cannot_pull;
+  // Settings with which it trains, as the push codec, the example MLP
+  // (examples/mlp_fashion.pbtxt: 2 workers, 3 epochs) to 0.85 test accuracy: the push codec
+  // and its memory (pull raw), and the servers' optimizer. Measured by bench/convergence.py
+  // (docs/convergence.md, "Recommended settings per codec"), which writes each as
+  // bench/configs/recommended/NAME.pbtxt.
+  config::ChunkCompression recommended;
+  config::Optimizer recommended_optimizer;
 };
 
 // Every registered codec, in wire-id order.

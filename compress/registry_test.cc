@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -252,6 +254,33 @@ TEST(RegistryTest, PullCodecsDecodeToTheUpdatesScale) {
   }
   EXPECT_TRUE(ValidatePullCodecSpec(Spec("name: 'efsign'"), kPull).ok());
   EXPECT_TRUE(ValidatePullCodecSpec(Spec("name: 'topk' ratio: 0.01"), kPull).ok());
+}
+
+// Each codec's recommended settings are valid and are those bench/convergence.py measured: the
+// run config it wrote to bench/configs/recommended/NAME.pbtxt has the same push codec, memory
+// and optimizer.
+TEST(RegistryTest, RecommendedSettingsAreTheMeasuredConfigs) {
+  for (const CodecInfo& info : ListCodecs()) {
+    const config::ChunkCompression& recommended = info.recommended;
+    EXPECT_EQ(recommended.push().name(), info.name);
+    EXPECT_TRUE(ValidateCodecSpec(recommended.push(), kPath).ok()) << info.name;
+    EXPECT_TRUE(info.recommended_optimizer.learning_rate() > 0) << info.name;
+
+    const std::string path = "bench/configs/recommended/" + info.name + ".pbtxt";
+    std::ifstream file(path);
+    ASSERT_TRUE(file) << path << " is missing (bench/convergence.py writes it)";
+    std::stringstream text;
+    text << file.rdbuf();
+    config::RunConfig measured;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text.str(), &measured)) << path;
+    const config::ChunkCompression& ran = measured.compression().default_compression();
+    EXPECT_EQ(ran.push().DebugString(), recommended.push().DebugString()) << path;
+    EXPECT_EQ(ran.push_feedback().DebugString(), recommended.push_feedback().DebugString())
+        << path;
+    EXPECT_EQ(ran.pull().DebugString(), recommended.pull().DebugString()) << path;
+    EXPECT_EQ(measured.optimizer().DebugString(), info.recommended_optimizer.DebugString())
+        << path;
+  }
 }
 
 }  // namespace

@@ -266,7 +266,8 @@ TEST(ConfigTest, SignCodecsCannotCarryThePull) {
                 "carry");
   // The refusal names the codecs that can.
   ExpectInvalid("compression { default_compression { pull { name: 'signsgd' } } }",
-                "(efsign sends 1 bit per value scaled by mean |x|; all: none, topk, fp16");
+                "e.g. topk with pull_feedback RESIDUAL, or efsign for 1 bit per value scaled by "
+                "mean |x| (all: none, topk, fp16");
   // On the push they are what they are for (a majority vote); scaled signs can pull. (An
   // override: kGoodConfig's default push sets a ratio, which sign codecs do not take.)
   for (const char* ok : {"push { name: 'signsgd' } push_feedback { kind: NONE }",

@@ -380,7 +380,8 @@ absl::Status ValidatePullCodecSpec(const config::Codec& spec, absl::string_view 
     return absl::InvalidArgumentError(
         absl::StrCat(field_path, ".name: codec '", spec.name(),
                      "' cannot carry the servers' update: ", why, "; use one whose decode keeps "
-                     "the values' scale (efsign sends 1 bit per value scaled by mean |x|; all: ",
+                     "the values' scale, e.g. topk with pull_feedback RESIDUAL, or efsign for 1 "
+                     "bit per value scaled by mean |x| (all: ",
                      PullCodecNames(), ")"));
   }
   if (entry->rounds != 1) {

@@ -58,6 +58,43 @@ CODECS = [
 PULL_ROWS = {"topk1_ef_pulltopk1": ("topk1_ef", 'name: "topk" ratio: 0.01'),
              "dgc1_ef_pulltopk1": ("dgc1_ef", 'name: "topk" ratio: 0.01')}
 
+# Recommended settings per codec, one for every codec of `tamp codecs`: settings with which
+# it reaches TARGET_ACCURACY on the MLP (issue 18). The row of the table above when the
+# example's settings already get there (without memory where the codec needs none), else a
+# row of RECOMMENDED_ROWS with settings of its own. Each is written out as
+# bench/configs/recommended/<codec>.pbtxt (the exact config that ran, with its result) and is
+# what `tamp codecs` recommends (compress/registry.cc; //compress:registry_test compares).
+RECOMMENDED = {
+    "none": "none", "topk": "topk1_ef", "fp16": "fp16", "bf16": "bf16", "dgc": "dgc1_ef",
+    "threshold": "threshold_ef", "randomk": "randomk_rec", "randomblock": "randomblock_rec",
+    "qsgd": "qsgd127_noef", "terngrad": "terngrad_noef", "signsgd": "signsgd_rec",
+    "efsign": "efsign_rec", "signum": "signum_rec", "natural": "natural_noef",
+    "maxmin": "maxmin8_noef", "powersgd": "powersgd2_ef",
+}
+# Rows of codecs that need settings of their own to train: name -> (push codec text, push
+# feedback, the optimizer line replacing the example's). MLP only. Sign codecs take a step of
+# fixed size per coordinate (lr for signsgd's vote), so they need a learning rate ~100x
+# smaller than the example's; random-k and random-block release ~1/ratio steps of residual at
+# once, which server momentum 0.9 turns into divergence.
+RECOMMENDED_ROWS = {
+    "randomk_rec": ('name: "randomk" ratio: 0.01', "RESIDUAL",
+                    'optimizer { name: "sgd" learning_rate: 0.05 momentum: 0 '
+                    'schedule { kind: COSINE } }'),
+    "randomblock_rec": ('name: "randomblock" ratio: 0.01 num_blocks: 4', "RESIDUAL",
+                        'optimizer { name: "sgd" learning_rate: 0.05 momentum: 0 '
+                        'schedule { kind: COSINE } }'),
+    "signsgd_rec": ('name: "signsgd"', "NONE",
+                    'optimizer { name: "sgd" learning_rate: 0.00005 momentum: 0.9 '
+                    'schedule { kind: COSINE } }'),
+    "efsign_rec": ('name: "efsign"', "RESIDUAL",
+                   'optimizer { name: "sgd" learning_rate: 0.01 momentum: 0.9 '
+                   'schedule { kind: COSINE } }'),
+    "signum_rec": ('name: "signum" momentum: 0.9', "NONE",
+                   'optimizer { name: "sgd" learning_rate: 0.0003 momentum: 0 '
+                   'schedule { kind: COSINE } }'),
+}
+RECOMMENDED_DIR = os.path.join(REPO, "bench/configs/recommended")
+
 # The rows of the published pattern (top-k + memory matches none; without memory it loses;
 # random-k without memory loses much more): run first.
 PATTERN = ["none", "topk1_ef", "topk1_noef", "randomk1_ef", "randomk1_noef"]
@@ -92,12 +129,14 @@ def all_runs():
         rows.append((label + "_noef", codec, "NONE"))
     by_name = {name: (codec, fb) for name, codec, fb in rows}
     rows += [(name, *by_name[push_row]) for name, (push_row, _) in PULL_ROWS.items()]
+    rows += [(name, codec, fb) for name, (codec, fb, _) in RECOMMENDED_ROWS.items()]
     runs = []
     for model in MODELS:
         runs += [(model, name, codec, fb) for name, codec, fb in rows if name in PATTERN]
     for model in MODELS:
         runs += [(model, name, codec, fb) for name, codec, fb in rows
-                 if name not in PATTERN and (model == "mlp" or name not in PULL_ROWS)
+                 if name not in PATTERN
+                 and (model == "mlp" or (name not in PULL_ROWS and name not in RECOMMENDED_ROWS))
                  and name in MODELS[model].get("rows", [name])]
     return runs
 
@@ -139,12 +178,16 @@ def make_config(model, row, codec, feedback, epochs, max_steps, eval_every_steps
         text = replace_once(text, r"pull \{[^}]*\}",
                             f"pull {{ {PULL_ROWS[row][1]} }}\n    pull_feedback {{ kind: RESIDUAL }}",
                             "the pull codec")
-    if feedback == "DGC_MOMENTUM":
+    if row in RECOMMENDED_ROWS:
+        text = replace_once(text, r"optimizer \{[^\n]*\n", RECOMMENDED_ROWS[row][2] + "\n",
+                            "the optimizer")
+    elif feedback == "DGC_MOMENTUM":
         # DGC's momentum correction moves the momentum to the workers (as in
         # examples/mlp_fashion_dgc.pbtxt): the servers apply plain SGD.
         text = replace_once(text, r"momentum: 0\.9", "momentum: 0", "the optimizer momentum")
+    optimizer = (f" and {RECOMMENDED_ROWS[row][2]}" if row in RECOMMENDED_ROWS else "")
     header = (f"# bench/convergence.py: {MODELS[model]['example']} with push {{ {codec} }} "
-              f"and {feedback} error feedback.\n")
+              f"and {feedback} error feedback{optimizer}.\n")
     return name, header + text
 
 
@@ -360,6 +403,73 @@ def write_plots(results, plot_dir):
     return plots
 
 
+def optimizer_of(entry):
+    """The optimizer line of a run's config, as 'sgd lr 0.05 momentum 0.9 cosine'."""
+    line = re.search(r"optimizer \{([^\n]*)\}", entry["config"]).group(1)
+    name = re.search(r'name: "([^"]*)"', line).group(1)
+    words = [name, "lr " + re.search(r"learning_rate: ([0-9.e-]+)", line).group(1)]
+    momentum = re.search(r"momentum: ([0-9.e-]+)", line)
+    words.append("momentum " + (momentum.group(1) if momentum else "0"))
+    schedule = re.search(r"kind: (\w+)", line)
+    if schedule:
+        words.append(schedule.group(1).lower())
+    return " ".join(words)
+
+
+def recommended_section(results):
+    """The table of every codec at its recommended settings (RECOMMENDED), from `results`."""
+    out = ["## Recommended settings per codec (MLP, 3 epochs)", "",
+           "One row per codec of `tamp codecs`, as the push codec: settings with which it",
+           f"reaches {TARGET_ACCURACY} on the MLP (`tamp codecs` prints them too). Each row's "
+           "exact config,",
+           "with its result, is `bench/configs/recommended/<codec>.pbtxt` (written by this",
+           "script). Rows named `*_rec` run settings of their own, the others are the row of",
+           "the same name in the MLP table below.", "",
+           "| codec | row | push codec | error feedback | optimizer (servers) | final acc | "
+           f"steps to {TARGET_ACCURACY} | push B/step | push ratio |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    missing = []
+    for codec, row in RECOMMENDED.items():
+        e = results.get(f"mlp_{row}")
+        if e is None:
+            missing.append(row)
+            continue
+        final = (f"{e['final_accuracy']:.4f}" if e.get("diverged_at_step") is None
+                 else f"diverged (NaN at step {e['diverged_at_step']})")
+        out.append("| {} | mlp_{} | {} | {} | {} | {} | {} | {} | {} |".format(
+            codec, row, codec_of(e), e["feedback"], optimizer_of(e), final,
+            e["steps_to_target"] if e["steps_to_target"] is not None else "not reached",
+            fmt_bytes(e["bytes_pushed_per_step"]),
+            f"{e['compression_ratio']:.1f}x" if e["compression_ratio"] else "-"))
+    out.append("")
+    if missing:
+        out += ["Not run yet (`bench/convergence.sh --models mlp --rows recommended`): "
+                + ", ".join(missing) + ".", ""]
+    return out
+
+
+def write_recommended_configs(results, directory):
+    """bench/configs/recommended/<codec>.pbtxt: each codec's recommended run's exact config,
+    headed by its result. Codecs whose run is missing get no file."""
+    os.makedirs(directory, exist_ok=True)
+    for codec, row in RECOMMENDED.items():
+        e = results.get(f"mlp_{row}")
+        if e is None:
+            continue
+        reached = (f"reached {TARGET_ACCURACY} at step {e['steps_to_target']}"
+                   if e["steps_to_target"] is not None else f"did not reach {TARGET_ACCURACY}")
+        final = (f"ended at test accuracy {e['final_accuracy']:.4f}"
+                 if e.get("diverged_at_step") is None
+                 else f"diverged at step {e['diverged_at_step']}")
+        header = (f"# Recommended settings for codec {codec} (push), written by "
+                  "bench/convergence.py from\n"
+                  f"# bench/results/convergence.json, run mlp_{row} (do not edit; rerun the "
+                  "script).\n"
+                  f"# This exact config {final} and {reached} (docs/convergence.md).\n")
+        with open(os.path.join(directory, codec + ".pbtxt"), "w") as f:
+            f.write(header + e["config"])
+
+
 def write_doc(path, results, plots, meta):
     order = {f"{m}_{name}": i for i, (m, name, _, _) in enumerate(all_runs())}
     lines = [
@@ -374,7 +484,8 @@ def write_doc(path, results, plots, meta):
         "  `bench/convergence.sh --quick` (the pattern rows only). Finished runs are kept, so",
         "  the table may come from several invocations (each run's finishing time and machine",
         f"  load are in the JSON); this file was written by `{meta['command']}`.",
-        "- Job: 2 servers, 2 workers, SYNC, batch 64 per worker, sgd lr 0.05 momentum 0.9,",
+        "- Job: 2 servers, 2 workers, SYNC, batch 64 per worker, sgd lr 0.05 momentum 0.9",
+        "  (except the recommended rows below, whose optimizer is given),",
         "  cosine schedule to 0 over the run, pull raw (`none`); the push codec and its error",
         "  feedback vary. Chunks under 16 KiB travel raw: the biases, and on the CNN also",
         "  conv1.weight (3.2 kB) and fc2.weight (5 kB), so its codecs compress fc1.weight and",
@@ -392,8 +503,11 @@ def write_doc(path, results, plots, meta):
         "  its short speed runs).",
         "",
     ]
+    lines += recommended_section(results)
     for model in MODELS:
-        entries = sorted((e for e in results.values() if e["model"] == model),
+        # The recommended rows run at optimizer settings of their own: their own table above.
+        entries = sorted((e for e in results.values()
+                          if e["model"] == model and e["row"] not in RECOMMENDED_ROWS),
                          key=lambda e: order.get(f"{e['model']}_{e['row']}", 1e9))
         if not entries:
             continue
@@ -406,7 +520,7 @@ def write_doc(path, results, plots, meta):
         lines += [f"## {model_title(model)} ({MODELS[model]['example']}, {length}, "
                   f"evaluated every {interval} steps)", "", table(entries), ""]
         missing = [row for m, row, _, _ in all_runs()
-                   if m == model and f"{m}_{row}" not in results]
+                   if m == model and f"{m}_{row}" not in results and row not in RECOMMENDED_ROWS]
         if missing:
             lines += [f"Not in this table (not run yet: `bench/convergence.sh --models {model} "
                       f"{rows_flag(model)} ROWS`): "
@@ -452,7 +566,8 @@ def main():
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated: " + ", ".join(MODELS))
     parser.add_argument("--rows", default="all",
-                        help="'pattern' (none, topk1 and randomk1 +-EF), 'all', or a "
+                        help="'pattern' (none, topk1 and randomk1 +-EF), 'recommended' (the "
+                             "rows of codecs with settings of their own), 'all', or a "
                              "comma-separated list of row names such as topk1_ef,fp16")
     parser.add_argument("--cnn_rows", default="all", help="rows for the CNN (as --rows)")
     parser.add_argument("--epochs", type=int, help="override every model's epochs")
@@ -462,6 +577,8 @@ def main():
     parser.add_argument("--report_only", action="store_true", help="run nothing")
     parser.add_argument("--json", default=os.path.join(REPO, "bench/results/convergence.json"))
     parser.add_argument("--doc", default=os.path.join(REPO, "docs/convergence.md"))
+    parser.add_argument("--recommended_dir", default=RECOMMENDED_DIR,
+                        help="where the recommended config per codec is written")
     parser.add_argument("--reading", default=os.path.join(REPO, "bench/convergence_reading.md"),
                         help="the hand-written reading of the results, pasted into the doc")
     args = parser.parse_args()
@@ -475,7 +592,8 @@ def main():
         choice = args.rows if model == "mlp" else args.cnn_rows
         if choice == "all":
             return True
-        names = PATTERN if choice == "pattern" else choice.split(",")
+        names = {"pattern": PATTERN, "recommended": list(RECOMMENDED_ROWS)}.get(
+            choice, choice.split(","))
         return row in names
 
     models = args.models.split(",")
@@ -530,6 +648,7 @@ def main():
         with open(args.json) as f:
             results = json.load(f)["runs"]
     plots = write_plots(results, os.path.join(os.path.dirname(args.doc), "plots"))
+    write_recommended_configs(results, args.recommended_dir)
     write_doc(args.doc, results, plots, meta)
     print(f"convergence.py: wrote {args.doc}", file=sys.stderr)
     if failed:

@@ -13,6 +13,7 @@
 #include "common/model_layout.h"
 #include "common/security.h"
 #include "common/status_macros.h"
+#include "compress/error_feedback.h"
 #include "compress/registry.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -204,11 +205,26 @@ absl::Status ValidateServerMode(const config::RunConfig& config) {
   return absl::OkStatus();
 }
 
+// One direction's codecs and memories. The pull carries the servers' update, so its codec
+// must decode to the update's scale and take one round (ValidatePullCodecSpec()), and its
+// memory may not be DGC_MOMENTUM: the servers' optimizer has already applied its momentum to
+// the update, and a second momentum on the workers' copy would apply it twice.
 absl::Status ValidateChunkCompression(const config::ChunkCompression& compression,
                                       absl::string_view field) {
   TAMP_RETURN_IF_ERROR(compress::ValidateCodecSpec(compression.push(), absl::StrCat(field, ".push")));
-  // Multi-round codecs (powersgd) can only push.
-  return compress::ValidatePullCodecSpec(compression.pull(), absl::StrCat(field, ".pull"));
+  TAMP_RETURN_IF_ERROR(compress::ValidateErrorFeedbackSpec(compression.push_feedback(),
+                                                           absl::StrCat(field, ".push_feedback")));
+  TAMP_RETURN_IF_ERROR(
+      compress::ValidatePullCodecSpec(compression.pull(), absl::StrCat(field, ".pull")));
+  TAMP_RETURN_IF_ERROR(compress::ValidateErrorFeedbackSpec(compression.pull_feedback(),
+                                                           absl::StrCat(field, ".pull_feedback")));
+  if (compression.pull_feedback().kind() == config::ErrorFeedback::DGC_MOMENTUM) {
+    return FieldError(absl::StrCat(field, ".pull_feedback.kind"),
+                      "DGC_MOMENTUM cannot wrap the pull: it adds momentum to what it sends, and "
+                      "the servers' update already carries the optimizer's momentum; use "
+                      "RESIDUAL (or NONE)");
+  }
+  return absl::OkStatus();
 }
 
 // DGC's momentum correction (push_feedback DGC_MOMENTUM) keeps the momentum on the

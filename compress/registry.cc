@@ -184,6 +184,91 @@ const std::vector<Entry>& Entries() {
   return *entries;
 }
 
+// The recommended settings of each codec (CodecInfo::recommended), in text format: the
+// push side of a ChunkCompression, then the optimizer. Keep in step with bench/convergence.py's
+// RECOMMENDED (//compress:registry_test compares them with bench/configs/recommended/).
+struct Recommendation {
+  CodecId id;
+  const char* compression;
+  const char* optimizer;
+};
+
+// The example's optimizer, with which most codecs train as they are.
+constexpr char kExampleSgd[] =
+    "name: 'sgd' learning_rate: 0.05 momentum: 0.9 schedule { kind: COSINE }";
+
+const Recommendation kRecommendations[] = {
+    {CodecId::kNone, "push { name: 'none' } push_feedback { kind: NONE }", kExampleSgd},
+    {CodecId::kTopK, "push { name: 'topk' ratio: 0.01 } push_feedback { kind: RESIDUAL }",
+     kExampleSgd},
+    {CodecId::kFp16, "push { name: 'fp16' } push_feedback { kind: NONE }", kExampleSgd},
+    {CodecId::kBf16, "push { name: 'bf16' } push_feedback { kind: NONE }", kExampleSgd},
+    // DGC's momentum correction keeps the momentum on the workers: plain SGD on the servers.
+    {CodecId::kDgc,
+     "push { name: 'dgc' ratio: 0.01 sample_ratio: 0.01 } push_feedback { kind: DGC_MOMENTUM }",
+     "name: 'sgd' learning_rate: 0.05 momentum: 0 schedule { kind: COSINE }"},
+    {CodecId::kThreshold,
+     "push { name: 'threshold' threshold: 0.01 } push_feedback { kind: RESIDUAL }", kExampleSgd},
+    // A coordinate is sent about once per 1/ratio steps with that many steps of residual;
+    // server momentum would multiply those bursts.
+    {CodecId::kRandomK, "push { name: 'randomk' ratio: 0.01 } push_feedback { kind: RESIDUAL }",
+     "name: 'sgd' learning_rate: 0.05 momentum: 0 schedule { kind: COSINE }"},
+    {CodecId::kRandomBlock,
+     "push { name: 'randomblock' ratio: 0.01 num_blocks: 4 } push_feedback { kind: RESIDUAL }",
+     "name: 'sgd' learning_rate: 0.05 momentum: 0 schedule { kind: COSINE }"},
+    {CodecId::kQsgd,
+     "push { name: 'qsgd' levels: 127 bucket_size: 512 } push_feedback { kind: NONE }",
+     kExampleSgd},
+    {CodecId::kTernGrad, "push { name: 'terngrad' } push_feedback { kind: NONE }", kExampleSgd},
+    // The vote moves each weight by lr a step, whatever the gradient's size.
+    {CodecId::kSignSgd, "push { name: 'signsgd' } push_feedback { kind: NONE }",
+     "name: 'sgd' learning_rate: 0.00005 momentum: 0.9 schedule { kind: COSINE }"},
+    {CodecId::kEfSign, "push { name: 'efsign' } push_feedback { kind: RESIDUAL }",
+     "name: 'sgd' learning_rate: 0.01 momentum: 0.9 schedule { kind: COSINE }"},
+    // Momentum is the codec's, on the workers.
+    {CodecId::kSignum, "push { name: 'signum' momentum: 0.9 } push_feedback { kind: NONE }",
+     "name: 'sgd' learning_rate: 0.0003 momentum: 0 schedule { kind: COSINE }"},
+    {CodecId::kNatural, "push { name: 'natural' } push_feedback { kind: NONE }", kExampleSgd},
+    {CodecId::kMaxMin,
+     "push { name: 'maxmin' bits: 8 bucket_size: 512 } push_feedback { kind: NONE }",
+     kExampleSgd},
+    {CodecId::kPowerSgd, "push { name: 'powersgd' rank: 2 } push_feedback { kind: RESIDUAL }",
+     kExampleSgd},
+};
+
+const Recommendation& RecommendationOf(CodecId id) {
+  for (const Recommendation& recommendation : kRecommendations) {
+    if (recommendation.id == id) return recommendation;
+  }
+  LOG(FATAL) << "codec " << CodecName(id) << " has no recommended settings";
+}
+
+// Why codec `id` cannot carry the pull, or null when it can. The pull's payload decodes to
+// the update every worker adds to its weights, so only a decode on the update's scale fits.
+const char* CannotPull(CodecId id) {
+  switch (id) {
+    case CodecId::kSignSgd:
+      return "its decode is +-1 per element (a vote, for the push), not the update's "
+             "magnitude: every weight would move by +-1 a step";
+    case CodecId::kSignum:
+      return "its decode is +-1 per element of a momentum it keeps (a vote, for the push), "
+             "not the update's magnitude: every weight would move by +-1 a step";
+    default:
+      return nullptr;
+  }
+}
+
+// The codecs that can carry the pull, for the refusal's suggestion.
+std::string PullCodecNames() {
+  std::vector<std::string> names;
+  for (const Entry& entry : Entries()) {
+    if (entry.rounds == 1 && CannotPull(entry.id) == nullptr) {
+      names.emplace_back(CodecName(entry.id));
+    }
+  }
+  return absl::StrJoin(names, ", ");
+}
+
 const Entry* Find(absl::string_view name) {
   for (const Entry& entry : Entries()) {
     if (CodecName(entry.id) == name) return &entry;
@@ -245,6 +330,21 @@ const std::vector<CodecInfo>& ListCodecs() {
           << "bad example spec of codec " << info.name;
       info.example.set_name(info.name);
       info.rounds = entry.rounds;
+      const Recommendation& recommendation = RecommendationOf(entry.id);
+      CHECK(google::protobuf::TextFormat::ParseFromString(recommendation.compression,
+                                                          &info.recommended))
+          << "bad recommended spec of codec " << info.name;
+      info.recommended.mutable_pull()->set_name("none");
+      CHECK(google::protobuf::TextFormat::ParseFromString(recommendation.optimizer,
+                                                          &info.recommended_optimizer))
+          << "bad recommended optimizer of codec " << info.name;
+      if (const char* why = CannotPull(entry.id); why != nullptr) {
+        info.can_pull = false;
+        info.cannot_pull = why;
+      } else if (entry.rounds != 1) {
+        info.can_pull = false;
+        info.cannot_pull = "it takes several rounds per step; the pull answers in one";
+      }
       list->push_back(std::move(info));
     }
     return list;
@@ -276,6 +376,14 @@ absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view fiel
 absl::Status ValidatePullCodecSpec(const config::Codec& spec, absl::string_view field_path) {
   TAMP_RETURN_IF_ERROR(ValidateCodecSpec(spec, field_path));
   const Entry* entry = Find(spec.name());
+  if (const char* why = CannotPull(entry->id); why != nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_path, ".name: codec '", spec.name(),
+                     "' cannot carry the servers' update: ", why, "; use one whose decode keeps "
+                     "the values' scale, e.g. topk with pull_feedback RESIDUAL, or efsign for 1 "
+                     "bit per value scaled by mean |x| (all: ",
+                     PullCodecNames(), ")"));
+  }
   if (entry->rounds != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         field_path, ".name: codec '", spec.name(), "' takes ", entry->rounds,

@@ -27,6 +27,17 @@ struct CodecInfo {
   std::string wire_bytes;                // Payload size formula in n (elements), e.g. "12 + 4n".
   config::Codec example;                 // A typical spec, for benchmarks, fuzzing and docs.
   int rounds = 1;                        // Exchanges per step (Codec::rounds()).
+  // Whether it can carry the pull (the servers' weight update, applied as decoded); when
+  // not, `cannot_pull` says why (ValidatePullCodecSpec()'s reason).
+  bool can_pull = true;
+  std::string cannot_pull;
+  // Settings with which it trains, as the push codec, the example MLP
+  // (examples/mlp_fashion.pbtxt: 2 workers, 3 epochs) to 0.85 test accuracy: the push codec
+  // and its memory (pull raw), and the servers' optimizer. Measured by bench/convergence.py
+  // (docs/convergence.md, "Recommended settings per codec"), which writes each as
+  // bench/configs/recommended/NAME.pbtxt.
+  config::ChunkCompression recommended;
+  config::Optimizer recommended_optimizer;
 };
 
 // Every registered codec, in wire-id order.
@@ -39,8 +50,13 @@ absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view fiel
 
 // ValidatePullCodecSpec()
 //
-// ValidateCodecSpec(), and the codec must answer in one round: a multi-round codec
-// (powersgd) can only push, e.g.
+// ValidateCodecSpec(), and the codec must be able to carry the servers' update u = w_new -
+// w_old, which workers add to their weights as decoded. So its decode must approximate u's
+// values (unbiased or close): a sign codec whose decode is +-1 per element (signsgd, signum)
+// would move every weight by +-1 a step, e.g.
+//   "compression.default_compression.pull.name: codec 'signsgd' cannot carry the servers'
+//    update: its decode is +-1 per element, ..."
+// It must answer in one round: a multi-round codec (powersgd) can only push, e.g.
 //   "compression.default_compression.pull.name: codec 'powersgd' takes 2 rounds per step and
 //    can only push; the pull side answers in one"
 // and sparsity warm-up is push-only ("...pull.ratio_warmup: ...").

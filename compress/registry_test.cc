@@ -1,6 +1,9 @@
 #include "compress/registry.h"
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -223,6 +226,61 @@ TEST(RegistrySparseTest, CreatesTheSparsificationCodecsWithTheirSizes) {
   EXPECT_EQ(Validate("name: 'randomk' ratio: 0.1 count: 3").message(),
             "compression.default_compression.push: codec 'randomk' needs exactly one of 'ratio' "
             "and 'count', got both");
+}
+
+// The pull's payload decodes to the update workers add to their weights: codecs whose decode
+// is +-1 per element cannot carry it, and every codec says whether it can.
+TEST(RegistryTest, PullCodecsDecodeToTheUpdatesScale) {
+  constexpr char kPull[] = "compression.default_compression.pull";
+  const absl::Status sign = ValidatePullCodecSpec(Spec("name: 'signsgd'"), kPull);
+  EXPECT_EQ(sign.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sign.message().rfind("compression.default_compression.pull.name: codec 'signsgd' "
+                                 "cannot carry the servers' update: its decode is +-1",
+                                 0),
+            0u)
+      << sign;
+  EXPECT_FALSE(ValidatePullCodecSpec(Spec("name: 'signum' momentum: 0.9"), kPull).ok());
+  EXPECT_TRUE(ValidateCodecSpec(Spec("name: 'signsgd'"), kPath).ok());  // A push codec.
+  for (const CodecInfo& info : ListCodecs()) {
+    const bool pulls = ValidatePullCodecSpec(info.example, kPull).ok();
+    EXPECT_EQ(info.can_pull, pulls) << info.name;
+    EXPECT_EQ(info.cannot_pull.empty(), pulls) << info.name;
+  }
+  for (const char* name : {"signsgd", "signum", "powersgd"}) {
+    const auto it = std::find_if(ListCodecs().begin(), ListCodecs().end(),
+                                 [&](const CodecInfo& info) { return info.name == name; });
+    ASSERT_NE(it, ListCodecs().end()) << name;
+    EXPECT_FALSE(it->can_pull) << name;
+  }
+  EXPECT_TRUE(ValidatePullCodecSpec(Spec("name: 'efsign'"), kPull).ok());
+  EXPECT_TRUE(ValidatePullCodecSpec(Spec("name: 'topk' ratio: 0.01"), kPull).ok());
+}
+
+// Each codec's recommended settings are valid and are those bench/convergence.py measured: the
+// run config it wrote to bench/configs/recommended/NAME.pbtxt has the same push codec, memory
+// and optimizer.
+TEST(RegistryTest, RecommendedSettingsAreTheMeasuredConfigs) {
+  for (const CodecInfo& info : ListCodecs()) {
+    const config::ChunkCompression& recommended = info.recommended;
+    EXPECT_EQ(recommended.push().name(), info.name);
+    EXPECT_TRUE(ValidateCodecSpec(recommended.push(), kPath).ok()) << info.name;
+    EXPECT_TRUE(info.recommended_optimizer.learning_rate() > 0) << info.name;
+
+    const std::string path = "bench/configs/recommended/" + info.name + ".pbtxt";
+    std::ifstream file(path);
+    ASSERT_TRUE(file) << path << " is missing (bench/convergence.py writes it)";
+    std::stringstream text;
+    text << file.rdbuf();
+    config::RunConfig measured;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text.str(), &measured)) << path;
+    const config::ChunkCompression& ran = measured.compression().default_compression();
+    EXPECT_EQ(ran.push().DebugString(), recommended.push().DebugString()) << path;
+    EXPECT_EQ(ran.push_feedback().DebugString(), recommended.push_feedback().DebugString())
+        << path;
+    EXPECT_EQ(ran.pull().DebugString(), recommended.pull().DebugString()) << path;
+    EXPECT_EQ(measured.optimizer().DebugString(), info.recommended_optimizer.DebugString())
+        << path;
+  }
 }
 
 }  // namespace

@@ -85,5 +85,27 @@ entry = c.digest("mlp", "x", "NONE", "", lines[:5] + lines[6:9], None, 1.0)
 assert entry["final_accuracy"] is None and entry["diverged_at_step"] == 5, entry
 assert entry["accuracy_per_epoch"] == [0.86], entry["accuracy_per_epoch"]
 print("ok: synthetic digests")
+
+# Every codec has recommended settings; a row of settings of its own runs its optimizer, and
+# the recommended configs are the exact configs that ran, headed by their result.
+import os, re, subprocess
+listing = subprocess.run([os.path.join(binaries, "tamp"), "codecs"], capture_output=True,
+                         text=True, check=True).stdout
+codecs = re.findall(r'^  push \{ name: "(\w+)"', listing, flags=re.M)
+assert len(codecs) >= 16 and sorted(c.RECOMMENDED) == sorted(codecs), (codecs, c.RECOMMENDED)
+rows = {row for _, row, _, _ in c.all_runs()}
+assert all(row in rows for row in c.RECOMMENDED.values()), c.RECOMMENDED
+for row, (codec, feedback, optimizer) in c.RECOMMENDED_ROWS.items():
+    name, text = c.make_config("mlp", row, codec, feedback, 3, 0, 50)
+    assert optimizer + "\n" in text and f"push {{ {codec} }}" in text, text
+    assert f"push_feedback {{ kind: {feedback} }}" in text, text
+row = c.RECOMMENDED["signsgd"]
+entry = dict(c.digest("mlp", row, "NONE", "version: 1\n", lines, {"final_loss": 0.5}, 1.0))
+c.write_recommended_configs({f"mlp_{row}": entry}, work + "/recommended")
+assert os.listdir(work + "/recommended") == ["signsgd.pbtxt"], os.listdir(work + "/recommended")
+written = open(work + "/recommended/signsgd.pbtxt").read()
+assert written.endswith("\nversion: 1\n") and "test accuracy 0.8700 and reached 0.85 at step 3" \
+    in written, written
+print("ok: recommended settings")
 PY
 echo PASS

@@ -113,7 +113,9 @@ int WriteConfigSeeds(const std::string& dir) {
   int written = 0;
   for (const compress::CodecInfo& info : compress::ListCodecs()) {
     const std::string push = SpecText(info.example);
-    const std::string pull = info.rounds == 1 ? push : "name: \"none\"";
+    // A codec that cannot carry the pull (multi-round, or sign votes) would make the config
+    // invalid, and the seed would stop at validation.
+    const std::string pull = info.can_pull ? push : "name: \"none\"";
     for (int f = 0; f < 3; ++f) {
       const std::string text = absl::StrCat(
           "version: 1\nname: \"seed\"\n"

@@ -42,13 +42,12 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
                                                             rpc::HandshakeResponse* response) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
   absl::Status status = CheckHandshake(shard_.layout(), shard_.config(), shard_.rank(), *request);
-  // The first accepted handshake fixes the run's length for the schedule; later ones must agree.
+  // The first accepted handshake fixes the run's length for the schedule; later ones must
+  // agree. A worker back after a failure is counted again from the step it announces. Both or
+  // neither.
   if (status.ok()) {
-    status = shard_.FixRunLength(request->steps_per_epoch(), request->total_steps());
-  }
-  // A worker back after a failure: counted again from the step it announces.
-  if (status.ok() && request->rejoin_at_step() != 0) {
-    status = shard_.Rejoin(request->worker_rank(), request->rejoin_at_step());
+    status = shard_.Join(request->worker_rank(), request->steps_per_epoch(),
+                         request->total_steps(), request->rejoin_at_step());
   }
   if (!status.ok()) {
     LOG_EVERY_N(WARNING, 100) << "refused handshake from " << context->peer() << ": " << status;

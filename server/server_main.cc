@@ -42,6 +42,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/barrier_watchdog.h"
 #include "server/checkpointer.h"
+#include "server/refusal_log.h"
 #include "server/service.h"
 #include "server/shard.h"
 
@@ -157,6 +158,8 @@ int Main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // A crash prints the signal and a stack trace to stderr (the launcher shows the log tail).
   google::InstallFailureSignalHandler();
+  // gRPC's own lines about bad requests and connections are bounded like the server's.
+  RouteGrpcLogsThroughRefusalLog();
   if (positional.size() > 1) {
     std::fprintf(stderr, "tamp_server: unexpected argument '%s' (flags are --name=value)\n",
                  positional[1]);
@@ -243,7 +246,7 @@ int Main(int argc, char** argv) {
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(setup->address, *credentials, &port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(max_receive));
+  LimitRequests(max_receive, &builder);
   builder.SetMaxSendMessageSize(static_cast<int>(max_send));
   // gRPC sets SO_REUSEPORT by default: a second server on a taken port would start fine and
   // share the workers' connections with the first. Fail instead.

@@ -547,6 +547,10 @@ TEST_P(HostileTest, ACompressedRequestIsRefusedBeforeItIsInflated) {
     done = true;
     sampler.join();
     const int64_t after = ResidentBytes();
+    std::printf("compressed %zu-byte request (%s): %s; resident memory peak +%lld, after +%lld bytes\n",
+                kInflated, algorithm == GRPC_COMPRESS_GZIP ? "gzip" : "deflate",
+                status.error_message().c_str(), static_cast<long long>(peak - base),
+                static_cast<long long>(after - base));
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
     // Inflating would take at least kInflated; a refusal takes a few pages.
     EXPECT_LT(peak - base, int64_t{kInflated / 4}) << "resident memory peaked at +" << (peak - base);

@@ -488,7 +488,9 @@ TEST_P(HostileTest, ARejoinStepIsBoundedByTheShardsOwnStep) {
     return Push(request);
   };
   std::future<grpc::Status> first = std::async(std::launch::async, push, 0);
-  while (!shard_->Snapshot(id)->arrived[0]) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!shard_->Snapshot(id)->arrived[0]) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(first.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
   EXPECT_EQ(shard_->Snapshot(id)->step, 0u);
   const grpc::Status second = push(1);
@@ -547,14 +549,14 @@ TEST_P(HostileTest, ACompressedRequestIsRefusedBeforeItIsInflated) {
     done = true;
     sampler.join();
     const int64_t after = ResidentBytes();
-    std::printf("compressed %zu-byte request (%s): %s; resident memory peak +%lld, after +%lld bytes\n",
+    std::printf("compressed %zu-byte request (%s): %s; resident memory peak +%lld, after +%lld\n",
                 kInflated, algorithm == GRPC_COMPRESS_GZIP ? "gzip" : "deflate",
                 status.error_message().c_str(), static_cast<long long>(peak - base),
                 static_cast<long long>(after - base));
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
     // Inflating would take at least kInflated; a refusal takes a few pages.
-    EXPECT_LT(peak - base, int64_t{kInflated / 4}) << "resident memory peaked at +" << (peak - base);
-    EXPECT_LT(after - base, int64_t{kInflated / 4}) << "resident memory ended at +" << (after - base);
+    EXPECT_LT(peak - base, int64_t{kInflated / 4}) << "peaked at +" << (peak - base);
+    EXPECT_LT(after - base, int64_t{kInflated / 4}) << "ended at +" << (after - base);
     ExpectSameState(start, Capture(*shard_));
   }
 }

@@ -32,7 +32,9 @@ void LogLimiter::Log(const char* file, int line, google::LogSeverity severity,
   if (!Admit(std::chrono::steady_clock::now(), &dropped)) return;
   google::LogMessage log(file, line, severity);
   log.stream() << QuoteRequest(message, max_line_bytes_);
-  if (dropped != 0) log.stream() << " [" << dropped << " more refusal lines dropped since the last one]";
+  if (dropped != 0) {
+    log.stream() << " [" << dropped << " more refusal lines dropped since the last one]";
+  }
 }
 
 LogLimiter& RefusalLog() {

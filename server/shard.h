@@ -234,8 +234,9 @@ class Shard {
   // again. FAILED_PRECONDITION when a chunk has already passed `step` (its step is higher,
   // or it is at `step` beyond round 0 or with this worker's push) or in ASYNC / SSP;
   // INVALID_ARGUMENT when the worker is out of range, or when `step` is further ahead than a
-  // worker can announce (RejoinLimit()): past the run's end, or more than kRejoinLead steps
-  // past the shard's latest_step().
+  // worker can announce: past the run's end (once fixed), or more than kRejoinLead steps past
+  // the shard's latest_step() (unless a chunk restored from a checkpoint has not caught up
+  // with the workers yet, whose step it cannot know).
   absl::Status Rejoin(uint32_t worker, uint64_t step);
 
   // How far past latest_step() a rejoining worker may announce. It announces one past the
@@ -347,11 +348,13 @@ class Shard {
   // Rejoin() up to completing the barriers that no longer wait for `worker`: checks, then
   // counts the worker from `step` on. Nothing changes on error.
   absl::Status AdmitRejoin(uint32_t worker, uint64_t step);
-  // INVALID_ARGUMENT unless (steps_per_epoch, total_steps) can be this job's run length: both
-  // >= 1, total_steps = min(training.epochs * steps_per_epoch, training.max_steps when set)
-  // (proto/tamp.proto HandshakeRequest), and steps_per_epoch no more than the training set
-  // (data.train_limit when set, else the most an IDX file holds) gives each worker; then
-  // FAILED_PRECONDITION when another length is fixed already. Requires run_length_mu_.
+  // OK when (steps_per_epoch, total_steps) may be fixed or is the length fixed already.
+  // INVALID_ARGUMENT when either is 0; once a length is fixed, FAILED_PRECONDITION for any
+  // other; before, INVALID_ARGUMENT unless the pair can be this job's: total_steps =
+  // min(training.epochs * steps_per_epoch, training.max_steps when set) (proto/tamp.proto
+  // HandshakeRequest), and steps_per_epoch no more than the training set (data.train_limit
+  // when set, else the most an IDX file holds) gives each worker in whole batches. Requires
+  // run_length_mu_.
   absl::Status CheckRunLength(uint64_t steps_per_epoch, uint64_t total_steps) const;
   // Fixes the run's length once CheckRunLength() passed. Requires run_length_mu_.
   void SetRunLength(uint64_t steps_per_epoch, uint64_t total_steps);

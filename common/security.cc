@@ -101,7 +101,28 @@ absl::StatusOr<std::string> LoadJobToken(const config::Cluster& cluster) {
   }
   const char* env = std::getenv(kJobTokenEnv);
   if (env == nullptr) return std::string();
-  return std::string(absl::StripAsciiWhitespace(env));
+  const std::string token(absl::StripAsciiWhitespace(env));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "environment variable ", kJobTokenEnv, " is set but holds no token; set a token or "
+        "unset it"));
+  }
+  return token;
+}
+
+std::string QuoteRequest(absl::string_view text, size_t max_bytes) {
+  const absl::string_view kept = text.substr(0, max_bytes);
+  std::string quoted;
+  quoted.reserve(kept.size());
+  for (const char c : kept) {
+    if (absl::ascii_isprint(static_cast<unsigned char>(c))) {
+      quoted.push_back(c);
+    } else {
+      absl::StrAppend(&quoted, "\\x", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+    }
+  }
+  if (kept.size() < text.size()) absl::StrAppend(&quoted, "...(", text.size(), " bytes)");
+  return quoted;
 }
 
 bool TokensEqual(absl::string_view presented, absl::string_view expected) {

@@ -55,9 +55,21 @@ absl::Status ValidateSecurity(const config::RunConfig& config);
 // LoadJobToken()
 //
 // The job token: the content of cluster.job_token_file, whitespace-trimmed, or else the
-// environment variable TAMP_JOB_TOKEN, trimmed. Empty when neither is set (no admission
-// check). An unreadable or empty token file is an error (NOT_FOUND / INVALID_ARGUMENT).
+// environment variable TAMP_JOB_TOKEN, trimmed. Empty only when neither is set (no admission
+// check). An unreadable token file is NOT_FOUND; a file or a set variable that holds only
+// whitespace is INVALID_ARGUMENT, since its owner meant to require a token.
 absl::StatusOr<std::string> LoadJobToken(const config::Cluster& cluster);
+
+// Most bytes of a request's text QuoteRequest() keeps by default.
+inline constexpr size_t kMaxQuotedBytes = 256;
+
+// QuoteRequest()
+//
+// `text` taken from a request (a tensor name, a codec spec), fit to quote in a refusal's
+// status message or log line: its first `max_bytes` bytes, each byte outside printable ASCII
+// written as \xNN, then "...(N bytes)" when `text` is longer. Refusals quote requests only
+// through it, so the size of what they answer and log does not grow with the request's.
+std::string QuoteRequest(absl::string_view text, size_t max_bytes = kMaxQuotedBytes);
 
 // TokensEqual()
 //

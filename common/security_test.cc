@@ -90,6 +90,30 @@ TEST(SecurityTest, TokenFromFileTrimmedElseEnvironment) {
   unsetenv(kJobTokenEnv);
 }
 
+// A variable that is set but blank must not turn admission off, as a blank file does not.
+TEST(SecurityTest, BlankTokenVariableIsRefused) {
+  config::Cluster cluster;
+  for (const char* blank : {"", " ", " \t\n\r "}) {
+    setenv(kJobTokenEnv, blank, 1);
+    const absl::StatusOr<std::string> token = LoadJobToken(cluster);
+    EXPECT_EQ(token.status().code(), absl::StatusCode::kInvalidArgument)
+        << "'" << blank << "': " << (token.ok() ? "'" + *token + "'" : token.status().ToString());
+    EXPECT_NE(token.status().message().find(kJobTokenEnv), absl::string_view::npos);
+  }
+  unsetenv(kJobTokenEnv);
+}
+
+TEST(SecurityTest, QuoteRequestBoundsAndEscapes) {
+  EXPECT_EQ(QuoteRequest("fc1.weight"), "fc1.weight");
+  EXPECT_EQ(QuoteRequest(std::string("a\0b\n\xff\"", 6)), "a\\x00b\\x0a\\xff\"");
+  const std::string huge(1 << 20, 'x');
+  EXPECT_EQ(QuoteRequest(huge),
+            std::string(kMaxQuotedBytes, 'x') + "...(1048576 bytes)");
+  // The worst case, every byte escaped, stays within 4 bytes per kept byte plus the tail.
+  const std::string binary(1 << 20, '\x01');
+  EXPECT_LE(QuoteRequest(binary).size(), 4 * kMaxQuotedBytes + 32);
+}
+
 TEST(SecurityTest, TokensEqual) {
   EXPECT_TRUE(TokensEqual("abc", "abc"));
   EXPECT_FALSE(TokensEqual("abd", "abc"));

@@ -303,6 +303,33 @@ TEST(ShardRestoreTest, ARestoredChunkFollowsTheFurthestWorker) {
   EXPECT_EQ(late.status.code(), absl::StatusCode::kFailedPrecondition) << late.status;
 }
 
+// A restored chunk does not know the workers' step, so a push or rejoin past its own step is
+// bounded by the run's end instead (the test job: 16 steps per epoch, 2 epochs).
+TEST(ShardRestoreTest, ARestoredShardBoundsStepsByTheRunsEnd) {
+  const config::RunConfig config = StatefulConfig();
+  const JobLayout layout = testing::TestLayout(config);
+  std::unique_ptr<Shard> original = NewShard(config, layout);
+  Step(*original, layout, 0);
+  Step(*original, layout, 1);
+  const checkpoint::ShardState saved = original->ExportState();  // At step 2.
+  std::unique_ptr<Shard> restored = NewShard(config, layout);
+  ASSERT_TRUE(restored->Restore(saved).ok());
+  ASSERT_TRUE(restored->FixRunLength(16, 32).ok());
+  const uint32_t chunk = restored->chunk_ids()[0];
+  const Shard::ChunkSnapshot before = *restored->Snapshot(chunk);
+
+  Answer past;
+  Push(*restored, layout, 0, 32, chunk, &past);
+  EXPECT_EQ(past.status.code(), absl::StatusCode::kInvalidArgument) << past.status;
+  EXPECT_EQ(restored->Snapshot(chunk)->step, before.step);
+  EXPECT_EQ(restored->Snapshot(chunk)->arrived, before.arrived);
+  EXPECT_EQ(restored->Rejoin(1, 33).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(restored->members()[1].from_step, 0u);
+  // The workers may be well past the checkpoint's step 2.
+  EXPECT_TRUE(restored->Rejoin(1, 20).ok());
+  EXPECT_EQ(restored->members()[1].from_step, 20u);
+}
+
 TEST(ShardRestoreTest, RefusesAStateThatDoesNotFitAndChangesNothing) {
   const config::RunConfig config = StatefulConfig();
   const JobLayout layout = testing::TestLayout(config);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -29,7 +30,7 @@ absl::Status CompareMessage(absl::string_view where, absl::string_view what,
   if (google::protobuf::util::MessageDifferencer::Equals(worker, server)) {
     return absl::OkStatus();
   }
-  return Differs(where, what, Braced(worker), Braced(server));
+  return Differs(where, what, QuoteRequest(Braced(worker)), Braced(server));
 }
 
 std::string Range(uint64_t offset, uint64_t length) {
@@ -47,7 +48,7 @@ absl::Status CompareChunk(uint32_t id, const rpc::ChunkInfo& worker, const rpc::
                                                       " in its place (chunks go in id order)"));
   }
   if (worker.tensor() != server.tensor()) {
-    return Differs(where, "tensor", absl::StrCat("\"", worker.tensor(), "\""),
+    return Differs(where, "tensor", absl::StrCat("\"", QuoteRequest(worker.tensor()), "\""),
                    absl::StrCat("\"", server.tensor(), "\""));
   }
   if (worker.offset() != server.offset() || worker.length() != server.length()) {

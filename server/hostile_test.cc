@@ -1,15 +1,28 @@
-// Hostile input against a live service (issue 7): shard 0 of the test job behind real gRPC on
-// loopback, with a job token and a small max receive size, takes thousands of malformed
-// requests from several threads at once: random bytes, truncated and extended valid payloads,
-// empty payloads, wrong chunk ids, steps, rounds and worker ranks, NaN / Inf gradients,
-// oversize messages, missing or wrong tokens, bad PullWeights and Handshake requests. Every
-// answer must carry the code its fault calls for, every chunk's Snapshot must be bit-identical
-// to before, and one valid step must still give the closed-form update. Then the
-// nonfinite_policy variants (SKIP, ALLOW, overflow of the sum, ASYNC) through the Shard.
+// Hostile input against a live service (issues 7 and 18): shard 0 of the test job behind real
+// gRPC on loopback, configured as tamp_server configures it (LimitRequests, gRPC's log lines
+// through the refusal log), with a job token and a small max receive size, takes thousands of
+// malformed requests from several threads at once: random bytes, truncated and extended valid
+// payloads, empty payloads, wrong chunk ids, steps, rounds and worker ranks, NaN / Inf
+// gradients, oversize and compressed messages, missing or wrong tokens, bad PullWeights and
+// Handshake requests (wrong run length, a rejoin far ahead, a huge tensor name). Every answer
+// must carry the code its fault calls for, the shard's whole state (every chunk's Snapshot, the
+// run's length, the membership) must be as before, and one valid step must still give the
+// closed-form update. Then one category at a time, each followed by the same state check:
+// refused handshakes (nothing fixed), rejoin steps (bounded by the shard's own step), a gzip
+// bomb (refused before it is inflated: the process's resident memory is sampled), long
+// request strings (the refusal still reaches the client, bounded), a flood of refusals (the
+// bytes written to stderr are bounded) and a blank TAMP_JOB_TOKEN (refused, not "no token").
+// Then the nonfinite_policy variants (SKIP, ALLOW, overflow of the sum, ASYNC) through the
+// Shard.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <limits>
 #include <memory>
@@ -19,11 +32,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "common/security.h"
 #include "compress/registry.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/handshake.h"
+#include "server/refusal_log.h"
 #include "server/service.h"
 #include "server/shard.h"
 #include "server/test_job.h"
@@ -65,6 +82,46 @@ void ExpectIdentical(const Shard::ChunkSnapshot& before, const Shard::ChunkSnaps
   EXPECT_EQ(before.nonfinite_skipped, after.nonfinite_skipped) << "chunk " << id;
 }
 
+// Everything a request could change: every chunk, the run's length, the membership.
+struct ShardState {
+  std::vector<uint32_t> ids;
+  std::vector<Shard::ChunkSnapshot> chunks;
+  Shard::RunLength run_length;
+  std::vector<Shard::Membership> members;
+};
+ShardState Capture(const Shard& shard) {
+  ShardState state;
+  state.ids = shard.chunk_ids();
+  for (uint32_t id : state.ids) state.chunks.push_back(*shard.Snapshot(id));
+  state.run_length = shard.run_length();
+  state.members = shard.members();
+  return state;
+}
+void ExpectSameState(const ShardState& before, const ShardState& after) {
+  ASSERT_EQ(before.ids, after.ids);
+  for (size_t k = 0; k < before.ids.size(); ++k) {
+    ExpectIdentical(before.chunks[k], after.chunks[k], before.ids[k]);
+  }
+  EXPECT_TRUE(before.run_length == after.run_length)
+      << "run length " << before.run_length.steps_per_epoch << "/"
+      << before.run_length.total_steps << " became " << after.run_length.steps_per_epoch << "/"
+      << after.run_length.total_steps;
+  ASSERT_EQ(before.members.size(), after.members.size());
+  for (size_t w = 0; w < before.members.size(); ++w) {
+    EXPECT_TRUE(before.members[w] == after.members[w])
+        << "worker " << w << " from step " << before.members[w].from_step << " became "
+        << after.members[w].from_step << (after.members[w].dropped ? " (dropped)" : "");
+  }
+}
+
+// The process's resident memory, from /proc/self/statm.
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
 // A gradient with NaN and infinities among ordinary values.
 std::vector<float> NonFiniteGradient(size_t n, uint64_t step, uint32_t worker) {
   std::vector<float> g = TestGradient(n, step, worker);
@@ -92,6 +149,10 @@ enum class Fault {
   kPullWeightsBadWorker,
   kHandshakeBadWorker,
   kHandshakeBadVersion,
+  kHandshakeBadRunLength,
+  kHandshakeFarRejoin,
+  kHandshakeLongTensor,
+  kCompressed,
   kCount,
 };
 
@@ -101,7 +162,11 @@ grpc::StatusCode Expected(Fault fault) {
       return grpc::StatusCode::NOT_FOUND;
     case Fault::kFutureStep:
     case Fault::kHandshakeBadVersion:
+    case Fault::kHandshakeBadRunLength:  // Another run length than the one fixed.
+    case Fault::kHandshakeLongTensor:
       return grpc::StatusCode::FAILED_PRECONDITION;
+    case Fault::kCompressed:
+      return grpc::StatusCode::UNIMPLEMENTED;
     case Fault::kOversize:
       return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case Fault::kNoToken:
@@ -126,10 +191,11 @@ class HostileTest : public ::testing::TestWithParam<const char*> {
     ASSERT_TRUE(shard.ok()) << shard.status();
     shard_ = *std::move(shard);
     service_ = std::make_unique<ParameterServerService>(shard_.get(), kToken);
+    RouteGrpcLogsThroughRefusalLog();
     int port = 0;
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+    LimitRequests(kMaxReceiveBytes, &builder);
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
@@ -152,11 +218,29 @@ class HostileTest : public ::testing::TestWithParam<const char*> {
     if (!token.empty()) context->AddMetadata("authorization", absl::StrCat("Bearer ", token));
   }
 
-  grpc::Status Push(const rpc::PushPullRequest& request, const std::string& token = kToken) {
+  grpc::Status Push(const rpc::PushPullRequest& request, const std::string& token = kToken,
+                    grpc_compression_algorithm compression = GRPC_COMPRESS_NONE) {
     grpc::ClientContext context;
     Prepare(&context, token);
+    if (compression != GRPC_COMPRESS_NONE) context.set_compression_algorithm(compression);
     rpc::PushPullResponse response;
     return stub_->PushPull(&context, request, &response);
+  }
+
+  grpc::Status Hello(const rpc::HandshakeRequest& request) {
+    grpc::ClientContext context;
+    Prepare(&context);
+    rpc::HandshakeResponse response;
+    return stub_->Handshake(&context, request, &response);
+  }
+
+  // Worker `worker`'s handshake with the run length 16 steps per epoch, 32 steps (the test
+  // job's 2 epochs), announcing `rejoin_at_step`.
+  rpc::HandshakeRequest HelloFrom(uint32_t worker, uint64_t rejoin_at_step = 0) const {
+    rpc::HandshakeRequest hello;
+    FillHandshake(layout_, config_, worker, 0, 16, 32, &hello);
+    hello.set_rejoin_at_step(rejoin_at_step);
+    return hello;
   }
 
   // One request with `fault`, drawn with `rng`; returns its answer's code.
@@ -234,19 +318,28 @@ class HostileTest : public ::testing::TestWithParam<const char*> {
         return stub_->PullWeights(&context, pull, &response).error_code();
       }
       case Fault::kHandshakeBadWorker:
-      case Fault::kHandshakeBadVersion: {
-        grpc::ClientContext context;
-        Prepare(&context);
-        rpc::HandshakeRequest hello;
-        FillHandshake(layout_, config_, worker, 0, 16, 32, &hello);
+      case Fault::kHandshakeBadVersion:
+      case Fault::kHandshakeBadRunLength:
+      case Fault::kHandshakeFarRejoin:
+      case Fault::kHandshakeLongTensor: {
+        rpc::HandshakeRequest hello = HelloFrom(worker);
         if (fault == Fault::kHandshakeBadWorker) {
           hello.set_worker_rank(kWorkers + static_cast<uint32_t>(rng() % 1000));
-        } else {
+        } else if (fault == Fault::kHandshakeBadVersion) {
           hello.set_protocol_version(kProtocolVersion + 1 + static_cast<uint32_t>(rng() % 100));
+        } else if (fault == Fault::kHandshakeBadRunLength) {
+          hello.set_total_steps(hello.total_steps() + 1 + rng() % 100);
+        } else if (fault == Fault::kHandshakeFarRejoin) {
+          hello.set_rejoin_at_step(rng() % 8 == 0 ? std::numeric_limits<uint64_t>::max()
+                                                  : 1 + Shard::kRejoinLead + rng() % 1000);
+        } else {
+          hello.mutable_chunks(0)->set_tensor(std::string(kMaxReceiveBytes / 2, 'n'));
         }
-        rpc::HandshakeResponse response;
-        return stub_->Handshake(&context, hello, &response).error_code();
+        return Hello(hello).error_code();
       }
+      case Fault::kCompressed:
+        return Push(request, token, rng() % 2 == 0 ? GRPC_COMPRESS_GZIP : GRPC_COMPRESS_DEFLATE)
+            .error_code();
       case Fault::kCount:
         break;
     }
@@ -265,17 +358,12 @@ class HostileTest : public ::testing::TestWithParam<const char*> {
 TEST_P(HostileTest, MalformedRequestsChangeNothingAndAValidStepStillWorks) {
   // The run's length, as a real worker's handshake would fix it (not part of the storm).
   {
-    grpc::ClientContext context;
-    Prepare(&context);
-    rpc::HandshakeRequest hello;
-    FillHandshake(layout_, config_, 0, 0, 16, 32, &hello);
-    rpc::HandshakeResponse response;
-    const grpc::Status status = stub_->Handshake(&context, hello, &response);
+    const grpc::Status status = Hello(HelloFrom(0));
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
-  const std::vector<uint32_t> ids = shard_->chunk_ids();
-  std::vector<Shard::ChunkSnapshot> before;
-  for (uint32_t id : ids) before.push_back(*shard_->Snapshot(id));
+  const ShardState state = Capture(*shard_);
+  const std::vector<uint32_t>& ids = state.ids;
+  const std::vector<Shard::ChunkSnapshot>& before = state.chunks;
 
   constexpr int kFaults = static_cast<int>(Fault::kCount);
   std::vector<std::atomic<int>> wrong(kFaults);
@@ -306,7 +394,7 @@ TEST_P(HostileTest, MalformedRequestsChangeNothingAndAValidStepStillWorks) {
   }
   EXPECT_EQ(total, kThreads * kRequestsPerThread);
 
-  for (size_t k = 0; k < ids.size(); ++k) ExpectIdentical(before[k], *shard_->Snapshot(ids[k]), ids[k]);
+  ExpectSameState(state, Capture(*shard_));
 
   // One valid step of every chunk, both workers in parallel.
   for (size_t k = 0; k < ids.size(); ++k) {
@@ -340,6 +428,245 @@ TEST_P(HostileTest, MalformedRequestsChangeNothingAndAValidStepStillWorks) {
       }
     }
   }
+}
+
+// A refused handshake fixes nothing, whatever was wrong with it: a run length that cannot be
+// this job's (the first handshake would otherwise fix it and every real worker would be refused
+// until the server restarts), or a rejoin that is refused after the run length was checked.
+TEST_P(HostileTest, RefusedHandshakesChangeNothing) {
+  const ShardState start = Capture(*shard_);
+  ASSERT_TRUE(start.run_length == Shard::RunLength{});
+  struct Case {
+    const char* what;
+    uint64_t steps_per_epoch, total_steps, rejoin_at_step;
+    grpc::StatusCode code;
+  };
+  const Case cases[] = {
+      {"total not epochs * steps_per_epoch", 16, 31, 0, grpc::StatusCode::INVALID_ARGUMENT},
+      {"total of one epoch", 16, 16, 0, grpc::StatusCode::INVALID_ARGUMENT},
+      {"more steps than an IDX file holds", uint64_t{1} << 40, uint64_t{1} << 41, 0,
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"no run length", 0, 0, 0, grpc::StatusCode::INVALID_ARGUMENT},
+      {"good run length, rejoin far ahead", 16, 32, 1000, grpc::StatusCode::INVALID_ARGUMENT},
+      {"good run length, rejoin past the run", 16, 32, 33, grpc::StatusCode::INVALID_ARGUMENT},
+      {"good run length, rejoin at the last step", 16, 32, std::numeric_limits<uint64_t>::max(),
+       grpc::StatusCode::INVALID_ARGUMENT},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    rpc::HandshakeRequest hello;
+    FillHandshake(layout_, config_, 1, 0, c.steps_per_epoch, c.total_steps, &hello);
+    hello.set_rejoin_at_step(c.rejoin_at_step);
+    EXPECT_EQ(Hello(hello).error_code(), c.code);
+    ExpectSameState(start, Capture(*shard_));
+  }
+  // The real workers are still let in, and fix the real length.
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    const grpc::Status status = Hello(HelloFrom(w));
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_TRUE((shard_->run_length() == Shard::RunLength{16, 32}));
+}
+
+// A rejoin step is bounded by the shard's own step: one far ahead would let every step before
+// it complete without that worker.
+TEST_P(HostileTest, ARejoinStepIsBoundedByTheShardsOwnStep) {
+  for (uint32_t w = 0; w < kWorkers; ++w) ASSERT_TRUE(Hello(HelloFrom(w)).ok());
+  const ShardState start = Capture(*shard_);
+  for (const uint64_t far : {Shard::kRejoinLead + 1, uint64_t{31}}) {
+    EXPECT_EQ(Hello(HelloFrom(1, far)).error_code(), grpc::StatusCode::INVALID_ARGUMENT) << far;
+    ExpectSameState(start, Capture(*shard_));
+  }
+  // Step 0 of a chunk still waits for worker 1.
+  const uint32_t id = shard_->chunk_ids().front();
+  auto push = [&](uint32_t w) {
+    rpc::PushPullRequest request;
+    request.set_worker_rank(w);
+    request.set_step(0);
+    request.set_chunk_id(id);
+    request.set_payload(EncodePush(config_, layout_, 0, id, w, TestGradient(Length(id), 0, w)));
+    return Push(request);
+  };
+  std::future<grpc::Status> first = std::async(std::launch::async, push, 0);
+  while (!shard_->Snapshot(id)->arrived[0]) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(first.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  EXPECT_EQ(shard_->Snapshot(id)->step, 0u);
+  const grpc::Status second = push(1);
+  EXPECT_TRUE(second.ok()) << second.error_message();
+  EXPECT_TRUE(first.get().ok());
+  EXPECT_EQ(shard_->Snapshot(id)->step, 1u);
+  // The furthest a real rejoin announces (latest_step 1 here) is taken.
+  const uint64_t furthest = shard_->latest_step() + Shard::kRejoinLead;
+  const grpc::Status rejoined = Hello(HelloFrom(1, furthest));
+  EXPECT_TRUE(rejoined.ok()) << rejoined.error_message();
+  EXPECT_EQ(shard_->members()[1].from_step, furthest);
+}
+
+// A gzip bomb: a request of 48 MiB of zeros, 48 KB once compressed, under the 64 KiB receive
+// limit only while compressed. gRPC 1.51 would inflate it whole before checking the limit
+// (and keep the memory); the server refuses compressed requests from their metadata instead.
+// The client sends slices of one static 1 MiB block, so the memory sampled is the server's.
+TEST_P(HostileTest, ACompressedRequestIsRefusedBeforeItIsInflated) {
+  ASSERT_TRUE(Hello(HelloFrom(0)).ok());
+  const ShardState start = Capture(*shard_);
+  constexpr size_t kBlock = 1 << 20;
+  constexpr size_t kInflated = 48 * kBlock;
+  static const std::vector<char>* const zeros = new std::vector<char>(kBlock, 0);
+  // PushPullRequest{payload (field 4): kInflated zero bytes}.
+  std::string head = "\x22";
+  for (uint64_t n = kInflated; n != 0; n >>= 7) {
+    head.push_back(static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)));
+  }
+  std::vector<grpc::Slice> slices = {grpc::Slice(head)};
+  for (size_t i = 0; i < kInflated / kBlock; ++i) {
+    slices.emplace_back(zeros->data(), kBlock, grpc::Slice::STATIC_SLICE);
+  }
+  const grpc::ByteBuffer request(slices.data(), slices.size());
+  grpc::GenericStub generic(channel_);
+  for (const grpc_compression_algorithm algorithm : {GRPC_COMPRESS_GZIP, GRPC_COMPRESS_DEFLATE}) {
+    SCOPED_TRACE(algorithm);
+    const int64_t base = ResidentBytes();
+    std::atomic<bool> done{false};
+    std::atomic<int64_t> peak{base};
+    std::thread sampler([&] {
+      while (!done) {
+        peak = std::max<int64_t>(peak, ResidentBytes());
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+    });
+    grpc::ClientContext context;
+    Prepare(&context);
+    context.set_compression_algorithm(algorithm);
+    grpc::ByteBuffer response;
+    std::promise<grpc::Status> answered;
+    generic.UnaryCall(&context, "/tamp.rpc.ParameterServer/PushPull", grpc::StubOptions(),
+                      &request, &response,
+                      [&](grpc::Status status) { answered.set_value(std::move(status)); });
+    const grpc::Status status = answered.get_future().get();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    done = true;
+    sampler.join();
+    const int64_t after = ResidentBytes();
+    std::printf("compressed %zu-byte request (%s): %s; resident memory peak +%lld, after +%lld\n",
+                kInflated, algorithm == GRPC_COMPRESS_GZIP ? "gzip" : "deflate",
+                status.error_message().c_str(), static_cast<long long>(peak - base),
+                static_cast<long long>(after - base));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+    // Inflating would take at least kInflated; a refusal takes a few pages.
+    EXPECT_LT(peak - base, int64_t{kInflated / 4}) << "peaked at +" << (peak - base);
+    EXPECT_LT(after - base, int64_t{kInflated / 4}) << "ended at +" << (after - base);
+    ExpectSameState(start, Capture(*shard_));
+  }
+}
+
+// Refusals quote request strings (a tensor name, a codec spec) only so far: their status still
+// fits the client's 8 KiB metadata limit, where the whole string would drop the connection.
+TEST_P(HostileTest, RefusalsQuoteRequestStringsBoundedly) {
+  ASSERT_TRUE(Hello(HelloFrom(0)).ok());
+  const ShardState start = Capture(*shard_);
+  const std::string huge(kMaxReceiveBytes / 2, '\x7f');  // Escaped, 4 bytes each.
+  rpc::HandshakeRequest long_tensor = HelloFrom(1);
+  long_tensor.mutable_chunks(2)->set_tensor(huge);
+  rpc::HandshakeRequest long_codec = HelloFrom(1);
+  long_codec.mutable_chunks(2)->mutable_compression()->mutable_push()->set_name(huge);
+  for (const rpc::HandshakeRequest* hello : {&long_tensor, &long_codec}) {
+    grpc::ClientContext context;
+    Prepare(&context);
+    rpc::HandshakeResponse response;
+    const grpc::Status status = stub_->Handshake(&context, *hello, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+    EXPECT_LE(status.error_message().size(), kMaxStatusMessageBytes);
+    EXPECT_NE(status.error_message().find("...("), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find("chunk 2 "), std::string::npos) << status.error_message();
+    ExpectSameState(start, Capture(*shard_));
+  }
+}
+
+// Bytes written to fd 2 while it is redirected to a file: glog's lines and gRPC's own.
+class StderrCapture {
+ public:
+  StderrCapture() : path_(absl::StrCat(std::getenv("TEST_TMPDIR"), "/stderr.txt")) {
+    std::fflush(stderr);
+    saved_ = dup(2);
+    const int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+  }
+  // Restores fd 2 and returns what was written meanwhile.
+  std::string Finish() {
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    std::ifstream file(path_);
+    return std::string(std::istreambuf_iterator<char>(file), {});
+  }
+
+ private:
+  const std::string path_;
+  int saved_ = -1;
+};
+
+// A flood of refused requests of every kind that logs (no token, refused handshakes quoting
+// long strings, compressed requests that gRPC itself logs) writes a bounded number of bounded
+// lines: kRefusalLinesPerSecond per second of the flood, each within kMaxRefusalLineBytes and
+// its prefix.
+TEST_P(HostileTest, AFloodOfRefusalsLogsBoundedBytes) {
+  ASSERT_TRUE(Hello(HelloFrom(0)).ok());
+  const ShardState start = Capture(*shard_);
+  constexpr int kRequests = 2500;  // Per thread.
+  rpc::HandshakeRequest long_tensor = HelloFrom(1);
+  long_tensor.mutable_chunks(2)->set_tensor(std::string(kMaxReceiveBytes / 2, 'n'));
+  StderrCapture capture;
+  const auto begin = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRequests; ++i) {
+        if (i % 50 == 0) {
+          Hello(long_tensor);
+        } else if (i % 50 == 1) {
+          rpc::PushPullRequest request;
+          request.set_payload("x");
+          Push(request, kToken, GRPC_COMPRESS_GZIP);
+        } else {
+          grpc::ClientContext context;
+          Prepare(&context, /*token=*/"");
+          rpc::PullWeightsRequest pull;
+          rpc::PullWeightsResponse response;
+          stub_->PullWeights(&context, pull, &response);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  const std::string written = capture.Finish();
+  const std::vector<absl::string_view> lines = absl::StrSplit(written, '\n', absl::SkipEmpty());
+  // Whole seconds of the steady clock the flood touched, each with its own budget.
+  const size_t budget = kRefusalLinesPerSecond * (static_cast<size_t>(seconds) + 2);
+  constexpr size_t kPrefixBytes = 128;  // glog's "W20261125 21:35:02.456455 25436 file:line] ".
+  EXPECT_LE(lines.size(), budget) << kThreads * kRequests << " requests in " << seconds << " s";
+  size_t longest = 0;
+  for (absl::string_view line : lines) longest = std::max(longest, line.size());
+  EXPECT_LE(longest, kMaxRefusalLineBytes + kPrefixBytes + 64);
+  EXPECT_LE(written.size(), budget * (kMaxRefusalLineBytes + kPrefixBytes + 64));
+  std::printf("%d refused requests in %.2f s wrote %zu lines, %zu bytes (longest %zu)\n",
+              kThreads * kRequests, seconds, lines.size(), written.size(), longest);
+  ExpectSameState(start, Capture(*shard_));
+}
+
+// A blank TAMP_JOB_TOKEN is refused like a blank token file, instead of meaning "no token".
+TEST(HostileTokenTest, ABlankTokenVariableDoesNotTurnAdmissionOff) {
+  const config::RunConfig config = TestConfig();
+  ASSERT_TRUE(config.cluster().job_token_file().empty());
+  setenv(kJobTokenEnv, " \t\n", 1);
+  const absl::StatusOr<std::string> token = LoadJobToken(config.cluster());
+  unsetenv(kJobTokenEnv);
+  EXPECT_EQ(token.status().code(), absl::StatusCode::kInvalidArgument)
+      << (token.ok() ? absl::StrCat("token '", *token, "'") : token.status().ToString());
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, HostileTest, ::testing::Values("none", "topk", "fp16"),

@@ -45,6 +45,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/barrier_watchdog.h"
 #include "server/checkpointer.h"
+#include "server/refusal_log.h"
 #include "server/service.h"
 #include "server/shard.h"
 #include "server/shard_host.h"
@@ -171,6 +172,8 @@ int Main(int argc, char** argv) {
   // Every step frees and allocates the same megabytes again: keep them instead of faulting
   // fresh pages in each time (common/malloc_settings.h).
   if (absl::Status kept = tamp::KeepFreedMemory(); !kept.ok()) LOG(WARNING) << kept;
+  // gRPC's own lines about bad requests and connections are bounded like the server's.
+  RouteGrpcLogsThroughRefusalLog();
   if (positional.size() > 1) {
     std::fprintf(stderr, "tamp_server: unexpected argument '%s' (flags are --name=value)\n",
                  positional[1]);
@@ -268,7 +271,7 @@ int Main(int argc, char** argv) {
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(setup->address, *credentials, &port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(max_receive));
+  LimitRequests(max_receive, &builder);
   builder.SetMaxSendMessageSize(static_cast<int>(max_send));
   // gRPC sets SO_REUSEPORT by default: a second server on a taken port would start fine and
   // share the workers' connections with the first. Fail instead.

@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +8,7 @@
 #include "common/security.h"
 #include "glog/logging.h"
 #include "server/handshake.h"
+#include "server/refusal_log.h"
 
 namespace tamp {
 namespace {
@@ -26,14 +28,35 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  absl::string_view message = status.message();
+  std::string cut;
+  if (message.size() > kMaxStatusMessageBytes) {
+    cut = absl::StrCat(message.substr(0, kMaxStatusMessageBytes), "...(", message.size(),
+                       " bytes)");
+    message = cut;
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(message));
+}
+
+void LimitRequests(uint64_t max_receive_bytes, grpc::ServerBuilder* builder) {
+  builder->SetMaxReceiveMessageSize(static_cast<int>(max_receive_bytes));
+  // gRPC 1.51 checks the size limit on the compressed message and again only after
+  // inflating it whole, so a small compressed request could take any amount of memory.
+  // Workers never compress (codecs do), so the server takes no compressed request at all:
+  // calls that announce gzip or deflate are refused UNIMPLEMENTED from their metadata, and
+  // the decompression filter is off, so even a message that got past that stays as small as
+  // it came.
+  builder->SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
+  builder->SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
+  builder->AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
 }
 
 absl::Status ParameterServerService::Admit(const grpc::CallbackServerContext& context) const {
   if (job_token_.empty() || TokensEqual(PresentedToken(context), job_token_)) {
     return absl::OkStatus();
   }
-  LOG_EVERY_N(WARNING, 100) << "refused a call without the job token from " << context.peer();
+  TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused a call without the job token from ",
+                                         context.peer()));
   return absl::UnauthenticatedError("missing or wrong job token (cluster.job_token_file)");
 }
 
@@ -41,20 +64,14 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
                                                             const rpc::HandshakeRequest* request,
                                                             rpc::HandshakeResponse* response) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
-  // Checks the worker's view of the job; with model.kind REGISTERED the first accepted
-  // handshake also makes the shard from the worker's tensors.
-  const absl::StatusOr<Shard*> found = host_.ShardFor(*request);
-  absl::Status status = found.status();
-  // The first accepted handshake fixes the run's length for the schedule; later ones must agree.
-  if (status.ok()) {
-    status = (*found)->FixRunLength(request->steps_per_epoch(), request->total_steps());
-  }
-  // A worker back after a failure: counted again from the step it announces.
-  if (status.ok() && request->rejoin_at_step() != 0) {
-    status = (*found)->Rejoin(request->worker_rank(), request->rejoin_at_step());
-  }
+  // Checks the worker's view of the job, fixes the run's length and counts a rejoining worker
+  // again, all or nothing; with model.kind REGISTERED the first accepted handshake also makes
+  // the shard from the worker's tensors.
+  const absl::StatusOr<Shard*> found = host_.Join(*request);
+  const absl::Status& status = found.status();
   if (!status.ok()) {
-    LOG_EVERY_N(WARNING, 100) << "refused handshake from " << context->peer() << ": " << status;
+    TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused handshake from ", context->peer(), ": ",
+                                           status.ToString()));
     return FinishNow(context, status);
   }
   LOG(INFO) << "worker " << request->worker_rank()

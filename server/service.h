@@ -11,10 +11,13 @@
 // Example:
 //   ParameterServerService service(shard.get());
 //   grpc::ServerBuilder builder;
+//   LimitRequests(config.validation().max_message_bytes(), &builder);
 //   builder.RegisterService(&service);
 #ifndef TAMP_SERVER_SERVICE_H_
 #define TAMP_SERVER_SERVICE_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,8 +31,18 @@
 
 namespace tamp {
 
-// The same canonical code and message as a grpc::Status.
+// Longest status message sent: gRPC sends it as metadata, percent-encoding bytes outside
+// printable ASCII (3x), and clients drop a connection whose metadata passes 8 KiB.
+inline constexpr size_t kMaxStatusMessageBytes = 2048;
+
+// The same canonical code and message as a grpc::Status, the message cut to
+// kMaxStatusMessageBytes.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// What a server takes from a request, set on its builder: at most `max_receive_bytes` per
+// message (<= 2^31 - 1), and no compressed messages (UNIMPLEMENTED), since gRPC would inflate
+// them before checking their size.
+void LimitRequests(uint64_t max_receive_bytes, grpc::ServerBuilder* builder);
 
 // Ends a PushPull call with the shard's answer to its push (Shard::RoundDoneCallback's
 // arguments): with `status` OK the answer's step, update and aggregate go into `response`.

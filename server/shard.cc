@@ -390,8 +390,14 @@ struct Shard::ChunkState {
   // pushes parked for the current one into *superseded (answered OUT_OF_RANGE: their
   // workers are behind and skip the step) and moves the chunk to that step; a push of a
   // lower step is refused OUT_OF_RANGE. Nothing gathered before the restore is applied twice:
-  // the restored state holds only steps < c. Requires mu and resuming.
-  absl::Status FollowWorkers(uint64_t push_step, Completion* superseded) {
+  // the restored state holds only steps < c. A push of a step at or past `run_end` (the run's
+  // total_steps; 0: not known yet) is refused INVALID_ARGUMENT: no worker pushes it.
+  // Requires mu and resuming.
+  absl::Status FollowWorkers(uint64_t push_step, uint64_t run_end, Completion* superseded) {
+    if (run_end != 0 && push_step >= run_end) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", id, ": push for step ", push_step,
+                                                     ", past the run's last step ", run_end - 1));
+    }
     const auto behind = [&](uint64_t pushed) {
       return absl::OutOfRangeError(absl::StrCat(
           "chunk ", id, " resumed from a checkpoint and follows the workers at step ",
@@ -588,7 +594,9 @@ void Shard::PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32
   {
     std::lock_guard<std::mutex> lock(chunk.mu);
     absl::Status status = chunk.closed.ok() ? CheckMember(worker, step) : chunk.closed;
-    if (status.ok() && chunk.resuming) status = chunk.FollowWorkers(step, &superseded);
+    if (status.ok() && chunk.resuming) {
+      status = chunk.FollowWorkers(step, KnownTotalSteps(), &superseded);
+    }
     if (status.ok()) status = chunk.Add(config_, worker, step, round, payload);
     if (status.ok()) {
       chunk.pending.push_back(std::move(done));
@@ -698,6 +706,13 @@ void Shard::ExpireBarriers(std::chrono::steady_clock::time_point now) {
 }
 
 absl::Status Shard::Rejoin(uint32_t worker, uint64_t step) {
+  TAMP_RETURN_IF_ERROR(AdmitRejoin(worker, step));
+  // Steps before `step` no longer wait for it.
+  CompleteBarriers();
+  return absl::OkStatus();
+}
+
+absl::Status Shard::AdmitRejoin(uint32_t worker, uint64_t step) {
   const uint32_t num_workers = config_.cluster().num_workers();
   if (worker >= num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " out of range: the job has ",
@@ -708,12 +723,20 @@ absl::Status Shard::Rejoin(uint32_t worker, uint64_t step) {
         "worker ", worker, " asked to rejoin at step ", step, ": rejoining is for consistency.mode "
         "SYNC; ASYNC and SSP workers resume with PullWeights"));
   }
+  if (const uint64_t total = KnownTotalSteps(); total != 0 && step > total) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " asked to rejoin at step ",
+                                                   step, ", past the run's end at step ", total));
+  }
   {
     // Every chunk held still, so none completes `step` between the check and the change.
     std::vector<std::unique_lock<std::mutex>> chunk_locks;
     for (uint32_t id : chunk_ids_) chunk_locks.emplace_back(chunks_[id]->mu);
+    uint64_t latest = 0;
+    bool resuming = false;
     for (uint32_t id : chunk_ids_) {
       const ChunkState& chunk = *chunks_[id];
+      latest = std::max(latest, chunk.step);
+      resuming = resuming || chunk.resuming;
       if (chunk.step > step ||
           (chunk.step == step && (chunk.round != 0 || chunk.arrived[worker]))) {
         return absl::FailedPreconditionError(absl::StrCat(
@@ -723,13 +746,26 @@ absl::Status Shard::Rejoin(uint32_t worker, uint64_t step) {
             "; rejoin at a later step"));
       }
     }
+    // A step further ahead would let the steps in between complete without this worker.
+    // Chunks restored from a checkpoint do not know the workers' step yet (FollowWorkers).
+    if (!chunk_ids_.empty() && !resuming && step > latest + kRejoinLead) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "worker ", worker, " asked to rejoin at step ", step, " but server ", rank_,
+          " is at step ", latest, ": a rejoining worker announces at most step ",
+          latest + kRejoinLead));
+    }
     std::lock_guard<std::mutex> lock(members_mu_);
     members_[worker] = Member{step};
   }
   LOG(INFO) << "server " << rank_ << ": worker " << worker << " rejoins at step " << step;
-  // Steps before `step` no longer wait for it.
-  CompleteBarriers();
   return absl::OkStatus();
+}
+
+std::vector<Shard::Membership> Shard::members() const {
+  std::lock_guard<std::mutex> lock(members_mu_);
+  std::vector<Membership> out;
+  for (const Member& member : members_) out.push_back({member.from_step, member.dropped});
+  return out;
 }
 
 uint64_t Shard::latest_step() const {
@@ -777,29 +813,88 @@ void Shard::PushAsync(ChunkState& chunk, uint32_t worker, uint64_t step, uint32_
 }
 
 absl::Status Shard::FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps) {
+  std::lock_guard<std::mutex> lock(run_length_mu_);
+  TAMP_RETURN_IF_ERROR(CheckRunLength(steps_per_epoch, total_steps));
+  SetRunLength(steps_per_epoch, total_steps);
+  return absl::OkStatus();
+}
+
+absl::Status Shard::Join(uint32_t worker, uint64_t steps_per_epoch, uint64_t total_steps,
+                         uint64_t rejoin_at_step) {
+  {
+    std::lock_guard<std::mutex> lock(run_length_mu_);
+    TAMP_RETURN_IF_ERROR(CheckRunLength(steps_per_epoch, total_steps));
+    // The rejoin is the last thing that can fail; the run's length is fixed only after it.
+    // Meanwhile no other handshake can fix another one (run_length_mu_), and a barrier the
+    // rejoin lets complete before then does not need it (CheckScheduleReady() passed).
+    if (rejoin_at_step != 0) TAMP_RETURN_IF_ERROR(AdmitRejoin(worker, rejoin_at_step));
+    SetRunLength(steps_per_epoch, total_steps);
+  }
+  if (rejoin_at_step != 0) CompleteBarriers();
+  return absl::OkStatus();
+}
+
+absl::Status Shard::CheckRunLength(uint64_t steps_per_epoch, uint64_t total_steps) const {
   if (steps_per_epoch == 0 || total_steps == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("steps_per_epoch and total_steps must be >= 1, got ", steps_per_epoch,
                      " and ", total_steps));
   }
-  std::lock_guard<std::mutex> lock(run_length_mu_);
-  if (!run_length_fixed_.load(std::memory_order_relaxed)) {
-    steps_per_epoch_ = steps_per_epoch;
-    total_steps_ = total_steps;
-    run_length_fixed_.store(true, std::memory_order_release);
+  if (run_length_fixed_.load(std::memory_order_relaxed)) {
+    if (steps_per_epoch != steps_per_epoch_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("steps_per_epoch: worker says ", steps_per_epoch, ", server ", rank_,
+                       " has ", steps_per_epoch_, " from the first handshake"));
+    }
+    if (total_steps != total_steps_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("total_steps: worker says ", total_steps, ", server ", rank_, " has ",
+                       total_steps_, " from the first handshake"));
+    }
     return absl::OkStatus();
   }
-  if (steps_per_epoch != steps_per_epoch_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("steps_per_epoch: worker says ", steps_per_epoch, ", server ", rank_,
-                     " has ", steps_per_epoch_, " from the first handshake"));
+  // Each worker takes an equal share of the training set, in whole batches. The set is at
+  // most data.train_limit examples, and an IDX file counts its examples in 32 bits.
+  const config::Data& data = config_.data();
+  const uint64_t examples = data.train_limit() != 0 ? data.train_limit() : uint64_t{0xffffffff};
+  const uint64_t most_per_epoch =
+      examples / config_.cluster().num_workers() / std::max<uint32_t>(1, data.batch_size());
+  if (steps_per_epoch > most_per_epoch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "steps_per_epoch: worker says ", steps_per_epoch, ", but ", examples, " examples in ",
+        config_.cluster().num_workers(), " shares of batches of ", data.batch_size(),
+        " make at most ", most_per_epoch));
   }
-  if (total_steps != total_steps_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("total_steps: worker says ", total_steps, ", server ", rank_, " has ",
-                     total_steps_, " from the first handshake"));
+  // Cannot overflow: steps_per_epoch < 2^32 and epochs < 2^32.
+  const config::Training& training = config_.training();
+  uint64_t expected = steps_per_epoch * training.epochs();
+  if (training.max_steps() != 0) expected = std::min<uint64_t>(expected, training.max_steps());
+  if (total_steps != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "total_steps: worker says ", total_steps, ", but training.epochs ", training.epochs(),
+        " of ", steps_per_epoch, " steps",
+        training.max_steps() != 0 ? absl::StrCat(" capped at training.max_steps ",
+                                                 training.max_steps())
+                                  : "",
+        " make ", expected));
   }
   return absl::OkStatus();
+}
+
+void Shard::SetRunLength(uint64_t steps_per_epoch, uint64_t total_steps) {
+  if (run_length_fixed_.load(std::memory_order_relaxed)) return;  // Checked equal.
+  steps_per_epoch_ = steps_per_epoch;
+  total_steps_ = total_steps;
+  run_length_fixed_.store(true, std::memory_order_release);
+}
+
+uint64_t Shard::KnownTotalSteps() const {
+  return run_length_fixed_.load(std::memory_order_acquire) ? total_steps_ : 0;
+}
+
+Shard::RunLength Shard::run_length() const {
+  if (!run_length_fixed_.load(std::memory_order_acquire)) return {};
+  return {steps_per_epoch_, total_steps_};
 }
 
 absl::Status Shard::CheckScheduleReady() const {

@@ -183,8 +183,16 @@ class Shard {
   // know the data set). The first call fixes both; a later call with the same values is OK,
   // one with other values is FAILED_PRECONDITION naming both, e.g.
   //   "steps_per_epoch: worker says 64, server 0 has 32 from the first handshake"
-  // INVALID_ARGUMENT when either is 0.
+  // INVALID_ARGUMENT, fixing nothing, when the pair cannot be this job's (CheckRunLength).
   absl::Status FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps);
+
+  // Shard::Join()
+  //
+  // What an accepted handshake changes, all or nothing: FixRunLength(steps_per_epoch,
+  // total_steps), then, unless `rejoin_at_step` is 0, Rejoin(worker, rejoin_at_step). On any
+  // error nothing has changed: a refused rejoin leaves the run's length unfixed.
+  absl::Status Join(uint32_t worker, uint64_t steps_per_epoch, uint64_t total_steps,
+                    uint64_t rejoin_at_step);
 
   // Shard::PullWeights()
   //
@@ -234,8 +242,17 @@ class Shard {
   // (completing those that waited only for it), and from `step` on every chunk waits for it
   // again. FAILED_PRECONDITION when a chunk has already passed `step` (its step is higher,
   // or it is at `step` beyond round 0 or with this worker's push) or in ASYNC / SSP;
-  // INVALID_ARGUMENT when the worker is out of range.
+  // INVALID_ARGUMENT when the worker is out of range, or when `step` is further ahead than a
+  // worker can announce: past the run's end (once fixed), or more than kRejoinLead steps past
+  // the shard's latest_step() (unless a chunk restored from a checkpoint has not caught up
+  // with the workers yet, whose step it cannot know).
   absl::Status Rejoin(uint32_t worker, uint64_t step);
+
+  // How far past latest_step() a rejoining worker may announce. It announces one past the
+  // latest step of every shard, and no chunk of any shard is more than one step ahead of this
+  // shard's latest (a step completes only once every live worker pushed it, and a worker
+  // pushes a step only once every chunk completed the one before).
+  static constexpr uint64_t kRejoinLead = 2;
 
   // How long a barrier waits for a missing push before ExpireBarriers() drops the worker
   // (consistency.worker_timeout_ms or its default); 0: forever.
@@ -272,6 +289,27 @@ class Shard {
   uint64_t step() const;
   // The most steps any chunk of the shard has completed: step() or, mid-step, step() + 1.
   uint64_t latest_step() const;
+
+  // The run's length as fixed by the first accepted handshake (FixRunLength), {0, 0} before.
+  struct RunLength {
+    uint64_t steps_per_epoch = 0;
+    uint64_t total_steps = 0;
+    bool operator==(const RunLength& other) const {
+      return steps_per_epoch == other.steps_per_epoch && total_steps == other.total_steps;
+    }
+  };
+  RunLength run_length() const;
+
+  // By worker (SYNC): the step from which the barriers wait for it (Rejoin) and whether a
+  // barrier timeout dropped it. For tests and diagnostics.
+  struct Membership {
+    uint64_t from_step = 0;
+    bool dropped = false;
+    bool operator==(const Membership& other) const {
+      return from_step == other.from_step && dropped == other.dropped;
+    }
+  };
+  std::vector<Membership> members() const;
 
   uint32_t rank() const { return rank_; }
   const config::RunConfig& config() const { return config_; }
@@ -316,6 +354,21 @@ class Shard {
   bool Live(uint32_t worker, uint64_t step) const;
   // ABORTED when `worker` may not push `step` (dropped, or it rejoined at a later step).
   absl::Status CheckMember(uint32_t worker, uint64_t step) const;
+  // Rejoin() up to completing the barriers that no longer wait for `worker`: checks, then
+  // counts the worker from `step` on. Nothing changes on error.
+  absl::Status AdmitRejoin(uint32_t worker, uint64_t step);
+  // OK when (steps_per_epoch, total_steps) may be fixed or is the length fixed already.
+  // INVALID_ARGUMENT when either is 0; once a length is fixed, FAILED_PRECONDITION for any
+  // other; before, INVALID_ARGUMENT unless the pair can be this job's: total_steps =
+  // min(training.epochs * steps_per_epoch, training.max_steps when set) (proto/tamp.proto
+  // HandshakeRequest), and steps_per_epoch no more than the training set (data.train_limit
+  // when set, else the most an IDX file holds) gives each worker in whole batches. Requires
+  // run_length_mu_.
+  absl::Status CheckRunLength(uint64_t steps_per_epoch, uint64_t total_steps) const;
+  // Fixes the run's length once CheckRunLength() passed. Requires run_length_mu_.
+  void SetRunLength(uint64_t steps_per_epoch, uint64_t total_steps);
+  // The run's total_steps once fixed, else 0.
+  uint64_t KnownTotalSteps() const;
   // Every live worker has pushed the chunk's current round (and someone has). Requires
   // chunk.mu.
   bool BarrierComplete(const ChunkState& chunk) const;
@@ -356,7 +409,8 @@ class Shard {
 
   // The run's length (FixRunLength). Written once under run_length_mu_, before
   // run_length_fixed_ is set (release); readers that see the flag (acquire) read them
-  // without the lock, since they never change again.
+  // without the lock, since they never change again. Lock order: run_length_mu_, then the
+  // chunks' mu (Join).
   std::mutex run_length_mu_;
   std::atomic<bool> run_length_fixed_{false};
   uint64_t steps_per_epoch_ = 0;

@@ -37,10 +37,20 @@ absl::StatusOr<Shard*> ShardHost::Ready() const {
       "(model.kind REGISTERED)"));
 }
 
-absl::StatusOr<Shard*> ShardHost::ShardFor(const rpc::HandshakeRequest& request) {
+namespace {
+
+absl::Status JoinShard(Shard& shard, const rpc::HandshakeRequest& request) {
+  return shard.Join(request.worker_rank(), request.steps_per_epoch(), request.total_steps(),
+                    request.rejoin_at_step());
+}
+
+}  // namespace
+
+absl::StatusOr<Shard*> ShardHost::Join(const rpc::HandshakeRequest& request) {
   std::lock_guard<std::mutex> lock(create_mu_);
   if (Shard* shard = this->shard(); shard != nullptr) {
     TAMP_RETURN_IF_ERROR(CheckHandshake(shard->layout(), shard->config(), rank_, request));
+    TAMP_RETURN_IF_ERROR(JoinShard(*shard, request));
     return shard;
   }
   TAMP_RETURN_IF_ERROR(CheckHandshakeHeader(config_, rank_, request));
@@ -62,7 +72,9 @@ absl::StatusOr<Shard*> ShardHost::ShardFor(const rpc::HandshakeRequest& request)
                                      layout.status().message()));
   }
   TAMP_RETURN_IF_ERROR(CheckHandshake(*layout, config_, rank_, request));
-  TAMP_ASSIGN_OR_RETURN(owned_, Shard::Create(config_, *layout, rank_));
+  TAMP_ASSIGN_OR_RETURN(std::unique_ptr<Shard> made, Shard::Create(config_, *layout, rank_));
+  TAMP_RETURN_IF_ERROR(JoinShard(*made, request));
+  owned_ = std::move(made);
   LOG(INFO) << "shard " << rank_ << ": learned " << layout->tensors.size() << " tensors ("
             << layout->total_elements << " values, " << layout->ChunksOfShard(rank_).size()
             << " of " << layout->chunks.size() << " chunks here) from worker "

@@ -2,12 +2,12 @@
 // built-in models (from the config alone), or for model.kind REGISTERED from the first
 // worker handshake that passes every check (the tensors the workers registered).
 //
-// Thread safety: all methods may be called concurrently; ShardFor() serialises creation, and
+// Thread safety: all methods may be called concurrently; Join() serialises creation, and
 // a created shard never changes. The host owns a shard it made.
 //
 // Example:
 //   TAMP_ASSIGN_OR_RETURN(auto host, ShardHost::Create(config, rank, nullptr));
-//   TAMP_ASSIGN_OR_RETURN(Shard* shard, host->ShardFor(handshake_request));
+//   TAMP_ASSIGN_OR_RETURN(Shard* shard, host->Join(handshake_request));
 #ifndef TAMP_SERVER_SHARD_HOST_H_
 #define TAMP_SERVER_SHARD_HOST_H_
 
@@ -45,12 +45,13 @@ class ShardHost {
   // The shard, or null while no handshake has taught it its layout.
   Shard* shard() const { return shard_.load(std::memory_order_acquire); }
 
-  // ShardHost::ShardFor()
+  // ShardHost::Join()
   //
-  // The shard `request` handshakes with, once CheckHandshake() accepts it (its errors). With
-  // no shard yet, it is made from the request's tensors; a request that would be refused
-  // (bad tensors, a run length of 0, a rejoin) makes nothing.
-  absl::StatusOr<Shard*> ShardFor(const rpc::HandshakeRequest& request);
+  // What a worker's handshake does, all or nothing: CheckHandshake() accepts `request`, then
+  // Shard::Join() fixes the run's length and admits a rejoin (their errors). With no shard
+  // yet, one is made from the request's tensors and kept only when both pass, so a refused
+  // handshake (bad tensors, a wrong run length, a rejoin) makes nothing. Returns the shard.
+  absl::StatusOr<Shard*> Join(const rpc::HandshakeRequest& request);
 
   // ShardHost::Ready()
   //

@@ -39,7 +39,7 @@ rpc::HandshakeRequest Request(const config::RunConfig& config, uint32_t worker) 
   absl::StatusOr<JobLayout> layout = BuildJobLayout(config, UserTensors());
   CHECK(layout.ok()) << layout.status();
   rpc::HandshakeRequest request;
-  FillHandshake(*layout, config, worker, /*server_rank=*/0, 10, 10, &request);
+  FillHandshake(*layout, config, worker, /*server_rank=*/0, 10, 20, &request);
   return request;
 }
 
@@ -63,46 +63,49 @@ TEST(ShardHostTest, RefusedHandshakesMakeNoShard) {
 
   rpc::HandshakeRequest duplicate = Request(config, 1);
   duplicate.mutable_tensors(1)->set_name("encoder.weight");
-  absl::StatusOr<Shard*> shard = (*host)->ShardFor(duplicate);
+  absl::StatusOr<Shard*> shard = (*host)->Join(duplicate);
   EXPECT_TRUE(absl::IsInvalidArgument(shard.status())) << shard.status();
   EXPECT_THAT(shard.status().message(), HasSubstr("the name is taken by an earlier tensor"));
 
   rpc::HandshakeRequest empty_dim = Request(config, 1);
   empty_dim.mutable_tensors(0)->set_shape(1, 0);
-  EXPECT_TRUE(absl::IsInvalidArgument((*host)->ShardFor(empty_dim).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument((*host)->Join(empty_dim).status()));
 
   rpc::HandshakeRequest no_length = Request(config, 1);
   no_length.set_total_steps(0);
-  EXPECT_TRUE(absl::IsInvalidArgument((*host)->ShardFor(no_length).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument((*host)->Join(no_length).status()));
+
+  rpc::HandshakeRequest wrong_length = Request(config, 1);
+  wrong_length.set_total_steps(7);  // The config's 2 epochs of 10 steps make 20.
+  EXPECT_TRUE(absl::IsInvalidArgument((*host)->Join(wrong_length).status()));
 
   rpc::HandshakeRequest rejoin = Request(config, 1);
   rejoin.set_rejoin_at_step(1000000);
-  EXPECT_TRUE(absl::IsFailedPrecondition((*host)->ShardFor(rejoin).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition((*host)->Join(rejoin).status()));
   EXPECT_EQ((*host)->shard(), nullptr) << "a refused handshake made the shard";
 
   // The first good one makes it; one with other tensors is refused naming the difference.
-  shard = (*host)->ShardFor(Request(config, 1));
+  shard = (*host)->Join(Request(config, 1));
   ASSERT_TRUE(shard.ok()) << shard.status();
   ASSERT_NE(*shard, nullptr);
   EXPECT_EQ((*shard)->layout().tensors.size(), 2u);
   EXPECT_EQ((*shard)->layout().total_elements, 2105u);
   rpc::HandshakeRequest other = Request(config, 0);
   other.mutable_tensors(1)->set_shape(0, 6);
-  const absl::Status refused = (*host)->ShardFor(other).status();
+  const absl::Status refused = (*host)->Join(other).status();
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
   EXPECT_THAT(refused.message(),
               HasSubstr("tensor 1: worker \"head.bias\" [6] vs server \"head.bias\" [5]"));
-  EXPECT_EQ(*(*host)->ShardFor(Request(config, 0)), *shard);
+  EXPECT_EQ(*(*host)->Join(Request(config, 0)), *shard);
 }
 
 TEST(ShardHostTest, WorkerZeroSetsTheInitialWeightsOnce) {
   const config::RunConfig config = RegisteredConfig();
   absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config, 0, nullptr);
   ASSERT_TRUE(host.ok()) << host.status();
-  absl::StatusOr<Shard*> made = (*host)->ShardFor(Request(config, 1));
+  absl::StatusOr<Shard*> made = (*host)->Join(Request(config, 1));
   ASSERT_TRUE(made.ok()) << made.status();
   Shard& shard = **made;
-  ASSERT_TRUE(shard.FixRunLength(10, 10).ok());
 
   rpc::PullWeightsResponse pulled;
   ASSERT_TRUE(shard.PullWeights(1, &pulled).ok());

@@ -328,9 +328,11 @@ std::unique_ptr<Shard> ShardWith(const config::RunConfig& config, const JobLayou
   return *std::move(shard);
 }
 
-// The test job (plain SGD, lr 0.5) with optimizer.schedule given in text format.
-config::RunConfig ScheduledConfig(absl::string_view schedule) {
+// The test job (plain SGD, lr 0.5) with optimizer.schedule given in text format, run for
+// `epochs` epochs.
+config::RunConfig ScheduledConfig(absl::string_view schedule, uint32_t epochs = 4) {
   return TestConfig([&](config::RunConfig& c) {
+    c.mutable_training()->set_epochs(epochs);
     CHECK(google::protobuf::TextFormat::ParseFromString(std::string(schedule),
                                                         c.mutable_optimizer()->mutable_schedule()));
   });
@@ -378,7 +380,7 @@ TEST(ShardScheduleTest, NoStepBeforeAScheduleKnowsTheRunLength) {
 template <typename ExpectedLr>
 void ExpectEachStepUsesTheScheduledRate(absl::string_view schedule, uint64_t steps,
                                         ExpectedLr expected_lr) {
-  const config::RunConfig config = ScheduledConfig(schedule);
+  const config::RunConfig config = ScheduledConfig(schedule, steps / 2);
   const JobLayout layout = TestLayout(config);
   std::unique_ptr<Shard> shard = ShardWith(config, layout);
   ASSERT_TRUE(shard->FixRunLength(2, steps).ok());

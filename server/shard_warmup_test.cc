@@ -26,9 +26,10 @@ using ::testing::HasSubstr;
 constexpr uint64_t kStepsPerEpoch = 2;
 
 // The test job with push topk ratio 0.001 (k = 1 of 784) and 2 epochs of warm-up at 0.25
-// and 0.0625.
+// and 0.0625, run for 3 epochs.
 config::RunConfig WarmupConfig() {
   return TestConfig([](config::RunConfig& c) {
+    c.mutable_training()->set_epochs(3);
     config::Codec* push = c.mutable_compression()->mutable_default_compression()->mutable_push();
     push->set_name("topk");
     push->set_ratio(0.001);

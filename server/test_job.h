@@ -1,5 +1,6 @@
 // A small job shared by the server tests: MLP 784-4-10 (fc1.weight split into four chunks of
-// 784 values), 2 servers, 2 workers, plain SGD with lr 0.5, codec "none" both ways.
+// 784 values), 2 servers, 2 workers, plain SGD with lr 0.5, codec "none" both ways, 2 epochs
+// (so the handshakes' run length of 16 steps per epoch is 32 steps).
 #ifndef TAMP_SERVER_TEST_JOB_H_
 #define TAMP_SERVER_TEST_JOB_H_
 
@@ -22,6 +23,7 @@ inline constexpr char kTestJob[] = R"pb(
   model { kind: MLP hidden: [4] init_seed: 11 }
   optimizer { name: "sgd" learning_rate: 0.5 }
   compression { partition_bytes: 4096 seed: 7 }
+  training { epochs: 2 }
 )pb";
 
 // kTestJob with defaults applied, then `edit` applied, then validated (CHECK).

@@ -43,7 +43,7 @@ class ClientTest : public ::testing::Test {
       addresses_.push_back(absl::StrCat("127.0.0.1:", port));
     }
     absl::StatusOr<std::unique_ptr<Client>> client =
-        Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 10});
+        Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
     params_.resize(layout_.total_elements);
@@ -238,7 +238,7 @@ class RegisteredJobTest : public ::testing::Test {
     }
     for (uint32_t rank = 0; rank < 2; ++rank) {
       absl::StatusOr<std::unique_ptr<Client>> client =
-          Client::Connect(config_, layout_, rank, addresses_, RunLength{10, 10});
+          Client::Connect(config_, layout_, rank, addresses_, RunLength{10, 20});
       ASSERT_TRUE(client.ok()) << client.status();
       clients_.push_back(*std::move(client));
       // Each worker's own init; worker 0's must win everywhere.
@@ -349,7 +349,7 @@ TEST_F(RegisteredJobTest, AWorkerWithOtherTensorsIsRefusedNamingTheFirstDifferen
   absl::StatusOr<JobLayout> other = BuildJobLayout(config_, {weight, bias});
   ASSERT_TRUE(other.ok()) << other.status();
   const absl::StatusOr<std::unique_ptr<Client>> client =
-      Client::Connect(config_, *other, 1, addresses_, RunLength{10, 10});
+      Client::Connect(config_, *other, 1, addresses_, RunLength{10, 20});
   EXPECT_TRUE(absl::IsFailedPrecondition(client.status())) << client.status();
   EXPECT_THAT(client.status().message(),
               HasSubstr("tensor 0: worker \"encoder.weight\" [3, 701] vs server "

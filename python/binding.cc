@@ -255,6 +255,13 @@ PYBIND11_MODULE(_tamp, m) {
                              [](const Config& c) { return c.proto.training().max_steps(); })
       .def_property_readonly("batch_size",
                              [](const Config& c) { return c.proto.data().batch_size(); })
+      .def_property_readonly("shuffle_seed",
+                             [](const Config& c) { return c.proto.data().shuffle_seed(); })
+      .def_property_readonly("train_limit",
+                             [](const Config& c) { return c.proto.data().train_limit(); })
+      .def_property_readonly("data_dir", [](const Config& c) { return c.proto.data().dir(); })
+      .def_property_readonly("learning_rate",
+                             [](const Config& c) { return c.proto.optimizer().learning_rate(); })
       .def_property_readonly("model_kind", [](const Config& c) {
         return config::Model::Kind_Name(c.proto.model().kind());
       });

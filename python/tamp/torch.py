@@ -238,45 +238,39 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
 class CommHookState:
     """DDP communication-hook state: model.register_comm_hook(CommHookState(), comm_hook).
 
-    named_parameters: the DDP model's parameters; without it, those broadcast_parameters()
-    or DistributedOptimizer() registered. Needs `server { mode: AGGREGATE }`.
+    named_parameters: the DDP model's parameters (of the module DDP wraps: no "module."
+    prefix); without it, those broadcast_parameters() or DistributedOptimizer() registered.
+    Registers and starts the job (blocks until the servers answer). Needs
+    `server { mode: AGGREGATE }`: RuntimeError otherwise, and nothing is registered.
     """
 
     def __init__(self, named_parameters: Optional[Iterable[Tuple[str, torch.Tensor]]] = None):
-        self._named = None if named_parameters is None else [
-            (name, p) for name, p in named_parameters if p.requires_grad]
-        self._session: Optional[_Session] = None
-        self._index: Dict[int, int] = {}
-        self._grads: List[Optional[torch.Tensor]] = []
+        created = _session is None
+        if named_parameters is not None:
+            session = _register([(name, p) for name, p in named_parameters if p.requires_grad],
+                                "CommHookState")
+        elif not created:
+            session = _session
+        else:
+            raise RuntimeError("CommHookState: no tensors registered: pass "
+                               "CommHookState(named_parameters=model.named_parameters()) or "
+                               "call tamp.torch.broadcast_parameters() first")
+        if not session.client.aggregates:
+            if created:  # A refusal leaves no session behind.
+                shutdown()
+            raise RuntimeError("CommHookState: the job's servers run the optimizer; a DDP comm "
+                               "hook needs `server { mode: AGGREGATE }` in the config")
+        session.start()
+        self._session = session
+        self._index = {p.data_ptr(): i for i, p in enumerate(session.params)}
+        self._grads: List[Optional[torch.Tensor]] = [None] * len(session.params)
         self._pending: List[Tuple[torch.futures.Future, torch.Tensor]] = []
-
-    def session(self) -> _Session:
-        if self._session is None:
-            created = _session is None
-            if self._named is not None:
-                session = _register(self._named, "CommHookState")
-            elif not created:
-                session = _session
-            else:
-                raise RuntimeError("comm_hook: no tensors registered: pass "
-                                   "CommHookState(named_parameters=model.named_parameters()) "
-                                   "or call tamp.torch.broadcast_parameters() first")
-            if not session.client.aggregates:
-                if created:  # A refusal leaves no session behind.
-                    shutdown()
-                raise RuntimeError("comm_hook: the job's servers run the optimizer; a DDP "
-                                   "comm hook needs `server { mode: AGGREGATE }` in the config")
-            session.start()
-            self._index = {p.data_ptr(): i for i, p in enumerate(session.params)}
-            self._grads = [None] * len(session.params)
-            self._session = session
-        return self._session
 
 
 def comm_hook(state: CommHookState, bucket) -> torch.futures.Future:
     """Pushes the bucket's gradients; its future gives their mean over the workers, once the
     last bucket of the step has been pushed and the servers have answered."""
-    session = state.session()
+    session = state._session
     for param, grad in zip(bucket.parameters(), bucket.gradients()):
         index = state._index.get(param.data_ptr())
         if index is None:

@@ -114,8 +114,9 @@ class TorchTest(unittest.TestCase):
             other.state_dict()), '"fc1.weight"', "float32", "float64")
 
     def test_comm_hook_needs_aggregate_mode(self):
-        state = tamp.torch.CommHookState(named_parameters=self.model.named_parameters())
-        self.assertRefused(RuntimeError, state.session, "AGGREGATE")
+        self.assertRefused(RuntimeError, lambda: tamp.torch.CommHookState(
+            named_parameters=self.model.named_parameters()), "AGGREGATE")
+        self.assertRefused(RuntimeError, tamp.torch.CommHookState, "AGGREGATE")
 
 
 if __name__ == "__main__":

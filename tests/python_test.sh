@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python package against real servers: tamp.Client's exact steps and refusals
-# (tests/python/binding_test.py), tamp.torch's (torch_test.py), a server gone
+# (tests/python/binding_test.py), tamp.torch's (torch_test.py), two clients in two threads
+# of one process (two_clients_test.py: the GIL is released while waiting), a server gone
 # (server_gone_test.py), and two tamp.torch workers ending with bit-identical replicas.
 # Debian's /usr/bin/python3 with python3-torch and python3-numpy.
 source tests/testlib.sh
@@ -20,6 +21,12 @@ for script in binding_test.py torch_test.py; do
   start_servers "$dir" "$dir/job.pbtxt" 2
   run_python "$dir" "$script"
 done
+
+dir="$WORK/two_clients"
+mkdir -p "$dir"
+write_exact_config "$dir/job.pbtxt" 2
+start_servers "$dir" "$dir/job.pbtxt" 2
+run_python "$dir" two_clients_test.py
 
 dir="$WORK/server_gone"
 mkdir -p "$dir"

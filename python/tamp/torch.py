@@ -117,9 +117,6 @@ class _Session:
             self.client.begin_step(step, self.params)
             self.step = step
 
-    def push(self, index: int, gradient: torch.Tensor) -> None:
-        self.client.push(index, gradient)
-
     def finish_step(self, out: List[torch.Tensor]) -> bool:
         """Waits for the step's answers into `out`; begins the next step. False when a SYNC
         barrier had dropped this worker: the parameters are the others' replica, `out` is
@@ -202,7 +199,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                    self._tamp_hooks)
 
     def _tamp_push(self, index: int, param: torch.Tensor) -> None:
-        self._tamp.push(index, param.grad)
+        self._tamp.client.push(index, param.grad)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -276,7 +273,7 @@ def comm_hook(state: CommHookState, bucket) -> torch.futures.Future:
         if index is None:
             raise ValueError(f"comm_hook: a parameter of shape {list(param.shape)} is not "
                              "registered with the job")
-        session.push(index, grad)
+        session.client.push(index, grad)
         state._grads[index] = grad
     future = torch.futures.Future()
     state._pending.append((future, bucket.buffer()))

@@ -79,6 +79,20 @@ class BindingTest(unittest.TestCase):
             self.client.push(index, torch.from_numpy(grads[index]))
         self.finish(grads, out=[torch.from_numpy(p) for p in self.params])
 
+    def test_any_dlpack_array_without_copies(self):
+        # An array that only speaks DLPack, as JAX's and CuPy's host arrays do.
+        class DlpackOnly:
+            def __init__(self, array):
+                self.array = array
+
+            def __dlpack__(self, stream=None):
+                return self.array.__dlpack__()
+
+        grads = self.begin()
+        for index in reversed(range(len(NAMES))):
+            self.client.push(index, DlpackOnly(grads[index]))
+        self.finish(grads, out=[DlpackOnly(p) for p in self.params])
+
     def test_non_fp32_refused(self):
         grads = self.begin()
         self.assertRefused(ValueError, lambda: self.client.push("fc2.weight",

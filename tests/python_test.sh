@@ -11,7 +11,7 @@ source tests/python_testlib.sh
 run_python() {
   local dir=$1 script=$2; shift 2
   TAMP_CONFIG="$dir/job.pbtxt" TAMP_SERVERS="$SERVERS" TAMP_RANK=0 \
-    "$PYTHON" "tests/python/$script" "$@" || fail "$script failed"
+    run_python3 "tests/python/$script" "$@" || fail "$script failed"
 }
 
 for script in binding_test.py torch_test.py; do

@@ -1,8 +1,20 @@
 # Helpers for the Python package's shell tests (sourced after tests/testlib.sh): Debian's
 # python3 with the package from runfiles.
 
-PYTHON=/usr/bin/python3
 export PYTHONPATH="$PWD/python"
+
+# run_python3 ARGS...: Debian's python3. Under --config=asan the extension carries
+# AddressSanitizer and UBSan, whose runtimes must be loaded before anything else: they are
+# preloaded, with leak checking off (the interpreter and torch keep their allocations).
+SANITIZER_RUNTIMES=$(ldd python/tamp/_tamp.so | awk '/lib(asan|ubsan)\.so/ { print $3 }' | tr '\n' ' ')
+run_python3() {
+  if [ -n "$SANITIZER_RUNTIMES" ]; then
+    LD_PRELOAD="$SANITIZER_RUNTIMES" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+      /usr/bin/python3 "$@"
+  else
+    /usr/bin/python3 "$@"
+  fi
+}
 
 # write_exact_config PATH [WORKERS [TEXT]]: the MLP 784-64-10, WORKERS workers (default 1),
 # codec none both ways, SGD at 0.125 without momentum on the servers, so that one step
@@ -36,7 +48,7 @@ run_python_workers() {
     args=()
     for arg in "$@"; do args+=("${arg//@/$rank}"); done
     TAMP_CONFIG="$dir/job.pbtxt" TAMP_SERVERS="$SERVERS" TAMP_RANK=$rank \
-      "$PYTHON" "tests/python/$script" "${args[@]}" > "$dir/worker$rank.log" 2>&1 &
+      run_python3 "tests/python/$script" "${args[@]}" > "$dir/worker$rank.log" 2>&1 &
     pids+=($!)
     STARTED_PIDS+=($!)
   done
@@ -47,4 +59,4 @@ run_python_workers() {
 }
 
 # python_has CAPABILITY: whether the built package has tamp.CAPABILITY true.
-python_has() { "$PYTHON" -c "import sys, tamp; sys.exit(not tamp.$1)"; }
+python_has() { run_python3 -c "import sys, tamp; sys.exit(not tamp.$1)"; }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Python package against real servers: tamp.Client's exact steps and refusals
+# The Python package: tamp.init()'s placement (tests/python/init_test.py), then against real
+# servers: tamp.Client's exact steps and refusals
 # (tests/python/binding_test.py), tamp.torch's (torch_test.py), two clients in two threads
 # of one process (two_clients_test.py: the GIL is released while waiting), a server gone
 # (server_gone_test.py), and two tamp.torch workers ending with bit-identical replicas.
@@ -13,6 +14,10 @@ run_python() {
   TAMP_CONFIG="$dir/job.pbtxt" TAMP_SERVERS="$SERVERS" TAMP_RANK=0 \
     run_python3 "tests/python/$script" "$@" || fail "$script failed"
 }
+
+mkdir -p "$WORK/init"
+write_config "$WORK/init/job.pbtxt"
+run_python3 tests/python/init_test.py "$WORK/init/job.pbtxt" || fail "init_test.py failed"
 
 for script in binding_test.py torch_test.py; do
   dir="$WORK/${script%.py}"

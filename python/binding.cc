@@ -101,16 +101,6 @@ class PyClient {
   PyClient(const Config& config, uint32_t rank, std::vector<std::string> servers,
            const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
            uint64_t steps_per_epoch, uint64_t total_steps) {
-    if (steps_per_epoch == 0 || total_steps == 0) {
-      Raise(absl::InvalidArgumentError(absl::StrCat(
-          "steps_per_epoch (", steps_per_epoch, ") and total_steps (", total_steps,
-          ") must be at least 1: the servers' learning-rate schedule needs the run's length")));
-    }
-    if (rank >= config.proto.cluster().num_workers()) {
-      Raise(absl::InvalidArgumentError(
-          absl::StrCat("worker rank ", rank, " is out of range: cluster.num_workers is ",
-                       config.proto.cluster().num_workers())));
-    }
     std::vector<RegisteredTensor> registered;
     registered.reserve(tensors.size());
     for (const auto& [name, shape] : tensors) registered.push_back({name, shape});

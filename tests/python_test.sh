@@ -2,7 +2,8 @@
 # The Python package: tamp.init()'s placement (tests/python/init_test.py), then against real
 # servers: tamp.Client's exact steps and refusals
 # (tests/python/binding_test.py), tamp.torch's (torch_test.py), two clients in two threads
-# of one process (two_clients_test.py: the GIL is released while waiting), a server gone
+# of one process (two_clients_test.py: the GIL is released while waiting), the DDP comm hook
+# with a stand-in for AGGREGATE mode (comm_hook_test.py), a server gone
 # (server_gone_test.py), and two tamp.torch workers ending with bit-identical replicas.
 # Debian's /usr/bin/python3 with python3-torch and python3-numpy.
 source tests/testlib.sh
@@ -32,6 +33,15 @@ mkdir -p "$dir"
 write_exact_config "$dir/job.pbtxt" 2
 start_servers "$dir" "$dir/job.pbtxt" 2
 run_python "$dir" two_clients_test.py
+
+# tamp.torch.comm_hook under DDP, two processes, with a stand-in for AGGREGATE mode's client
+# (no servers; python_modes_test runs the same check against real servers).
+dir="$WORK/comm_hook"
+mkdir -p "$dir"
+write_exact_config "$dir/job.pbtxt" 2
+SERVERS="unused:1,unused:2" TAMP_TEST_RENDEZVOUS="$dir/rendezvous" \
+  run_python_workers "$dir" comm_hook_test.py "$dir/weights@"
+cmp "$dir/weights0" "$dir/weights1" || fail "the DDP replicas differ"
 
 dir="$WORK/server_gone"
 mkdir -p "$dir"

@@ -264,7 +264,7 @@ class CommHookState:
         self._pending: List[Tuple[torch.futures.Future, torch.Tensor]] = []
 
 
-def comm_hook(state: CommHookState, bucket) -> torch.futures.Future:
+def comm_hook(state: CommHookState, bucket) -> torch.futures.Future[torch.Tensor]:
     """Pushes the bucket's gradients; its future gives their mean over the workers, once the
     last bucket of the step has been pushed and the servers have answered."""
     session = state._session

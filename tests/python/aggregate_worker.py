@@ -61,9 +61,20 @@ def check_ddp_comm_hook(rendezvous, out_path):
                             rank=tamp.rank(), world_size=tamp.size())
     torch.manual_seed(5)
     net = Mlp()
-    model = torch.nn.parallel.DistributedDataParallel(net)
+    # Small buckets, the first one included (DDP reads that size from this variable; and
+    # torch 1.13 splits the first step's buckets only with find_unused_parameters): several
+    # buckets per step, whose futures the hook completes only once the last one is in.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 16384
+    model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.05,
+                                                      find_unused_parameters=True)
+    buckets = []
+
+    def counting_hook(state, bucket) -> torch.futures.Future[torch.Tensor]:
+        buckets.append(bucket.index())
+        return tamp.torch.comm_hook(state, bucket)
+
     model.register_comm_hook(tamp.torch.CommHookState(named_parameters=net.named_parameters()),
-                             tamp.torch.comm_hook)
+                             counting_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     reference = Mlp()
     for step in range(3):
@@ -79,6 +90,8 @@ def check_ddp_comm_hook(rendezvous, out_path):
             dist.all_reduce(mean)
             torch.testing.assert_close(param.grad, mean / 2, rtol=1e-5, atol=1e-6, msg=name)
         optimizer.step()
+    print(f"rank {tamp.rank()}: buckets per step {buckets}")
+    assert max(buckets) >= 1, f"one bucket per step only: {buckets}"
     with open(out_path, "wb") as out:
         for param in net.parameters():
             out.write(param.detach().numpy().tobytes())

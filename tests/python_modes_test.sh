@@ -4,7 +4,8 @@
 # - `model { kind: REGISTERED }` (tamp.LAYOUT_FROM_REGISTERED_TENSORS): a model the C++
 #   worker does not have; rank 0's initial weights become everyone's; replicas bit-identical.
 # - `server { mode: AGGREGATE }` (tamp.AGGREGATE_MODE): wait() writes the workers' mean
-#   gradient (codec none: to fp32 rounding); the DDP comm hook gives DDP that mean.
+#   gradient (codec none: to fp32 rounding); the DDP comm hook gives DDP that mean, and
+#   DistributedOptimizer steps the wrapped optimizer on it.
 source tests/testlib.sh
 source tests/python_testlib.sh
 
@@ -21,15 +22,15 @@ else
 fi
 
 if python_has AGGREGATE_MODE; then
-  for check in client ddp; do
+  for check in client ddp optimizer; do
     dir="$WORK/aggregate_$check"
     mkdir -p "$dir"
     write_exact_config "$dir/job.pbtxt" 2 "server { mode: AGGREGATE }"
     start_servers "$dir" "$dir/job.pbtxt" 2
     TAMP_TEST_RENDEZVOUS="$dir/rendezvous" run_python_workers "$dir" aggregate_worker.py \
       "$check" "$dir/weights@"
+    [ "$check" = client ] || cmp "$dir/weights0" "$dir/weights1" || fail "the $check replicas differ"
   done
-  cmp "$dir/weights0" "$dir/weights1" || fail "the DDP replicas differ"
 else
   echo "SKIP: server { mode: AGGREGATE } (not in this Tamp yet)"
 fi

@@ -34,14 +34,17 @@ write_exact_config "$dir/job.pbtxt" 2
 start_servers "$dir" "$dir/job.pbtxt" 2
 run_python "$dir" two_clients_test.py
 
-# tamp.torch.comm_hook under DDP, two processes, with a stand-in for AGGREGATE mode's client
+# tamp.torch.comm_hook under DDP and DistributedOptimizer in AGGREGATE mode, two processes,
+# with a stand-in for that mode's client
 # (no servers; python_modes_test runs the same check against real servers).
 dir="$WORK/comm_hook"
 mkdir -p "$dir"
 write_exact_config "$dir/job.pbtxt" 2
 SERVERS="unused:1,unused:2" TAMP_TEST_RENDEZVOUS="$dir/rendezvous" \
   run_python_workers "$dir" comm_hook_test.py "$dir/weights@"
-cmp "$dir/weights0" "$dir/weights1" || fail "the DDP replicas differ"
+for check in ddp optimizer; do
+  cmp "$dir/weights0.$check" "$dir/weights1.$check" || fail "the $check replicas differ"
+done
 
 dir="$WORK/server_gone"
 mkdir -p "$dir"

@@ -1,13 +1,15 @@
 """One of two workers of a `server { mode: AGGREGATE }` job (codec none both ways, the MLP
 784-64-10; tests/python_modes_test.sh). Checks:
 
-Run as `aggregate_worker.py client` or `aggregate_worker.py ddp OUT`, each on a fresh job:
+Run as `aggregate_worker.py client`, `aggregate_worker.py ddp OUT` or
+`aggregate_worker.py optimizer OUT`, each on a fresh job:
 1. client: tamp.Client's wait(out) writes the mean of the two workers' gradients into `out`, to fp32
    rounding (each rank's gradient is a known function of rank and step).
 2. ddp: the DDP comm hook: with model.register_comm_hook(CommHookState(...), comm_hook), the
    gradients DDP leaves after backward are the mean over the workers of their local
    gradients (computed by an undistributed copy and averaged through gloo).
-   Writes the DDP model's parameters to OUT for the replicas to be compared.
+3. optimizer: DistributedOptimizer's step() runs the wrapped SGD on the workers' mean.
+ddp and optimizer write the model's parameters to OUT for the replicas to be compared.
 """
 
 import os
@@ -56,9 +58,36 @@ def check_client_mean(where):
         step += 1
 
 
-def check_ddp_comm_hook(rendezvous, out_path):
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}",
+def init_gloo():
+    """The gloo group that computes the reference means (TAMP_TEST_RENDEZVOUS: a file)."""
+    dist.init_process_group("gloo", init_method=f"file://{os.environ['TAMP_TEST_RENDEZVOUS']}",
                             rank=tamp.rank(), world_size=tamp.size())
+
+
+def local_batch(step):
+    torch.manual_seed(100 * step + tamp.rank())
+    return torch.randn(16, 784), torch.randint(0, 10, (16,))
+
+
+def mean_of_local_gradients(model, x, y):
+    """The workers' mean gradient at `model`'s weights, through gloo."""
+    reference = Mlp()
+    reference.load_state_dict(model.state_dict())
+    torch.nn.functional.cross_entropy(reference(x), y).backward()
+    means = []
+    for param in reference.parameters():
+        dist.all_reduce(param.grad)
+        means.append(param.grad / tamp.size())
+    return means
+
+
+def dump(model, out_path):
+    with open(out_path, "wb") as out:
+        for param in model.parameters():
+            out.write(param.detach().numpy().tobytes())
+
+
+def check_ddp_comm_hook(out_path):
     torch.manual_seed(5)
     net = Mlp()
     # Small buckets, the first one included (DDP reads that size from this variable; and
@@ -76,25 +105,39 @@ def check_ddp_comm_hook(rendezvous, out_path):
     model.register_comm_hook(tamp.torch.CommHookState(named_parameters=net.named_parameters()),
                              counting_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    reference = Mlp()
     for step in range(3):
-        torch.manual_seed(100 * step + tamp.rank())
-        x, y = torch.randn(16, 784), torch.randint(0, 10, (16,))
-        reference.load_state_dict(net.state_dict())
-        reference.zero_grad()
-        torch.nn.functional.cross_entropy(reference(x), y).backward()
+        x, y = local_batch(step)
+        means = mean_of_local_gradients(net, x, y)
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
-        for (name, param), ref in zip(net.named_parameters(), reference.parameters()):
-            mean = ref.grad.clone()
-            dist.all_reduce(mean)
-            torch.testing.assert_close(param.grad, mean / 2, rtol=1e-5, atol=1e-6, msg=name)
+        for (name, param), mean in zip(net.named_parameters(), means):
+            torch.testing.assert_close(param.grad, mean, rtol=1e-5, atol=1e-6, msg=name)
         optimizer.step()
     print(f"rank {tamp.rank()}: buckets per step {buckets}")
     assert max(buckets) >= 1, f"one bucket per step only: {buckets}"
-    with open(out_path, "wb") as out:
-        for param in net.parameters():
-            out.write(param.detach().numpy().tobytes())
+    dump(net, out_path)
+
+
+def check_distributed_optimizer(out_path):
+    """DistributedOptimizer in AGGREGATE mode: step() steps the wrapped SGD on the mean."""
+    torch.manual_seed(5)
+    model = Mlp()
+    optimizer = tamp.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.125),
+                                                named_parameters=model.named_parameters())
+    for step in range(3):
+        x, y = local_batch(step)
+        means = mean_of_local_gradients(model, x, y)
+        before = [p.detach().clone() for p in model.parameters()]
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        for (name, param), old, mean in zip(model.named_parameters(), before, means):
+            torch.testing.assert_close(param.detach(), old - 0.125 * mean, rtol=1e-5,
+                                       atol=1e-6, msg=name)
+    dump(model, out_path)
+
+
+CHECKS = {"ddp": check_ddp_comm_hook, "optimizer": check_distributed_optimizer}
 
 
 def main():
@@ -106,7 +149,8 @@ def main():
         check_client_mean(where)
     else:
         tamp.torch.init(steps_per_epoch=100, total_steps=100)
-        check_ddp_comm_hook(os.environ["TAMP_TEST_RENDEZVOUS"], sys.argv[2])
+        init_gloo()
+        CHECKS[sys.argv[1]](sys.argv[2])
     print(f"rank {where.rank}: aggregate mode ({sys.argv[1]}) OK")
 
 

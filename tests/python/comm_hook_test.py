@@ -2,10 +2,10 @@
 two processes, before the servers' AGGREGATE mode exists: tamp.Client is replaced by a
 stand-in with AGGREGATE's answer (wait(out) writes the workers' mean gradient), averaged
 through gloo instead of servers. aggregate_worker.py's DDP check then runs unchanged; with
-AGGREGATE mode, python_modes_test runs it against real servers. argv[1]: where to write
-the replica."""
+AGGREGATE mode, python_modes_test runs it against real servers. So does the check of
+DistributedOptimizer in that mode. argv[1]: where to write the replicas, less the suffix
+.ddp or .optimizer."""
 
-import os
 import sys
 
 import torch
@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 import tamp
 import tamp.torch
-from aggregate_worker import check_ddp_comm_hook
+from aggregate_worker import check_ddp_comm_hook, check_distributed_optimizer, init_gloo
 
 
 class MeanThroughGloo:
@@ -48,5 +48,8 @@ if __name__ == "__main__":
     tamp.Client = MeanThroughGloo
     tamp.init()
     tamp.torch.init(steps_per_epoch=100, total_steps=100)
-    check_ddp_comm_hook(os.environ["TAMP_TEST_RENDEZVOUS"], sys.argv[1])
-    print(f"rank {tamp.rank()}: comm_hook OK")
+    init_gloo()
+    check_ddp_comm_hook(sys.argv[1] + ".ddp")
+    tamp.torch.shutdown()
+    check_distributed_optimizer(sys.argv[1] + ".optimizer")
+    print(f"rank {tamp.rank()}: comm_hook and DistributedOptimizer OK")

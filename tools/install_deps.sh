@@ -12,6 +12,9 @@ PACKAGES=(
   dataset-fashion-mnist
   # Tests of the deployment files: a one-machine Slurm cluster, and YAML for the manifests.
   slurm-wlm munge python3-yaml
+  # The Python package (python/, docs/python.md): its extension's headers; numpy and torch
+  # for its tests and examples.
+  pybind11-dev python3-dev python3-numpy python3-torch
 )
 
 missing=()

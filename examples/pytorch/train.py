@@ -1,0 +1,64 @@
+"""The PyTorch examples' training loop: a model on Fashion-MNIST through tamp.torch.
+
+Run by mlp.py, cnn.py and resmlp.py, each a worker of the job its config describes; the
+placement (TAMP_CONFIG, TAMP_RANK, TAMP_SERVERS) comes from the environment, as
+`tamp run CONFIG -- /usr/bin/python3 examples/pytorch/mlp.py` sets it.
+"""
+
+import argparse
+import os
+import time
+
+import torch
+
+import fashion_mnist
+import tamp
+import tamp.torch
+
+
+def run(model: torch.nn.Module, default_config: str) -> float:
+    """Trains `model` for the config's epochs; returns (and rank 0 prints) test accuracy."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", help=f"default: TAMP_CONFIG, else {default_config}")
+    parser.add_argument("--threads", type=int, default=1, help="torch's CPU threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    config = args.config or os.environ.get("TAMP_CONFIG") or default_config
+    where = tamp.init(config)
+    config = where.config
+    data_dir = config.data_dir or fashion_mnist.DEFAULT_DIR
+    images, labels = fashion_mnist.load("train", data_dir, config.train_limit)
+    shard = fashion_mnist.Shard(images, labels, where.rank, where.num_workers,
+                                config.batch_size, config.shuffle_seed)
+    tamp.torch.init(config, steps_per_epoch=shard.steps_per_epoch)
+    # The servers run the config's optimizer; in `server { mode: AGGREGATE }` this one steps
+    # on the mean gradient.
+    optimizer = tamp.torch.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=config.learning_rate, momentum=0.9),
+        named_parameters=model.named_parameters())
+    tamp.torch.broadcast_parameters(model.state_dict(), root_rank=0)
+    test_images, test_labels = fashion_mnist.load("t10k", data_dir)
+
+    total = tamp.count_steps(config, shard.steps_per_epoch)
+    step, accuracy, start = 0, 0.0, time.monotonic()
+    for epoch in range(config.epochs):
+        for x, y in shard.epoch(epoch):
+            if step == total:
+                break
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            if step % 100 == 0 and where.rank == 0:
+                print(f"step {step}/{total} | epoch {epoch + 1}/{config.epochs} | "
+                      f"loss {loss.item():.4f} | {1000 * (time.monotonic() - start) / step:.1f} "
+                      "ms/step", flush=True)
+        if where.rank == 0:
+            accuracy = fashion_mnist.accuracy(model, test_images, test_labels)
+            print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}", flush=True)
+    if where.rank == 0:
+        print(f"final test accuracy {accuracy:.4f} after {step} steps", flush=True)
+    tamp.torch.shutdown()
+    return accuracy

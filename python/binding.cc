@@ -1,0 +1,279 @@
+// _tamp: the Python extension over tamp::Client (python/tamp/__init__.py is its public face;
+// docs/python.md documents both).
+//
+// Errors keep the C++ message and map the code to a Python exception: INVALID_ARGUMENT and
+// OUT_OF_RANGE -> ValueError, UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED -> ConnectionError
+// (a server is gone or unreachable), ABORTED -> DroppedError (a RuntimeError: a SYNC barrier
+// dropped this worker; call rejoin()), anything else (FAILED_PRECONDITION included) ->
+// RuntimeError.
+//
+// Blocking and threading: connecting, start(), wait(), rejoin() and push()'s encoding run
+// with the GIL released; a Client must be used from one thread at a time.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/config.h"
+#include "common/status_macros.h"
+#include "python/registered_layout.h"
+#include "python/tensor_arg.h"
+#include "worker/client.h"
+
+namespace tamp::python {
+namespace {
+
+namespace py = pybind11;
+
+PyObject* dropped_error = nullptr;  // tamp._tamp.DroppedError, created at import.
+
+[[noreturn]] void Raise(const absl::Status& status) {
+  PyObject* type = PyExc_RuntimeError;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      type = PyExc_ValueError;
+      break;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+      type = PyExc_ConnectionError;
+      break;
+    case absl::StatusCode::kAborted:
+      type = dropped_error;
+      break;
+    default:
+      break;
+  }
+  PyErr_SetString(type, std::string(status.message()).c_str());
+  throw py::error_already_set();
+}
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) Raise(status);
+}
+
+template <typename T>
+T Check(absl::StatusOr<T> value) {
+  if (!value.ok()) Raise(value.status());
+  return *std::move(value);
+}
+
+// Whether Client answers aggregates() (server { mode: AGGREGATE }): detected, so that the
+// binding builds before and after that accessor lands.
+template <typename C, typename = void>
+struct HasAggregates : std::false_type {};
+template <typename C>
+struct HasAggregates<C, std::void_t<decltype(std::declval<const C&>().aggregates())>>
+    : std::true_type {};
+
+template <typename C>
+bool Aggregates(const C& client) {
+  if constexpr (HasAggregates<C>::value) {
+    return client.aggregates();
+  } else {
+    return false;
+  }
+}
+
+// A parsed, defaulted and validated run config.
+struct Config {
+  static Config FromText(const std::string& text, const std::string& source) {
+    config::RunConfig parsed = Check(ParseConfig(text, source));
+    ApplyDefaults(&parsed);
+    const absl::Status valid = ValidateConfig(parsed);
+    if (!valid.ok()) Raise(absl::Status(valid.code(), absl::StrCat(source, ": ", valid.message())));
+    return Config{std::move(parsed)};
+  }
+  static Config FromFile(const std::string& path) { return Config{Check(LoadConfigFile(path))}; }
+
+  config::RunConfig proto;
+};
+
+class PyClient {
+ public:
+  PyClient(const Config& config, uint32_t rank, std::vector<std::string> servers,
+           const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
+           uint64_t steps_per_epoch, uint64_t total_steps) {
+    std::vector<RegisteredTensor> registered;
+    registered.reserve(tensors.size());
+    for (const auto& [name, shape] : tensors) registered.push_back({name, shape});
+    JobLayout layout = Check(BuildRegisteredLayout(config.proto, registered));
+    for (const TensorSpec& spec : layout.tensors) names_.push_back(spec.name);
+    absl::StatusOr<std::unique_ptr<Client>> client;
+    {
+      py::gil_scoped_release release;
+      client = Client::Connect(config.proto, std::move(layout), rank, std::move(servers),
+                               RunLength{steps_per_epoch, total_steps});
+    }
+    client_ = Check(std::move(client));
+  }
+
+  uint64_t Start(py::handle params) {
+    const TensorArgs args = Views(params, Access::kWrite);
+    absl::StatusOr<uint64_t> step;
+    {
+      py::gil_scoped_release release;
+      step = client_->Start(args.spans());
+    }
+    return Check(std::move(step));
+  }
+
+  void BeginStep(uint64_t step, py::handle params) {
+    const TensorArgs args = Views(params, Access::kWrite);
+    absl::Status status;
+    {
+      py::gil_scoped_release release;  // A resync pulls the shards' weights.
+      status = client_->BeginStep(step, args.spans());
+    }
+    Check(status);
+  }
+
+  void PushNamed(const std::string& name, py::handle gradient) {
+    const TensorArg arg = View(gradient, name);
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = client_->Push(name, arg.span());
+    }
+    Check(status);
+  }
+
+  void PushIndexed(int tensor, py::handle gradient) {
+    const bool known = tensor >= 0 && static_cast<size_t>(tensor) < names_.size();
+    const TensorArg arg = View(gradient, known ? names_[tensor] : absl::StrCat("#", tensor));
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = client_->Push(tensor, arg.span());
+    }
+    Check(status);
+  }
+
+  void Wait(py::handle out) {
+    const TensorArgs args = Views(out, Access::kWrite);
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = client_->Wait(args.spans());
+    }
+    Check(status);
+  }
+
+  uint64_t Rejoin(py::handle params, const std::string& cause) {
+    const TensorArgs args = Views(params, Access::kWrite);
+    absl::StatusOr<uint64_t> step;
+    {
+      py::gil_scoped_release release;
+      step = client_->Rejoin(args.spans(), cause);
+    }
+    return Check(std::move(step));
+  }
+
+  py::dict Report() const {
+    const StepReport& report = client_->report();
+    const StepTimeline::Figures& figures = report.timeline;
+    py::dict out;
+    out["shard_bytes_pushed"] = report.shard_bytes_pushed;
+    out["shard_bytes_pulled"] = report.shard_bytes_pulled;
+    out["raw_bytes_pushed"] = report.raw_bytes_pushed;
+    out["compute_ms"] = figures.compute_ms;
+    out["encode_ms"] = figures.encode_ms;
+    out["wire_ms"] = figures.wire_ms;
+    out["comm_ms"] = figures.comm_ms;
+    out["hidden_ms"] = figures.hidden_ms;
+    out["hidden_percent"] = figures.hidden_percent;
+    out["decode_ms"] = report.decode_ms;
+    out["apply_ms"] = report.apply_ms;
+    return out;
+  }
+
+  py::dict Totals() const {
+    const ClientTotals& totals = client_->totals();
+    py::dict out;
+    out["bytes_pushed"] = totals.bytes_pushed;
+    out["bytes_pulled"] = totals.bytes_pulled;
+    out["raw_bytes_pushed"] = totals.raw_bytes_pushed;
+    return out;
+  }
+
+  const std::vector<std::string>& names() const { return names_; }
+  std::vector<std::vector<int64_t>> shapes() const {
+    std::vector<std::vector<int64_t>> shapes;
+    for (const TensorSpec& spec : client_->layout().tensors) shapes.push_back(spec.shape);
+    return shapes;
+  }
+  bool aggregates() const { return Aggregates(*client_); }
+
+ private:
+  TensorArgs Views(py::handle arrays, Access access) const {
+    return Check(TensorArgs::From(arrays.ptr(), names_, access));
+  }
+  static TensorArg View(py::handle array, const std::string& name) {
+    return Check(TensorArg::From(array.ptr(), name, Access::kRead));
+  }
+
+  std::vector<std::string> names_;  // Layout order.
+  std::unique_ptr<Client> client_;
+};
+
+PYBIND11_MODULE(_tamp, m) {
+  m.doc() = "Tamp's worker client (see the tamp package and docs/python.md).";
+  dropped_error = PyErr_NewExceptionWithDoc(
+      "tamp._tamp.DroppedError",
+      "A SYNC barrier dropped this worker (consistency.worker_timeout_ms): call rejoin().",
+      PyExc_RuntimeError, nullptr);
+  m.add_object("DroppedError", py::handle(dropped_error));
+  m.attr("LAYOUT_FROM_REGISTERED_TENSORS") = LayoutFromRegisteredTensors();
+  m.attr("AGGREGATE_MODE") = HasAggregates<Client>::value;
+
+  py::class_<Config>(m, "Config")
+      .def_static("from_file", &Config::FromFile, py::arg("path"))
+      .def_static("from_text", &Config::FromText, py::arg("text"), py::arg("source") = "<text>")
+      .def_property_readonly("num_workers",
+                             [](const Config& c) { return c.proto.cluster().num_workers(); })
+      .def_property_readonly("num_servers",
+                             [](const Config& c) { return c.proto.cluster().num_servers(); })
+      .def_property_readonly("epochs", [](const Config& c) { return c.proto.training().epochs(); })
+      .def_property_readonly("max_steps",
+                             [](const Config& c) { return c.proto.training().max_steps(); })
+      .def_property_readonly("batch_size",
+                             [](const Config& c) { return c.proto.data().batch_size(); })
+      .def_property_readonly("shuffle_seed",
+                             [](const Config& c) { return c.proto.data().shuffle_seed(); })
+      .def_property_readonly("train_limit",
+                             [](const Config& c) { return c.proto.data().train_limit(); })
+      .def_property_readonly("data_dir", [](const Config& c) { return c.proto.data().dir(); })
+      .def_property_readonly("learning_rate",
+                             [](const Config& c) { return c.proto.optimizer().learning_rate(); })
+      .def_property_readonly("model_kind", [](const Config& c) {
+        return config::Model::Kind_Name(c.proto.model().kind());
+      });
+
+  py::class_<PyClient>(m, "Client")
+      .def(py::init<const Config&, uint32_t, std::vector<std::string>,
+                    const std::vector<std::pair<std::string, std::vector<int64_t>>>&, uint64_t,
+                    uint64_t>(),
+           py::arg("config"), py::arg("rank"), py::arg("servers"), py::arg("tensors"),
+           py::arg("steps_per_epoch"), py::arg("total_steps"))
+      .def("start", &PyClient::Start, py::arg("params"))
+      .def("begin_step", &PyClient::BeginStep, py::arg("step"), py::arg("params"))
+      .def("push", &PyClient::PushIndexed, py::arg("tensor"), py::arg("gradient"))
+      .def("push", &PyClient::PushNamed, py::arg("name"), py::arg("gradient"))
+      .def("wait", &PyClient::Wait, py::arg("out"))
+      .def("rejoin", &PyClient::Rejoin, py::arg("params"), py::arg("cause") = "rejoin() called")
+      .def("report", &PyClient::Report)
+      .def("totals", &PyClient::Totals)
+      .def_property_readonly("tensor_names", &PyClient::names)
+      .def_property_readonly("tensor_shapes", &PyClient::shapes)
+      .def_property_readonly("aggregates", &PyClient::aggregates);
+}
+
+}  // namespace
+}  // namespace tamp::python

@@ -1,0 +1,288 @@
+"""tamp.torch: Tamp for PyTorch, in Horovod's and BytePS's conventions.
+
+    import tamp.torch
+    tamp.torch.init(steps_per_epoch=len(loader))      # Placement from TAMP_* (tamp run)
+    optimizer = tamp.torch.DistributedOptimizer(optimizer,
+                                                named_parameters=model.named_parameters())
+    tamp.torch.broadcast_parameters(model.state_dict(), root_rank=0)
+    for x, y in loader:                     # Per step, as without Tamp:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()     # Each gradient is pushed as backward produces it.
+        optimizer.step()                    # Waits for the servers' answers and steps.
+
+The job's tensors are the model's parameters, registered (names, shapes, order) by the first
+of broadcast_parameters(), DistributedOptimizer() and the first comm_hook() call; later
+calls must pass the same tensors. The first of them also starts the job: every worker's
+parameters become the job's initial weights (the servers' seeded initialisation for the
+config's built-in models, `model { kind: MLP }` or CNN, whose tensors PyTorch names the
+same; rank 0's with `model { kind: REGISTERED }`).
+
+Two modes, chosen by the config:
+- The servers run the optimizer (the default): step() adds the servers' update to the
+  parameters; the wrapped optimizer's own step() does not run (the config's optimizer
+  section is the one that counts).
+- `server { mode: AGGREGATE }`: the servers answer the mean gradient; step() writes it into
+  the parameters' .grad and runs the wrapped optimizer. DDP's comm_hook needs this mode.
+
+Blocking and threading: backward's hooks push (compressing on backward's thread); step()
+blocks until every answer is in. One training thread, CPU tensors (fp32, contiguous).
+Errors are tamp's (ValueError, RuntimeError, ConnectionError, DroppedError) and name the
+tensor; a refused call changes nothing. A worker a SYNC barrier dropped rejoins inside
+step(): that step's update is the other workers' replica, and the optimizer does not step.
+"""
+
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+import tamp
+
+__all__ = [
+    "CommHookState", "DistributedOptimizer", "broadcast_parameters", "comm_hook", "init",
+    "rank", "shutdown", "size",
+]
+
+_run: Dict[str, Optional[int]] = {"steps_per_epoch": None, "total_steps": None}
+_session: Optional["_Session"] = None
+
+rank = tamp.rank
+size = tamp.size
+
+
+def init(config=None, rank: Optional[int] = None, servers=None,
+         num_workers: Optional[int] = None, steps_per_epoch: Optional[int] = None,
+         total_steps: Optional[int] = None) -> tamp.Placement:
+    """tamp.init() (placement from the environment unless given) and the run's length.
+
+    steps_per_epoch: this worker's optimizer steps per epoch (len(loader)); total_steps
+    defaults to the config's epochs (cut at training.max_steps) of those. The servers'
+    learning-rate schedule needs them; the first registration raises without them.
+    """
+    where = tamp.init(config, rank, servers, num_workers)
+    _run["steps_per_epoch"] = steps_per_epoch
+    _run["total_steps"] = total_steps
+    return where
+
+
+def shutdown() -> None:
+    """Closes the job's client (waits for RPCs in flight); init() starts anew."""
+    global _session
+    _session = None
+
+
+def _check_tensor(name: str, tensor: torch.Tensor) -> None:
+    if tensor.dtype != torch.float32:
+        raise ValueError(f'tensor "{name}": expected torch.float32, got {tensor.dtype}')
+    if tensor.device.type != "cpu":
+        raise ValueError(f'tensor "{name}": on {tensor.device}; tamp.torch takes CPU tensors')
+    if not tensor.is_contiguous():
+        raise ValueError(f'tensor "{name}": not contiguous; pass a contiguous tensor')
+
+
+class _Session:
+    """The job's client, the registered tensors and the step under way."""
+
+    def __init__(self, named: Sequence[Tuple[str, torch.Tensor]]):
+        if _run["steps_per_epoch"] is None:
+            raise ValueError("tamp.torch: call tamp.torch.init(steps_per_epoch=...) first: the "
+                             "servers' learning-rate schedule needs the run's length")
+        self.names = [name for name, _ in named]
+        self.params = [tensor.detach() for _, tensor in named]  # Same memory, no autograd.
+        self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],
+                                  _run["steps_per_epoch"], _run["total_steps"])
+        self.step: Optional[int] = None  # The step under way; None before start().
+
+    def check_same(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> None:
+        """ValueError naming the first tensor of `named` that is not the registered one."""
+        for index, (name, tensor) in enumerate(named):
+            if index >= len(self.names):
+                raise ValueError(f'{caller}: tensor "{name}" was not registered (the job has '
+                                 f"{len(self.names)} tensors: {', '.join(self.names)})")
+            registered = self.params[index]
+            if name != self.names[index] or tensor.shape != registered.shape:
+                raise ValueError(f'{caller}: tensor {index} is "{name}" {list(tensor.shape)}; '
+                                 f'the job registered "{self.names[index]}" '
+                                 f"{list(registered.shape)} there")
+            if tensor.data_ptr() != registered.data_ptr():
+                raise ValueError(f'{caller}: tensor "{name}" is not the registered tensor\'s '
+                                 "memory (a copy?)")
+        if len(named) < len(self.names):
+            raise ValueError(f'{caller}: tensor "{self.names[len(named)]}" is registered but '
+                             "missing here")
+
+    def start(self) -> None:
+        """Copies the job's initial weights into the parameters, once; begins the first step."""
+        if self.step is None:
+            step = self.client.start(self.params)
+            self.client.begin_step(step, self.params)
+            self.step = step
+
+    def finish_step(self, out: List[torch.Tensor]) -> bool:
+        """Waits for the step's answers into `out`; begins the next step. False when a SYNC
+        barrier had dropped this worker: the parameters are the others' replica, `out` is
+        not an answer."""
+        stepped = True
+        try:
+            self.client.wait(out)
+            self.step += 1
+        except tamp.DroppedError as dropped:
+            self.step = self.client.rejoin(self.params, str(dropped))
+            stepped = False
+        if self.step < self.client.total_steps:
+            self.client.begin_step(self.step, self.params)
+        return stepped
+
+
+def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> _Session:
+    """The session of `named`: created by the first caller, checked against it after."""
+    global _session
+    for name, tensor in named:
+        _check_tensor(name, tensor)
+    if _session is None:
+        _session = _Session(named)
+    else:
+        _session.check_same(named, caller)
+    return _session
+
+
+def _named_tensors(params: Union[Dict[str, torch.Tensor], Iterable[Tuple[str, torch.Tensor]]]
+                   ) -> List[Tuple[str, torch.Tensor]]:
+    items = params.items() if isinstance(params, dict) else params
+    return [(name, tensor) for name, tensor in items]
+
+
+def broadcast_parameters(params, root_rank: int = 0) -> None:
+    """Makes every worker's `params` (a state_dict or named_parameters()) the job's initial
+    weights; blocks until the servers answer. Buffers (BatchNorm's running statistics) are
+    not part of a Tamp job: pass parameters only."""
+    if root_rank != 0:
+        raise ValueError(f"broadcast_parameters: root_rank {root_rank}: Tamp starts every "
+                         "worker from rank 0's weights (or the servers' initialisation)")
+    _register(_named_tensors(params), "broadcast_parameters").start()
+
+
+def _grad_accumulated_hook(param: torch.Tensor, hook, keep: list) -> None:
+    """Calls hook() once backward has accumulated param.grad."""
+    if hasattr(param, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+        keep.append(param.register_post_accumulate_grad_hook(lambda _: hook()))
+    else:
+        # torch < 2.1: the hook of the parameter's gradient accumulator runs after it has
+        # written .grad; the accumulator lives as long as a reference to it.
+        accumulator = param.expand_as(param).grad_fn.next_functions[0][0]
+        accumulator.register_hook(lambda *_: hook())
+        keep.append(accumulator)
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """The methods DistributedOptimizer() adds to the wrapped optimizer's class."""
+
+    def _tamp_setup(self, named_parameters) -> None:
+        in_optimizer = {id(p) for group in self.param_groups for p in group["params"]}
+        if named_parameters is None:
+            named = [(f"param.{g}.{i}", p) for g, group in enumerate(self.param_groups)
+                     for i, p in enumerate(group["params"])]
+        else:
+            named = [(name, p) for name, p in named_parameters if p.requires_grad]
+            for name, p in named:
+                if id(p) not in in_optimizer:
+                    raise ValueError(f'DistributedOptimizer: parameter "{name}" is not in the '
+                                     "optimizer's param_groups")
+            if len(named) != len(in_optimizer):
+                raise ValueError(f"DistributedOptimizer: the optimizer has {len(in_optimizer)} "
+                                 f"parameters, named_parameters names {len(named)}")
+        self._tamp = _register(named, "DistributedOptimizer")
+        self._tamp.start()
+        self._tamp_params = [p for _, p in named]
+        self._tamp_hooks: list = []
+        for index, param in enumerate(self._tamp_params):
+            _grad_accumulated_hook(param, lambda i=index, p=param: self._tamp_push(i, p),
+                                   self._tamp_hooks)
+
+    def _tamp_push(self, index: int, param: torch.Tensor) -> None:
+        self._tamp.client.push(index, param.grad)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Waits for the servers' answers; applies them (server optimizer) or steps on the
+        mean gradient (AGGREGATE). Returns closure()'s loss when given."""
+        loss = closure() if closure is not None else None
+        if not self._tamp.client.aggregates:
+            self._tamp.finish_step(self._tamp.params)
+        elif self._tamp.finish_step([p.grad for p in self._tamp_params]):
+            super(self.__class__, self).step()
+        return loss
+
+
+def DistributedOptimizer(optimizer: torch.optim.Optimizer,
+                         named_parameters: Optional[Iterable[Tuple[str, torch.nn.Parameter]]] = None
+                         ) -> torch.optim.Optimizer:
+    """`optimizer`, pushing each gradient as backward produces it and stepping through Tamp.
+
+    The result is an instance of a subclass of optimizer's class sharing its state
+    (param_groups, state): LR schedulers and checkpoints work on it. Registers the
+    parameters (named_parameters; without it "param.G.I") and starts the job: blocks until
+    the servers answer. One backward per step(); every parameter must get a gradient.
+    """
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               {name: value for name, value in _DistributedOptimizer.__dict__.items()
+                if name not in ("__dict__", "__weakref__")})
+    wrapped = cls.__new__(cls)
+    wrapped.__dict__.update(optimizer.__dict__)
+    wrapped._tamp_setup(named_parameters)
+    return wrapped
+
+
+class CommHookState:
+    """DDP communication-hook state: model.register_comm_hook(CommHookState(), comm_hook).
+
+    named_parameters: the DDP model's parameters (of the module DDP wraps: no "module."
+    prefix); without it, those broadcast_parameters() or DistributedOptimizer() registered.
+    Registers and starts the job (blocks until the servers answer). Needs
+    `server { mode: AGGREGATE }`: RuntimeError otherwise, and nothing is registered.
+    """
+
+    def __init__(self, named_parameters: Optional[Iterable[Tuple[str, torch.Tensor]]] = None):
+        created = _session is None
+        if named_parameters is not None:
+            session = _register([(name, p) for name, p in named_parameters if p.requires_grad],
+                                "CommHookState")
+        elif not created:
+            session = _session
+        else:
+            raise RuntimeError("CommHookState: no tensors registered: pass "
+                               "CommHookState(named_parameters=model.named_parameters()) or "
+                               "call tamp.torch.broadcast_parameters() first")
+        if not session.client.aggregates:
+            if created:  # A refusal leaves no session behind.
+                shutdown()
+            raise RuntimeError("CommHookState: the job's servers run the optimizer; a DDP comm "
+                               "hook needs `server { mode: AGGREGATE }` in the config")
+        session.start()
+        self._session = session
+        self._index = {p.data_ptr(): i for i, p in enumerate(session.params)}
+        self._grads: List[Optional[torch.Tensor]] = [None] * len(session.params)
+        self._pending: List[Tuple[torch.futures.Future, torch.Tensor]] = []
+
+
+def comm_hook(state: CommHookState, bucket) -> torch.futures.Future[torch.Tensor]:
+    """Pushes the bucket's gradients; its future gives their mean over the workers, once the
+    last bucket of the step has been pushed and the servers have answered."""
+    session = state._session
+    for param, grad in zip(bucket.parameters(), bucket.gradients()):
+        index = state._index.get(param.data_ptr())
+        if index is None:
+            raise ValueError(f"comm_hook: a parameter of shape {list(param.shape)} is not "
+                             "registered with the job")
+        session.client.push(index, grad)
+        state._grads[index] = grad
+    future = torch.futures.Future()
+    state._pending.append((future, bucket.buffer()))
+    if bucket.is_last():
+        # The mean is written into each bucket's gradient views, i.e. into its buffer.
+        stepped = session.finish_step(state._grads)
+        for pending, buffer in state._pending:
+            if not stepped:
+                buffer.zero_()  # Dropped: the replica is the others'; no update this step.
+            pending.set_result(buffer)
+        state._pending.clear()
+    return future

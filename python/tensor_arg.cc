@@ -1,0 +1,172 @@
+#include "python/tensor_arg.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "python/dlpack.h"
+
+namespace tamp::python {
+namespace {
+
+absl::Status Refuse(absl::string_view name, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": ", problem));
+}
+
+// The type name of `object`, for errors ("torch.Tensor", "numpy.ndarray").
+std::string TypeName(PyObject* object) {
+  PyTypeObject* type = Py_TYPE(object);
+  PyObject* module = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__module__");
+  std::string name = type->tp_name;
+  if (module != nullptr && PyUnicode_Check(module)) {
+    const char* text = PyUnicode_AsUTF8(module);
+    if (text != nullptr && std::strcmp(text, "builtins") != 0 && name.find('.') == std::string::npos) {
+      name = absl::StrCat(text, ".", name);
+    }
+  }
+  Py_XDECREF(module);
+  PyErr_Clear();
+  return name;
+}
+
+// The pending Python error's message (and clears it).
+std::string TakePythonError() {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  std::string message = "unknown error";
+  if (value != nullptr) {
+    PyObject* text = PyObject_Str(value);
+    if (text != nullptr && PyUnicode_AsUTF8(text) != nullptr) message = PyUnicode_AsUTF8(text);
+    Py_XDECREF(text);
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  PyErr_Clear();
+  return message;
+}
+
+bool IsFloat32Format(const char* format) {
+  // struct-module codes: native, native-aligned or little-endian float (x86-64, aarch64).
+  return format != nullptr && (std::strcmp(format, "f") == 0 || std::strcmp(format, "=f") == 0 ||
+                               std::strcmp(format, "<f") == 0 || std::strcmp(format, "@f") == 0);
+}
+
+}  // namespace
+
+TensorArg::TensorArg(TensorArg&& other) noexcept
+    : span_(other.span_),
+      has_buffer_(std::exchange(other.has_buffer_, false)),
+      buffer_(other.buffer_),
+      capsule_(std::exchange(other.capsule_, nullptr)) {}
+
+TensorArg::~TensorArg() {
+  if (has_buffer_) PyBuffer_Release(&buffer_);
+  Py_XDECREF(capsule_);
+}
+
+absl::StatusOr<TensorArg> TensorArg::From(PyObject* array, absl::string_view name, Access access) {
+  // The buffer protocol first: it says whether the memory is writable, DLPack 0.x does not.
+  if (PyObject_CheckBuffer(array)) return FromBuffer(array, name, access);
+  if (PyObject_HasAttrString(array, "__dlpack__")) return FromDlpack(array, name);
+  return Refuse(name, absl::StrCat("a ", TypeName(array),
+                                   " is neither a buffer (numpy array, memoryview) nor a DLPack "
+                                   "array (__dlpack__)"));
+}
+
+absl::StatusOr<TensorArg> TensorArg::FromBuffer(PyObject* array, absl::string_view name,
+                                                Access access) {
+  TensorArg arg;
+  if (PyObject_GetBuffer(array, &arg.buffer_, PyBUF_RECORDS_RO) != 0) {
+    return Refuse(name, TakePythonError());
+  }
+  arg.has_buffer_ = true;  // From here on, the destructor releases it.
+  const Py_buffer& view = arg.buffer_;
+  if (!IsFloat32Format(view.format) || view.itemsize != 4) {
+    return Refuse(name, absl::StrCat("expected float32 elements, got a ", TypeName(array),
+                                     " of format '", view.format ? view.format : "B",
+                                     "' (", view.itemsize, "-byte items)"));
+  }
+  if (!PyBuffer_IsContiguous(&view, 'C')) {
+    return Refuse(name, absl::StrCat("the ", TypeName(array),
+                                     " is not C-contiguous; pass a contiguous copy"));
+  }
+  if (access == Access::kWrite && view.readonly) {
+    return Refuse(name, absl::StrCat("the ", TypeName(array),
+                                     " is read-only, and the client writes into it"));
+  }
+  arg.span_ = absl::Span<float>(static_cast<float*>(view.buf), static_cast<size_t>(view.len / 4));
+  return arg;
+}
+
+absl::StatusOr<TensorArg> TensorArg::FromDlpack(PyObject* array, absl::string_view name) {
+  TensorArg arg;
+  arg.capsule_ = PyObject_CallMethod(array, "__dlpack__", nullptr);
+  if (arg.capsule_ == nullptr) return Refuse(name, TakePythonError());
+  auto* managed = static_cast<dlpack::DLManagedTensor*>(
+      PyCapsule_GetPointer(arg.capsule_, dlpack::kCapsuleName));
+  if (managed == nullptr) {
+    return Refuse(name, absl::StrCat("__dlpack__() of a ", TypeName(array),
+                                     " did not return a \"dltensor\" capsule: ",
+                                     TakePythonError()));
+  }
+  const dlpack::DLTensor& tensor = managed->dl_tensor;
+  const int32_t device = tensor.device.device_type;
+  if (device != dlpack::kDLCPU && device != dlpack::kDLCUDAHost && device != dlpack::kDLROCMHost) {
+    return Refuse(name, absl::StrCat("the ", TypeName(array), " is on device type ", device,
+                                     " (DLPack), not in host memory; copy it to the CPU"));
+  }
+  if (tensor.dtype.code != dlpack::kDLFloat || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1) {
+    return Refuse(name, absl::StrCat("expected float32 elements, got a ", TypeName(array),
+                                     " of DLPack type code ", int{tensor.dtype.code}, ", ",
+                                     int{tensor.dtype.bits}, " bits, ", int{tensor.dtype.lanes},
+                                     " lanes"));
+  }
+  int64_t elements = 1;
+  for (int32_t d = 0; d < tensor.ndim; ++d) elements *= tensor.shape[d];
+  if (tensor.strides != nullptr && elements > 1) {
+    // Row major: each dimension's stride is the product of the later extents; a dimension
+    // of extent 1 may carry any stride.
+    int64_t expected = 1;
+    for (int32_t d = tensor.ndim - 1; d >= 0; --d) {
+      if (tensor.shape[d] != 1 && tensor.strides[d] != expected) {
+        return Refuse(name, absl::StrCat("the ", TypeName(array),
+                                         " is not C-contiguous; pass a contiguous copy"));
+      }
+      expected *= tensor.shape[d];
+    }
+  }
+  float* data = reinterpret_cast<float*>(static_cast<char*>(tensor.data) + tensor.byte_offset);
+  arg.span_ = absl::Span<float>(data, static_cast<size_t>(elements));
+  return arg;
+}
+
+absl::StatusOr<TensorArgs> TensorArgs::From(PyObject* arrays, absl::Span<const std::string> names,
+                                            Access access) {
+  PyObject* sequence = PySequence_Fast(arrays, "expected a list of tensors");
+  if (sequence == nullptr) return absl::InvalidArgumentError(TakePythonError());
+  const Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
+  TensorArgs args;
+  absl::Status status;
+  if (static_cast<size_t>(count) != names.size()) {
+    status = absl::InvalidArgumentError(absl::StrCat("expected ", names.size(),
+                                                     " tensors (the job's, in its order), got ",
+                                                     count));
+  }
+  args.args_.reserve(names.size());
+  for (Py_ssize_t t = 0; status.ok() && t < count; ++t) {
+    absl::StatusOr<TensorArg> arg =
+        TensorArg::From(PySequence_Fast_GET_ITEM(sequence, t), names[t], access);
+    if (!arg.ok()) {
+      status = arg.status();
+    } else {
+      args.spans_.push_back(arg->span());
+      args.args_.push_back(*std::move(arg));
+    }
+  }
+  Py_DECREF(sequence);
+  if (!status.ok()) return status;
+  return args;
+}
+
+}  // namespace tamp::python

@@ -1,0 +1,158 @@
+"""One of two workers of a `server { mode: AGGREGATE }` job (codec none both ways, the MLP
+784-64-10; tests/python_modes_test.sh). Checks:
+
+Run as `aggregate_worker.py client`, `aggregate_worker.py ddp OUT` or
+`aggregate_worker.py optimizer OUT`, each on a fresh job:
+1. client: tamp.Client's wait(out) writes the mean of the two workers' gradients into `out`, to fp32
+   rounding (each rank's gradient is a known function of rank and step).
+2. ddp: the DDP comm hook: with model.register_comm_hook(CommHookState(...), comm_hook), the
+   gradients DDP leaves after backward are the mean over the workers of their local
+   gradients (computed by an undistributed copy and averaged through gloo).
+3. optimizer: DistributedOptimizer's step() runs the wrapped SGD on the workers' mean.
+ddp and optimizer write the model's parameters to OUT for the replicas to be compared.
+"""
+
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import tamp
+import tamp.torch
+
+NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+SHAPES = [(64, 784), (64,), (10, 64), (10,)]
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(784, 64)
+        self.fc2 = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def gradient(rank, step, shape):
+    return np.random.default_rng([rank, step]).standard_normal(shape).astype(np.float32)
+
+
+def check_client_mean(where):
+    client = tamp.Client(list(zip(NAMES, SHAPES)), steps_per_epoch=100, total_steps=100,
+                         where=where)
+    assert client.aggregates, "the config's servers should aggregate"
+    params = [np.zeros(shape, np.float32) for shape in SHAPES]
+    step = client.start(params)
+    for _ in range(3):
+        client.begin_step(step, params)
+        for name, shape in zip(NAMES, SHAPES):
+            client.push(name, gradient(where.rank, step, shape))
+        out = [np.full(shape, np.nan, np.float32) for shape in SHAPES]
+        client.wait(out)
+        for name, shape, mean in zip(NAMES, SHAPES, out):
+            expected = (gradient(0, step, shape) + gradient(1, step, shape)) / np.float32(2)
+            np.testing.assert_allclose(mean, expected, rtol=1e-6, atol=1e-7, err_msg=name)
+        step += 1
+
+
+def init_gloo():
+    """The gloo group that computes the reference means (TAMP_TEST_RENDEZVOUS: a file)."""
+    dist.init_process_group("gloo", init_method=f"file://{os.environ['TAMP_TEST_RENDEZVOUS']}",
+                            rank=tamp.rank(), world_size=tamp.size())
+
+
+def local_batch(step):
+    torch.manual_seed(100 * step + tamp.rank())
+    return torch.randn(16, 784), torch.randint(0, 10, (16,))
+
+
+def mean_of_local_gradients(model, x, y):
+    """The workers' mean gradient at `model`'s weights, through gloo."""
+    reference = Mlp()
+    reference.load_state_dict(model.state_dict())
+    torch.nn.functional.cross_entropy(reference(x), y).backward()
+    means = []
+    for param in reference.parameters():
+        dist.all_reduce(param.grad)
+        means.append(param.grad / tamp.size())
+    return means
+
+
+def dump(model, out_path):
+    with open(out_path, "wb") as out:
+        for param in model.parameters():
+            out.write(param.detach().numpy().tobytes())
+
+
+def check_ddp_comm_hook(out_path):
+    torch.manual_seed(5)
+    net = Mlp()
+    # Small buckets, the first one included (DDP reads that size from this variable; and
+    # torch 1.13 splits the first step's buckets only with find_unused_parameters): several
+    # buckets per step, whose futures the hook completes only once the last one is in.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 16384
+    model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.05,
+                                                      find_unused_parameters=True)
+    buckets = []
+
+    def counting_hook(state, bucket) -> torch.futures.Future[torch.Tensor]:
+        buckets.append(bucket.index())
+        return tamp.torch.comm_hook(state, bucket)
+
+    model.register_comm_hook(tamp.torch.CommHookState(named_parameters=net.named_parameters()),
+                             counting_hook)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = local_batch(step)
+        means = mean_of_local_gradients(net, x, y)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        for (name, param), mean in zip(net.named_parameters(), means):
+            torch.testing.assert_close(param.grad, mean, rtol=1e-5, atol=1e-6, msg=name)
+        optimizer.step()
+    print(f"rank {tamp.rank()}: buckets per step {buckets}")
+    assert max(buckets) >= 1, f"one bucket per step only: {buckets}"
+    dump(net, out_path)
+
+
+def check_distributed_optimizer(out_path):
+    """DistributedOptimizer in AGGREGATE mode: step() steps the wrapped SGD on the mean."""
+    torch.manual_seed(5)
+    model = Mlp()
+    optimizer = tamp.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.125),
+                                                named_parameters=model.named_parameters())
+    for step in range(3):
+        x, y = local_batch(step)
+        means = mean_of_local_gradients(model, x, y)
+        before = [p.detach().clone() for p in model.parameters()]
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        for (name, param), old, mean in zip(model.named_parameters(), before, means):
+            torch.testing.assert_close(param.detach(), old - 0.125 * mean, rtol=1e-5,
+                                       atol=1e-6, msg=name)
+    dump(model, out_path)
+
+
+CHECKS = {"ddp": check_ddp_comm_hook, "optimizer": check_distributed_optimizer}
+
+
+def main():
+    if not tamp.AGGREGATE_MODE:
+        print("SKIP: this Tamp's client has no aggregate mode (Client::aggregates())")
+        return
+    where = tamp.init()
+    if sys.argv[1] == "client":
+        check_client_mean(where)
+    else:
+        tamp.torch.init(steps_per_epoch=100, total_steps=100)
+        init_gloo()
+        CHECKS[sys.argv[1]](sys.argv[2])
+    print(f"rank {where.rank}: aggregate mode ({sys.argv[1]}) OK")
+
+
+if __name__ == "__main__":
+    main()

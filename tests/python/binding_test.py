@@ -1,0 +1,171 @@
+"""tamp.Client against real servers: exact steps, zero-copy arrays, every refusal.
+
+Job (tests/python_test.sh): the MLP 784-64-10, 1 worker, codec none both ways, plain SGD at
+learning rate 0.125 (a power of two: the update is exact in fp32), so one step must move the
+weights by exactly -0.125 * gradient. TAMP_CONFIG, TAMP_SERVERS, TAMP_RANK come from the
+environment.
+"""
+
+import unittest
+
+import numpy as np
+import torch
+
+import tamp
+
+NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+SHAPES = [(64, 784), (64,), (10, 64), (10,)]
+LEARNING_RATE = np.float32(0.125)
+
+
+class BindingTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        tamp.init()
+        cls.client = tamp.Client(list(zip(NAMES, SHAPES)), steps_per_epoch=100)
+        cls.params = [np.zeros(shape, np.float32) for shape in SHAPES]
+        cls.step = cls.client.start(cls.params)
+        cls.initial = [p.copy() for p in cls.params]
+        cls.rng = np.random.default_rng(1)
+
+    def begin(self):
+        self.client.begin_step(self.step, self.params)
+        self.before = [p.copy() for p in self.params]
+        return [self.rng.standard_normal(shape).astype(np.float32) for shape in SHAPES]
+
+    def finish(self, grads, out=None):
+        """wait(); the weights moved by exactly one SGD step on `grads`."""
+        self.client.wait(self.params if out is None else out)
+        type(self).step += 1
+        for name, param, before, grad in zip(NAMES, self.params, self.before, grads):
+            np.testing.assert_array_equal(param, before - LEARNING_RATE * grad, err_msg=name)
+
+    def push_all(self, grads, skip=()):
+        for index in reversed(range(len(NAMES))):  # Backward's order: last layer first.
+            if NAMES[index] not in skip:
+                self.client.push(NAMES[index], grads[index])
+
+    def assertRefused(self, error, call, *words):
+        with self.assertRaises(error) as raised:
+            call()
+        for word in words:
+            self.assertIn(word, str(raised.exception))
+
+    def test_start_copies_the_servers_seeded_init(self):
+        self.assertEqual(self.client.tensor_names, NAMES)
+        self.assertEqual([tuple(s) for s in self.client.tensor_shapes], SHAPES)
+        for name, param, fan_in in zip(NAMES, self.initial, [784, 784, 64, 64]):
+            if name.endswith("bias"):
+                self.assertTrue(np.all(param == 0), name)
+            else:  # He-uniform: within the bound, and reaching close to it.
+                bound = np.sqrt(6 / fan_in)
+                self.assertLessEqual(np.abs(param).max(), bound, name)
+                self.assertGreater(np.abs(param).max(), 0.95 * bound, name)
+
+    def test_one_step_is_exact_sgd(self):
+        grads = self.begin()
+        self.push_all(grads)
+        self.finish(grads)
+        report = self.client.report()
+        self.assertEqual(report["raw_bytes_pushed"], 4 * sum(g.size for g in grads))
+        self.assertEqual(len(report["shard_bytes_pushed"]), 2)
+        self.assertGreaterEqual(self.client.totals()["bytes_pushed"], report["raw_bytes_pushed"])
+
+    def test_torch_tensors_through_dlpack_without_copies(self):
+        grads = self.begin()
+        # Gradients as torch tensors (DLPack), weights as torch views of the numpy arrays:
+        # wait() writes through them into the same memory.
+        for index in reversed(range(len(NAMES))):
+            self.client.push(index, torch.from_numpy(grads[index]))
+        self.finish(grads, out=[torch.from_numpy(p) for p in self.params])
+
+    def test_any_dlpack_array_without_copies(self):
+        # An array that only speaks DLPack, as JAX's and CuPy's host arrays do.
+        class DlpackOnly:
+            def __init__(self, array):
+                self.array = array
+
+            def __dlpack__(self, stream=None):
+                return self.array.__dlpack__()
+
+        grads = self.begin()
+        for index in reversed(range(len(NAMES))):
+            self.client.push(index, DlpackOnly(grads[index]))
+        self.finish(grads, out=[DlpackOnly(p) for p in self.params])
+
+    def test_non_fp32_refused(self):
+        grads = self.begin()
+        self.assertRefused(ValueError, lambda: self.client.push("fc2.weight",
+                                                                 grads[2].astype(np.float64)),
+                           '"fc2.weight"', "float32")
+        self.assertRefused(ValueError, lambda: self.client.push(
+            "fc2.weight", torch.from_numpy(grads[2]).double()), '"fc2.weight"', "float32")
+        self.push_all(grads)
+        self.finish(grads)
+
+    def test_non_contiguous_refused(self):
+        grads = self.begin()
+        transposed = np.ascontiguousarray(grads[2].T).T  # Same values, column major.
+        self.assertRefused(ValueError, lambda: self.client.push("fc2.weight", transposed),
+                           '"fc2.weight"', "not C-contiguous")
+        self.assertRefused(ValueError, lambda: self.client.push(
+            "fc2.weight", torch.from_numpy(transposed)), '"fc2.weight"', "not C-contiguous")
+        self.push_all(grads)
+        self.finish(grads)
+
+    def test_wrong_size_or_type_refused(self):
+        grads = self.begin()
+        self.assertRefused(ValueError, lambda: self.client.push("fc2.bias", grads[1]),
+                           '"fc2.bias"', "10 elements", "64")
+        self.assertRefused(ValueError, lambda: self.client.push("fc2.bias", [0.0] * 10),
+                           '"fc2.bias"', "list")
+        self.push_all(grads)
+        self.finish(grads)
+
+    def test_pushed_twice_refused_and_applied_once(self):
+        grads = self.begin()
+        self.client.push("fc2.bias", grads[3])
+        self.assertRefused(RuntimeError, lambda: self.client.push("fc2.bias", grads[3]),
+                           '"fc2.bias"', "already pushed")
+        self.push_all(grads, skip=("fc2.bias",))
+        self.finish(grads)
+
+    def test_unregistered_name_refused(self):
+        grads = self.begin()
+        self.assertRefused(ValueError, lambda: self.client.push("fc3.weight", grads[2]),
+                           '"fc3.weight"', "not registered")
+        self.assertRefused(ValueError, lambda: self.client.push(7, grads[2]), "7", "out of range")
+        self.push_all(grads)
+        self.finish(grads)
+
+    def test_wait_before_every_push_refused(self):
+        grads = self.begin()
+        self.push_all(grads, skip=("fc1.weight",))
+        self.assertRefused(RuntimeError, lambda: self.client.wait(self.params),
+                           '"fc1.weight"', "not pushed")
+        self.client.push("fc1.weight", grads[0])
+        self.finish(grads)
+
+    def test_read_only_or_missing_output_refused(self):
+        grads = self.begin()
+        self.push_all(grads)
+        read_only = [p.copy() for p in self.params]
+        read_only[1].flags.writeable = False
+        self.assertRefused(ValueError, lambda: self.client.wait(read_only), '"fc1.bias"',
+                           "read-only")
+        self.assertRefused(ValueError, lambda: self.client.wait(self.params[:3]), "expected 4",
+                           "got 3")
+        self.finish(grads)
+
+    def test_tensors_other_than_the_jobs_refused(self):
+        tensors = list(zip(NAMES, SHAPES))
+        tensors[2] = ("fc2.weight", (10, 32))
+        self.assertRefused(ValueError, lambda: tamp.Client(tensors, steps_per_epoch=100),
+                           '"fc2.weight"', "[10, 32]", "[10, 64]")
+        self.assertRefused(ValueError, lambda: tamp.Client(list(zip(NAMES, SHAPES))[:3],
+                                                           steps_per_epoch=100),
+                           '"fc2.bias"', "not registered")
+
+
+if __name__ == "__main__":
+    unittest.main()

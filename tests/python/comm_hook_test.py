@@ -1,0 +1,55 @@
+"""tamp.torch.comm_hook's DDP plumbing (bucket order, futures, the mean written back), in
+two processes, before the servers' AGGREGATE mode exists: tamp.Client is replaced by a
+stand-in with AGGREGATE's answer (wait(out) writes the workers' mean gradient), averaged
+through gloo instead of servers. aggregate_worker.py's DDP check then runs unchanged; with
+AGGREGATE mode, python_modes_test runs it against real servers. So does the check of
+DistributedOptimizer in that mode. argv[1]: where to write the replicas, less the suffix
+.ddp or .optimizer."""
+
+import sys
+
+import torch
+import torch.distributed as dist
+
+import tamp
+import tamp.torch
+from aggregate_worker import check_ddp_comm_hook, check_distributed_optimizer, init_gloo
+
+
+class MeanThroughGloo:
+    """tamp.Client's interface as tamp.torch uses it, answering as AGGREGATE mode does."""
+
+    aggregates = True
+
+    def __init__(self, tensors, steps_per_epoch, total_steps=None, where=None):
+        self.names = [name for name, _ in tensors]
+        self.total_steps = total_steps
+        self.pushed = {}
+
+    def start(self, params):
+        return 0
+
+    def begin_step(self, step, params):
+        self.pushed = {}
+
+    def push(self, index, gradient):
+        if index in self.pushed:
+            raise RuntimeError(f'tensor "{self.names[index]}" was already pushed')
+        self.pushed[index] = gradient.clone()
+
+    def wait(self, out):
+        for index, target in enumerate(out):
+            mean = self.pushed[index]  # KeyError: a tensor was never pushed.
+            dist.all_reduce(mean)
+            target.copy_(mean / dist.get_world_size())
+
+
+if __name__ == "__main__":
+    tamp.Client = MeanThroughGloo
+    tamp.init()
+    tamp.torch.init(steps_per_epoch=100, total_steps=100)
+    init_gloo()
+    check_ddp_comm_hook(sys.argv[1] + ".ddp")
+    tamp.torch.shutdown()
+    check_distributed_optimizer(sys.argv[1] + ".optimizer")
+    print(f"rank {tamp.rank()}: comm_hook and DistributedOptimizer OK")

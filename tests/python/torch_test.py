@@ -1,0 +1,123 @@
+"""tamp.torch in one process: DistributedOptimizer's exact steps and every refusal.
+
+Job as binding_test.py's (1 worker, codec none, SGD at 0.125 without momentum, run by the
+servers). The tests share one session (a client that left cannot come back to a 1-worker
+SYNC run at step > 0): each leaves the step it took complete, and each refusal must hold
+whether or not the session has started.
+"""
+
+import unittest
+
+import torch
+
+import tamp
+import tamp.torch
+
+LEARNING_RATE = 0.125
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, hidden=64, dtype=torch.float32):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(784, hidden).to(dtype)
+        self.fc2 = torch.nn.Linear(hidden, 10).to(dtype)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def loss_of(model):
+    torch.manual_seed(7)
+    x = torch.randn(16, 784)
+    return torch.nn.functional.cross_entropy(model(x), torch.randint(0, 10, (16,)))
+
+
+class TorchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        tamp.torch.init(steps_per_epoch=100)
+        cls.model = Mlp()
+        # lr 1.0: were the wrapped optimizer's step to run, the weights would move 8 times
+        # as far as the servers' SGD (0.125) moves them.
+        cls.optimizer = tamp.torch.DistributedOptimizer(
+            torch.optim.SGD(cls.model.parameters(), lr=1.0),
+            named_parameters=cls.model.named_parameters())
+        cls.initial = {name: p.detach().clone() for name, p in cls.model.named_parameters()}
+
+    @classmethod
+    def tearDownClass(cls):
+        tamp.torch.shutdown()
+
+    def assertRefused(self, error, call, *words):
+        with self.assertRaises(error) as raised:
+            call()
+        for word in words:
+            self.assertIn(word, str(raised.exception))
+
+    def test_start_copies_the_servers_seeded_init(self):
+        # torch initialises biases uniformly, not to zero: zeros are the servers'.
+        self.assertTrue(torch.all(self.initial["fc1.bias"] == 0))
+        bound = (6 / 784) ** 0.5
+        self.assertLessEqual(self.initial["fc1.weight"].abs().max().item(), bound)
+        self.assertGreater(self.initial["fc1.weight"].abs().max().item(), 0.95 * bound)
+
+    def test_steps_apply_the_servers_sgd_exactly(self):
+        model, optimizer = self.model, self.optimizer
+        for _ in range(2):
+            before = [p.detach().clone() for p in model.parameters()]
+            optimizer.zero_grad()
+            loss_of(model).backward()
+            grads = [p.grad.clone() for p in model.parameters()]
+            optimizer.step()
+            for (name, param), old, grad in zip(model.named_parameters(), before, grads):
+                torch.testing.assert_close(param.detach(), old - LEARNING_RATE * grad,
+                                           rtol=0, atol=0, msg=name)
+
+    def test_broadcast_parameters_of_the_registered_tensors_is_accepted(self):
+        before = [p.detach().clone() for p in self.model.parameters()]
+        tamp.torch.broadcast_parameters(self.model.state_dict(), root_rank=0)
+        tamp.torch.broadcast_parameters(self.model.named_parameters(), root_rank=0)
+        for param, old in zip(self.model.parameters(), before):
+            self.assertTrue(torch.equal(param.detach(), old))  # Started once, not again.
+        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(
+            self.model.state_dict(), root_rank=1), "root_rank 1")
+
+    def test_backward_twice_refused_and_step_applies_the_first(self):
+        model, optimizer = self.model, self.optimizer
+        before = [p.detach().clone() for p in model.parameters()]
+        optimizer.zero_grad()
+        loss_of(model).backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        self.assertRefused(RuntimeError, lambda: loss_of(model).backward(), '"fc2.bias"',
+                           "already pushed")
+        optimizer.step()
+        for (name, param), old, grad in zip(model.named_parameters(), before, grads):
+            torch.testing.assert_close(param.detach(), old - LEARNING_RATE * grad, rtol=0,
+                                       atol=0, msg=name)
+
+    def test_model_other_than_the_jobs_refused(self):
+        other = Mlp(hidden=32)
+        self.assertRefused(ValueError, lambda: tamp.torch.DistributedOptimizer(
+            torch.optim.SGD(other.parameters(), lr=1.0),
+            named_parameters=other.named_parameters()), '"fc1.weight"', "[32, 784]", "[64, 784]")
+
+    def test_tensor_lists_must_agree(self):
+        other = Mlp()
+        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(
+            dict(list(self.model.state_dict().items())[:3])), '"fc2.bias"', "missing")
+        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(
+            other.state_dict()), '"fc1.weight"', "not the registered tensor")
+
+    def test_non_fp32_model_refused(self):
+        other = Mlp(dtype=torch.float64)
+        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(
+            other.state_dict()), '"fc1.weight"', "float32", "float64")
+
+    def test_comm_hook_needs_aggregate_mode(self):
+        self.assertRefused(RuntimeError, lambda: tamp.torch.CommHookState(
+            named_parameters=self.model.named_parameters()), "AGGREGATE")
+        self.assertRefused(RuntimeError, tamp.torch.CommHookState, "AGGREGATE")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,50 @@
+"""One worker of a 2-worker job training the MLP 784-64-10 with tamp.torch (the config's
+model, tests/python_test.sh); writes its final parameters to argv[1] for the replicas to be
+compared byte for byte. Each rank trains on its own random batches."""
+
+import sys
+
+import torch
+
+import tamp.torch
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(784, 64)
+        self.fc2 = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def main():
+    steps_per_epoch = 10
+    tamp.torch.init(steps_per_epoch=steps_per_epoch)
+    torch.manual_seed(100 + tamp.torch.rank())  # Different data and torch init per rank.
+    model = Mlp()
+    optimizer = tamp.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                                named_parameters=model.named_parameters())
+    tamp.torch.broadcast_parameters(model.state_dict(), root_rank=0)
+    initial = [p.detach().clone() for p in model.parameters()]
+    losses = []
+    for _ in range(tamp.count_steps(tamp.placement().config, steps_per_epoch)):
+        x = torch.randn(32, 784)
+        y = torch.randint(0, 10, (32,))
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    moved = sum((p.detach() - q).abs().sum().item() for p, q in zip(model.parameters(), initial))
+    assert moved > 0, "training did not move the weights"
+    with open(sys.argv[1], "wb") as out:
+        for param in model.parameters():
+            out.write(param.detach().numpy().tobytes())
+    print(f"rank {tamp.torch.rank()}: {len(losses)} steps, loss {losses[0]:.3f} -> "
+          f"{losses[-1]:.3f}, weights moved {moved:.3f}")
+
+
+if __name__ == "__main__":
+    main()

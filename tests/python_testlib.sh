@@ -1,0 +1,62 @@
+# Helpers for the Python package's shell tests (sourced after tests/testlib.sh): Debian's
+# python3 with the package from runfiles.
+
+export PYTHONPATH="$PWD/python"
+
+# run_python3 ARGS...: Debian's python3. Under --config=asan the extension carries
+# AddressSanitizer and UBSan, whose runtimes must be loaded before anything else: they are
+# preloaded, with leak checking off (the interpreter and torch keep their allocations).
+SANITIZER_RUNTIMES=$(ldd python/tamp/_tamp.so | awk '/lib(asan|ubsan)\.so/ { print $3 }' | tr '\n' ' ')
+run_python3() {
+  if [ -n "$SANITIZER_RUNTIMES" ]; then
+    LD_PRELOAD="$SANITIZER_RUNTIMES" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+      /usr/bin/python3 "$@"
+  else
+    /usr/bin/python3 "$@"
+  fi
+}
+
+# write_exact_config PATH [WORKERS [TEXT]]: the MLP 784-64-10, WORKERS workers (default 1),
+# codec none both ways, SGD at 0.125 without momentum on the servers, so that one step
+# moves the weights by exactly -0.125 * gradient; TEXT is added at the top level (e.g.
+# "server { mode: AGGREGATE }").
+write_exact_config() {
+  cat > "$1" <<CONFIG
+version: 1
+name: "python_exact"
+cluster { num_servers: 2 num_workers: ${2:-1} }
+model { kind: MLP hidden: [64] init_seed: 3 }
+data { dir: "$DATA_DIR" batch_size: 32 }
+training { epochs: 2 }
+optimizer { learning_rate: 0.125 momentum: 0 }
+compression {
+  partition_bytes: 16384
+  seed: 7
+  default_compression { push { name: "none" } pull { name: "none" } }
+}
+${3:-}
+CONFIG
+}
+
+# run_python_workers DIR SCRIPT [ARGS...]: tests/python/SCRIPT as workers 0 and 1 of the job
+# DIR/job.pbtxt whose servers SERVERS are, each with ARGS where '@' becomes its rank; waits
+# for both (logs DIR/worker<rank>.log, printed) and fails if either fails.
+run_python_workers() {
+  local dir=$1 script=$2; shift 2
+  local pids=() rank arg args
+  for rank in 0 1; do
+    args=()
+    for arg in "$@"; do args+=("${arg//@/$rank}"); done
+    TAMP_CONFIG="$dir/job.pbtxt" TAMP_SERVERS="$SERVERS" TAMP_RANK=$rank \
+      run_python3 "tests/python/$script" "${args[@]}" > "$dir/worker$rank.log" 2>&1 &
+    pids+=($!)
+    STARTED_PIDS+=($!)
+  done
+  for rank in 0 1; do
+    wait "${pids[$rank]}" || { cat "$dir/worker$rank.log" >&2; fail "$script: worker $rank failed"; }
+    cat "$dir/worker$rank.log"
+  done
+}
+
+# python_has CAPABILITY: whether the built package has tamp.CAPABILITY true.
+python_has() { run_python3 -c "import sys, tamp; sys.exit(not tamp.$1)"; }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds the Python package `tamp` (python/tamp and its extension _tamp.so) with Bazel and
+# installs it for Debian's python3 into /usr/local/lib/python3.11/dist-packages/tamp
+# (or $TAMP_PYTHON_PREFIX/tamp). Idempotent: each run replaces the installed package with
+# this checkout's. Needs root (or sudo) to write there.
+#
+#   tools/install_python.sh && /usr/bin/python3 -c "import tamp, tamp.torch"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/install_deps.sh
+bazel build //python:tamp
+
+PYTHON=/usr/bin/python3
+prefix=${TAMP_PYTHON_PREFIX:-$("$PYTHON" -c 'import sys; print(f"/usr/local/lib/python{sys.version_info.major}.{sys.version_info.minor}/dist-packages")')}
+SUDO=""
+if [ ! -w "$(dirname "$prefix")" ] && [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+mkdir "$staging/tamp"
+cp python/tamp/*.py bazel-bin/python/tamp/_tamp.so "$staging/tamp/"
+$SUDO mkdir -p "$prefix"
+$SUDO rm -rf "$prefix/tamp"
+$SUDO cp -r "$staging/tamp" "$prefix/tamp"
+$SUDO chmod -R a+rX "$prefix/tamp"
+echo "install_python: installed tamp into $prefix/tamp" >&2

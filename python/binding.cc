@@ -21,8 +21,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
+#include "common/job_layout.h"
 #include "common/status_macros.h"
-#include "python/registered_layout.h"
 #include "python/tensor_arg.h"
 #include "worker/client.h"
 
@@ -65,23 +65,6 @@ T Check(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
-// Whether Client answers aggregates() (server { mode: AGGREGATE }): detected, so that the
-// binding builds before and after that accessor lands.
-template <typename C, typename = void>
-struct HasAggregates : std::false_type {};
-template <typename C>
-struct HasAggregates<C, std::void_t<decltype(std::declval<const C&>().aggregates())>>
-    : std::true_type {};
-
-template <typename C>
-bool Aggregates(const C& client) {
-  if constexpr (HasAggregates<C>::value) {
-    return client.aggregates();
-  } else {
-    return false;
-  }
-}
-
 // A parsed, defaulted and validated run config.
 struct Config {
   static Config FromText(const std::string& text, const std::string& source) {
@@ -101,10 +84,14 @@ class PyClient {
   PyClient(const Config& config, uint32_t rank, std::vector<std::string> servers,
            const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
            uint64_t steps_per_epoch, uint64_t total_steps) {
-    std::vector<RegisteredTensor> registered;
-    registered.reserve(tensors.size());
-    for (const auto& [name, shape] : tensors) registered.push_back({name, shape});
-    JobLayout layout = Check(BuildRegisteredLayout(config.proto, registered));
+    std::vector<TensorSpec> registered(tensors.size());
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      registered[t].name = tensors[t].first;
+      registered[t].shape = tensors[t].second;
+    }
+    // The job's layout: of these tensors (model.kind REGISTERED), or the config's model's,
+    // which they must match.
+    JobLayout layout = Check(BuildJobLayout(config.proto, std::move(registered)));
     for (const TensorSpec& spec : layout.tensors) names_.push_back(spec.name);
     absl::StatusOr<std::unique_ptr<Client>> client;
     {
@@ -209,7 +196,7 @@ class PyClient {
     for (const TensorSpec& spec : client_->layout().tensors) shapes.push_back(spec.shape);
     return shapes;
   }
-  bool aggregates() const { return Aggregates(*client_); }
+  bool aggregates() const { return client_->aggregates(); }
 
  private:
   TensorArgs Views(py::handle arrays, Access access) const {
@@ -230,8 +217,6 @@ PYBIND11_MODULE(_tamp, m) {
       "A SYNC barrier dropped this worker (consistency.worker_timeout_ms): call rejoin().",
       PyExc_RuntimeError, nullptr);
   m.add_object("DroppedError", py::handle(dropped_error));
-  m.attr("LAYOUT_FROM_REGISTERED_TENSORS") = LayoutFromRegisteredTensors();
-  m.attr("AGGREGATE_MODE") = HasAggregates<Client>::value;
 
   py::class_<Config>(m, "Config")
       .def_static("from_file", &Config::FromFile, py::arg("path"))

@@ -58,5 +58,3 @@ run_python_workers() {
   done
 }
 
-# python_has CAPABILITY: whether the built package has tamp.CAPABILITY true.
-python_has() { run_python3 -c "import sys, tamp; sys.exit(not tamp.$1)"; }

@@ -3,8 +3,7 @@ LayerNorm (784 -> 256, two pre-norm residual blocks of 256 -> 512 -> 256, LayerN
 
 Its config (resmlp_fashion.pbtxt) says `model { kind: REGISTERED }`: the job's tensors are
 the ones the workers register, and rank 0's initial weights become everyone's
-(broadcast_parameters). Needs a Tamp whose servers know kind REGISTERED
-(tamp.LAYOUT_FROM_REGISTERED_TENSORS).
+(broadcast_parameters).
 
     tamp run examples/pytorch/resmlp_fashion.pbtxt -- /usr/bin/python3 examples/pytorch/resmlp.py
 """

@@ -38,11 +38,11 @@ Example (numpy, the MLP of `model { kind: MLP hidden: [64] }`):
 import os
 from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from tamp._tamp import AGGREGATE_MODE, LAYOUT_FROM_REGISTERED_TENSORS, Config, DroppedError
+from tamp._tamp import Config, DroppedError
 from tamp._tamp import Client as _NativeClient
 
 __all__ = [
-    "AGGREGATE_MODE", "LAYOUT_FROM_REGISTERED_TENSORS", "Client", "Config", "DroppedError",
+    "Client", "Config", "DroppedError",
     "Placement", "count_steps", "init", "load_config", "placement", "rank", "size",
 ]
 

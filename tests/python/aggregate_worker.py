@@ -41,7 +41,7 @@ def gradient(rank, step, shape):
 
 
 def check_client_mean(where):
-    client = tamp.Client(list(zip(NAMES, SHAPES)), steps_per_epoch=100, total_steps=100,
+    client = tamp.Client(list(zip(NAMES, SHAPES)), steps_per_epoch=100,
                          where=where)
     assert client.aggregates, "the config's servers should aggregate"
     params = [np.zeros(shape, np.float32) for shape in SHAPES]
@@ -141,14 +141,11 @@ CHECKS = {"ddp": check_ddp_comm_hook, "optimizer": check_distributed_optimizer}
 
 
 def main():
-    if not tamp.AGGREGATE_MODE:
-        print("SKIP: this Tamp's client has no aggregate mode (Client::aggregates())")
-        return
     where = tamp.init()
     if sys.argv[1] == "client":
         check_client_mean(where)
     else:
-        tamp.torch.init(steps_per_epoch=100, total_steps=100)
+        tamp.torch.init(steps_per_epoch=100)
         init_gloo()
         CHECKS[sys.argv[1]](sys.argv[2])
     print(f"rank {where.rank}: aggregate mode ({sys.argv[1]}) OK")

@@ -164,7 +164,7 @@ class BindingTest(unittest.TestCase):
                            '"fc2.weight"', "[10, 32]", "[10, 64]")
         self.assertRefused(ValueError, lambda: tamp.Client(list(zip(NAMES, SHAPES))[:3],
                                                            steps_per_epoch=100),
-                           '"fc2.bias"', "not registered")
+                           '"fc2.bias"', "the registered tensors are not model.kind MLP's")
 
 
 if __name__ == "__main__":

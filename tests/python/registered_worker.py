@@ -33,9 +33,6 @@ def dump(model, path):
 
 
 def main():
-    if not tamp.LAYOUT_FROM_REGISTERED_TENSORS:
-        print("SKIP: this Tamp builds layouts from the config only (no kind REGISTERED)")
-        return
     tamp.torch.init(steps_per_epoch=10)
     torch.manual_seed(10 + tamp.torch.rank())
     model = Residual()

@@ -1,13 +1,15 @@
-#include "python/registered_layout.h"
+#include "common/job_layout.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tamp::python {
+namespace tamp {
 namespace {
 
 using ::testing::HasSubstr;
@@ -28,48 +30,56 @@ config::RunConfig MlpConfig() {
   return *config;
 }
 
-std::vector<RegisteredTensor> MlpTensors() {
-  return {{"fc1.weight", {64, 784}}, {"fc1.bias", {64}}, {"fc2.weight", {10, 64}},
-          {"fc2.bias", {10}}};
+TensorSpec Tensor(std::string name, std::vector<int64_t> shape) {
+  TensorSpec tensor;
+  tensor.name = std::move(name);
+  tensor.shape = std::move(shape);
+  return tensor;
 }
 
-TEST(RegisteredLayoutTest, TheConfigsTensorsGiveItsLayout) {
-  absl::StatusOr<JobLayout> layout = BuildRegisteredLayout(MlpConfig(), MlpTensors());
+std::vector<TensorSpec> MlpTensors() {
+  return {Tensor("fc1.weight", {64, 784}), Tensor("fc1.bias", {64}), Tensor("fc2.weight", {10, 64}),
+          Tensor("fc2.bias", {10})};
+}
+
+// A built-in model's tensors, registered by a worker, must be exactly the config's.
+TEST(JobLayoutTest, TheConfigsTensorsGiveItsLayout) {
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(MlpConfig(), MlpTensors());
   ASSERT_TRUE(layout.ok()) << layout.status();
   ASSERT_EQ(layout->tensors.size(), 4u);
   EXPECT_EQ(layout->tensors[2].name, "fc2.weight");
   EXPECT_EQ(layout->total_elements, 64u * 784 + 64 + 10 * 64 + 10);
 }
 
-TEST(RegisteredLayoutTest, AnotherShapeIsRefusedByName) {
-  std::vector<RegisteredTensor> tensors = MlpTensors();
+TEST(JobLayoutTest, AnotherShapeIsRefusedByName) {
+  std::vector<TensorSpec> tensors = MlpTensors();
   tensors[2].shape = {10, 32};
-  const absl::Status status = BuildRegisteredLayout(MlpConfig(), tensors).status();
+  const absl::Status status = BuildJobLayout(MlpConfig(), tensors).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("\"fc2.weight\" [10, 32]"));
   EXPECT_THAT(status.message(), HasSubstr("[10, 64]"));
 }
 
-TEST(RegisteredLayoutTest, AnotherOrderIsRefusedByName) {
-  std::vector<RegisteredTensor> tensors = MlpTensors();
+TEST(JobLayoutTest, AnotherOrderIsRefusedByName) {
+  std::vector<TensorSpec> tensors = MlpTensors();
   std::swap(tensors[0], tensors[1]);
-  const absl::Status status = BuildRegisteredLayout(MlpConfig(), tensors).status();
+  const absl::Status status = BuildJobLayout(MlpConfig(), tensors).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("\"fc1.bias\" [64]"));
 }
 
-TEST(RegisteredLayoutTest, MissingAndExtraTensorsAreRefusedByName) {
-  std::vector<RegisteredTensor> tensors = MlpTensors();
+TEST(JobLayoutTest, MissingAndExtraTensorsAreRefusedByName) {
+  std::vector<TensorSpec> tensors = MlpTensors();
   tensors.pop_back();
-  absl::Status status = BuildRegisteredLayout(MlpConfig(), tensors).status();
+  absl::Status status = BuildJobLayout(MlpConfig(), tensors).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("\"fc2.bias\""));
   tensors = MlpTensors();
-  tensors.push_back({"fc3.weight", {10, 10}});
-  status = BuildRegisteredLayout(MlpConfig(), tensors).status();
+  tensors.push_back(Tensor("fc3.weight", {10, 10}));
+  status = BuildJobLayout(MlpConfig(), tensors).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("\"fc3.weight\""));
 }
 
 }  // namespace
-}  // namespace tamp::python
+}  // namespace tamp

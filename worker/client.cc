@@ -104,6 +104,7 @@ absl::Status Client::BuildCodecs() {
   updates_.resize(chunks);
   pushed_.resize(chunks);
   aggregates_.resize(chunks);
+  in_flight_by_shard_.assign(layout_.shard_bytes.size(), 0);
   return absl::OkStatus();
 }
 
@@ -213,12 +214,18 @@ void Client::PushRound(uint32_t id, uint32_t round, std::string payload) {
   totals_.bytes_pushed += payload.size();
   report_.shard_bytes_pushed[layout_.chunks[id].chunk.shard] += payload.size();
   const bool last = static_cast<int>(round) + 1 == codecs_[id].push->rounds();
+  const uint32_t shard = layout_.chunks[id].chunk.shard;
   const Clock::time_point sent = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++in_flight_by_shard_[shard];
+  }
   ps_client_->PushPullRound(
       step_, round, id, std::move(payload),
-      [this, id, round, last, sent](absl::Status status, PsClient::RoundAnswer answer) {
+      [this, id, round, last, shard, sent](absl::Status status, PsClient::RoundAnswer answer) {
         std::lock_guard<std::mutex> lock(mu_);
         timeline_.AddRpc(sent, Clock::now());
+        --in_flight_by_shard_[shard];
         if (!status.ok() || last) {
           if (!status.ok() && first_error_.ok()) first_error_ = status;
           updates_[id] = std::move(answer.update);
@@ -236,12 +243,18 @@ void Client::PushRound(uint32_t id, uint32_t round, std::string payload) {
 void Client::PushSingle(uint32_t id, std::string payload) {
   totals_.bytes_pushed += payload.size();
   report_.shard_bytes_pushed[layout_.chunks[id].chunk.shard] += payload.size();
+  const uint32_t shard = layout_.chunks[id].chunk.shard;
   const Clock::time_point sent = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++in_flight_by_shard_[shard];
+  }
   ps_client_->PushPullRound(
       step_, 0, id, std::move(payload),
-      [this, id, sent](absl::Status status, PsClient::RoundAnswer answer) {
+      [this, id, shard, sent](absl::Status status, PsClient::RoundAnswer answer) {
         std::lock_guard<std::mutex> lock(mu_);
         timeline_.AddRpc(sent, Clock::now());
+        --in_flight_by_shard_[shard];
         if (ride_out_restarts_ && IsServerGone(status)) {
           lost_.push_back({id, std::move(answer.pushed), std::move(status)});
         } else if (!(ride_out_restarts_ && absl::IsOutOfRange(status))) {
@@ -468,6 +481,26 @@ absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params) {
   return absl::OkStatus();
 }
 
+bool Client::ResendableLocked() const {
+  if (!first_error_.ok()) return false;
+  return std::any_of(lost_.begin(), lost_.end(), [this](const LostPush& push) {
+    return in_flight_by_shard_[layout_.chunks[push.id].chunk.shard] == 0;
+  });
+}
+
+void Client::TakeResendableLocked(std::vector<LostPush>* out) {
+  if (!first_error_.ok()) return;
+  std::vector<LostPush> waiting;
+  for (LostPush& push : lost_) {
+    if (in_flight_by_shard_[layout_.chunks[push.id].chunk.shard] == 0) {
+      out->push_back(std::move(push));
+    } else {
+      waiting.push_back(std::move(push));
+    }
+  }
+  lost_.swap(waiting);
+}
+
 absl::Status Client::Wait(TensorSpans params) {
   if (!in_step_) {
     return absl::FailedPreconditionError("Wait(): no step under way; call BeginStep() first");
@@ -487,21 +520,25 @@ absl::Status Client::Wait(TensorSpans params) {
   timeline_.ComputeEnd(Clock::now());
   in_step_ = false;
   // Every callback must have run before the step ends (they write the step's state), so
-  // after a failure keep waiting, but stop applying. Lost pushes go again only once nothing
-  // else is in flight: the resync overwrites the replica, and no answer of another chunk may
-  // land on it meanwhile.
+  // after a failure keep waiting, but stop applying. A shard's lost pushes go again once
+  // nothing else is in flight to that shard and its answers are applied: the resync
+  // overwrites its chunks of the replica, and no answer of one of them may land on it
+  // afterwards. They do not wait for the other shards' answers: those may wait on another
+  // worker that waits on these pushes (the restarted shard follows it to this step only
+  // once they arrive; server/shard.h "Checkpoints and restarts").
   absl::Status apply_error;
   std::vector<uint32_t> to_apply;
   std::vector<LostPush> to_resend;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     progress_.wait(lock, [&] {
-      return outstanding_ == 0 || !next_rounds_.empty() || !answered_.empty();
+      return outstanding_ == 0 || !next_rounds_.empty() || !answered_.empty() ||
+             ResendableLocked();
     });
     to_apply.swap(answered_);
     const bool rounds_queued = !next_rounds_.empty();
     const bool settled = outstanding_ == 0 && to_apply.empty() && !rounds_queued;
-    if (settled && first_error_.ok()) to_resend.swap(lost_);
+    TakeResendableLocked(&to_resend);
     lock.unlock();
     if (settled && to_resend.empty()) break;
     for (uint32_t id : to_apply) {

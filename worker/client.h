@@ -38,7 +38,8 @@
 //
 // Server failure (config.checkpoint; README "Checkpoints and failures"): pushes a shard does
 // not answer (the server went away: UNAVAILABLE, CANCELLED) are kept with their payloads;
-// once the step's other answers are in, Wait() reconnects to that shard with backoff
+// once that shard's other answers of the step are in (not the other shards': those may wait
+// on a worker that waits on these pushes), Wait() reconnects to that shard with backoff
 // (PsClient::Reconnect), replaces the shard's chunks of the replica by the shard's exact
 // weights and pushes them again, with the step's pushes a restarted shard had answered before
 // (it lost them, and the other workers may not have their answers). A restarted shard that
@@ -208,6 +209,10 @@ class Client {
   void ContinueRounds();
   // Reconnects the shards of `pushes`, resyncs their chunks of `params`, pushes them again.
   absl::Status Resend(std::vector<LostPush>& pushes, TensorSpans params);
+  // Whether some lost push's shard has nothing in flight (and no step error stops resends);
+  // TakeResendableLocked() moves those pushes from lost_ to *out. Require mu_.
+  bool ResendableLocked() const;
+  void TakeResendableLocked(std::vector<LostPush>* out);
   // Decodes chunk `id`'s answer and adds it to `params`.
   absl::Status ApplyChunk(uint32_t id, TensorSpans params);
   // INVALID_ARGUMENT naming `call` and the first tensor whose span does not fit the layout.
@@ -257,15 +262,18 @@ class Client {
   std::vector<std::string> updates_;     // By chunk id, this step's pulls.
   std::vector<std::string> aggregates_;  // By chunk id, a multi-round codec's last answer.
   // Server failure (config.checkpoint): a push its shard did not answer (IsServerGone()) is
-  // kept, with its payload, until every other answer of the step is in; then the shard is
-  // reconnected and resynced and the push sent again (Wait()), with every push of the step
-  // that shard had answered before it restarted. A restarted shard may be past this step
-  // for a chunk (OUT_OF_RANGE): the weights pulled at the resync stand for that update.
+  // kept, with its payload, until every other push to its shard has called back; then the
+  // shard is reconnected and resynced and the push sent again (Wait()), with every push of
+  // the step that shard had answered before it restarted. A restarted shard may be past this
+  // step for a chunk (OUT_OF_RANGE): the weights pulled at the resync stand for that update.
   std::vector<LostPush> lost_;
   // By chunk id, this step's single-round push payloads that their shard answered, kept
   // while server restarts are ridden out: a shard that restarts lost those steps.
   std::vector<std::string> pushed_;
   std::vector<uint32_t> answered_pushes_;  // Chunks whose payload is in pushed_.
+  // By shard: pushes sent and not called back yet. A shard's lost pushes go again only once
+  // it has none (Wait()), without waiting for the other shards.
+  std::vector<int> in_flight_by_shard_;
 
   // Last: destroyed first, so its callbacks have all run before the state above goes.
   std::unique_ptr<PsClient> ps_client_;

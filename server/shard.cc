@@ -668,11 +668,26 @@ void Shard::CompleteBarriers() {
     ChunkState::Completion completion;
     {
       std::lock_guard<std::mutex> lock(chunk.mu);
-      if (chunk.async || !BarrierComplete(chunk)) continue;
+      if (chunk.async) continue;
+      SkipStepsNoOneTakes(chunk);
+      if (!BarrierComplete(chunk)) continue;
       completion = Finish(chunk);
     }
     Deliver(completion);
   }
+}
+
+void Shard::SkipStepsNoOneTakes(ChunkState& chunk) const {
+  if (chunk.num_arrived != 0 || chunk.round != 0) return;
+  std::lock_guard<std::mutex> lock(members_mu_);
+  uint64_t first_live = std::numeric_limits<uint64_t>::max();
+  for (const Member& member : members_) {
+    if (!member.dropped) first_live = std::min(first_live, member.from_step);
+  }
+  // Every worker dropped: nobody to wait for or to skip to.
+  if (first_live == std::numeric_limits<uint64_t>::max() || first_live <= chunk.step) return;
+  // As FollowWorkers(): the weights stand, nothing is applied for the steps skipped.
+  chunk.step = first_live;
 }
 
 void Shard::ExpireBarriers(std::chrono::steady_clock::time_point now) {

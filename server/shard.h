@@ -51,7 +51,9 @@
 // drops every worker still missing from the whole shard (logged): the round completes over
 // the workers that pushed (mean / vote / aggregate over those), later steps do not wait for
 // a dropped worker, and its pushes are refused (ABORTED) until it rejoins: Rejoin(worker, s)
-// counts it again from step s on. Each shard decides alone; every worker that stays gets
+// counts it again from step s on. When every worker still counted rejoins at a later step
+// (the job's only worker, or all of them, restarted), chunks that no push has reached skip to
+// that step with their weights as they are: no worker will push the steps in between. Each shard decides alone; every worker that stays gets
 // the same bytes for every chunk, so the replicas of those agree.
 //
 // Checkpoints and restarts (SYNC; server/checkpoint.h, README "Checkpoints and failures").
@@ -380,6 +382,11 @@ class Shard {
   // Completes every SYNC chunk whose round no longer waits for anyone (after a drop or
   // rejoin). Takes each chunk's lock in turn.
   void CompleteBarriers();
+  // A chunk that no push has reached in its step, where no worker is live (every one that
+  // is not dropped rejoins at a later step: the only worker of the job, or all of them, died
+  // and rejoined), moves to the first step a worker will push, applying nothing: no one
+  // would ever complete the steps in between. Requires chunk.mu.
+  void SkipStepsNoOneTakes(ChunkState& chunk) const;
   // PushPullRound() of an ASYNC / SSP chunk.
   void PushAsync(ChunkState& chunk, uint32_t worker, uint64_t step, uint32_t round,
                  absl::string_view payload, RoundDoneCallback done);

@@ -133,18 +133,49 @@ void Client::CopyPulled(int shard, TensorSpans params) const {
   }
 }
 
+absl::Status Client::SetInitialWeights(TensorSpans params) {
+  if (ps_client_->latest_step_at_connect() != 0 || rank_ != 0 ||
+      config_.model().kind() != config::Model::REGISTERED) {
+    return absl::OkStatus();
+  }
+  // Worker 0's weights are the job's initial weights (the others pull them).
+  for (const ChunkPlan& plan : layout_.chunks) {
+    const float* from = params[plan.chunk.tensor].data() + plan.chunk.offset;
+    std::copy(from, from + plan.chunk.length, pulled_.data() + layout_.flat_offset(plan));
+  }
+  return ps_client_->InitWeights(pulled_);
+}
+
+absl::StatusOr<uint64_t> Client::Resume(TensorSpans params) {
+  TAMP_RETURN_IF_ERROR(CheckTensors("Resume()", params));
+  if (config_.consistency().mode() != config::Consistency::SYNC) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank_, " cannot resume in place of a dead worker: consistency.mode ",
+        config::Consistency::Mode_Name(config_.consistency().mode()),
+        " keeps no barrier to rejoin (only SYNC workers rejoin)"));
+  }
+  // The dead process may have died before setting them (ALREADY_EXISTS otherwise: they stand).
+  TAMP_RETURN_IF_ERROR(SetInitialWeights(params));
+  const uint64_t latest = ps_client_->latest_step_at_connect();
+  if (latest >= length_.total_steps) {
+    // Nothing left to train: the final weights, for the caller's evaluation.
+    TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(absl::MakeSpan(pulled_)).status());
+    CopyPulled(-1, params);
+    LOG(WARNING) << "worker " << rank_ << ": resumed after the run's last step (" << latest
+                 << "); nothing left to train";
+    return length_.total_steps;
+  }
+  // Even at step 0: the dead process may have pushed part of it, which a fresh start would
+  // push again.
+  return Rejoin(params, absl::StrCat("resumed in place of a dead worker; the run is at step ",
+                                     latest));
+}
+
 absl::StatusOr<uint64_t> Client::Start(TensorSpans params) {
   TAMP_RETURN_IF_ERROR(CheckTensors("Start()", params));
   const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
   const uint64_t latest = ps_client_->latest_step_at_connect();
-  if (latest == 0 && rank_ == 0 && config_.model().kind() == config::Model::REGISTERED) {
-    // Worker 0's weights are the job's initial weights (the others pull them below).
-    for (const ChunkPlan& plan : layout_.chunks) {
-      const float* from = params[plan.chunk.tensor].data() + plan.chunk.offset;
-      std::copy(from, from + plan.chunk.length, pulled_.data() + layout_.flat_offset(plan));
-    }
-    TAMP_RETURN_IF_ERROR(ps_client_->InitWeights(pulled_));
-  }
+  TAMP_RETURN_IF_ERROR(SetInitialWeights(params));
   if (sync && latest != 0) {
     if (latest >= length_.total_steps) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -149,6 +149,21 @@ class Client {
   // way.
   absl::StatusOr<uint64_t> Start(TensorSpans params);
 
+  // Client::Resume()
+  //
+  // Start() for a process that replaces a dead worker of this rank (tamp run
+  // --restart_workers, a restart loop under Slurm): it rejoins the run (Rejoin()) at the step
+  // the other workers are about to take, even before the first step has completed (the dead
+  // process may have pushed part of step 0, which a fresh start would push again and be
+  // refused). When the run is already over, `params` get the final weights and the step
+  // returned is total_steps: nothing is left to train. FAILED_PRECONDITION outside SYNC and
+  // with server.mode AGGREGATE (Rejoin()).
+  //
+  // Example (worker_main.cc: --resume):
+  //   TAMP_ASSIGN_OR_RETURN(uint64_t step, restarted ? client->Resume(params)
+  //                                                  : client->Start(params));
+  absl::StatusOr<uint64_t> Resume(TensorSpans params);
+
   // Client::BeginStep()
   //
   // Starts step `step`; every training.resync_steps steps, first replaces `params` with the
@@ -201,6 +216,9 @@ class Client {
 
   Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length);
   absl::Status BuildCodecs();
+  // model.kind REGISTERED, worker 0, at a run's start: `params` become every shard's initial
+  // weights (PsClient::InitWeights). A no-op otherwise.
+  absl::Status SetInitialWeights(TensorSpans params);
   // Pushes round `round` of multi-round chunk `id`, already counted in `outstanding_`.
   void PushRound(uint32_t id, uint32_t round, std::string payload);
   // Pushes single-round chunk `id`, already counted in `outstanding_`.

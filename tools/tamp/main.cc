@@ -54,7 +54,8 @@ Commands:
                              the run at the other workers' step; SYNC only).
   summarize CONFIG EVENTS_0 ... EVENTS_{W-1} [--summary_json=PATH] [--wall_seconds=S]
                        The run summary of a job a cluster engine started (Slurm,
-                       Kubernetes), from each worker's saved stdout, in rank order.
+                       Kubernetes), from each worker's saved stdout, in rank order
+                       (a restarted worker: its processes' files, comma-separated).
   codecs               List the compression codecs, their parameters and wire sizes.
   model CONFIG --bandwidth RATE [flags]
                        Predict CONFIG's step time per codec on a link shared by all

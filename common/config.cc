@@ -154,12 +154,6 @@ absl::Status ValidateConsistency(const config::RunConfig& config) {
 // checkpoint: resuming is implemented for SYNC mode and single-round push codecs.
 absl::Status ValidateCheckpoint(const config::RunConfig& config) {
   if (!config.has_checkpoint()) return absl::OkStatus();
-  const config::Consistency::Mode mode = config.consistency().mode();
-  if (mode != config::Consistency::SYNC) {
-    return FieldError("checkpoint", absl::StrCat("servers resume from checkpoints only with "
-                                                 "consistency.mode SYNC, not ",
-                                                 config::Consistency::Mode_Name(mode)));
-  }
   return CheckSingleRoundPush(config.compression(),
                               "whose rounds a server cannot resume; drop the checkpoint block "
                               "or use a single-round codec");

@@ -112,6 +112,16 @@ class PyClient {
     return Check(std::move(step));
   }
 
+  uint64_t Resume(py::handle params) {
+    const TensorArgs args = Views(params, Access::kWrite);
+    absl::StatusOr<uint64_t> step;
+    {
+      py::gil_scoped_release release;
+      step = client_->Resume(args.spans());
+    }
+    return Check(std::move(step));
+  }
+
   void BeginStep(uint64_t step, py::handle params) {
     const TensorArgs args = Views(params, Access::kWrite);
     absl::Status status;
@@ -248,6 +258,7 @@ PYBIND11_MODULE(_tamp, m) {
            py::arg("config"), py::arg("rank"), py::arg("servers"), py::arg("tensors"),
            py::arg("steps_per_epoch"), py::arg("total_steps"))
       .def("start", &PyClient::Start, py::arg("params"))
+      .def("resume", &PyClient::Resume, py::arg("params"))
       .def("begin_step", &PyClient::BeginStep, py::arg("step"), py::arg("params"))
       .def("push", &PyClient::PushIndexed, py::arg("tensor"), py::arg("gradient"))
       .def("push", &PyClient::PushNamed, py::arg("name"), py::arg("gradient"))

@@ -4,7 +4,8 @@
 # (tests/python/binding_test.py), tamp.torch's (torch_test.py), two clients in two threads
 # of one process (two_clients_test.py: the GIL is released while waiting), the DDP comm hook
 # with a stand-in for AGGREGATE mode (comm_hook_test.py), a server gone
-# (server_gone_test.py), and two tamp.torch workers ending with bit-identical replicas.
+# (server_gone_test.py), resume() in place of a dead worker (resume_test.py), and two
+# tamp.torch workers ending with bit-identical replicas.
 # Debian's /usr/bin/python3 with python3-torch and python3-numpy.
 source tests/testlib.sh
 source tests/python_testlib.sh
@@ -20,7 +21,7 @@ mkdir -p "$WORK/init"
 write_config "$WORK/init/job.pbtxt"
 run_python3 tests/python/init_test.py "$WORK/init/job.pbtxt" || fail "init_test.py failed"
 
-for script in binding_test.py torch_test.py; do
+for script in binding_test.py torch_test.py resume_test.py; do
   dir="$WORK/${script%.py}"
   mkdir -p "$dir"
   write_exact_config "$dir/job.pbtxt"

@@ -138,6 +138,15 @@ def size() -> int:
     return placement().num_workers
 
 
+def restarted() -> bool:
+    """Whether this process replaces a dead worker of its rank: TAMP_RESTART is a number >= 1
+    (`tamp run --restart_workers`, deploy/). Such a worker calls resume() instead of start()."""
+    try:
+        return int(os.environ.get("TAMP_RESTART", "0")) >= 1
+    except ValueError:
+        return False
+
+
 def count_steps(config: Config, steps_per_epoch: int) -> int:
     """Steps in the run: training.epochs passes of steps_per_epoch, cut at training.max_steps."""
     steps = steps_per_epoch * config.epochs
@@ -153,7 +162,10 @@ class Client(_NativeClient):
     over its data; total_steps defaults to count_steps(config, steps_per_epoch). The servers'
     learning-rate schedule needs both. where: a Placement, default placement().
 
-    Methods (from the extension): start(params) -> first step; begin_step(step, params);
+    Methods (from the extension): start(params) -> first step; resume(params) -> first step,
+    for a process replacing a dead worker (restarted(): it rejoins the run at the others'
+    step, or returns total_steps with the final weights once the run is over);
+    begin_step(step, params);
     push(name or index, gradient); wait(out); rejoin(params, cause) -> next step; report()
     and totals() as dicts; tensor_names, tensor_shapes, aggregates.
     """

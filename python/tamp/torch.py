@@ -113,8 +113,11 @@ class _Session:
     def start(self) -> None:
         """Copies the job's initial weights into the parameters, once; begins the first step."""
         if self.step is None:
-            step = self.client.start(self.params)
-            self.client.begin_step(step, self.params)
+            # A process replacing a dead worker rejoins the run (tamp.restarted()).
+            step = (self.client.resume(self.params) if tamp.restarted()
+                    else self.client.start(self.params))
+            if step < self.client.total_steps:
+                self.client.begin_step(step, self.params)
             self.step = step
 
     def finish_step(self, out: List[torch.Tensor]) -> bool:

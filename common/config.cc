@@ -151,14 +151,6 @@ absl::Status ValidateConsistency(const config::RunConfig& config) {
                    "consistency.mode SYNC, not ", config::Consistency::Mode_Name(mode)));
 }
 
-// checkpoint: resuming is implemented for SYNC mode and single-round push codecs.
-absl::Status ValidateCheckpoint(const config::RunConfig& config) {
-  if (!config.has_checkpoint()) return absl::OkStatus();
-  return CheckSingleRoundPush(config.compression(),
-                              "whose rounds a server cannot resume; drop the checkpoint block "
-                              "or use a single-round codec");
-}
-
 // The built-in models' tensors must fit the compression settings; registered ones are
 // checked when the workers register them (BuildJobLayout(config, tensors)).
 absl::Status ValidateModel(const config::RunConfig& config) {
@@ -386,8 +378,7 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   TAMP_RETURN_IF_ERROR(CheckMomentumAppliedOnce(config));
   TAMP_RETURN_IF_ERROR(ValidateSecurity(config));
   TAMP_RETURN_IF_ERROR(ValidateValidation(config.validation()));
-  TAMP_RETURN_IF_ERROR(ValidateConsistency(config));
-  return ValidateCheckpoint(config);
+  return ValidateConsistency(config);
 }
 
 absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {

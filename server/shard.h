@@ -68,8 +68,10 @@
 // (ChunkState::FollowWorker): each worker's first push since the restore sets that worker's
 // count, older pushes are answered OUT_OF_RANGE, and SSP's bound counts only the workers
 // heard from since (a finished worker would otherwise hold the others at the checkpoint's
-// count forever). Multi-round push codecs cannot be checkpointed (config validation refuses
-// them): a worker cannot replay a step's rounds. Each process run has a random
+// count forever). Multi-round push codecs: the checkpoint holds the state after the chunk's
+// last completed step (the server's codec keeps nothing from one step to the next); a
+// restored chunk follows the workers at round 0 of their step, and each worker pushes the
+// step again from its first round (worker/client.h). Each process run has a random
 // incarnation(); workers send the one their handshake returned with every push, and the
 // service refuses other ones (UNAVAILABLE), so a worker never pushes to a restarted server
 // before it has pulled that server's weights.

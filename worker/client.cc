@@ -257,11 +257,20 @@ void Client::PushRound(uint32_t id, uint32_t round, std::string payload) {
         std::lock_guard<std::mutex> lock(mu_);
         timeline_.AddRpc(sent, Clock::now());
         --in_flight_by_shard_[shard];
+        // Server gone: the step is pushed again from round 0 (Resend). A restarted shard
+        // already past the step: skipped, as for single-round chunks.
+        if (ride_out_restarts_ && (IsServerGone(status) || absl::IsOutOfRange(status))) {
+          if (IsServerGone(status)) lost_.push_back({id, {}, std::move(status), true});
+          --outstanding_;
+          progress_.notify_one();
+          return;
+        }
         if (!status.ok() || last) {
           if (!status.ok() && first_error_.ok()) first_error_ = status;
           updates_[id] = std::move(answer.update);
           aggregates_[id] = std::move(answer.aggregate);
           if (status.ok()) answered_.push_back(id);
+          if (status.ok() && ride_out_restarts_) answered_pushes_.push_back(id);
           --outstanding_;
           progress_.notify_one();
           return;
@@ -442,7 +451,9 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params) {
     std::vector<uint32_t> still_answered;
     for (uint32_t id : answered_pushes_) {
       if (restarted[layout_.chunks[id].chunk.shard]) {
-        pushes.push_back({id, std::move(pushed_[id]), absl::OkStatus()});
+        const bool rounds = codecs_[id].push->rounds() > 1;
+        pushes.push_back({id, rounds ? std::string() : std::move(pushed_[id]), absl::OkStatus(),
+                          rounds});
       } else {
         still_answered.push_back(id);
       }
@@ -450,11 +461,20 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params) {
     answered_pushes_.swap(still_answered);
   }
   for (LostPush& push : pushes) {
+    if (push.rounds) {  // The codec encodes round 0 again; the step's rounds follow.
+      ChunkCodecs& codecs = codecs_[push.id];
+      TAMP_RETURN_IF_ERROR(codecs.push_memory->ReplayRounds(
+          *codecs.push, PushKey(config_, step_, push.id, rank_), &push.payload));
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++outstanding_;
     }
-    PushSingle(push.id, std::move(push.payload));
+    if (push.rounds) {
+      PushRound(push.id, 0, std::move(push.payload));
+    } else {
+      PushSingle(push.id, std::move(push.payload));
+    }
   }
   return absl::OkStatus();
 }
@@ -512,10 +532,18 @@ absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params) {
   return absl::OkStatus();
 }
 
+bool Client::ShardIdleLocked(uint32_t shard) const {
+  if (in_flight_by_shard_[shard] != 0) return false;
+  // A round queued for the training thread to push is on its way there, too.
+  return std::none_of(next_rounds_.begin(), next_rounds_.end(), [&](const NextRound& next) {
+    return layout_.chunks[next.id].chunk.shard == shard;
+  });
+}
+
 bool Client::ResendableLocked() const {
   if (!first_error_.ok()) return false;
   return std::any_of(lost_.begin(), lost_.end(), [this](const LostPush& push) {
-    return in_flight_by_shard_[layout_.chunks[push.id].chunk.shard] == 0;
+    return ShardIdleLocked(layout_.chunks[push.id].chunk.shard);
   });
 }
 
@@ -523,7 +551,7 @@ void Client::TakeResendableLocked(std::vector<LostPush>* out) {
   if (!first_error_.ok()) return;
   std::vector<LostPush> waiting;
   for (LostPush& push : lost_) {
-    if (in_flight_by_shard_[layout_.chunks[push.id].chunk.shard] == 0) {
+    if (ShardIdleLocked(layout_.chunks[push.id].chunk.shard)) {
       out->push_back(std::move(push));
     } else {
       waiting.push_back(std::move(push));

@@ -44,7 +44,9 @@
 // weights and pushes them again, with the step's pushes a restarted shard had answered before
 // (it lost them, and the other workers may not have their answers). A restarted shard that
 // is already past the step for a chunk answers OUT_OF_RANGE, and the pulled weights stand.
-// Push residuals are kept: the payloads pushed again are the same.
+// Push residuals are kept: the payloads pushed again are the same. A multi-round chunk is
+// pushed again from its first round (ErrorFeedback::ReplayRounds() encodes round 0 anew from
+// what the step began with), also when its last round had been answered.
 //
 // Ownership: the client keeps copies of the config and the layout. Destruction waits for
 // every RPC in flight to call back.
@@ -212,6 +214,9 @@ class Client {
     uint32_t id;
     std::string payload;
     absl::Status status;
+    // A multi-round chunk: the step is pushed again from round 0, encoded anew
+    // (ErrorFeedback::ReplayRounds()); `payload` is empty.
+    bool rounds = false;
   };
 
   Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length);
@@ -229,6 +234,7 @@ class Client {
   absl::Status Resend(std::vector<LostPush>& pushes, TensorSpans params);
   // Whether some lost push's shard has nothing in flight (and no step error stops resends);
   // TakeResendableLocked() moves those pushes from lost_ to *out. Require mu_.
+  bool ShardIdleLocked(uint32_t shard) const;
   bool ResendableLocked() const;
   void TakeResendableLocked(std::vector<LostPush>* out);
   // Decodes chunk `id`'s answer and adds it to `params`.
@@ -288,7 +294,9 @@ class Client {
   // By chunk id, this step's single-round push payloads that their shard answered, kept
   // while server restarts are ridden out: a shard that restarts lost those steps.
   std::vector<std::string> pushed_;
-  std::vector<uint32_t> answered_pushes_;  // Chunks whose payload is in pushed_.
+  // Chunks whose payload is in pushed_, and multi-round chunks whose last round was answered
+  // (a restarted shard gets their step again from round 0).
+  std::vector<uint32_t> answered_pushes_;
   // By shard: pushes sent and not called back yet. A shard's lost pushes go again only once
   // it has none (Wait()), without waiting for the other shards.
   std::vector<int> in_flight_by_shard_;

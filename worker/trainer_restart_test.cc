@@ -51,7 +51,7 @@ struct Answer {
 
 // Shard 1's first process: the plain service, except that it takes the checkpoint as the first push
 // of kCheckpointStep arrives, and at kLostStep loses the answers in `lost` (the other answers of
-// those chunks go out). Once all are lost it is dead: every call after that is UNAVAILABLE, as a
+// those chunks go out; for multi-round codecs, the answers to the last round). Once all are lost it is dead: every call after that is UNAVAILABLE, as a
 // worker sees a killed server, and so are the pushes it held (Shard::Close()).
 class DyingService final : public rpc::ParameterServer::CallbackService {
  public:
@@ -86,7 +86,9 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
     shard_.PushPullRound(worker, step, request->round(), chunk, request->payload(),
                          [this, reactor, response, worker, chunk, step](
                              absl::Status status, const Shard::PushAnswer* answer) {
-                           if (step == kLostStep && Loses(worker, chunk)) {
+                           // The step's last answer (its only one, for single-round codecs).
+                           const bool last = answer == nullptr || answer->last_round;
+                           if (step == kLostStep && last && Loses(worker, chunk)) {
                              {
                                std::lock_guard<std::mutex> lock(mu_);
                                if (++answers_lost_ == lost_.size()) died_.notify_all();
@@ -162,6 +164,9 @@ std::unique_ptr<grpc::Server> Serve(grpc::Service* service, const std::string& a
 
 class TrainerRestartTest : public ::testing::Test {
  protected:
+  // The push codec's spec.
+  virtual std::string PushCodec() const { return R"(name: "topk" ratio: 0.1)"; }
+
   void SetUp() override {
     const std::string dir = testing::TestDir();
     WriteDataSet(dir);
@@ -186,7 +191,8 @@ class TrainerRestartTest : public ::testing::Test {
                                               partition_bytes: 4096
                                               seed: 7
                                               default_compression {
-                                                push { name: "topk" ratio: 0.1 }
+                                                push { )pb",
+                                  PushCodec(), R"pb( }
                                                 push_feedback { kind: RESIDUAL }
                                               }
                                             }
@@ -284,6 +290,25 @@ TEST_F(TrainerRestartTest, EachWorkerPushesAgainTheChunksWhoseAnswersTheOtherLos
 
 TEST_F(TrainerRestartTest, AWorkerAStepAheadPushesItWithoutWaitingForTheOtherShard) {
   // Worker 0 loses every answer of shard 1; worker 1 gets them all and goes on to the next step.
+  std::vector<Answer> lost;
+  for (uint32_t chunk : shard1_chunks_) lost.push_back({0, chunk});
+  TrainThroughTheRestart(lost);
+}
+
+// PowerSGD takes two rounds per step: a worker pushes the lost step to the restarted shard
+// again from its first round, re-encoding it (ErrorFeedback::ReplayRounds()), including
+// the chunks whose last round had been answered to it and not to the other worker.
+class PowerSgdRestartTest : public TrainerRestartTest {
+ protected:
+  std::string PushCodec() const override { return R"(name: "powersgd" rank: 2)"; }
+};
+
+TEST_F(PowerSgdRestartTest, EachWorkerPushesTheStepAgainFromItsFirstRound) {
+  // The last round's answers: each worker loses one the other got.
+  TrainThroughTheRestart({{0, shard1_chunks_[0]}, {1, shard1_chunks_[1]}});
+}
+
+TEST_F(PowerSgdRestartTest, AWorkerThatLostEveryFirstRoundAnswerPushesTheStepAgain) {
   std::vector<Answer> lost;
   for (uint32_t chunk : shard1_chunks_) lost.push_back({0, chunk});
   TrainThroughTheRestart(lost);

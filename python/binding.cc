@@ -12,7 +12,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -22,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/job_layout.h"
+#include "common/placement.h"
 #include "common/status_macros.h"
 #include "python/tensor_arg.h"
 #include "worker/client.h"
@@ -68,16 +71,47 @@ T Check(absl::StatusOr<T> value) {
 // A parsed, defaulted and validated run config.
 struct Config {
   static Config FromText(const std::string& text, const std::string& source) {
-    config::RunConfig parsed = Check(ParseConfig(text, source));
-    ApplyDefaults(&parsed);
-    const absl::Status valid = ValidateConfig(parsed);
-    if (!valid.ok()) Raise(absl::Status(valid.code(), absl::StrCat(source, ": ", valid.message())));
-    return Config{std::move(parsed)};
+    return Config{Check(LoadConfigText(text, source))};
   }
   static Config FromFile(const std::string& path) { return Config{Check(LoadConfigFile(path))}; }
 
   config::RunConfig proto;
 };
+
+// The process environment, with `overrides` standing in for some of its variables (the
+// keyword arguments of tamp.init()).
+EnvLookup EnvWith(std::map<std::string, std::string> overrides) {
+  return [overrides = std::move(overrides),
+          process = ProcessEnv()](const std::string& name) -> std::optional<std::string> {
+    const auto found = overrides.find(name);
+    return found != overrides.end() ? std::optional<std::string>(found->second) : process(name);
+  };
+}
+
+// Placement errors are all the caller's environment or arguments: ValueError, whatever the
+// code (a missing variable is FAILED_PRECONDITION in C++).
+template <typename T>
+T CheckPlacement(absl::StatusOr<T> value) {
+  if (!value.ok()) Raise(absl::InvalidArgumentError(value.status().message()));
+  return *std::move(value);
+}
+
+// common/placement.h WorkerConfigPathFromEnv().
+std::string ConfigPathFromEnv(std::map<std::string, std::string> overrides) {
+  return CheckPlacement(WorkerConfigPathFromEnv(EnvWith(std::move(overrides))));
+}
+
+// common/placement.h WorkerPlacementFromEnv(), as a dict.
+py::dict PlacementFromEnv(const Config& config, std::map<std::string, std::string> overrides) {
+  const Placement placement = CheckPlacement(
+      WorkerPlacementFromEnv(config.proto.cluster(), EnvWith(std::move(overrides))));
+  py::dict out;
+  out["rank"] = placement.rank;
+  out["local_rank"] = placement.local_rank;
+  out["servers"] = placement.servers;
+  out["source"] = placement.source;
+  return out;
+}
 
 class PyClient {
  public:
@@ -240,6 +274,20 @@ PYBIND11_MODULE(_tamp, m) {
       .def_property_readonly("model_kind", [](const Config& c) {
         return config::Model::Kind_Name(c.proto.model().kind());
       });
+
+  m.def("config_path_from_env", &ConfigPathFromEnv, py::arg("overrides"),
+        "TAMP_CONFIG (common/placement.h WorkerConfigPathFromEnv); ValueError naming it.");
+  m.def("placement_from_env", &PlacementFromEnv, py::arg("config"), py::arg("overrides"),
+        "{rank, local_rank, servers, source} from tamp run's, torchrun's, Slurm's or "
+        "Kubernetes' variables, `overrides` standing in for some (common/placement.h "
+        "WorkerPlacementFromEnv); ValueError naming the variable.");
+  m.def(
+      "total_steps",
+      [](const Config& config, uint64_t steps_per_epoch) {
+        return TotalSteps(config.proto.training(), steps_per_epoch);
+      },
+      py::arg("config"), py::arg("steps_per_epoch"),
+      "Steps in the run, as the servers check them (common/config.h TotalSteps).");
 
   py::class_<PyClient>(m, "Client")
       .def(py::init<const Config&, uint32_t, std::vector<std::string>,

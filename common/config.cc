@@ -1,6 +1,8 @@
 #include "common/config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -396,18 +398,31 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   return ValidateCheckpoint(config);
 }
 
+absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
+                                                 absl::string_view source) {
+  TAMP_ASSIGN_OR_RETURN(config::RunConfig config, ParseConfig(text, source));
+  ApplyDefaults(&config);
+  absl::Status valid = ValidateConfig(config);
+  if (!valid.ok()) {
+    return absl::Status(valid.code(), absl::StrCat(source, ": ", valid.message()));
+  }
+  return config;
+}
+
 absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {
   std::ifstream file(path);
   if (!file) return absl::NotFoundError(absl::StrCat("config file '", path, "' cannot be read"));
   std::stringstream text;
   text << file.rdbuf();
-  TAMP_ASSIGN_OR_RETURN(config::RunConfig config, ParseConfig(text.str(), path));
-  ApplyDefaults(&config);
-  absl::Status valid = ValidateConfig(config);
-  if (!valid.ok()) {
-    return absl::Status(valid.code(), absl::StrCat(path, ": ", valid.message()));
-  }
-  return config;
+  return LoadConfigText(text.str(), path);
+}
+
+uint64_t TotalSteps(const config::Training& training, uint64_t steps_per_epoch) {
+  const uint64_t epochs = training.epochs();
+  const uint64_t total = epochs != 0 && steps_per_epoch > UINT64_MAX / epochs
+                             ? UINT64_MAX
+                             : steps_per_epoch * epochs;
+  return training.max_steps() != 0 ? std::min<uint64_t>(total, training.max_steps()) : total;
 }
 
 }  // namespace tamp

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "common/status_macros.h"
 #include "worker/cpu_models.h"
 
@@ -19,12 +20,6 @@ double Median(std::vector<double> values) {
   const size_t mid = values.size() / 2;
   std::nth_element(values.begin(), values.begin() + mid, values.end());
   return values[mid];
-}
-
-// Steps in the whole run: `epochs` passes of `per_epoch` steps, cut at max_steps when set.
-uint64_t TotalSteps(const config::Training& training, int64_t per_epoch) {
-  const uint64_t total = static_cast<uint64_t>(per_epoch) * training.epochs();
-  return training.max_steps() != 0 ? std::min<uint64_t>(total, training.max_steps()) : total;
 }
 
 }  // namespace
@@ -64,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
   // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
   // workers know: it goes to every shard in the handshake.
   const int64_t per_epoch = trainer->batcher_->steps_per_epoch();
-  trainer->total_steps_ = TotalSteps(cfg.training(), per_epoch);
+  trainer->total_steps_ = TotalSteps(cfg.training(), static_cast<uint64_t>(per_epoch));
   TAMP_ASSIGN_OR_RETURN(
       trainer->client_,
       Client::Connect(cfg, std::move(layout), rank, std::move(server_addresses),

@@ -10,15 +10,16 @@
 //   channel_major   [C, B, plane] <-> [B, C plane]            (=)
 // CPU twins: kernels/cnn_ref.cc. kernels/cnn_layers_test.cc compares them.
 //
-// Rounding: all but conv_bias_grad match their twins bit for bit. col2im gathers each input
-// element's contributions in the (ky, kx) order in which Col2Im scatters them, with _rn adds
-// (no contraction). conv_bias_grad sums in double in a tree, not left to right: the float
-// it rounds to matches within one ulp.
+// The per-element work is kernels/internal/cnn_agent.h, shared with the host emulation test.
+// Rounding: all but conv_bias_grad match their twins bit for bit (col2im gathers each input
+// element's contributions in the order in which Col2Im scatters them). conv_bias_grad sums
+// in double in a tree, not left to right: the float it rounds to matches within one ulp.
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "kernels/internal/cnn_agent.h"
 #include "kernels/internal/cnn_layers_launch.h"
 
 namespace tamp::kernels::internal {
@@ -40,62 +41,23 @@ inline unsigned BlocksFor(size_t n) {
 // CUDA kernels
 // ---------------------------------------------------------------------------------------
 
-// One thread per column entry: row r = (c, ky, kx), column j = (b, y, x).
 __global__ void im2col_kernel1(const float* __restrict__ in, int channels, int batch, int side,
                                int kernel, float* __restrict__ col) {
-  const size_t plane = static_cast<size_t>(side) * side;
-  const size_t cols = static_cast<size_t>(batch) * plane;
-  const size_t total = static_cast<size_t>(channels) * kernel * kernel * cols;
-  const int pad = kernel / 2;
-  TAMP_GRID_STRIDE(i, total) {
-    const size_t r = i / cols, j = i % cols;
-    const int c = static_cast<int>(r / (kernel * kernel));
-    const int ky = static_cast<int>(r / kernel % kernel);
-    const int kx = static_cast<int>(r % kernel);
-    const size_t b = j / plane;
-    const int y = static_cast<int>(j % plane / side);
-    const int x = static_cast<int>(j % side);
-    const int iy = y + ky - pad, ix = x + kx - pad;
-    const bool inside = iy >= 0 && iy < side && ix >= 0 && ix < side;
-    col[i] = inside ? in[(static_cast<size_t>(c) * batch + b) * plane +
-                         static_cast<size_t>(iy) * side + ix]
-                    : 0.0f;
-  }
+  const size_t total = static_cast<size_t>(channels) * kernel * kernel * batch *
+                       static_cast<size_t>(side) * side;
+  TAMP_GRID_STRIDE(i, total) col[i] = Im2ColValue(in, channels, batch, side, kernel, i);
 }
 
-// One thread per input element, gathering its columns in Col2Im's (ky, kx) order.
+// A gather (each thread owns one input element), so no atomics and a fixed order.
 __global__ void col2im_kernel1(const float* __restrict__ col, int channels, int batch, int side,
                                int kernel, float* __restrict__ in) {
-  const size_t plane = static_cast<size_t>(side) * side;
-  const size_t cols = static_cast<size_t>(batch) * plane;
-  const size_t total = static_cast<size_t>(channels) * cols;
-  const int pad = kernel / 2;
-  TAMP_GRID_STRIDE(i, total) {
-    const size_t c = i / cols;
-    const size_t b = i % cols / plane;
-    const int iy = static_cast<int>(i % plane / side);
-    const int ix = static_cast<int>(i % side);
-    float sum = 0.0f;
-    for (int ky = 0; ky < kernel; ++ky) {
-      const int y = iy - ky + pad;
-      if (y < 0 || y >= side) continue;
-      for (int kx = 0; kx < kernel; ++kx) {
-        const int x = ix - kx + pad;
-        if (x < 0 || x >= side) continue;
-        const size_t row = (c * kernel + ky) * kernel + kx;
-        sum = __fadd_rn(sum, col[row * cols + (b * side + y) * side + x]);
-      }
-    }
-    in[i] = sum;
-  }
+  const size_t total = static_cast<size_t>(channels) * batch * static_cast<size_t>(side) * side;
+  TAMP_GRID_STRIDE(i, total) in[i] = Col2ImValue(col, channels, batch, side, kernel, i);
 }
 
 __global__ void conv_bias_relu_kernel1(float* __restrict__ z, const float* __restrict__ bias,
                                        int channels, size_t n) {
-  TAMP_GRID_STRIDE(i, static_cast<size_t>(channels) * n) {
-    const float v = __fadd_rn(z[i], bias[i / n]);
-    z[i] = v < 0.0f ? 0.0f : v;  // std::max(v, 0.0f): NaN and -0 pass through.
-  }
+  TAMP_GRID_STRIDE(i, static_cast<size_t>(channels) * n) z[i] = BiasReluValue(z[i], bias[i / n]);
 }
 
 // One block per channel; fixed blockDim, so the tree (and the result) is deterministic.
@@ -114,55 +76,28 @@ __global__ void conv_bias_grad_kernel1(const float* __restrict__ dz, size_t n,
   if (threadIdx.x == 0) db[blockIdx.x] = static_cast<float>(partial[0]);
 }
 
-// One thread per pooled value.
 __global__ void maxpool_fwd_kernel1(const float* __restrict__ in, int planes, int side,
                                     float* __restrict__ out, uint8_t* __restrict__ argmax) {
-  const int half = side / 2;
-  const size_t pooled = static_cast<size_t>(half) * half;
-  TAMP_GRID_STRIDE(i, static_cast<size_t>(planes) * pooled) {
-    const size_t p = i / pooled;
-    const int oy = static_cast<int>(i % pooled / half);
-    const int ox = static_cast<int>(i % half);
-    const float* row0 = in + p * side * side + static_cast<size_t>(2 * oy) * side + 2 * ox;
-    const float v[4] = {row0[0], row0[1], row0[side], row0[side + 1]};
-    uint8_t best = 0;
-    for (uint8_t k = 1; k < 4; ++k) {
-      if (v[k] > v[best]) best = k;
-    }
-    out[i] = v[best];
-    argmax[i] = best;
+  TAMP_GRID_STRIDE(i, static_cast<size_t>(planes) * (side / 2) * (side / 2)) {
+    const PoolWinner winner = MaxPoolValue(in, side, i);
+    out[i] = winner.value;
+    argmax[i] = winner.argmax;
   }
 }
 
-// One thread per element of a [planes, side, side].
+// In place: each thread reads and writes its own element of a.
 __global__ void maxpool_relu_bwd_kernel1(const float* __restrict__ dout,
                                          const uint8_t* __restrict__ argmax, int planes, int side,
                                          float* __restrict__ a) {
-  const int half = side / 2;
-  const size_t plane = static_cast<size_t>(side) * side;
-  TAMP_GRID_STRIDE(i, static_cast<size_t>(planes) * plane) {
-    const size_t p = i / plane;
-    const int y = static_cast<int>(i % plane / side);
-    const int x = static_cast<int>(i % side);
-    float g = 0.0f;
-    if (y / 2 < half && x / 2 < half) {
-      const size_t o = p * half * half + static_cast<size_t>(y / 2) * half + x / 2;
-      const uint8_t position = static_cast<uint8_t>((y % 2) * 2 + x % 2);
-      if (position == argmax[o] && a[i] > 0.0f) g = dout[o];
-    }
-    a[i] = g;
+  TAMP_GRID_STRIDE(i, static_cast<size_t>(planes) * side * side) {
+    a[i] = MaxPoolReluBackwardValue(dout, argmax, side, a[i], i);
   }
 }
 
-// One thread per element of the [channels, batch, plane] side.
 __global__ void channel_major_kernel1(const float* __restrict__ in, int channels, int batch,
                                       size_t plane, bool unflatten, float* __restrict__ out) {
-  const size_t per_channel = static_cast<size_t>(batch) * plane;
-  TAMP_GRID_STRIDE(i, static_cast<size_t>(channels) * per_channel) {
-    const size_t c = i / per_channel;
-    const size_t b = i % per_channel / plane;
-    const size_t q = i % plane;
-    const size_t flat = (b * channels + c) * plane + q;
+  TAMP_GRID_STRIDE(i, static_cast<size_t>(channels) * batch * plane) {
+    const size_t flat = FlatIndex(channels, batch, plane, i);
     if (unflatten) {
       out[i] = in[flat];
     } else {

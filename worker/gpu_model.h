@@ -18,9 +18,9 @@
 // to the device before the next step. So every worker, GPU or CPU, holds the same bytes.
 //
 // Not yet (docs/gpu.md): compressing on the GPU and applying the decoded answers there.
-// Both are the client's device path (TensorMemory::Cuda, compress/cuda/): GradientStaging in
-// gpu_model.cc is the one place that then hands the client device slices instead of host
-// copies, and LoadParams() stops copying.
+// Both are the client's device path (TensorMemory::Cuda, compress/cuda/): GradientStaging
+// (worker/internal/gradient_staging.h) is the one place that then hands the client device
+// slices instead of host copies, and LoadParams() stops copying.
 //
 // Builds without CUDA (tools/cuda.bzl) keep both functions; they return FAILED_PRECONDITION
 // ("this tamp_worker was built without CUDA ...").

@@ -28,7 +28,6 @@ namespace tamp {
 namespace {
 
 using internal::CudaError;
-using internal::Event;
 using internal::GradientStaging;
 using internal::PinnedArray;
 using internal::Stream;
@@ -86,11 +85,10 @@ class GpuNet final : public Model {
   std::vector<size_t> offsets_;
   size_t total_ = 0;
   int max_batch_;
+  Stream compute_;  // Before cublas_, which is bound to it: destroyed after the handle.
   kernels::CublasHandle cublas_;
   GradientStaging staging_;
   absl::Span<const float> staged_host_;
-  Stream compute_;
-  Event params_loaded_;
   absl::Status error_;
 
   PinnedArray<float> params_host_;  // The replica the client writes.
@@ -133,7 +131,6 @@ GpuNet::GpuNet(std::vector<TensorSpec> tensors, int max_batch, kernels::CublasHa
 
 absl::Status GpuNet::Allocate() {
   TAMP_RETURN_IF_ERROR(compute_.Init());
-  TAMP_RETURN_IF_ERROR(params_loaded_.Init());
   const size_t batch = static_cast<size_t>(max_batch_);
   TAMP_ASSIGN_OR_RETURN(params_host_, PinnedArray<float>::Create(total_));
   TAMP_ASSIGN_OR_RETURN(x_host_, PinnedArray<float>::Create(batch * kImageSize));

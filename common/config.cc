@@ -207,6 +207,19 @@ absl::Status ValidateServerMode(const config::RunConfig& config) {
   return absl::OkStatus();
 }
 
+// device: CUDA runs the built-in models only; a REGISTERED model's tensors are the front
+// end's, which puts them on the GPU itself (through the client).
+absl::Status ValidateDevice(const config::RunConfig& config) {
+  if (!config::Device_IsValid(config.device())) {
+    return FieldError("device", absl::StrCat("unknown device ", static_cast<int>(config.device())));
+  }
+  if (config.device() != config::CUDA) return absl::OkStatus();
+  const config::Model::Kind kind = config.model().kind();
+  if (kind == config::Model::MLP || kind == config::Model::CNN) return absl::OkStatus();
+  return FieldError("device", absl::StrCat("CUDA runs model.kind MLP or CNN, not ",
+                                           config::Model::Kind_Name(kind)));
+}
+
 // One direction's codecs and memories. The pull carries the servers' update, so its codec
 // must decode to the update's scale and take one round (ValidatePullCodecSpec()), and its
 // memory may not be DGC_MOMENTUM: the servers' optimizer has already applied its momentum to
@@ -283,6 +296,8 @@ void ApplyDefaults(config::RunConfig* config) {
     config->mutable_checkpoint()->set_reconnect_timeout_ms(60000);
   }
 
+  if (config->device() == config::DEVICE_UNSPECIFIED) config->set_device(config::CPU);
+
   if (config->server().mode() == config::Server::MODE_UNSPECIFIED) {
     config->mutable_server()->set_mode(config::Server::OPTIMIZER);
   }
@@ -351,6 +366,7 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   }
 
   TAMP_RETURN_IF_ERROR(ValidateModel(config));
+  TAMP_RETURN_IF_ERROR(ValidateDevice(config));
 
   if (config.data().batch_size() > 65536) {
     return FieldError("data.batch_size",

@@ -117,6 +117,23 @@ TEST(ConfigTest, RegisteredModelsAndAggregatingServers) {
                 "checkpoint: not supported with server.mode AGGREGATE");
 }
 
+TEST(ConfigTest, DeviceDefaultsToCpuAndCudaRunsOnlyTheBuiltInModels) {
+  EXPECT_EQ(Load().device(), config::CPU);
+  EXPECT_TRUE(ValidateConfig(Load("device: CUDA")).ok());
+  absl::StatusOr<config::RunConfig> registered = ParseConfig(
+      "version: 1 cluster { num_servers: 1 num_workers: 2 } model { kind: REGISTERED } "
+      "optimizer { learning_rate: 0.1 } device: CUDA",
+      "registered.pbtxt");
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  ApplyDefaults(&*registered);
+  const absl::Status refused = ValidateConfig(*registered);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "device: CUDA runs model.kind MLP or CNN, not REGISTERED");
+  config::RunConfig unknown = Load();
+  unknown.set_device(static_cast<config::Device>(7));
+  EXPECT_EQ(ValidateConfig(unknown).message(), "device: unknown device 7");
+}
+
 TEST(ConfigTest, AdamWithCosineScheduleAndWarmup) {
   // The syntax users write; momentum: 0 only undoes kGoodConfig's SGD momentum.
   config::RunConfig config = Load(R"pb(

@@ -6,7 +6,9 @@ placement (TAMP_CONFIG, TAMP_RANK, TAMP_SERVERS) comes from the environment, as
 """
 
 import argparse
+import json
 import os
+import statistics
 import time
 
 import torch
@@ -21,6 +23,9 @@ def run(model: torch.nn.Module, default_config: str) -> float:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", help=f"default: TAMP_CONFIG, else {default_config}")
     parser.add_argument("--threads", type=int, default=1, help="torch's CPU threads")
+    parser.add_argument("--timing", metavar="DIR",
+                        help="write this worker's step times (ms, per phase) to "
+                             "DIR/rank<R>.json, as bench/pytorch/ reads them")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -42,14 +47,28 @@ def run(model: torch.nn.Module, default_config: str) -> float:
 
     total = tamp.count_steps(config, shard.steps_per_epoch)
     step, accuracy, start = 0, 0.0, time.monotonic()
+    # Per step: batch (the data), backward (zero_grad, forward, backward and its pushes),
+    # step (waiting for the answers and applying them); the C++ trainer's step_ms spans the
+    # same: batch to applied update.
+    phases = {"step_ms": [], "batch_ms": [], "backward_ms": [], "wait_ms": []}
     for epoch in range(config.epochs):
-        for x, y in shard.epoch(epoch):
-            if step == total:
+        batches = shard.epoch(epoch)
+        while step < total:
+            began = time.perf_counter()
+            batch = next(batches, None)
+            if batch is None:
                 break
+            x, y = batch
+            fetched = time.perf_counter()
             optimizer.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
+            computed = time.perf_counter()
             optimizer.step()
+            ended = time.perf_counter()
+            for name, ms in (("step_ms", ended - began), ("batch_ms", fetched - began),
+                             ("backward_ms", computed - fetched), ("wait_ms", ended - computed)):
+                phases[name].append(1000 * ms)
             step += 1
             if step % 100 == 0 and where.rank == 0:
                 print(f"step {step}/{total} | epoch {epoch + 1}/{config.epochs} | "
@@ -58,7 +77,13 @@ def run(model: torch.nn.Module, default_config: str) -> float:
         if where.rank == 0:
             accuracy = fashion_mnist.accuracy(model, test_images, test_labels)
             print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}", flush=True)
+        if step == total:  # training.max_steps ended the run inside this epoch.
+            break
     if where.rank == 0:
         print(f"final test accuracy {accuracy:.4f} after {step} steps", flush=True)
+    if args.timing:
+        with open(os.path.join(args.timing, f"rank{where.rank}.json"), "w") as f:
+            json.dump(dict(phases, rank=where.rank, threads=torch.get_num_threads(),
+                           step_ms_median=statistics.median(phases["step_ms"])), f)
     tamp.torch.shutdown()
     return accuracy

@@ -64,13 +64,17 @@ def run(model: torch.nn.Module, default_config: str) -> float:
     # Per step: batch (the data), backward (zero_grad, forward, backward and its pushes),
     # step (waiting for the answers and applying them); the C++ trainer's step_ms spans the
     # same: batch to applied update.
+    # Also per step: the process's CPU time (all threads), its minor page faults, and how
+    # often the training thread gave up the CPU waiting (voluntary context switches) or
+    # was preempted (involuntary ones).
     phases = {"step_ms": [], "batch_ms": [], "backward_ms": [], "wait_ms": [], "cpu_ms": [],
-              "page_faults": []}
+              "page_faults": [], "waits": [], "preemptions": []}
     for epoch in range(config.epochs):
         batches = shard.epoch(epoch)
         while step < total:
             began, cpu_began = time.perf_counter(), time.process_time()
-            faults_began = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            process, thread = (resource.getrusage(resource.RUSAGE_SELF),
+                               resource.getrusage(resource.RUSAGE_THREAD))
             batch = next(batches, None)
             if batch is None:
                 break
@@ -88,8 +92,11 @@ def run(model: torch.nn.Module, default_config: str) -> float:
                              ("backward_ms", computed - fetched), ("wait_ms", ended - computed),
                              ("cpu_ms", time.process_time() - cpu_began)):
                 phases[name].append(1000 * ms)
-            phases["page_faults"].append(
-                resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_began)
+            process_end, thread_end = (resource.getrusage(resource.RUSAGE_SELF),
+                                       resource.getrusage(resource.RUSAGE_THREAD))
+            phases["page_faults"].append(process_end.ru_minflt - process.ru_minflt)
+            phases["waits"].append(thread_end.ru_nvcsw - thread.ru_nvcsw)
+            phases["preemptions"].append(thread_end.ru_nivcsw - thread.ru_nivcsw)
             step += 1
             if step % 100 == 0 and where.rank == 0:
                 print(f"step {step}/{total} | epoch {epoch + 1}/{config.epochs} | "

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # PyTorch through Tamp, measured: writes bench/results/pytorch.json and docs/pytorch.md.
 #
-#   bench/pytorch/run.sh [--rounds 2] [--frontend-rounds 3] [--frontend-steps 200]
-#                        [--timed-steps 60] [--links "1gbit 10gbit unshaped"] [--eval-every 50]
+#   bench/pytorch/run.sh [--rounds 3] [--frontend-rounds 3] [--frontend-steps 150]
+#                        [--timed-steps 50] [--links "1gbit 10gbit unshaped"] [--eval-every 50]
 #                        [--skip-full] [--report-only]
 #
 # 1. Front ends (--frontend-rounds rounds, unshaped): the C++ trainer (`tamp run CONFIG`) and
@@ -17,15 +17,16 @@
 #    Then one full run (3 epochs, test accuracy every --eval-every steps) per contender,
 #    unshaped, for steps to 0.85 (--skip-full reuses the last ones).
 # --report-only runs nothing and rewrites the doc and pytorch.json from the raw results in
-# bench/results/pytorch/. About 20 minutes on 2 cores with the defaults.
+# bench/results/pytorch/. About 30 minutes on 2 shared cores with the defaults (half of it
+# the full runs); fewer timed steps and rounds than bench/peers to stay near that.
 # Needs root (network namespaces; apt for bench/peers/install.sh).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
-rounds=2
+rounds=3
 frontend_rounds=3
-frontend_steps=200
-timed_steps=60
+frontend_steps=150
+timed_steps=50
 links="1gbit 10gbit unshaped"
 eval_every=50
 skip_full=0
@@ -34,7 +35,7 @@ readonly skip_steps=20          # Warm-up, as bench/peers (PowerSGD compresses f
 readonly best_config=mlp_dgc1_ef_pulltopk1  # Tamp's fastest to 0.85 at 1 Gbit/s (docs/peers.md).
 readonly frontend_configs="examples/mlp_fashion.pbtxt bench/configs/$best_config.pbtxt"
 readonly contenders="ddp_none ddp_fp16 ddp_powersgd tamp_$best_config tamp_mlp_none"
-usage() { sed -n 2,23p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n 2,24p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="${2:?--rounds needs a number}"; shift 2 ;;

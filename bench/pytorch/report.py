@@ -274,8 +274,12 @@ def render(results):
         "tensor per operation, bias and activation passes): the worker's CPU time per step "
         "above (this bench does not measure the C++ worker's CPU time per step). With two "
         "servers and two workers on two cores every process's CPU time adds to the step "
-        "time, and the preemptions above are the other processes (and the machine's other "
-        "users) taking the core back.",
+        "time. The preemptions above fall almost all inside the pushes (profiled by hand, "
+        "not by this bench): each push's send wakes a server and the client's gRPC threads, "
+        "which take the core from the training thread; a Python worker that needs more CPU "
+        "per step loses it more often. Closing the rest of the gap means less CPU per step "
+        "in torch's forward and backward, which the example's plain nn.Linear model does "
+        "not leave room for.",
     ]
     lines += ["", "Per round (ms/step, C++ / Python):", ""]
     for name, f in frontends.items():

@@ -278,8 +278,8 @@ def render(results):
         "not by this bench): each push's send wakes a server and the client's gRPC threads, "
         "which take the core from the training thread; a Python worker that needs more CPU "
         "per step loses it more often. Closing the rest of the gap means less CPU per step "
-        "in torch's forward and backward, which the example's plain nn.Linear model does "
-        "not leave room for.",
+        "in torch's forward and backward (autograd, dispatch, the interpreter), outside "
+        "Tamp's code; not done here.",
     ]
     lines += ["", "Per round (ms/step, C++ / Python):", ""]
     for name, f in frontends.items():

@@ -19,6 +19,7 @@ from peers_common import cpu_model, load_json  # noqa: E402
 
 FRONTEND_TARGET = 1.10  # Python's step time at most 10% above the C++ trainer's.
 SPEEDUP_TARGET = 3.0    # At 1 Gbit/s, Tamp reaches 0.85 at least 3x sooner than DDP's best.
+ACCURACY_TARGET = 0.005  # Through Python, final accuracy within 0.5 point of the C++ trainer's.
 
 
 def describe(contender, powersgd_rank):
@@ -116,7 +117,9 @@ def round_speedups(contenders, tamp_key, link):
     return speedups
 
 
-def check_targets(contenders, frontends, best):
+def check_targets(contenders, frontends, best, convergence):
+    """The issue's targets; `convergence` is bench/results/convergence.json (the C++ trainer's
+    full runs, keyed by config name), or None."""
     best_key, checks = f"tamp_{best}", {}
     ddp = {c: e for c, e in contenders.items() if c.startswith("ddp_")}
     link = "1gbit"
@@ -149,6 +152,17 @@ def check_targets(contenders, frontends, best):
             to_target["tamp_time_to_target_s"] is not None
             and to_target["ddp_time_to_target_s"] is not None
             and to_target["tamp_time_to_target_s"] <= to_target["ddp_time_to_target_s"])
+    pairs = {}
+    for key, entry in contenders.items():
+        name = key[len("tamp_"):]
+        cpp = (convergence or {}).get("runs", {}).get(name, {}).get("final_accuracy")
+        if key.startswith("tamp_") and cpp is not None and entry["final_accuracy"] is not None:
+            pairs[name] = {"python": entry["final_accuracy"], "cpp": cpp,
+                           "difference": entry["final_accuracy"] - cpp}
+    checks["python_accuracy_within_half_point_of_cpp"] = {
+        "pairs": pairs,
+        "met": bool(pairs) and all(abs(p["difference"]) <= ACCURACY_TARGET
+                                   for p in pairs.values())}
     checks["python_within_10_percent_of_cpp"] = {
         "ratios": {name: f.get("ratio") for name, f in frontends.items()},
         "met": bool(frontends) and all(f.get("met") for f in frontends.values())}
@@ -208,6 +222,14 @@ def render(results):
             f"{fmt(c['ddp_time_to_target_s'], '.1f')} s); Tamp faster in "
             f"{c['rounds_tamp_faster']} of {run['rounds']} rounds. Read in time to 0.85 "
             f"instead: {met(c['met_in_time_to_target'])}.")
+    c = checks.get("python_accuracy_within_half_point_of_cpp")
+    if c:
+        lines.append(
+            f"- The same config through `tamp.torch` ends within {100 * ACCURACY_TARGET:g} "
+            f"point of the C++ trainer's test accuracy (bench/results/convergence.json, the "
+            f"C++ trainer's full run of that config): {met(c['met'])}. "
+            + "; ".join(f"`{name}`: Python {p['python']:.4f}, C++ {p['cpp']:.4f}"
+                        for name, p in c["pairs"].items()) + ".")
     c = checks["python_within_10_percent_of_cpp"]
     lines.append(
         f"- The Python front end's step time is within 10% of the C++ trainer's on the same "
@@ -374,7 +396,8 @@ def main(argv):
         "target_accuracy": 0.85,
         "frontends": frontends,
         "contenders": contenders,
-        "checks": check_targets(contenders, frontends, run["best_config"]),
+        "checks": check_targets(contenders, frontends, run["best_config"],
+                                load_json(os.path.join(args.results, "convergence.json"))),
     }
     with open(results_path, "w") as f:
         json.dump(results, f, indent=1)

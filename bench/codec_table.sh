@@ -12,18 +12,20 @@
 # above only classify the names they know.
 #
 # Usage: bench/codec_table.sh [--out FILE] [--repetitions N] [--min_time SECONDS]
-#                             [--json FILE] [-- EXTRA_BENCHMARK_FLAGS...]
+#                             [--json FILE] [--report_only] [-- EXTRA_BENCHMARK_FLAGS...]
 #   --out FILE        also write the document (machine, date, commit, caveats, table) to FILE,
 #                     e.g. docs/codec_bench.md; stdout gets it either way
 #   --repetitions N   benchmark repetitions (default 5); the table shows medians
 #   --min_time S      seconds per repetition of each benchmark (default 0.2)
-#   --json FILE       keep the raw Google Benchmark JSON there
+#   --json FILE       the raw Google Benchmark JSON, with the run's machine, date, commit and
+#                     load under "tamp_run" (default bench/results/codec_bench.json)
+#   --report_only     run nothing: make the table from --json
 # Exit status: 0 when the table was made (FAIL rows included), 1 when building or running
 # the benchmark failed. Needs bazel and python3. Runtime: about 2-4 minutes on 2 cores.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-out="" json="" repetitions=5 min_time=0.2
+out="" json=bench/results/codec_bench.json repetitions=5 min_time=0.2 report_only=0
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,50 +33,67 @@ while [ $# -gt 0 ]; do
     --json) json=$2; shift 2 ;;
     --repetitions) repetitions=$2; shift 2 ;;
     --min_time) min_time=$2; shift 2 ;;
+    --report_only) report_only=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "codec_table.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
-# --symlink_prefix=/ leaves the bazel-bin convenience link alone (it keeps pointing at the
-# fastbuild tree others use); the opt binary is found through `bazel info`.
-echo "codec_table.sh: building //bench:codec_bench (-c opt)" >&2
-bazel build -c opt --symlink_prefix=/ //bench:codec_bench >&2
-binary="$(bazel info -c opt bazel-bin 2>/dev/null)/bench/codec_bench"
-[ -x "$binary" ] || { echo "codec_table.sh: $binary not built" >&2; exit 1; }
-
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-[ -n "$json" ] || json="$tmp/codec_bench.json"
-echo "codec_table.sh: running codec_bench ($repetitions repetitions, ${min_time}s each)" >&2
-start=$(date +%s)
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-"$binary" --benchmark_format=json --benchmark_repetitions="$repetitions" \
-  --codec_bench_min_time="$min_time" "${extra[@]}" > "$json"
-load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "codec_table.sh: benchmark ran $(( $(date +%s) - start )) s" >&2
+if [ "$report_only" = 0 ]; then
+  # --symlink_prefix=/ leaves the bazel-bin convenience link alone (it keeps pointing at the
+  # fastbuild tree others use); the opt binary is found through `bazel info`.
+  echo "codec_table.sh: building //bench:codec_bench (-c opt)" >&2
+  bazel build -c opt --symlink_prefix=/ //bench:codec_bench >&2
+  binary="$(bazel info -c opt bazel-bin 2>/dev/null)/bench/codec_bench"
+  [ -x "$binary" ] || { echo "codec_table.sh: $binary not built" >&2; exit 1; }
+  echo "codec_table.sh: running codec_bench ($repetitions repetitions, ${min_time}s each)" >&2
+  start=$(date +%s)
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+  "$binary" --benchmark_format=json --benchmark_repetitions="$repetitions" \
+    --codec_bench_min_time="$min_time" "${extra[@]}" > "$tmp/raw.json"
+  load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+  echo "codec_table.sh: benchmark ran $(( $(date +%s) - start )) s" >&2
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
+    commit="$commit (with uncommitted changes in the work tree)"
+  fi
+  cpu=$(lscpu | sed -n 's/^Model name: *//p')  # One line (per socket kind).
+  cpu=${cpu%%$'\n'*}
+  python3 - "$tmp/raw.json" "$json" "$commit" "$cpu" "$(nproc)" \
+    "$(date -u '+%Y-%m-%d %H:%M UTC')" "$repetitions" "$min_time" "$load_before" \
+    "$load_after" <<'PYTHON'
+import json
+import sys
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
-  commit="$commit (with uncommitted changes in the work tree)"
+raw, path, commit, cpu, cores, date, repetitions, min_time, before, after = sys.argv[1:]
+with open(raw) as f:
+    report = json.load(f)
+report["tamp_run"] = {"commit": commit, "cpu": cpu, "cores": int(cores), "date": date,
+                      "repetitions": int(repetitions), "min_time": float(min_time),
+                      "load_before": before, "load_after": after}
+with open(path + ".tmp", "w") as f:
+    json.dump(report, f, indent=1)
+PYTHON
+  mv "$json.tmp" "$json"
 fi
-cpu=$(lscpu | sed -n 's/^Model name: *//p')  # One line (per socket kind).
-cpu=${cpu%%$'\n'*}
-cores=$(nproc)
-date=$(date -u '+%Y-%m-%d %H:%M UTC')
+[ -f "$json" ] || { echo "codec_table.sh: $json: no such file (run without --report_only)" >&2; exit 1; }
 
-python3 - "$json" "$commit" "$cpu" "$cores" "$date" "$repetitions" "$min_time" \
-  "$load_before" "$load_after" \
-  > "$tmp/table.md" <<'PYTHON'
+python3 - "$json" > "$tmp/table.md" <<'PYTHON'
 import json
 import statistics
 import sys
 
-(path, commit, cpu, cores, date, repetitions, min_time, load_before,
- load_after) = sys.argv[1:]
-with open(path) as f:
+with open(sys.argv[1]) as f:
     report = json.load(f)
+if "tamp_run" not in report:
+    sys.exit(f"codec_table.sh: {sys.argv[1]} lacks tamp_run (not written by this script)")
+run = report["tamp_run"]
+commit, cpu, cores, date = run["commit"], run["cpu"], run["cores"], run["date"]
+repetitions, min_time = run["repetitions"], run["min_time"]
+load_before, load_after = run["load_before"], run["load_after"]
 
 # Issue 3's encode targets (fraction of memcpy), by codec name; others: report only.
 TARGETS = {name: 0.25 for name in
@@ -120,7 +139,8 @@ ctx = report.get("context", {})
 print("# Codec throughput (CPU, one core)")
 print()
 print("Made by `bench/codec_table.sh --out docs/codec_bench.md` (Google Benchmark "
-      "`//bench:codec_bench`, built with `-c opt`); rerun it to refresh this file.")
+      "`//bench:codec_bench`, built with `-c opt`) from bench/results/codec_bench.json; rerun "
+      "it to refresh this file.")
 print()
 print(f"- Machine: {cpu}, {cores} cores ({ctx.get('num_cpus', '?')} CPUs at "
       f"{ctx.get('mhz_per_cpu', '?')} MHz as the library saw them)")

@@ -10,9 +10,10 @@ convergence.json when the other benches have written them.
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
+
+from peers_common import cpu_model, load_json as load
 
 HOOK_NAMES = {
     "none": "DDP, no hook (fp32 all-reduce)",
@@ -28,27 +29,6 @@ def parse_args(argv):
     p.add_argument("--results", required=True, help="bench/results: peers.json goes here")
     p.add_argument("--doc", required=True)
     return p.parse_args(argv)
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except json.JSONDecodeError as e:
-        sys.exit(f"{path}: not valid JSON: {e}")
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def gather(args):

@@ -6,7 +6,11 @@ placement (TAMP_CONFIG, TAMP_RANK, TAMP_SERVERS) comes from the environment, as
 """
 
 import argparse
+import ctypes
+import json
 import os
+import resource
+import statistics
 import time
 
 import torch
@@ -16,13 +20,28 @@ import tamp
 import tamp.torch
 
 
+def set_threads(threads: int) -> None:
+    """`threads` for torch's own kernels and for OpenBLAS's GEMMs, as the C++ worker's
+    --blas_threads: Debian's torch calls the system BLAS (OpenBLAS), whose thread pool
+    torch.set_num_threads does not reach. Left at one per core, every worker's OpenBLAS
+    threads spin after each GEMM on cores the servers and the other workers need."""
+    torch.set_num_threads(threads)
+    with open("/proc/self/maps") as maps:
+        openblas = {line.split()[-1] for line in maps if "libopenblas" in line}
+    for path in openblas:
+        ctypes.CDLL(path).openblas_set_num_threads(threads)
+
+
 def run(model: torch.nn.Module, default_config: str) -> float:
     """Trains `model` for the config's epochs; returns (and rank 0 prints) test accuracy."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", help=f"default: TAMP_CONFIG, else {default_config}")
     parser.add_argument("--threads", type=int, default=1, help="torch's CPU threads")
+    parser.add_argument("--timing", metavar="DIR",
+                        help="write this worker's step times (ms, per phase) to "
+                             "DIR/rank<R>.json, as bench/pytorch/ reads them")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
 
     config = args.config or os.environ.get("TAMP_CONFIG") or default_config
     where = tamp.init(config)
@@ -42,14 +61,42 @@ def run(model: torch.nn.Module, default_config: str) -> float:
 
     total = tamp.count_steps(config, shard.steps_per_epoch)
     step, accuracy, start = 0, 0.0, time.monotonic()
+    # Per step: batch (the data), backward (zero_grad, forward, backward and its pushes),
+    # step (waiting for the answers and applying them); the C++ trainer's step_ms spans the
+    # same: batch to applied update.
+    # Also per step: the process's CPU time (all threads), its minor page faults, and how
+    # often the training thread gave up the CPU waiting (voluntary context switches) or
+    # was preempted (involuntary ones).
+    phases = {"step_ms": [], "batch_ms": [], "backward_ms": [], "wait_ms": [], "cpu_ms": [],
+              "page_faults": [], "waits": [], "preemptions": []}
     for epoch in range(config.epochs):
-        for x, y in shard.epoch(epoch):
-            if step == total:
+        batches = shard.epoch(epoch)
+        while step < total:
+            began, cpu_began = time.perf_counter(), time.process_time()
+            process, thread = (resource.getrusage(resource.RUSAGE_SELF),
+                               resource.getrusage(resource.RUSAGE_THREAD))
+            batch = next(batches, None)
+            if batch is None:
                 break
-            optimizer.zero_grad()
+            x, y = batch
+            fetched = time.perf_counter()
+            # Backward then writes each gradient fresh instead of adding it to a zeroed one:
+            # a memset and an add over every gradient (~7 MB for the MLP) less per step.
+            optimizer.zero_grad(set_to_none=True)
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
+            computed = time.perf_counter()
             optimizer.step()
+            ended = time.perf_counter()
+            for name, ms in (("step_ms", ended - began), ("batch_ms", fetched - began),
+                             ("backward_ms", computed - fetched), ("wait_ms", ended - computed),
+                             ("cpu_ms", time.process_time() - cpu_began)):
+                phases[name].append(1000 * ms)
+            process_end, thread_end = (resource.getrusage(resource.RUSAGE_SELF),
+                                       resource.getrusage(resource.RUSAGE_THREAD))
+            phases["page_faults"].append(process_end.ru_minflt - process.ru_minflt)
+            phases["waits"].append(thread_end.ru_nvcsw - thread.ru_nvcsw)
+            phases["preemptions"].append(thread_end.ru_nivcsw - thread.ru_nivcsw)
             step += 1
             if step % 100 == 0 and where.rank == 0:
                 print(f"step {step}/{total} | epoch {epoch + 1}/{config.epochs} | "
@@ -58,7 +105,13 @@ def run(model: torch.nn.Module, default_config: str) -> float:
         if where.rank == 0:
             accuracy = fashion_mnist.accuracy(model, test_images, test_labels)
             print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}", flush=True)
+        if step == total:  # training.max_steps ended the run inside this epoch.
+            break
     if where.rank == 0:
         print(f"final test accuracy {accuracy:.4f} after {step} steps", flush=True)
+    if args.timing:
+        with open(os.path.join(args.timing, f"rank{where.rank}.json"), "w") as f:
+            json.dump(dict(phases, rank=where.rank, threads=torch.get_num_threads(),
+                           step_ms_median=statistics.median(phases["step_ms"])), f)
     tamp.torch.shutdown()
     return accuracy

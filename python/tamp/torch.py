@@ -66,6 +66,15 @@ def init(config=None, rank: Optional[int] = None, servers=None,
     return where
 
 
+def current_step() -> int:
+    """The step the next optimizer.step() completes, counted from 0; 0 before the job
+    started. A worker that resumed in place of a dead one (tamp.restarted()) or rejoined
+    after a SYNC barrier dropped it is at the other workers' step: a training loop that
+    counts its own steps takes this one, to feed the batches of that step and to stop at
+    the run's end."""
+    return 0 if _session is None or _session.step is None else _session.step
+
+
 def shutdown() -> None:
     """Closes the job's client (waits for RPCs in flight); init() starts anew."""
     global _session

@@ -153,20 +153,6 @@ absl::Status ValidateConsistency(const config::RunConfig& config) {
                    "consistency.mode SYNC, not ", config::Consistency::Mode_Name(mode)));
 }
 
-// checkpoint: resuming is implemented for SYNC mode and single-round push codecs.
-absl::Status ValidateCheckpoint(const config::RunConfig& config) {
-  if (!config.has_checkpoint()) return absl::OkStatus();
-  const config::Consistency::Mode mode = config.consistency().mode();
-  if (mode != config::Consistency::SYNC) {
-    return FieldError("checkpoint", absl::StrCat("servers resume from checkpoints only with "
-                                                 "consistency.mode SYNC, not ",
-                                                 config::Consistency::Mode_Name(mode)));
-  }
-  return CheckSingleRoundPush(config.compression(),
-                              "whose rounds a server cannot resume; drop the checkpoint block "
-                              "or use a single-round codec");
-}
-
 // The built-in models' tensors must fit the compression settings; registered ones are
 // checked when the workers register them (BuildJobLayout(config, tensors)).
 absl::Status ValidateModel(const config::RunConfig& config) {
@@ -410,8 +396,7 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   TAMP_RETURN_IF_ERROR(CheckMomentumAppliedOnce(config));
   TAMP_RETURN_IF_ERROR(ValidateSecurity(config));
   TAMP_RETURN_IF_ERROR(ValidateValidation(config.validation()));
-  TAMP_RETURN_IF_ERROR(ValidateConsistency(config));
-  return ValidateCheckpoint(config);
+  return ValidateConsistency(config);
 }
 
 absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,

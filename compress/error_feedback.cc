@@ -206,17 +206,30 @@ absl::Status ErrorFeedback::BeginRounds(Codec& codec, absl::Span<const float> in
     return absl::FailedPreconditionError(absl::StrCat(
         "codec ", CodecName(codec.id()), " takes one round per step: use Compress()"));
   }
+  // What round 0 encodes goes to compensated_, which ReplayRounds() encodes again.
   switch (kind_) {
     case config::ErrorFeedback::RESIDUAL:
       CHECK_EQ(input.size(), residual_.size());
       for (size_t i = 0; i < input.size(); ++i) compensated_[i] = input[i] + residual_[i];
-      return codec.EncodeRound(0, compensated_, {}, key, payload);
+      break;
     case config::ErrorFeedback::DGC_MOMENTUM:
       CompensateDgcMomentum(input);
-      return codec.EncodeRound(0, residual_, {}, key, payload);
+      compensated_.assign(residual_.begin(), residual_.end());
+      break;
     default:
-      return codec.EncodeRound(0, input, {}, key, payload);
+      compensated_.assign(input.begin(), input.end());
+      break;
   }
+  rounds_begun_ = true;
+  return codec.EncodeRound(0, compensated_, {}, key, payload);
+}
+
+absl::Status ErrorFeedback::ReplayRounds(Codec& codec, const RandomKey& key,
+                                         std::string* payload) {
+  if (!rounds_begun_) {
+    return absl::FailedPreconditionError("ReplayRounds() before any BeginRounds()");
+  }
+  return codec.EncodeRound(0, compensated_, {}, key, payload);
 }
 
 absl::Status ErrorFeedback::NextRound(Codec& codec, int round, absl::string_view previous_answer,

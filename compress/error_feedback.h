@@ -117,6 +117,16 @@ class ErrorFeedback {
                          const RandomKey& key, std::string* payload);
   absl::Status FinishRounds(Codec& codec, absl::string_view final_answer, const RandomKey& key);
 
+  // ErrorFeedback::ReplayRounds()
+  //
+  // Round 0's payload again, from what the last BeginRounds() encoded, for a step that must
+  // be pushed again from its first round (a restarted server lost it): the codec starts the
+  // step afresh (Codec::EncodeRound(0) may), the memory is left as it is. After a
+  // FinishRounds() of the step, a second one updates the memory the same way again (RESIDUAL:
+  // residual = s * (c - sent), from the same c), not twice. FAILED_PRECONDITION before any
+  // BeginRounds().
+  absl::Status ReplayRounds(Codec& codec, const RandomKey& key, std::string* payload);
+
   // What has not reached the receiver: the residual (RESIDUAL) or v (DGC_MOMENTUM).
   // Empty for NONE. Valid until the next Compress() (which may move the memory to another
   // buffer), like StateBuffers().
@@ -163,7 +173,10 @@ class ErrorFeedback {
   std::vector<float> velocity_;     // DGC_MOMENTUM: u.
   std::vector<float> compensated_;  // RESIDUAL, scratch: what is encoded (c). Swaps with
                                     // residual_, which CompressAdded() encodes in place.
+                                    // Multi-round codecs, every kind: round 0's input, kept
+                                    // for ReplayRounds().
   std::vector<float> decoded_;      // Scratch: decode(payload).
+  bool rounds_begun_ = false;       // BeginRounds() has filled compensated_.
   SparseEntries sent_;                // Scratch: DecodeSparse(payload), for sparse codecs.
 };
 

@@ -515,6 +515,50 @@ TEST(PowerSgdErrorFeedbackTest, SummedOverWorkersTheMemoryHoldsWhatTheMeanMissed
   }
 }
 
+// A step pushed again from its first round (a restarted server lost it): round 0's payload is
+// the same bytes, mid-step or after the step's last answer, and a second FinishRounds() of
+// the same answer leaves the residual as the first did.
+TEST(PowerSgdErrorFeedbackTest, ReplayRoundsEncodesRoundZeroAgainAndFinishingTwiceIsOnce) {
+  constexpr size_t kRows = 12, kCols = 10;
+  for (const config::ErrorFeedback::Kind kind :
+       {config::ErrorFeedback::RESIDUAL, config::ErrorFeedback::NONE}) {
+    auto server = NewCodec(Matrix(kRows, kCols), 2);
+    auto worker = NewCodec(Matrix(kRows, kCols), 2);
+    config::ErrorFeedback spec;
+    spec.set_kind(kind);
+    auto memory = *ErrorFeedback::Create(spec, kRows * kCols);
+    std::string payload, replayed, answer;
+    EXPECT_EQ(memory->ReplayRounds(*worker, WorkerKey(0, 0), &replayed).code(),
+              absl::StatusCode::kFailedPrecondition);
+    const std::vector<float> g = RandomValues(kRows * kCols, 70);
+    ASSERT_TRUE(memory->BeginRounds(*worker, g, WorkerKey(0, 0), &payload).ok());
+    const std::string round0 = payload;
+    // Mid-step: after round 1 was encoded.
+    std::vector<float> sum0(server->RoundValues(0), 0.0f);
+    ASSERT_TRUE(server->DecodeAddRound(0, payload, SharedKey(0), absl::MakeSpan(sum0)).ok());
+    server->FinishRound(0, 1, absl::MakeSpan(sum0), SharedKey(0), &answer, {});
+    const std::string answer0 = answer;
+    ASSERT_TRUE(memory->NextRound(*worker, 1, answer0, WorkerKey(0, 0), &payload).ok());
+    const std::string round1 = payload;
+    ASSERT_TRUE(memory->ReplayRounds(*worker, WorkerKey(0, 0), &replayed).ok());
+    EXPECT_EQ(replayed, round0);
+    ASSERT_TRUE(memory->NextRound(*worker, 1, answer0, WorkerKey(0, 0), &payload).ok());
+    EXPECT_EQ(payload, round1);
+    std::vector<float> sum1(server->RoundValues(1), 0.0f);
+    ASSERT_TRUE(server->DecodeAddRound(1, payload, SharedKey(0), absl::MakeSpan(sum1)).ok());
+    std::vector<float> aggregate(kRows * kCols);
+    server->FinishRound(1, 1, absl::MakeSpan(sum1), SharedKey(0), &answer,
+                        absl::MakeSpan(aggregate));
+    ASSERT_TRUE(memory->FinishRounds(*worker, answer, WorkerKey(0, 0)).ok());
+    const std::vector<float> residual(memory->residual().begin(), memory->residual().end());
+    // After the step's last answer: the rounds again, the same answer again.
+    ASSERT_TRUE(memory->ReplayRounds(*worker, WorkerKey(0, 0), &replayed).ok());
+    ASSERT_TRUE(memory->NextRound(*worker, 1, answer0, WorkerKey(0, 0), &payload).ok());
+    ASSERT_TRUE(memory->FinishRounds(*worker, answer, WorkerKey(0, 0)).ok());
+    EXPECT_EQ(std::vector<float>(memory->residual().begin(), memory->residual().end()), residual);
+  }
+}
+
 TEST(PowerSgdErrorFeedbackTest, SingleAndMultiRoundApisRefuseEachOther) {
   auto powersgd = NewCodec(Matrix(4, 4), 1);
   auto memory = *ErrorFeedback::Create(Residual(), 16);

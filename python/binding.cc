@@ -149,6 +149,16 @@ class PyClient {
     return Check(std::move(step));
   }
 
+  uint64_t Resume(py::handle params, py::handle stream) {
+    const TensorArgs args = Views(params, Access::kWrite, stream);
+    absl::StatusOr<uint64_t> step;
+    {
+      py::gil_scoped_release release;
+      step = client_->Resume(args.spans(), args.memory());
+    }
+    return Check(std::move(step));
+  }
+
   void BeginStep(uint64_t step, py::handle params, py::handle stream) {
     const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::Status status;
@@ -310,6 +320,7 @@ PYBIND11_MODULE(_tamp, m) {
            py::arg("config"), py::arg("rank"), py::arg("servers"), py::arg("tensors"),
            py::arg("steps_per_epoch"), py::arg("total_steps"))
       .def("start", &PyClient::Start, py::arg("params"), py::arg("stream") = py::none())
+      .def("resume", &PyClient::Resume, py::arg("params"), py::arg("stream") = py::none())
       .def("begin_step", &PyClient::BeginStep, py::arg("step"), py::arg("params"),
            py::arg("stream") = py::none())
       .def("push", &PyClient::PushIndexed, py::arg("tensor"), py::arg("gradient"),

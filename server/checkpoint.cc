@@ -176,10 +176,10 @@ absl::StatusOr<checkpoint::ShardState> ParseCheckpoint(absl::string_view bytes,
     return damaged(absl::StrCat("CRC-32 mismatch (stored ", stored_crc, ", computed ", crc, ")"));
   }
   if (const uint32_t version = Read<uint32_t>(bytes, kVersionOffset);
-      version != kCheckpointVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(name, ": checkpoint format version ",
-                                                      version, ", this build reads version ",
-                                                      kCheckpointVersion));
+      version < kOldestCheckpointVersion || version > kCheckpointVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name, ": checkpoint format version ", version, ", this build reads versions ",
+        kOldestCheckpointVersion, " to ", kCheckpointVersion));
   }
   checkpoint::CheckpointBody body;
   if (!body.ParseFromArray(bytes.data() + kHeaderBytes, static_cast<int>(body_length))) {

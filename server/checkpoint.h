@@ -42,8 +42,10 @@
 
 namespace tamp {
 
-// The file format this build writes and reads.
-inline constexpr uint32_t kCheckpointVersion = 1;
+// The file format this build writes, and the oldest it reads. Version 2 added the ASYNC / SSP
+// workers' counts (ChunkState.worker_steps); a version-1 file is a SYNC checkpoint, read as is.
+inline constexpr uint32_t kCheckpointVersion = 2;
+inline constexpr uint32_t kOldestCheckpointVersion = 1;
 
 // "<dir>/shard-<rank>.ckpt".
 std::string CheckpointPath(absl::string_view dir, uint32_t rank);
@@ -61,7 +63,8 @@ std::string SerializeCheckpoint(const checkpoint::JobIdentity& job,
 // The state in `bytes` (a checkpoint file's content; `name` is the file, for messages), if
 // it is sound and belongs to `expected`. Errors name the file and what is wrong:
 //   DATA_LOSS            truncated or trailing bytes, bad magic, CRC mismatch, unparsable body;
-//   FAILED_PRECONDITION  another format version, or another job, e.g.
+//   FAILED_PRECONDITION  a format version outside [kOldestCheckpointVersion,
+//                        kCheckpointVersion], or another job, e.g.
 //     "ckpt/shard-1.ckpt: written for another job: modified: shard_rank: 0 -> 1".
 absl::StatusOr<checkpoint::ShardState> ParseCheckpoint(absl::string_view bytes,
                                                        absl::string_view name,

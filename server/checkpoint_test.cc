@@ -96,20 +96,34 @@ TEST_F(CheckpointTest, RefusesEveryTruncationAndTrailingBytes) {
               HasSubstr("truncated"));
 }
 
-TEST_F(CheckpointTest, RefusesAnotherFormatVersionEvenWithAValidChecksum) {
-  std::string bytes = SerializeCheckpoint(job_, SomeState());
-  const uint32_t version = kCheckpointVersion + 1;
+// SomeState() in a file of format `version`, sealed with a valid CRC, as a build of that
+// version would have written it.
+std::string WithVersion(const checkpoint::JobIdentity& job, uint32_t version) {
+  std::string bytes = SerializeCheckpoint(job, SomeState());
   std::memcpy(&bytes[8], &version, 4);
-  // Re-seal, as a future build would have written it.
-  std::string resealed = SerializeCheckpoint(job_, SomeState());
-  resealed.replace(8, 4, bytes.substr(8, 4));
-  resealed.resize(resealed.size() - 4);
+  bytes.resize(bytes.size() - 4);
   const uint32_t crc = static_cast<uint32_t>(
-      crc32(0, reinterpret_cast<const unsigned char*>(resealed.data()), resealed.size()));
-  resealed.append(reinterpret_cast<const char*>(&crc), 4);
-  absl::StatusOr<checkpoint::ShardState> read = ParseCheckpoint(resealed, "f", job_);
-  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(read.status().message(), HasSubstr("format version 2, this build reads version 1"));
+      crc32(0, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()));
+  bytes.append(reinterpret_cast<const char*>(&crc), 4);
+  return bytes;
+}
+
+TEST_F(CheckpointTest, RefusesAnotherFormatVersionEvenWithAValidChecksum) {
+  for (const uint32_t version : {kOldestCheckpointVersion - 1, kCheckpointVersion + 1}) {
+    absl::StatusOr<checkpoint::ShardState> read =
+        ParseCheckpoint(WithVersion(job_, version), "f", job_);
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(read.status().message(),
+                HasSubstr(absl::StrCat("format version ", version,
+                                       ", this build reads versions 1 to 2")));
+  }
+}
+
+// Version 1 (SYNC only, no worker counts) is what version 2 writes for SYNC: read as is.
+TEST_F(CheckpointTest, ReadsVersionOneFiles) {
+  absl::StatusOr<checkpoint::ShardState> read = ParseCheckpoint(WithVersion(job_, 1), "f", job_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(MessageDifferencer::Equals(*read, SomeState()));
 }
 
 TEST_F(CheckpointTest, RefusesACheckpointOfAnotherShardOrConfig) {
@@ -360,6 +374,107 @@ TEST(ShardRestoreTest, RefusesAStateThatDoesNotFitAndChangesNothing) {
   EXPECT_EQ(fresh->Snapshot(chunk)->weights, before);
   ASSERT_TRUE(fresh->Restore(good).ok());
   EXPECT_EQ(fresh->step(), 1u);
+}
+
+// StatefulConfig() in ASYNC, or in SSP with staleness `tau` (> 0).
+config::RunConfig AsyncConfig(uint64_t tau = 0) {
+  config::RunConfig config = StatefulConfig();
+  config.mutable_consistency()->set_mode(tau == 0 ? config::Consistency::ASYNC
+                                                  : config::Consistency::SSP);
+  config.mutable_consistency()->set_staleness(tau);
+  return config;
+}
+
+// The state through the file format, as a restarted server reads it, restored into a new
+// shard.
+std::unique_ptr<Shard> RestartFrom(const Shard& original, const JobLayout& layout) {
+  const checkpoint::JobIdentity job = DescribeJob(original.config(), layout, 1);
+  absl::StatusOr<checkpoint::ShardState> saved =
+      ParseCheckpoint(SerializeCheckpoint(job, original.ExportState()), "mem", job);
+  CHECK(saved.ok()) << saved.status();
+  std::unique_ptr<Shard> restored = NewShard(original.config(), layout);
+  const absl::Status status = restored->Restore(*saved);
+  CHECK(status.ok()) << status;
+  return restored;
+}
+
+// ASYNC: the checkpoint holds each worker's count; a restored chunk takes each worker's first
+// push since as that worker's step (the steps in between were lost with the server), refuses
+// older ones OUT_OF_RANGE, and a refused push changes nothing.
+TEST(ShardRestoreTest, AnAsyncShardFollowsEachWorkerToItsStep) {
+  const config::RunConfig config = AsyncConfig();
+  const JobLayout layout = testing::TestLayout(config);
+  std::unique_ptr<Shard> original = NewShard(config, layout);
+  const uint32_t chunk = original->chunk_ids()[0];
+  Answer answer;
+  for (uint64_t step = 0; step < 3; ++step) Push(*original, layout, 0, step, chunk, &answer);
+  Push(*original, layout, 1, 0, chunk, &answer);
+  ASSERT_TRUE(answer.status.ok()) << answer.status;
+
+  std::unique_ptr<Shard> restored = RestartFrom(*original, layout);
+  Shard::ChunkSnapshot before = *restored->Snapshot(chunk);
+  EXPECT_EQ(before.worker_steps, (std::vector<uint64_t>{3, 1}));
+  EXPECT_EQ(before.step, 4u);
+  EXPECT_EQ(before.weights, original->Snapshot(chunk)->weights);
+  // Every worker's view is the weights: each resyncs before pushing to a restarted server.
+  EXPECT_EQ(before.views, (std::vector<std::vector<float>>(2, before.weights)));
+
+  // A push that does not decode is refused, and worker 0 is still followed.
+  Answer bad;
+  restored->PushPull(0, 5, chunk, "garbage", testing::Record(&bad));
+  EXPECT_EQ(bad.status.code(), absl::StatusCode::kInvalidArgument) << bad.status;
+  EXPECT_EQ(restored->Snapshot(chunk)->worker_steps, before.worker_steps);
+  EXPECT_EQ(restored->Snapshot(chunk)->weights, before.weights);
+
+  // Worker 0 had reached step 5 on the lost server, worker 1 step 2.
+  Answer ahead, behind, caught_up;
+  Push(*restored, layout, 0, 5, chunk, &ahead);
+  ASSERT_TRUE(ahead.status.ok()) << ahead.status;
+  EXPECT_EQ(ahead.step, 6u);
+  Push(*restored, layout, 1, 0, chunk, &behind);
+  EXPECT_EQ(behind.status.code(), absl::StatusCode::kOutOfRange) << behind.status;
+  EXPECT_THAT(std::string(behind.status.message()), HasSubstr("step 0 is behind it"));
+  Push(*restored, layout, 1, 2, chunk, &caught_up);
+  ASSERT_TRUE(caught_up.status.ok()) << caught_up.status;
+  EXPECT_EQ(restored->Snapshot(chunk)->worker_steps, (std::vector<uint64_t>{6, 3}));
+  // Both followed: in step again, a skipped step is the ordinary error.
+  Answer skipped;
+  Push(*restored, layout, 1, 5, chunk, &skipped);
+  EXPECT_EQ(skipped.status.code(), absl::StatusCode::kFailedPrecondition) << skipped.status;
+}
+
+// SSP: a worker that does not push to the restored chunk (it has finished, or is behind
+// elsewhere) does not hold the others back with the checkpoint's stale count; once it pushes,
+// the bound counts it again.
+TEST(ShardRestoreTest, AnSspShardBoundsOnlyByTheWorkersItHasHeardFrom) {
+  const config::RunConfig config = AsyncConfig(/*tau=*/2);
+  const JobLayout layout = testing::TestLayout(config);
+  std::unique_ptr<Shard> original = NewShard(config, layout);
+  const uint32_t chunk = original->chunk_ids()[0];
+  Answer answer;
+  Push(*original, layout, 0, 0, chunk, &answer);
+  Push(*original, layout, 0, 1, chunk, &answer);
+  Push(*original, layout, 1, 0, chunk, &answer);
+  ASSERT_EQ(original->Snapshot(chunk)->worker_steps, (std::vector<uint64_t>{2, 1}));
+
+  std::unique_ptr<Shard> restored = RestartFrom(*original, layout);
+  // Worker 0 at step 4: by the checkpoint's count of worker 1 (1) it would wait for step 2.
+  Answer first;
+  Push(*restored, layout, 0, 4, chunk, &first);
+  EXPECT_EQ(first.calls, 1) << "answered at once";
+  ASSERT_TRUE(first.status.ok()) << first.status;
+  // Worker 1 shows up at step 3: the bound counts it from now on.
+  Answer second, parked, release;
+  Push(*restored, layout, 1, 3, chunk, &second);
+  ASSERT_TRUE(second.status.ok()) << second.status;
+  EXPECT_EQ(restored->Snapshot(chunk)->worker_steps, (std::vector<uint64_t>{5, 4}));
+  Push(*restored, layout, 0, 5, chunk, &answer);
+  ASSERT_TRUE(answer.status.ok()) << answer.status;
+  Push(*restored, layout, 0, 6, chunk, &parked);  // 6 < 4 + 2 does not hold.
+  EXPECT_EQ(parked.calls, 0);
+  Push(*restored, layout, 1, 4, chunk, &release);
+  EXPECT_EQ(parked.calls, 1);
+  EXPECT_TRUE(parked.status.ok()) << parked.status;
 }
 
 // ---- Checkpointer: a server's resume and writes ----

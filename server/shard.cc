@@ -279,8 +279,39 @@ struct Shard::ChunkState {
     if (staleness == 0) return true;
     return push_step < SlowestPushes() + staleness;
   }
+  // The fewest pushes of any worker. A chunk restored from a checkpoint counts only the
+  // workers that have pushed to it since: the others' counts are the checkpoint's, behind
+  // their real steps, and a worker that has finished would never raise its own.
   uint64_t SlowestPushes() const {
-    return *std::min_element(worker_steps.begin(), worker_steps.end());
+    uint64_t slowest = std::numeric_limits<uint64_t>::max();
+    for (size_t worker = 0; worker < worker_steps.size(); ++worker) {
+      if (!resuming || followed[worker]) slowest = std::min(slowest, worker_steps[worker]);
+    }
+    return slowest == std::numeric_limits<uint64_t>::max() ? 0 : slowest;
+  }
+
+  // ASYNC / SSP counterpart of FollowWorkers() for a chunk restored from a checkpoint: the
+  // first push of worker `worker` since the restore sets that worker's count to its step
+  // (the pushes in between were applied only by the lost server); a push of a step below its
+  // count is refused OUT_OF_RANGE (skip it), one at or past `run_end` (0: not known)
+  // INVALID_ARGUMENT. Once every worker has pushed, the chunk is in step with them again.
+  // Requires mu and resuming.
+  absl::Status FollowWorker(uint32_t worker, uint64_t push_step, uint64_t run_end) {
+    if (run_end != 0 && push_step >= run_end) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", id, ": push for step ", push_step,
+                                                     ", past the run's last step ", run_end - 1));
+    }
+    if (followed[worker]) return absl::OkStatus();
+    if (push_step < worker_steps[worker]) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "chunk ", id, " resumed from a checkpoint at worker ", worker, "'s step ",
+          worker_steps[worker], "; step ", push_step,
+          " is behind it: pull the chunk's weights and go on with the next step"));
+    }
+    worker_steps[worker] = push_step;
+    followed[worker] = true;
+    resuming = !std::all_of(followed.begin(), followed.end(), [](bool seen) { return seen; });
+    return absl::OkStatus();
   }
 
   // The answer to worker `worker`'s push of step `push_step`: encode(w - view) through the
@@ -424,6 +455,8 @@ struct Shard::ChunkState {
   uint64_t staleness = 0;                 // SSP's tau; 0 for ASYNC (no bound).
   std::vector<uint64_t> worker_steps;     // By worker: its pushes applied (its next step).
   std::vector<std::vector<float>> views;  // By worker: the weights that worker holds.
+  // By worker, while resuming: it has pushed since the restore (FollowWorker()).
+  std::vector<bool> followed;
   std::vector<Parked> parked;             // SSP: accepted pushes not answered yet.
 };
 
@@ -669,11 +702,26 @@ void Shard::CompleteBarriers() {
     ChunkState::Completion completion;
     {
       std::lock_guard<std::mutex> lock(chunk.mu);
-      if (chunk.async || !BarrierComplete(chunk)) continue;
+      if (chunk.async) continue;
+      SkipStepsNoOneTakes(chunk);
+      if (!BarrierComplete(chunk)) continue;
       completion = Finish(chunk);
     }
     Deliver(completion);
   }
+}
+
+void Shard::SkipStepsNoOneTakes(ChunkState& chunk) const {
+  if (chunk.num_arrived != 0 || chunk.round != 0) return;
+  std::lock_guard<std::mutex> lock(members_mu_);
+  uint64_t first_live = std::numeric_limits<uint64_t>::max();
+  for (const Member& member : members_) {
+    if (!member.dropped) first_live = std::min(first_live, member.from_step);
+  }
+  // Every worker dropped: nobody to wait for or to skip to.
+  if (first_live == std::numeric_limits<uint64_t>::max() || first_live <= chunk.step) return;
+  // As FollowWorkers(): the weights stand, nothing is applied for the steps skipped.
+  chunk.step = first_live;
 }
 
 void Shard::ExpireBarriers(std::chrono::steady_clock::time_point now) {
@@ -783,8 +831,21 @@ void Shard::PushAsync(ChunkState& chunk, uint32_t worker, uint64_t step, uint32_
   std::vector<ChunkState::AsyncAnswer> answers;
   {
     std::lock_guard<std::mutex> lock(chunk.mu);
+    // A refused push leaves a restored chunk following the workers as before.
+    const bool resuming = chunk.resuming;
+    const uint64_t steps_before = chunk.worker_steps[worker];
+    const bool followed_before = resuming && chunk.followed[worker];
+    absl::Status status =
+        resuming ? chunk.FollowWorker(worker, step, KnownTotalSteps()) : absl::OkStatus();
     // The schedule's rate at the pushing worker's own step.
-    absl::Status status = chunk.AddAsync(config_, worker, step, round, payload, LearningRateAt(step));
+    if (status.ok()) {
+      status = chunk.AddAsync(config_, worker, step, round, payload, LearningRateAt(step));
+    }
+    if (!status.ok() && resuming) {
+      chunk.worker_steps[worker] = steps_before;
+      chunk.followed[worker] = followed_before;
+      chunk.resuming = true;
+    }
     if (!status.ok()) {
       ChunkState::AsyncAnswer refused;
       refused.done = std::move(done);
@@ -1142,14 +1203,15 @@ checkpoint::ShardState Shard::ExportState() const {
       out->add_pull_feedback_state(FloatBytes(buffer));
     }
     out->set_nonfinite_skipped(chunk.nonfinite_skipped);
+    // ASYNC / SSP: each worker's count. Not the views: every worker resyncs with a restarted
+    // server before it pushes there (the incarnation check), which resets its view to the
+    // weights; nor the parked SSP pushes: their workers push them again.
+    for (uint64_t steps : chunk.worker_steps) out->add_worker_steps(steps);
   }
   return state;
 }
 
 absl::Status Shard::Restore(const checkpoint::ShardState& state) {
-  if (config_.consistency().mode() != config::Consistency::SYNC) {
-    return absl::FailedPreconditionError("only a SYNC shard can be restored from a checkpoint");
-  }
   if (static_cast<size_t>(state.chunks_size()) != chunk_ids_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the state has ", state.chunks_size(),
                                                    " chunks, shard ", rank_, " has ",
@@ -1171,6 +1233,11 @@ absl::Status Shard::Restore(const checkpoint::ShardState& state) {
     TAMP_RETURN_IF_ERROR(CheckBuffers(saved.pull_feedback_state(),
                                       chunk.pull_feedback->StateBuffers(), id,
                                       "pull feedback"));
+    if (static_cast<size_t>(saved.worker_steps_size()) != chunk.worker_steps.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chunk ", id, ": ", saved.worker_steps_size(), " worker step counts, this job has ",
+          chunk.worker_steps.size(), " (one per worker in ASYNC / SSP, none in SYNC)"));
+    }
   }
   for (size_t i = 0; i < chunk_ids_.size(); ++i) {
     const checkpoint::ChunkState& saved = state.chunks(static_cast<int>(i));
@@ -1186,6 +1253,11 @@ absl::Status Shard::Restore(const checkpoint::ShardState& state) {
     std::fill(chunk.arrived.begin(), chunk.arrived.end(), false);
     chunk.num_arrived = 0;
     chunk.resuming = true;
+    if (chunk.async) {
+      chunk.worker_steps.assign(saved.worker_steps().begin(), saved.worker_steps().end());
+      for (std::vector<float>& view : chunk.views) view = chunk.weights;
+      chunk.followed.assign(chunk.worker_steps.size(), false);
+    }
   }
   return absl::OkStatus();
 }

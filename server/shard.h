@@ -51,19 +51,30 @@
 // drops every worker still missing from the whole shard (logged): the round completes over
 // the workers that pushed (mean / vote / aggregate over those), later steps do not wait for
 // a dropped worker, and its pushes are refused (ABORTED) until it rejoins: Rejoin(worker, s)
-// counts it again from step s on. Each shard decides alone; every worker that stays gets
+// counts it again from step s on. When every worker still counted rejoins at a later step
+// (the job's only worker, or all of them, restarted), chunks that no push has reached skip to
+// that step with their weights as they are: no worker will push the steps in between. Each shard decides alone; every worker that stays gets
 // the same bytes for every chunk, so the replicas of those agree.
 //
-// Checkpoints and restarts (SYNC; server/checkpoint.h, README "Checkpoints and failures").
+// Checkpoints and restarts (server/checkpoint.h, README "Checkpoints and failures").
 // ExportState() copies every chunk's completed-step state (step, weights, optimizer state,
-// pull-side memory; not the pushes gathered for the step in progress, which the workers
-// push again to a restarted server). Restore() loads it into a new shard before it serves;
-// each restored chunk then follows the workers (ChunkState::FollowWorkers in shard.cc): it
-// takes the highest step pushed to it as its own, answers pushes of lower steps OUT_OF_RANGE
-// (their workers skip that step after pulling the weights), and is back in lock step once it
-// completes a step. Each process run has a random incarnation(); workers send the one their
-// handshake returned with every push, and the service refuses other ones (UNAVAILABLE), so a
-// worker never pushes to a restarted server before it has pulled that server's weights.
+// pull-side memory; in ASYNC / SSP each worker's count of applied pushes; not the pushes
+// gathered for the step in progress, nor SSP's parked ones, which the workers push again to
+// a restarted server, nor the workers' views, which their resync resets). Restore() loads it
+// into a new shard before it serves; each restored chunk then follows the workers. SYNC
+// (ChunkState::FollowWorkers in shard.cc): it takes the highest step pushed to it as its
+// own, answers pushes of lower steps OUT_OF_RANGE (their workers skip that step after
+// pulling the weights), and is back in lock step once it completes a step. ASYNC / SSP
+// (ChunkState::FollowWorker): each worker's first push since the restore sets that worker's
+// count, older pushes are answered OUT_OF_RANGE, and SSP's bound counts only the workers
+// heard from since (a finished worker would otherwise hold the others at the checkpoint's
+// count forever). Multi-round push codecs: the checkpoint holds the state after the chunk's
+// last completed step (the server's codec keeps nothing from one step to the next); a
+// restored chunk follows the workers at round 0 of their step, and each worker pushes the
+// step again from its first round (worker/client.h). Each process run has a random
+// incarnation(); workers send the one their handshake returned with every push, and the
+// service refuses other ones (UNAVAILABLE), so a worker never pushes to a restarted server
+// before it has pulled that server's weights.
 //
 // Thread safety: all methods may be called concurrently. Each chunk has its own mutex, so
 // pushes to different chunks run in parallel. PushPull never waits for other workers: it
@@ -269,8 +280,7 @@ class Shard {
   //
   // Every chunk's state after its last completed step (proto/checkpoint.proto), chunk id
   // order. Each chunk is copied under its own lock, so chunks may be one step apart while
-  // steps are in flight; each is consistent on its own, which is all Restore() needs. SYNC
-  // only (config validation refuses checkpoints in ASYNC / SSP).
+  // steps are in flight; each is consistent on its own, which is all Restore() needs.
   checkpoint::ShardState ExportState() const;
 
   // Shard::Restore()
@@ -278,7 +288,7 @@ class Shard {
   // Loads `state` (from ExportState() of this shard of the same job; server/checkpoint.h
   // checks the job) into this shard before it serves; its chunks then follow the workers
   // (above). INVALID_ARGUMENT naming the chunk and field when the state does not fit (chunk
-  // ids, value counts, optimizer or feedback buffers), FAILED_PRECONDITION outside SYNC;
+  // ids, value counts, optimizer or feedback buffers, the workers' counts of ASYNC / SSP);
   // nothing changes then.
   absl::Status Restore(const checkpoint::ShardState& state);
 
@@ -380,6 +390,11 @@ class Shard {
   // Completes every SYNC chunk whose round no longer waits for anyone (after a drop or
   // rejoin). Takes each chunk's lock in turn.
   void CompleteBarriers();
+  // A chunk that no push has reached in its step, where no worker is live (every one that
+  // is not dropped rejoins at a later step: the only worker of the job, or all of them, died
+  // and rejoined), moves to the first step a worker will push, applying nothing: no one
+  // would ever complete the steps in between. Requires chunk.mu.
+  void SkipStepsNoOneTakes(ChunkState& chunk) const;
   // PushPullRound() of an ASYNC / SSP chunk.
   void PushAsync(ChunkState& chunk, uint32_t worker, uint64_t step, uint32_t round,
                  absl::string_view payload, RoundDoneCallback done);

@@ -222,6 +222,38 @@ TEST_F(ShardFailureTest, ReplacementRejoiningReleasesTheBarrierWaitingForIt) {
   EXPECT_EQ(answer.step, 1u);
 }
 
+TEST_F(ShardFailureTest, WhenEveryWorkerRejoinsLaterTheStepsNoOneTakesAreSkipped) {
+  Init(TimeoutConfig(0));
+  // Chunk_ completes step 0; other_chunk_ gets worker 0's push of step 1, and then both
+  // workers die.
+  Answer answer0, answer1, lone;
+  Push(0, 0, chunk_, &answer0);
+  Push(1, 0, chunk_, &answer1);
+  Push(0, 0, other_chunk_, &answer0);
+  Push(1, 0, other_chunk_, &answer1);
+  Push(0, 1, chunk_, &lone);
+  ASSERT_EQ(Snapshot(chunk_).step, 1u);
+  const std::vector<float> other_weights = Snapshot(other_chunk_).weights;
+  // Their successors rejoin at step 2: worker 0's push still completes chunk_'s step 1 (it
+  // waits for no one else), and other_chunk_, which no one will push at step 1, moves to 2
+  // unchanged.
+  ASSERT_TRUE(shard_->Rejoin(0, 2).ok());
+  EXPECT_EQ(lone.calls, 0) << "worker 1 is still counted at step 1";
+  ASSERT_TRUE(shard_->Rejoin(1, 2).ok());
+  ASSERT_EQ(lone.calls, 1);
+  EXPECT_TRUE(lone.status.ok()) << lone.status;
+  EXPECT_EQ(Snapshot(chunk_).step, 2u);
+  EXPECT_EQ(Snapshot(other_chunk_).step, 2u);
+  EXPECT_EQ(Snapshot(other_chunk_).weights, other_weights);
+  // From step 2 on both count again.
+  Answer both0, both1;
+  Push(0, 2, other_chunk_, &both0);
+  EXPECT_EQ(both0.calls, 0);
+  Push(1, 2, other_chunk_, &both1);
+  EXPECT_EQ(both1.calls, 1);
+  ExpectNear(Snapshot(other_chunk_).weights, SgdStep(other_weights, 2, {0, 1}));
+}
+
 TEST_F(ShardFailureTest, PullReplicaIsTheWeightsLessTheResidualAndKeepsIt) {
   Init(TestConfig([](config::RunConfig& config) {
     config::ChunkCompression* compression =

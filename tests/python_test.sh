@@ -4,8 +4,10 @@
 # (tests/python/binding_test.py), tamp.torch's (torch_test.py), two clients in two threads
 # of one process (two_clients_test.py: the GIL is released while waiting), the DDP comm hook
 # with a stand-in for AGGREGATE mode (comm_hook_test.py), a server gone
-# (server_gone_test.py), a CUDA tamp.torch worker against a CPU one (device_worker.py; skipped
-# without torch CUDA), and two tamp.torch workers ending with bit-identical replicas.
+# (server_gone_test.py), resume() in place of a dead worker (resume_test.py), a CUDA
+# tamp.torch worker against a CPU one (device_worker.py; skipped without torch CUDA), and two
+# tamp.torch workers ending with bit-identical replicas, one of them once killed and restarted
+# by `tamp run --restart_workers` (examples/pytorch/mlp.py).
 # Debian's /usr/bin/python3 with python3-torch and python3-numpy.
 source tests/testlib.sh
 source tests/python_testlib.sh
@@ -21,7 +23,7 @@ mkdir -p "$WORK/init"
 write_config "$WORK/init/job.pbtxt"
 run_python3 tests/python/init_test.py "$WORK/init/job.pbtxt" || fail "init_test.py failed"
 
-for script in binding_test.py torch_test.py; do
+for script in binding_test.py torch_test.py resume_test.py; do
   dir="$WORK/${script%.py}"
   mkdir -p "$dir"
   write_exact_config "$dir/job.pbtxt"
@@ -71,6 +73,39 @@ if run_python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() el
 else
   echo "device_worker.py: skipped: this torch sees no CUDA device (torch.cuda.is_available())"
 fi
+
+# `tamp run --restart_workers=1 -- python3 examples/pytorch/mlp.py`: worker 1 killed mid-run;
+# its successor resumes (TAMP_RESTART) at the other worker's step and the run ends.
+dir="$WORK/restart"
+mkdir -p "$dir"
+write_config "$dir/job.pbtxt" model="kind: MLP hidden: [1024, 1024] init_seed: 3" \
+  training="eval_every_epoch: false"
+sed -i 's/epochs: 2 /epochs: 3 /' "$dir/job.pbtxt"  # 192 steps.
+PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --restart_workers=1 --run_dir="$dir/run" \
+  --server_binary="$SERVER_BIN" -- /usr/bin/python3 examples/pytorch/mlp.py > "$dir/out" 2>&1 &
+launcher=$!
+STARTED_PIDS+=($launcher)
+victim=""
+for _ in $(seq 3000); do
+  if grep -q "step 100/192" "$dir/out" 2>/dev/null; then
+    for pid in $(pgrep -f -- "examples/pytorch/mlp.py"); do
+      grep -qz '^TAMP_RANK=1$' "/proc/$pid/environ" 2>/dev/null && victim=$pid
+    done
+    [ -n "$victim" ] && break
+  fi
+  sleep 0.02
+done
+[ -n "$victim" ] || { cat "$dir/out" >&2; fail "restart: worker 1 not found mid-run"; }
+kill -9 "$victim"
+wait "$launcher" || { cat "$dir/out" "$dir"/run/worker-1*.log >&2; fail "restart: tamp run failed"; }
+grep -q "worker 1 failed (killed by SIGKILL); restarting it (restart 1 of 1)" "$dir/out" ||
+  { cat "$dir/out" >&2; fail "restart: worker 1 was not restarted"; }
+grep -q "worker 1 rejoined at step" "$dir/run/worker-1.restart-1.log" ||
+  { cat "$dir/run/worker-1.restart-1.log" >&2; fail "restart: the new worker 1 did not rejoin"; }
+grep -q "final test accuracy .* after 192 steps" "$dir/out" ||
+  { cat "$dir/out" >&2; fail "restart: worker 0 did not end after 192 steps"; }
+echo "restart: $(grep -o 'worker 1 rejoined at step [0-9]*' "$dir/run/worker-1.restart-1.log");" \
+  "$(grep -o 'final test accuracy .*' "$dir/out")"
 
 # Two workers, top-k 10% with error feedback and momentum on the servers.
 dir="$WORK/replicas"

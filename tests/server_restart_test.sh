@@ -79,7 +79,9 @@ steps=$(step_losses "$dir/events0" | wc -l)
 resumed=$(grep -o 'resumed from .* at step [0-9]*' "$dir/server1-restarted.log" | grep -o '[0-9]*$') ||
   { cat "$dir/server1-restarted.log" >&2; fail "server 1 did not resume from a checkpoint"; }
 [ "$resumed" -gt 0 ] || fail "server 1 resumed at step 0"
-[ "$resumed" -lt "$killed_at" ] || fail "server 1 resumed at step $resumed, not before the kill at $killed_at"
+# At most the kill's step: under load the checkpointer (it polls every 20 ms) may write one at
+# the very step the kill lands on.
+[ "$resumed" -le "$killed_at" ] || fail "server 1 resumed at step $resumed, after the kill at $killed_at"
 grep -q "resynced with shard 1" "$dir/worker0.log" || fail "worker 0 did not log its resync"
 
 accuracy=$(final_accuracy "$undisturbed/events0")

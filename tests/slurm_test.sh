@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Submits a small MLP job through deploy/slurm/tamp.sbatch to a one-machine Slurm cluster
 # the test starts itself (deploy/slurm/local_cluster.sh), and checks the job's summary: 2
-# servers and 2 workers placed by SLURM_PROCID, trained to a real accuracy, and a wrong task
-# count refused with a message naming both counts.
+# servers and 2 workers placed by SLURM_PROCID, trained to a real accuracy; a worker killed
+# mid-run restarted by its task and rejoining; and a wrong task count refused with a message
+# naming both counts.
 source tests/testlib.sh
 export PATH="/usr/sbin:/sbin:$PATH"
 for tool in slurmctld slurmd munged sbatch; do
@@ -42,6 +43,40 @@ assert s["steps"] == 128, s["steps"]
 assert s["test_accuracy"] > 0.6, s["test_accuracy"]
 assert s["compression_ratio"] > 5, s["compression_ratio"]
 print(f"slurm job: accuracy {s['test_accuracy']:.4f}, {s['steps']} steps, ratio {s['compression_ratio']:.1f}")
+PY
+
+# Worker 1 killed (SIGKILL) mid-run: its task starts it again, it rejoins, and the job ends
+# with every step; the summary counts the restart. 6 epochs (384 steps), a few seconds.
+restarted_out="$WORK/slurm-restart"
+sed 's/epochs: 2 /epochs: 6 /' "$WORK/job.pbtxt" > "$WORK/long.pbtxt"
+timeout 240 sbatch --wait --ntasks=4 --overcommit --output="$WORK/restart-%j.out" \
+  deploy/slurm/tamp.sbatch "$WORK/long.pbtxt" "$restarted_out" &
+job=$!
+# worker1: the pid of worker 1's tamp_worker (task 3: 2 servers come first), once it has
+# taken 50 steps.
+worker1() {
+  local pid
+  [ "$(grep -c '"kind":"STEP"' "$restarted_out/worker-1.events" 2>/dev/null || true)" -ge 50 ] \
+    2>/dev/null || return 1
+  for pid in $(pgrep -f -- "tamp_worker --config=$WORK/long.pbtxt"); do
+    grep -qz '^SLURM_PROCID=3$' "/proc/$pid/environ" 2>/dev/null && echo "$pid" && return 0
+  done
+  return 1
+}
+victim=""
+for _ in $(seq 1500); do victim=$(worker1) && break; sleep 0.02; done
+[ -n "$victim" ] || { cat "$WORK"/restart-*.out >&2; fail "worker 1 of the Slurm job not found"; }
+kill -9 "$victim"
+wait "$job" || { cat "$WORK"/restart-*.out >&2; fail "the Slurm job failed after worker 1 was killed"; }
+grep -q "worker 1 failed (exit 137); restarting it (restart 1 of 2)" "$WORK"/restart-*.out ||
+  { cat "$WORK"/restart-*.out >&2; fail "the task did not restart worker 1"; }
+python3 - "$restarted_out/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["steps"] == 384, s["steps"]
+assert s["worker_restarts"] == 1, s
+assert s["test_accuracy"] > 0.6, s["test_accuracy"]
+print(f"slurm job with worker 1 killed and restarted: accuracy {s['test_accuracy']:.4f}, {s['steps']} steps")
 PY
 
 # 3 tasks for a 2 + 2 job: refused, naming both counts.

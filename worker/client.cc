@@ -107,6 +107,7 @@ absl::Status Client::BuildCodecs() {
   updates_.resize(chunks);
   pushed_.resize(chunks);
   aggregates_.resize(chunks);
+  in_flight_by_shard_.assign(layout_.shard_bytes.size(), 0);
   return absl::OkStatus();
 }
 
@@ -189,20 +190,53 @@ absl::Status Client::CopyPulled(int shard, TensorSpans params, const TensorMemor
   return absl::OkStatus();
 }
 
+absl::Status Client::SetInitialWeights(TensorSpans params, const TensorMemory& memory) {
+  if (ps_client_->latest_step_at_connect() != 0 || rank_ != 0 ||
+      config_.model().kind() != config::Model::REGISTERED) {
+    return absl::OkStatus();
+  }
+  // Worker 0's weights are the job's initial weights (the others pull them).
+  for (const ChunkPlan& plan : layout_.chunks) {
+    TAMP_RETURN_IF_ERROR(ReadTensor(params[plan.chunk.tensor].data() + plan.chunk.offset,
+                                    pulled_.data() + layout_.flat_offset(plan),
+                                    plan.chunk.length, memory));
+  }
+  return ps_client_->InitWeights(pulled_);
+}
+
+absl::StatusOr<uint64_t> Client::Resume(TensorSpans params, const TensorMemory& memory) {
+  TAMP_RETURN_IF_ERROR(CheckTensors("Resume()", params));
+  TAMP_RETURN_IF_ERROR(UseMemory("Resume()", 0, memory));
+  if (config_.consistency().mode() != config::Consistency::SYNC) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank_, " cannot resume in place of a dead worker: consistency.mode ",
+        config::Consistency::Mode_Name(config_.consistency().mode()),
+        " keeps no barrier to rejoin (only SYNC workers rejoin)"));
+  }
+  // The dead process may have died before setting them (ALREADY_EXISTS otherwise: they stand).
+  TAMP_RETURN_IF_ERROR(SetInitialWeights(params, memory));
+  const uint64_t latest = ps_client_->latest_step_at_connect();
+  if (latest >= length_.total_steps) {
+    // Nothing left to train: the final weights, for the caller's evaluation.
+    TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(absl::MakeSpan(pulled_)).status());
+    TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
+    LOG(WARNING) << "worker " << rank_ << ": resumed after the run's last step (" << latest
+                 << "); nothing left to train";
+    return length_.total_steps;
+  }
+  // Even at step 0: the dead process may have pushed part of it, which a fresh start would
+  // push again.
+  return Rejoin(params,
+                absl::StrCat("resumed in place of a dead worker; the run is at step ", latest),
+                memory);
+}
+
 absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& memory) {
   TAMP_RETURN_IF_ERROR(CheckTensors("Start()", params));
   TAMP_RETURN_IF_ERROR(UseMemory("Start()", 0, memory));
   const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
   const uint64_t latest = ps_client_->latest_step_at_connect();
-  if (latest == 0 && rank_ == 0 && config_.model().kind() == config::Model::REGISTERED) {
-    // Worker 0's weights are the job's initial weights (the others pull them below).
-    for (const ChunkPlan& plan : layout_.chunks) {
-      TAMP_RETURN_IF_ERROR(ReadTensor(params[plan.chunk.tensor].data() + plan.chunk.offset,
-                                      pulled_.data() + layout_.flat_offset(plan),
-                                      plan.chunk.length, memory));
-    }
-    TAMP_RETURN_IF_ERROR(ps_client_->InitWeights(pulled_));
-  }
+  TAMP_RETURN_IF_ERROR(SetInitialWeights(params, memory));
   if (sync && latest != 0) {
     if (latest >= length_.total_steps) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -276,17 +310,32 @@ void Client::PushRound(uint32_t id, uint32_t round, std::string payload) {
   totals_.bytes_pushed += payload.size();
   report_.shard_bytes_pushed[layout_.chunks[id].chunk.shard] += payload.size();
   const bool last = static_cast<int>(round) + 1 == codecs_[id].push->rounds();
+  const uint32_t shard = layout_.chunks[id].chunk.shard;
   const Clock::time_point sent = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++in_flight_by_shard_[shard];
+  }
   ps_client_->PushPullRound(
       step_, round, id, std::move(payload),
-      [this, id, round, last, sent](absl::Status status, PsClient::RoundAnswer answer) {
+      [this, id, round, last, shard, sent](absl::Status status, PsClient::RoundAnswer answer) {
         std::lock_guard<std::mutex> lock(mu_);
         timeline_.AddRpc(sent, Clock::now());
+        --in_flight_by_shard_[shard];
+        // Server gone: the step is pushed again from round 0 (Resend). A restarted shard
+        // already past the step: skipped, as for single-round chunks.
+        if (ride_out_restarts_ && (IsServerGone(status) || absl::IsOutOfRange(status))) {
+          if (IsServerGone(status)) lost_.push_back({id, {}, std::move(status), true});
+          --outstanding_;
+          progress_.notify_one();
+          return;
+        }
         if (!status.ok() || last) {
           if (!status.ok() && first_error_.ok()) first_error_ = status;
           updates_[id] = std::move(answer.update);
           aggregates_[id] = std::move(answer.aggregate);
           if (status.ok()) answered_.push_back(id);
+          if (status.ok() && ride_out_restarts_) answered_pushes_.push_back(id);
           --outstanding_;
           progress_.notify_one();
           return;
@@ -299,12 +348,18 @@ void Client::PushRound(uint32_t id, uint32_t round, std::string payload) {
 void Client::PushSingle(uint32_t id, std::string payload) {
   totals_.bytes_pushed += payload.size();
   report_.shard_bytes_pushed[layout_.chunks[id].chunk.shard] += payload.size();
+  const uint32_t shard = layout_.chunks[id].chunk.shard;
   const Clock::time_point sent = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++in_flight_by_shard_[shard];
+  }
   ps_client_->PushPullRound(
       step_, 0, id, std::move(payload),
-      [this, id, sent](absl::Status status, PsClient::RoundAnswer answer) {
+      [this, id, shard, sent](absl::Status status, PsClient::RoundAnswer answer) {
         std::lock_guard<std::mutex> lock(mu_);
         timeline_.AddRpc(sent, Clock::now());
+        --in_flight_by_shard_[shard];
         if (ride_out_restarts_ && IsServerGone(status)) {
           lost_.push_back({id, std::move(answer.pushed), std::move(status)});
         } else if (!(ride_out_restarts_ && absl::IsOutOfRange(status))) {
@@ -488,7 +543,9 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params,
     std::vector<uint32_t> still_answered;
     for (uint32_t id : answered_pushes_) {
       if (restarted[layout_.chunks[id].chunk.shard]) {
-        pushes.push_back({id, std::move(pushed_[id]), absl::OkStatus()});
+        const bool rounds = codecs_[id].push->rounds() > 1;
+        pushes.push_back({id, rounds ? std::string() : std::move(pushed_[id]), absl::OkStatus(),
+                          rounds});
       } else {
         still_answered.push_back(id);
       }
@@ -496,11 +553,20 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params,
     answered_pushes_.swap(still_answered);
   }
   for (LostPush& push : pushes) {
+    if (push.rounds) {  // The codec encodes round 0 again; the step's rounds follow.
+      ChunkCodecs& codecs = codecs_[push.id];
+      TAMP_RETURN_IF_ERROR(codecs.push_memory->ReplayRounds(
+          *codecs.push, PushKey(config_, step_, push.id, rank_), &push.payload));
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++outstanding_;
     }
-    PushSingle(push.id, std::move(push.payload));
+    if (push.rounds) {
+      PushRound(push.id, 0, std::move(push.payload));
+    } else {
+      PushSingle(push.id, std::move(push.payload));
+    }
   }
   return absl::OkStatus();
 }
@@ -584,6 +650,34 @@ absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params, const TensorMem
   return absl::OkStatus();
 }
 
+bool Client::ShardIdleLocked(uint32_t shard) const {
+  if (in_flight_by_shard_[shard] != 0) return false;
+  // A round queued for the training thread to push is on its way there, too.
+  return std::none_of(next_rounds_.begin(), next_rounds_.end(), [&](const NextRound& next) {
+    return layout_.chunks[next.id].chunk.shard == shard;
+  });
+}
+
+bool Client::ResendableLocked() const {
+  if (!first_error_.ok()) return false;
+  return std::any_of(lost_.begin(), lost_.end(), [this](const LostPush& push) {
+    return ShardIdleLocked(layout_.chunks[push.id].chunk.shard);
+  });
+}
+
+void Client::TakeResendableLocked(std::vector<LostPush>* out) {
+  if (!first_error_.ok()) return;
+  std::vector<LostPush> waiting;
+  for (LostPush& push : lost_) {
+    if (ShardIdleLocked(layout_.chunks[push.id].chunk.shard)) {
+      out->push_back(std::move(push));
+    } else {
+      waiting.push_back(std::move(push));
+    }
+  }
+  lost_.swap(waiting);
+}
+
 absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
   if (!in_step_) {
     return absl::FailedPreconditionError("Wait(): no step under way; call BeginStep() first");
@@ -604,21 +698,25 @@ absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
   timeline_.ComputeEnd(Clock::now());
   in_step_ = false;
   // Every callback must have run before the step ends (they write the step's state), so
-  // after a failure keep waiting, but stop applying. Lost pushes go again only once nothing
-  // else is in flight: the resync overwrites the replica, and no answer of another chunk may
-  // land on it meanwhile.
+  // after a failure keep waiting, but stop applying. A shard's lost pushes go again once
+  // nothing else is in flight to that shard and its answers are applied: the resync
+  // overwrites its chunks of the replica, and no answer of one of them may land on it
+  // afterwards. They do not wait for the other shards' answers: those may wait on another
+  // worker that waits on these pushes (the restarted shard follows it to this step only
+  // once they arrive; server/shard.h "Checkpoints and restarts").
   absl::Status apply_error;
   std::vector<uint32_t> to_apply;
   std::vector<LostPush> to_resend;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     progress_.wait(lock, [&] {
-      return outstanding_ == 0 || !next_rounds_.empty() || !answered_.empty();
+      return outstanding_ == 0 || !next_rounds_.empty() || !answered_.empty() ||
+             ResendableLocked();
     });
     to_apply.swap(answered_);
     const bool rounds_queued = !next_rounds_.empty();
     const bool settled = outstanding_ == 0 && to_apply.empty() && !rounds_queued;
-    if (settled && first_error_.ok()) to_resend.swap(lost_);
+    TakeResendableLocked(&to_resend);
     lock.unlock();
     if (settled && to_resend.empty()) break;
     for (uint32_t id : to_apply) {

@@ -49,12 +49,15 @@
 //
 // Server failure (config.checkpoint; README "Checkpoints and failures"): pushes a shard does
 // not answer (the server went away: UNAVAILABLE, CANCELLED) are kept with their payloads;
-// once the step's other answers are in, Wait() reconnects to that shard with backoff
+// once that shard's other answers of the step are in (not the other shards': those may wait
+// on a worker that waits on these pushes), Wait() reconnects to that shard with backoff
 // (PsClient::Reconnect), replaces the shard's chunks of the replica by the shard's exact
 // weights and pushes them again, with the step's pushes a restarted shard had answered before
 // (it lost them, and the other workers may not have their answers). A restarted shard that
 // is already past the step for a chunk answers OUT_OF_RANGE, and the pulled weights stand.
-// Push residuals are kept: the payloads pushed again are the same.
+// Push residuals are kept: the payloads pushed again are the same. A multi-round chunk is
+// pushed again from its first round (ErrorFeedback::ReplayRounds() encodes round 0 anew from
+// what the step began with), also when its last round had been answered.
 //
 // Ownership: the client keeps copies of the config and the layout. Destruction waits for
 // every RPC in flight to call back.
@@ -164,6 +167,22 @@ class Client {
   absl::StatusOr<uint64_t> Start(TensorSpans params,
                                  const TensorMemory& memory = TensorMemory::Host());
 
+  // Client::Resume()
+  //
+  // Start() for a process that replaces a dead worker of this rank (tamp run
+  // --restart_workers, a restart loop under Slurm): it rejoins the run (Rejoin()) at the step
+  // the other workers are about to take, even before the first step has completed (the dead
+  // process may have pushed part of step 0, which a fresh start would push again and be
+  // refused). When the run is already over, `params` get the final weights and the step
+  // returned is total_steps: nothing is left to train. FAILED_PRECONDITION outside SYNC and
+  // with server.mode AGGREGATE (Rejoin()).
+  //
+  // Example (worker_main.cc: --resume):
+  //   TAMP_ASSIGN_OR_RETURN(uint64_t step, restarted ? client->Resume(params)
+  //                                                  : client->Start(params));
+  absl::StatusOr<uint64_t> Resume(TensorSpans params,
+                                  const TensorMemory& memory = TensorMemory::Host());
+
   // Client::BeginStep()
   //
   // Starts step `step`; every training.resync_steps steps, first replaces `params` with the
@@ -216,11 +235,17 @@ class Client {
     uint32_t id;
     std::string payload;
     absl::Status status;
+    // A multi-round chunk: the step is pushed again from round 0, encoded anew
+    // (ErrorFeedback::ReplayRounds()); `payload` is empty.
+    bool rounds = false;
   };
 
   Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length,
          DeviceBackendFactory device_backends);
   absl::Status BuildCodecs();
+  // model.kind REGISTERED, worker 0, at a run's start: `params` become every shard's initial
+  // weights (PsClient::InitWeights). A no-op otherwise.
+  absl::Status SetInitialWeights(TensorSpans params, const TensorMemory& memory);
   // Pushes round `round` of multi-round chunk `id`, already counted in `outstanding_`.
   void PushRound(uint32_t id, uint32_t round, std::string payload);
   // Pushes single-round chunk `id`, already counted in `outstanding_`.
@@ -230,6 +255,11 @@ class Client {
   // Reconnects the shards of `pushes`, resyncs their chunks of `params`, pushes them again.
   absl::Status Resend(std::vector<LostPush>& pushes, TensorSpans params,
                       const TensorMemory& memory);
+  // Whether some lost push's shard has nothing in flight (and no step error stops resends);
+  // TakeResendableLocked() moves those pushes from lost_ to *out. Require mu_.
+  bool ShardIdleLocked(uint32_t shard) const;
+  bool ResendableLocked() const;
+  void TakeResendableLocked(std::vector<LostPush>* out);
   // Decodes chunk `id`'s answer and adds it to `params`.
   absl::Status ApplyChunk(uint32_t id, TensorSpans params, const TensorMemory& memory);
   // The first call with tensors fixes their memory (making the device backend for a device);
@@ -293,15 +323,20 @@ class Client {
   std::vector<std::string> updates_;     // By chunk id, this step's pulls.
   std::vector<std::string> aggregates_;  // By chunk id, a multi-round codec's last answer.
   // Server failure (config.checkpoint): a push its shard did not answer (IsServerGone()) is
-  // kept, with its payload, until every other answer of the step is in; then the shard is
-  // reconnected and resynced and the push sent again (Wait()), with every push of the step
-  // that shard had answered before it restarted. A restarted shard may be past this step
-  // for a chunk (OUT_OF_RANGE): the weights pulled at the resync stand for that update.
+  // kept, with its payload, until every other push to its shard has called back; then the
+  // shard is reconnected and resynced and the push sent again (Wait()), with every push of
+  // the step that shard had answered before it restarted. A restarted shard may be past this
+  // step for a chunk (OUT_OF_RANGE): the weights pulled at the resync stand for that update.
   std::vector<LostPush> lost_;
   // By chunk id, this step's single-round push payloads that their shard answered, kept
   // while server restarts are ridden out: a shard that restarts lost those steps.
   std::vector<std::string> pushed_;
-  std::vector<uint32_t> answered_pushes_;  // Chunks whose payload is in pushed_.
+  // Chunks whose payload is in pushed_, and multi-round chunks whose last round was answered
+  // (a restarted shard gets their step again from round 0).
+  std::vector<uint32_t> answered_pushes_;
+  // By shard: pushes sent and not called back yet. A shard's lost pushes go again only once
+  // it has none (Wait()), without waiting for the other shards.
+  std::vector<int> in_flight_by_shard_;
 
   // Last: destroyed first, so its callbacks have all run before the state above goes.
   std::unique_ptr<PsClient> ps_client_;

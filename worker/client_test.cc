@@ -206,6 +206,56 @@ namespace {
 
 // Two workers on a user's layout (model.kind REGISTERED) against two in-process servers that
 // learn it at the first handshake.
+// The exact weights the shards hold, flat in layout order.
+std::vector<float> ShardWeights(const std::vector<std::unique_ptr<Shard>>& shards,
+                                const JobLayout& layout) {
+  std::vector<float> flat(layout.total_elements);
+  for (const ChunkPlan& plan : layout.chunks) {
+    absl::StatusOr<Shard::ChunkSnapshot> chunk =
+        shards[plan.chunk.shard]->Snapshot(plan.chunk.id);
+    CHECK(chunk.ok()) << chunk.status();
+    std::copy(chunk->weights.begin(), chunk->weights.end(),
+              flat.begin() + layout.flat_offset(plan));
+  }
+  return flat;
+}
+
+// A process replacing this job's only worker before its first step completed: it rejoins at
+// step 1, which the shards skip to (no one else will push step 0), with their weights.
+TEST_F(ClientTest, ResumeRejoinsEvenBeforeTheFirstStep) {
+  absl::StatusOr<std::unique_ptr<Client>> replacement =
+      Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  std::vector<float> params(layout_.total_elements, 7.0f);
+  const std::vector<absl::Span<float>> tensors = SplitIntoTensors(layout_, absl::MakeSpan(params));
+  absl::StatusOr<uint64_t> step = (*replacement)->Resume(tensors);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 1u);
+  EXPECT_EQ(params, ShardWeights(shards_, layout_));
+}
+
+// Once the run is over, Start() refuses and Resume() hands over the final weights.
+TEST_F(ClientTest, ResumeAfterTheLastStepTakesTheFinalWeights) {
+  for (uint64_t step = 0; step < 20; ++step) {
+    ASSERT_TRUE(client_->BeginStep(step, tensors_).ok());
+    PushAll(testing::TestGradient(layout_.total_elements, step, 0));
+    const absl::Status waited = client_->Wait(tensors_);
+    ASSERT_TRUE(waited.ok()) << waited;
+  }
+  absl::StatusOr<std::unique_ptr<Client>> replacement =
+      Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  std::vector<float> params(layout_.total_elements, 7.0f);
+  const std::vector<absl::Span<float>> tensors = SplitIntoTensors(layout_, absl::MakeSpan(params));
+  const absl::StatusOr<uint64_t> started = (*replacement)->Start(tensors);
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(started.status().message(), HasSubstr("the run is over"));
+  absl::StatusOr<uint64_t> resumed = (*replacement)->Resume(tensors);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(*resumed, 20u);
+  EXPECT_EQ(params, ShardWeights(shards_, layout_));
+}
+
 class RegisteredJobTest : public ::testing::Test {
  protected:
   void StartJob(config::Server::Mode mode) {

@@ -115,9 +115,10 @@ absl::StatusOr<double> Trainer::Evaluate() {
   return test_.size == 0 ? 0.0 : static_cast<double>(correct) / test_.size;
 }
 
-absl::Status Trainer::Run() {
+absl::Status Trainer::Run(bool resume) {
   const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
-  TAMP_ASSIGN_OR_RETURN(uint64_t step, client_->Start(param_tensors_));
+  TAMP_ASSIGN_OR_RETURN(uint64_t step, resume ? client_->Resume(param_tensors_)
+                                              : client_->Start(param_tensors_));
   const config::Training& training = config_.training();
   const int64_t per_epoch = batcher_->steps_per_epoch();
   const uint64_t total_steps = total_steps_;  // As sent in the handshake.
@@ -180,6 +181,10 @@ absl::Status Trainer::Run() {
       eval.set_test_accuracy(accuracy);
       Emit(eval);
     }
+  }
+  // Resumed after the last step: the final weights' accuracy.
+  if (rank_ == 0 && step_ms.empty()) {
+    TAMP_ASSIGN_OR_RETURN(accuracy, Evaluate());
   }
   events::WorkerEvent done;
   done.set_kind(events::WorkerEvent::DONE);

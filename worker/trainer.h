@@ -40,8 +40,10 @@ class Trainer {
                                                          std::vector<std::string> server_addresses,
                                                          EventSink sink);
 
-  // Trains to the end; the first error (data, RPC, codec) stops it.
-  absl::Status Run();
+  // Trains to the end; the first error (data, RPC, codec) stops it. `resume`: this process
+  // replaces a dead worker of its rank and rejoins the run (Client::Resume()) instead of
+  // starting it (Client::Start()).
+  absl::Status Run(bool resume = false);
 
   // The replica's parameters (flat, layout order).
   absl::Span<const float> params() { return model_->params(); }

@@ -1,12 +1,19 @@
 // Server failure between the answers of one step (README "Checkpoints and failures"): shard 1
-// completes two chunks of a step, then dies having sent each worker one of the two answers and not
-// the other. Its restarted process, resumed from an earlier checkpoint, lost both steps; each
-// worker must push it every chunk of the step again, not only the one whose answer it lost, or each
-// waits there on a push the other will not send.
+// completes the chunks of a step, then dies having lost some of their answers. Its restarted
+// process, resumed from an earlier checkpoint, lost that step; every worker must get through it:
+//   - each worker lost one answer the other got: each must push it every chunk of the step again,
+//     not only the one whose answer it lost, or each waits there on a push the other will not
+//     send;
+//   - worker 0 lost all of shard 1's answers, worker 1 none: worker 1 has gone on to the next
+//     step, whose pushes to shard 1 fail, while its pushes to shard 0 wait for worker 0. It must
+//     push that step to the restarted shard 1 without waiting for shard 0's answers: worker 0
+//     waits there for the step it lost, which the restarted shard leaves (answering it
+//     OUT_OF_RANGE) only once worker 1's push of the next step arrives.
 //
 // Two real Trainers run against two in-process servers: shard 0 is the plain service, shard 1 first
 // a service that loses those answers and then refuses everything (as a killed process does), then
 // the plain service over a shard restored from the checkpoint, on the same port.
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -36,15 +43,20 @@ constexpr uint64_t kLostStep = 6;        // Shard 1 dies answering this step.
 constexpr int kTrainImages = 512;        // 16 steps of 16 images on each of 2 workers.
 constexpr uint64_t kSteps = 16;
 
+// A worker's answer of a chunk.
+struct Answer {
+  uint32_t worker;
+  uint32_t chunk;
+};
+
 // Shard 1's first process: the plain service, except that it takes the checkpoint as the first push
-// of kCheckpointStep arrives, and at kLostStep loses the answer of chunk `lost_by_worker[w]` to
-// worker w (the other worker gets that chunk's answer). Once both are lost it is dead: every call
-// after that is UNAVAILABLE, as a worker sees a killed server, and so are the pushes it held
-// (Shard::Close()).
+// of kCheckpointStep arrives, and at kLostStep loses the answers in `lost` (the other answers of
+// those chunks go out; for multi-round codecs, the answers to the last round). Once all are lost it is dead: every call after that is UNAVAILABLE, as a
+// worker sees a killed server, and so are the pushes it held (Shard::Close()).
 class DyingService final : public rpc::ParameterServer::CallbackService {
  public:
-  DyingService(Shard* shard, std::vector<uint32_t> lost_by_worker)
-      : shard_(*shard), service_(shard), lost_by_worker_(std::move(lost_by_worker)) {}
+  DyingService(Shard* shard, std::vector<Answer> lost)
+      : shard_(*shard), service_(shard), lost_(std::move(lost)) {}
 
   grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
                                       const rpc::HandshakeRequest* request,
@@ -74,11 +86,12 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
     shard_.PushPullRound(worker, step, request->round(), chunk, request->payload(),
                          [this, reactor, response, worker, chunk, step](
                              absl::Status status, const Shard::PushAnswer* answer) {
-                           if (step == kLostStep && worker < lost_by_worker_.size() &&
-                               chunk == lost_by_worker_[worker]) {
+                           // The step's last answer (its only one, for single-round codecs).
+                           const bool last = answer == nullptr || answer->last_round;
+                           if (step == kLostStep && last && Loses(worker, chunk)) {
                              {
                                std::lock_guard<std::mutex> lock(mu_);
-                               if (++answers_lost_ == lost_by_worker_.size()) died_.notify_all();
+                               if (++answers_lost_ == lost_.size()) died_.notify_all();
                              }
                              Killed(reactor);
                              return;
@@ -92,7 +105,7 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
   std::optional<checkpoint::ShardState> AwaitDeath() {
     std::unique_lock<std::mutex> lock(mu_);
     if (!died_.wait_for(lock, std::chrono::seconds(60),
-                        [&] { return answers_lost_ == lost_by_worker_.size(); })) {
+                        [&] { return answers_lost_ == lost_.size(); })) {
       return std::nullopt;
     }
     return checkpoint_;
@@ -101,7 +114,12 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
  private:
   bool dead() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return answers_lost_ == lost_by_worker_.size();
+    return answers_lost_ == lost_.size();
+  }
+  bool Loses(uint32_t worker, uint32_t chunk) const {
+    return std::any_of(lost_.begin(), lost_.end(), [&](const Answer& answer) {
+      return answer.worker == worker && answer.chunk == chunk;
+    });
   }
   static grpc::ServerUnaryReactor* Killed(grpc::ServerUnaryReactor* reactor) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server 1 was killed"));
@@ -110,7 +128,7 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
 
   Shard& shard_;
   ParameterServerService service_;
-  const std::vector<uint32_t> lost_by_worker_;
+  const std::vector<Answer> lost_;
   mutable std::mutex mu_;
   std::condition_variable died_;
   size_t answers_lost_ = 0;                           // Guarded by mu_.
@@ -144,110 +162,156 @@ std::unique_ptr<grpc::Server> Serve(grpc::Service* service, const std::string& a
   return builder.BuildAndStart();
 }
 
-TEST(TrainerRestartTest, EachWorkerPushesAgainTheChunksWhoseAnswersTheOtherLost) {
-  const std::string dir = testing::TestDir();
-  WriteDataSet(dir);
-  const std::string config_path = dir + "job.pbtxt";
-  testing::WriteRawFile(
-      config_path, absl::StrCat(R"pb(
-                                  version: 1
-                                  cluster { num_servers: 2 num_workers: 2 rpc_timeout_ms: 10000 }
-                                  model {
-                                    kind: MLP
-                                    hidden: [ 8 ]
-                                    init_seed: 3
-                                  }
-                                  data { dir: ")pb",
-                                dir, R"pb(" batch_size: 16 shuffle_seed: 5 }
-                                          training { epochs: 1 }
-                                          optimizer { learning_rate: 0.05 momentum: 0.9 }
-                                          consistency { worker_timeout_ms: 0 }
-                                          checkpoint { dir: ")pb",
-                                dir, R"pb(" reconnect_timeout_ms: 20000 }
-                                          compression {
-                                            partition_bytes: 4096
-                                            seed: 7
-                                            default_compression {
-                                              push { name: "topk" ratio: 0.1 }
-                                              push_feedback { kind: RESIDUAL }
+class TrainerRestartTest : public ::testing::Test {
+ protected:
+  // The push codec's spec.
+  virtual std::string PushCodec() const { return R"(name: "topk" ratio: 0.1)"; }
+
+  void SetUp() override {
+    const std::string dir = testing::TestDir();
+    WriteDataSet(dir);
+    const std::string config_path = dir + "job.pbtxt";
+    testing::WriteRawFile(
+        config_path, absl::StrCat(R"pb(
+                                    version: 1
+                                    cluster { num_servers: 2 num_workers: 2 rpc_timeout_ms: 10000 }
+                                    model {
+                                      kind: MLP
+                                      hidden: [ 8 ]
+                                      init_seed: 3
+                                    }
+                                    data { dir: ")pb",
+                                  dir, R"pb(" batch_size: 16 shuffle_seed: 5 }
+                                            training { epochs: 1 }
+                                            optimizer { learning_rate: 0.05 momentum: 0.9 }
+                                            consistency { worker_timeout_ms: 0 }
+                                            checkpoint { dir: ")pb",
+                                  dir, R"pb(" reconnect_timeout_ms: 20000 }
+                                            compression {
+                                              partition_bytes: 4096
+                                              seed: 7
+                                              default_compression {
+                                                push { )pb",
+                                  PushCodec(), R"pb( }
+                                                push_feedback { kind: RESIDUAL }
+                                              }
                                             }
-                                          }
-      )pb"));
-  absl::StatusOr<config::RunConfig> config = LoadConfigFile(config_path);
-  ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<JobLayout> layout = BuildJobLayout(*config);
-  ASSERT_TRUE(layout.ok()) << layout.status();
-  std::vector<uint32_t> shard1_chunks;
-  for (uint32_t id = 0; id < layout->chunks.size(); ++id) {
-    if (layout->chunks[id].chunk.shard == 1) shard1_chunks.push_back(id);
-  }
-  ASSERT_GE(shard1_chunks.size(), 2u) << "the test needs two chunks on shard 1";
-
-  absl::StatusOr<std::unique_ptr<Shard>> shard0 = Shard::Create(*config, *layout, 0);
-  absl::StatusOr<std::unique_ptr<Shard>> first = Shard::Create(*config, *layout, 1);
-  ASSERT_TRUE(shard0.ok()) << shard0.status();
-  ASSERT_TRUE(first.ok()) << first.status();
-  ParameterServerService service0(shard0->get());
-  // Worker 0 loses shard 1's first chunk's answer, worker 1 its second chunk's.
-  DyingService dying(first->get(), {shard1_chunks[0], shard1_chunks[1]});
-  int port0 = 0;
-  int port1 = 0;
-  std::unique_ptr<grpc::Server> server0 = Serve(&service0, "127.0.0.1:0", &port0);
-  std::unique_ptr<grpc::Server> server1 = Serve(&dying, "127.0.0.1:0", &port1);
-  ASSERT_NE(server0, nullptr);
-  ASSERT_NE(server1, nullptr);
-  const std::vector<std::string> addresses = {absl::StrCat("127.0.0.1:", port0),
-                                              absl::StrCat("127.0.0.1:", port1)};
-
-  std::vector<std::unique_ptr<Trainer>> trainers;
-  for (uint32_t rank = 0; rank < 2; ++rank) {
-    absl::StatusOr<std::unique_ptr<Trainer>> trainer =
-        Trainer::Create(*config, rank, addresses, [](const events::WorkerEvent&) {});
-    ASSERT_TRUE(trainer.ok()) << trainer.status();
-    trainers.push_back(*std::move(trainer));
-  }
-  std::vector<absl::Status> results(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] { results[rank] = trainers[rank]->Run(); });
-  }
-
-  // Shard 1 dies; its restart resumes from the checkpoint on the same port.
-  const std::optional<checkpoint::ShardState> checkpoint = dying.AwaitDeath();
-  std::unique_ptr<Shard> restarted;
-  std::unique_ptr<ParameterServerService> restarted_service;
-  if (checkpoint) {
-    (*first)->Close(absl::UnavailableError("server 1 was killed"));
-    server1->Shutdown();
-    server1.reset();
-    absl::StatusOr<std::unique_ptr<Shard>> second = Shard::Create(*config, *layout, 1);
-    if (second.ok() && (*second)->Restore(*checkpoint).ok()) {
-      restarted = *std::move(second);
-      restarted_service = std::make_unique<ParameterServerService>(restarted.get());
-      server1 = Serve(restarted_service.get(), addresses[1], &port1);
+        )pb"));
+    absl::StatusOr<config::RunConfig> config = LoadConfigFile(config_path);
+    ASSERT_TRUE(config.ok()) << config.status();
+    config_ = *std::move(config);
+    absl::StatusOr<JobLayout> layout = BuildJobLayout(config_);
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    layout_ = *std::move(layout);
+    for (uint32_t id = 0; id < layout_.chunks.size(); ++id) {
+      if (layout_.chunks[id].chunk.shard == 1) shard1_chunks_.push_back(id);
     }
-  }
-  for (std::thread& thread : threads) thread.join();
-  // Before any assertion can return: a failed run may have left pushes parked, which the servers'
-  // shutdown would wait on.
-  for (Shard* shard : {shard0->get(), first->get(), restarted.get()}) {
-    if (shard != nullptr) shard->Close(absl::UnavailableError("test over"));
-  }
-  ASSERT_TRUE(checkpoint.has_value()) << "shard 1 did not lose both answers of step " << kLostStep;
-  ASSERT_NE(restarted, nullptr) << "the restarted shard 1 did not start";
-  ASSERT_NE(server1, nullptr);
-  for (const checkpoint::ChunkState& chunk : checkpoint->chunks()) {
-    EXPECT_EQ(chunk.step(), kCheckpointStep);
+    ASSERT_GE(shard1_chunks_.size(), 2u) << "the test needs two chunks on shard 1";
   }
 
-  for (int rank = 0; rank < 2; ++rank) EXPECT_TRUE(results[rank].ok()) << results[rank];
-  // Every step of the run completed on the restarted shard, and the replicas agree.
-  EXPECT_EQ(restarted->step(), kSteps);
-  const absl::Span<const float> a = trainers[0]->params();
-  const absl::Span<const float> b = trainers[1]->params();
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
-      << "the workers' replicas differ after the restart";
+  // Trains the job with shard 1 losing `lost` at kLostStep, dying and coming back from its
+  // checkpoint; expects both workers to finish every step with identical replicas.
+  void TrainThroughTheRestart(std::vector<Answer> lost) {
+    absl::StatusOr<std::unique_ptr<Shard>> shard0 = Shard::Create(config_, layout_, 0);
+    absl::StatusOr<std::unique_ptr<Shard>> first = Shard::Create(config_, layout_, 1);
+    ASSERT_TRUE(shard0.ok()) << shard0.status();
+    ASSERT_TRUE(first.ok()) << first.status();
+    ParameterServerService service0(shard0->get());
+    DyingService dying(first->get(), std::move(lost));
+    int port0 = 0;
+    int port1 = 0;
+    std::unique_ptr<grpc::Server> server0 = Serve(&service0, "127.0.0.1:0", &port0);
+    std::unique_ptr<grpc::Server> server1 = Serve(&dying, "127.0.0.1:0", &port1);
+    ASSERT_NE(server0, nullptr);
+    ASSERT_NE(server1, nullptr);
+    const std::vector<std::string> addresses = {absl::StrCat("127.0.0.1:", port0),
+                                                absl::StrCat("127.0.0.1:", port1)};
+
+    std::vector<std::unique_ptr<Trainer>> trainers;
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      absl::StatusOr<std::unique_ptr<Trainer>> trainer =
+          Trainer::Create(config_, rank, addresses, [](const events::WorkerEvent&) {});
+      ASSERT_TRUE(trainer.ok()) << trainer.status();
+      trainers.push_back(*std::move(trainer));
+    }
+    std::vector<absl::Status> results(2);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < 2; ++rank) {
+      threads.emplace_back([&, rank] { results[rank] = trainers[rank]->Run(); });
+    }
+
+    // Shard 1 dies; its restart resumes from the checkpoint on the same port.
+    const std::optional<checkpoint::ShardState> checkpoint = dying.AwaitDeath();
+    std::unique_ptr<Shard> restarted;
+    std::unique_ptr<ParameterServerService> restarted_service;
+    if (checkpoint) {
+      (*first)->Close(absl::UnavailableError("server 1 was killed"));
+      server1->Shutdown();
+      server1.reset();
+      absl::StatusOr<std::unique_ptr<Shard>> second = Shard::Create(config_, layout_, 1);
+      if (second.ok() && (*second)->Restore(*checkpoint).ok()) {
+        restarted = *std::move(second);
+        restarted_service = std::make_unique<ParameterServerService>(restarted.get());
+        server1 = Serve(restarted_service.get(), addresses[1], &port1);
+      }
+    }
+    for (std::thread& thread : threads) thread.join();
+    // Before any assertion can return: a failed run may have left pushes parked, which the
+    // servers' shutdown would wait on.
+    for (Shard* shard : {shard0->get(), first->get(), restarted.get()}) {
+      if (shard != nullptr) shard->Close(absl::UnavailableError("test over"));
+    }
+    ASSERT_TRUE(checkpoint.has_value()) << "shard 1 did not lose the answers of step " << kLostStep;
+    ASSERT_NE(restarted, nullptr) << "the restarted shard 1 did not start";
+    ASSERT_NE(server1, nullptr);
+    for (const checkpoint::ChunkState& chunk : checkpoint->chunks()) {
+      EXPECT_EQ(chunk.step(), kCheckpointStep);
+    }
+
+    for (int rank = 0; rank < 2; ++rank) EXPECT_TRUE(results[rank].ok()) << results[rank];
+    // Every step of the run completed on the restarted shard, and the replicas agree.
+    EXPECT_EQ(restarted->step(), kSteps);
+    const absl::Span<const float> a = trainers[0]->params();
+    const absl::Span<const float> b = trainers[1]->params();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+        << "the workers' replicas differ after the restart";
+  }
+
+  config::RunConfig config_;
+  JobLayout layout_;
+  std::vector<uint32_t> shard1_chunks_;
+};
+
+TEST_F(TrainerRestartTest, EachWorkerPushesAgainTheChunksWhoseAnswersTheOtherLost) {
+  // Worker 0 loses shard 1's first chunk's answer, worker 1 its second chunk's.
+  TrainThroughTheRestart({{0, shard1_chunks_[0]}, {1, shard1_chunks_[1]}});
+}
+
+TEST_F(TrainerRestartTest, AWorkerAStepAheadPushesItWithoutWaitingForTheOtherShard) {
+  // Worker 0 loses every answer of shard 1; worker 1 gets them all and goes on to the next step.
+  std::vector<Answer> lost;
+  for (uint32_t chunk : shard1_chunks_) lost.push_back({0, chunk});
+  TrainThroughTheRestart(lost);
+}
+
+// PowerSGD takes two rounds per step: a worker pushes the lost step to the restarted shard
+// again from its first round, re-encoding it (ErrorFeedback::ReplayRounds()), including
+// the chunks whose last round had been answered to it and not to the other worker.
+class PowerSgdRestartTest : public TrainerRestartTest {
+ protected:
+  std::string PushCodec() const override { return R"(name: "powersgd" rank: 2)"; }
+};
+
+TEST_F(PowerSgdRestartTest, EachWorkerPushesTheStepAgainFromItsFirstRound) {
+  // The last round's answers: each worker loses one the other got.
+  TrainThroughTheRestart({{0, shard1_chunks_[0]}, {1, shard1_chunks_[1]}});
+}
+
+TEST_F(PowerSgdRestartTest, AWorkerThatLostEveryFirstRoundAnswerPushesTheStepAgain) {
+  std::vector<Answer> lost;
+  for (uint32_t chunk : shard1_chunks_) lost.push_back({0, chunk});
+  TrainThroughTheRestart(lost);
 }
 
 }  // namespace

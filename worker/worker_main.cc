@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -36,6 +37,10 @@ ABSL_FLAG(std::string, servers, "",
           "cluster.server_addresses from the config.");
 ABSL_FLAG(bool, check, false,
           "Load and validate CONFIG, resolve the placement, print it and exit without training.");
+ABSL_FLAG(bool, resume, false,
+          "This process replaces a dead worker of its rank: rejoin the run at the other "
+          "workers' step with the servers' weights (SYNC) instead of starting it. Also on when "
+          "TAMP_RESTART is set to a number >= 1 (tamp run --restart_workers sets it).");
 ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads for this worker's GEMMs.");
 ABSL_FLAG(std::string, device, "",
           "cpu or cuda: where to run the built-in model, overriding the config's `device` "
@@ -53,6 +58,14 @@ bool DumpWeights(absl::Span<const float> params, const std::string& path) {
   if (file == nullptr) return false;
   const bool written = std::fwrite(params.data(), sizeof(float), params.size(), file) == params.size();
   return std::fclose(file) == 0 && written;
+}
+
+// TAMP_RESTART=N, N >= 1: the launcher or a restart loop started this process again after
+// its predecessor died.
+bool Restarted() {
+  const char* restart = std::getenv("TAMP_RESTART");
+  int count = 0;
+  return restart != nullptr && absl::SimpleAtoi(restart, &count) && count >= 1;
 }
 
 // Applies --device to `config` and validates the result; an error names the flag.
@@ -167,7 +180,7 @@ int main(int argc, char** argv) {
     std::cerr << "tamp_worker " << rank << ": " << trainer.status() << "\n";
     return 1;
   }
-  absl::Status status = (*trainer)->Run();
+  absl::Status status = (*trainer)->Run(absl::GetFlag(FLAGS_resume) || Restarted());
   if (!status.ok()) {
     std::cerr << "tamp_worker " << rank << ": " << status << "\n";
     return 1;

@@ -169,8 +169,20 @@ def main():
     for field in ("completions", "parallelism"):
         if spec.get(field) != num_workers:
             c.fail(where, f"{field} is {spec.get(field)}, the CONFIG's cluster.num_workers is {num_workers}")
-    worker = check_pod(c, where, spec["template"]["spec"], sts_name, svc_name, port, config_paths)
+    worker_pod = spec["template"]["spec"]
+    # A dead worker is restarted in its pod and rejoins (docs/deploy.md, "Worker restarts").
+    if worker_pod.get("restartPolicy") != "OnFailure":
+        c.fail(where, f"restartPolicy is {worker_pod.get('restartPolicy')!r}, expected 'OnFailure': "
+                      "a worker that dies is restarted in its pod and rejoins the run")
+    if not isinstance(spec.get("backoffLimit"), int) or spec["backoffLimit"] < 1:
+        c.fail(where, f"backoffLimit is {spec.get('backoffLimit')!r}: at least 1 lets a dead worker "
+                      "restart")
+    worker = check_pod(c, where, worker_pod, sts_name, svc_name, port, config_paths)
     if worker is not None:
+        script = " ".join(worker.get("command", []))
+        if "TAMP_RESTART=1" not in script:
+            c.fail(where, "the worker's command must set TAMP_RESTART=1 when it restarts, so that "
+                          "it rejoins the run instead of starting it")
         resources = worker.get("resources", {})
         if "nvidia.com/gpu" not in resources.get("limits", {}):
             c.fail(where, "workers must request nvidia.com/gpu in resources.limits")

@@ -20,6 +20,27 @@ out=$(HOSTNAME=tamp-server-1 KUBERNETES_SERVICE_HOST=10.0.0.1 server/tamp_server
 grep -q "shard 1 of 2" <<<"$out" || { echo "FAIL: unexpected placement: $out"; exit 1; }
 grep -q "tamp-server-0.tamp-server:29500" <<<"$out" || { echo "FAIL: unexpected servers: $out"; exit 1; }
 
+# The worker container's command, run twice as the kubelet would (a restart reruns it in the
+# same pod): the first start runs tamp_worker with the flags alone, the second with
+# TAMP_RESTART=1. A stand-in records what it got; the emptyDir is a directory of the test's.
+mkdir -p "$work/bin" "$work/run-tamp"
+printf '#!/bin/sh\necho "TAMP_RESTART=${TAMP_RESTART:-} $*" >> %s\n' "$work/started" > "$work/bin/tamp_worker"
+chmod +x "$work/bin/tamp_worker"
+"$python" - "$dir/workers.yaml" "$work" <<'PY' > "$work/command"
+import sys, yaml
+job = yaml.safe_load(open(sys.argv[1]))
+command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+work = sys.argv[2]
+print("\0".join(arg.replace("/opt/tamp/bin", f"{work}/bin").replace("/run/tamp", f"{work}/run-tamp")
+                for arg in command), end="")
+PY
+for _ in 1 2; do xargs -0 -a "$work/command" env -u TAMP_RESTART; done
+first=$(sed -n 1p "$work/started") second=$(sed -n 2p "$work/started")
+[[ "$first" == "TAMP_RESTART= --config=/etc/tamp/job.pbtxt --placement=kubernetes "* ]] ||
+  { echo "FAIL: the worker's first start ran: $first"; exit 1; }
+[[ "$second" == "TAMP_RESTART=1 --config=/etc/tamp/job.pbtxt --placement=kubernetes "* ]] ||
+  { echo "FAIL: the worker's restart ran: $second"; exit 1; }
+
 # expect_problem SED_EXPR FILE MESSAGE: the edited manifests must fail with MESSAGE.
 expect_problem() {
   local expr=$1 file=$2 message=$3
@@ -43,4 +64,7 @@ expect_problem '/job-token:/d' secret.yaml "/etc/tamp/secrets/job-token (from th
 expect_problem 's/nvidia.com\/gpu: 1}/cpu: "4"}/' workers.yaml "workers must request nvidia.com/gpu"
 expect_problem 's/secretName: tamp-secrets/secretName: tamp-secret/' workers.yaml "mounts Secret tamp-secret, which no manifest defines"
 expect_problem 's/num_workers: 4/num_workers: 8/' configmap.yaml "cluster.num_workers is 8"
+expect_problem 's/restartPolicy: OnFailure/restartPolicy: Never/' workers.yaml "restartPolicy is 'Never', expected 'OnFailure'"
+expect_problem 's/backoffLimit: 4 /backoffLimit: 0 /' workers.yaml "backoffLimit is 0"
+expect_problem 's/export TAMP_RESTART=1/true/' workers.yaml "must set TAMP_RESTART=1 when it restarts"
 echo "PASS"

@@ -6,8 +6,10 @@
 #   srun --ntasks=$((S+W)) --distribution=block deploy/slurm/tamp_task.sh CONFIG OUT_DIR
 #
 # OUT_DIR must be on a file system every node shares. Workers write their events there
-# (worker-<rank>.events) and a worker-<rank>.done marker with their exit status when they
-# end; servers stop (SIGTERM, so they write a final checkpoint when configured) once every
+# (worker-<rank>.events; worker-<rank>.restart-<n>.events for a restarted one) and a
+# worker-<rank>.done marker with their exit status when they end. A worker that dies is
+# started again up to $TAMP_RESTART_WORKERS times (default 2) with --resume, and rejoins the
+# run at the other workers' step (SYNC); servers stop (SIGTERM, so they write a final checkpoint when configured) once every
 # worker is done. Shard i listens on port $TAMP_BASE_PORT + i (default 29500) of its node.
 # Binaries: $TAMP_BIN_DIR/tamp_server and tamp_worker (default: bazel-bin of the directory
 # the job was submitted from).
@@ -51,8 +53,23 @@ fi
 if worker_check=$("$worker_bin" --config="$config" --placement=slurm --base_port="$base_port" --check 2>&1); then
   echo "tamp_task $SLURM_PROCID: $worker_check" >&2
   rank=$(sed -n 's/.*worker \([0-9]*\) of.*/\1/p' <<<"$worker_check")
-  "$worker_bin" --config="$config" --placement=slurm --base_port="$base_port" >"$out/worker-$rank.events"
-  status=$?
+  # A worker that dies is started again, up to $restarts times, and rejoins the run at the
+  # other workers' step (--resume; SYNC). Each process writes its own events file.
+  restarts=${TAMP_RESTART_WORKERS:-2}
+  events="$out/worker-$rank.events"
+  restart=0
+  while :; do
+    resume=()
+    [ "$restart" -gt 0 ] && resume=(--resume)
+    "$worker_bin" --config="$config" --placement=slurm --base_port="$base_port" "${resume[@]}" \
+      >"$events"
+    status=$?
+    [ "$status" -eq 0 ] || [ "$restart" -ge "$restarts" ] && break
+    restart=$((restart + 1))
+    echo "tamp_task $SLURM_PROCID: worker $rank failed (exit $status); restarting it" \
+      "(restart $restart of $restarts), it rejoins the run" >&2
+    events="$out/worker-$rank.restart-$restart.events"
+  done
   echo "$status" >"$out/worker-$rank.done"
   exit "$status"
 fi

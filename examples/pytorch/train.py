@@ -60,7 +60,10 @@ def run(model: torch.nn.Module, default_config: str) -> float:
     test_images, test_labels = fashion_mnist.load("t10k", data_dir)
 
     total = tamp.count_steps(config, shard.steps_per_epoch)
-    step, accuracy, start = 0, 0.0, time.monotonic()
+    # 0, or the other workers' step when this process replaces a dead worker
+    # (`tamp run --restart_workers`): it goes on with the batches of that step.
+    step, accuracy, start = tamp.torch.current_step(), 0.0, time.monotonic()
+    first_step = step
     # Per step: batch (the data), backward (zero_grad, forward, backward and its pushes),
     # step (waiting for the answers and applying them); the C++ trainer's step_ms spans the
     # same: batch to applied update.
@@ -69,8 +72,10 @@ def run(model: torch.nn.Module, default_config: str) -> float:
     # was preempted (involuntary ones).
     phases = {"step_ms": [], "batch_ms": [], "backward_ms": [], "wait_ms": [], "cpu_ms": [],
               "page_faults": [], "waits": [], "preemptions": []}
-    for epoch in range(config.epochs):
+    for epoch in range(step // shard.steps_per_epoch, config.epochs):
         batches = shard.epoch(epoch)
+        for _ in range(step - epoch * shard.steps_per_epoch):  # Taken by the others.
+            next(batches, None)
         while step < total:
             began, cpu_began = time.perf_counter(), time.process_time()
             process, thread = (resource.getrusage(resource.RUSAGE_SELF),
@@ -97,16 +102,20 @@ def run(model: torch.nn.Module, default_config: str) -> float:
             phases["page_faults"].append(process_end.ru_minflt - process.ru_minflt)
             phases["waits"].append(thread_end.ru_nvcsw - thread.ru_nvcsw)
             phases["preemptions"].append(thread_end.ru_nivcsw - thread.ru_nivcsw)
-            step += 1
+            # One more, or the others' step after a rejoin.
+            step = tamp.torch.current_step()
             if step % 100 == 0 and where.rank == 0:
                 print(f"step {step}/{total} | epoch {epoch + 1}/{config.epochs} | "
-                      f"loss {loss.item():.4f} | {1000 * (time.monotonic() - start) / step:.1f} "
-                      "ms/step", flush=True)
+                      f"loss {loss.item():.4f} | "
+                      f"{1000 * (time.monotonic() - start) / (step - first_step):.1f} ms/step",
+                      flush=True)
         if where.rank == 0:
             accuracy = fashion_mnist.accuracy(model, test_images, test_labels)
             print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}", flush=True)
         if step == total:  # training.max_steps ended the run inside this epoch.
             break
+    if where.rank == 0 and step == first_step:  # Resumed after the run's last step.
+        accuracy = fashion_mnist.accuracy(model, test_images, test_labels)
     if where.rank == 0:
         print(f"final test accuracy {accuracy:.4f} after {step} steps", flush=True)
     if args.timing:

@@ -35,6 +35,7 @@ Example (numpy, the MLP of `model { kind: MLP hidden: [64] }`):
         step += 1
 """
 
+import os
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from tamp import _tamp
@@ -116,6 +117,15 @@ def local_rank() -> int:
     return placement().local_rank
 
 
+def restarted() -> bool:
+    """Whether this process replaces a dead worker of its rank: TAMP_RESTART is a number >= 1
+    (`tamp run --restart_workers`, deploy/). Such a worker calls resume() instead of start()."""
+    try:
+        return int(os.environ.get("TAMP_RESTART", "0")) >= 1
+    except ValueError:
+        return False
+
+
 def count_steps(config: Config, steps_per_epoch: int) -> int:
     """Steps in the run: training.epochs passes of steps_per_epoch, cut at training.max_steps.
 
@@ -134,7 +144,10 @@ class Client(_NativeClient):
     over its data; total_steps defaults to count_steps(config, steps_per_epoch). The servers'
     learning-rate schedule needs both. where: a Placement, default placement().
 
-    Methods (from the extension): start(params) -> first step; begin_step(step, params);
+    Methods (from the extension): start(params) -> first step; resume(params) -> first step,
+    for a process replacing a dead worker (restarted(): it rejoins the run at the others'
+    step, or returns total_steps with the final weights once the run is over);
+    begin_step(step, params);
     push(name or index, gradient); wait(out); rejoin(params, cause) -> next step; report()
     and totals() as dicts; tensor_names, tensor_shapes, aggregates.
     """

@@ -66,6 +66,15 @@ def init(config=None, rank: Optional[int] = None, servers=None,
     return where
 
 
+def current_step() -> int:
+    """The step the next optimizer.step() completes, counted from 0; 0 before the job
+    started. A worker that resumed in place of a dead one (tamp.restarted()) or rejoined
+    after a SYNC barrier dropped it is at the other workers' step: a training loop that
+    counts its own steps takes this one, to feed the batches of that step and to stop at
+    the run's end."""
+    return 0 if _session is None or _session.step is None else _session.step
+
+
 def shutdown() -> None:
     """Closes the job's client (waits for RPCs in flight); init() starts anew."""
     global _session
@@ -124,8 +133,11 @@ class _Session:
         """Copies the job's initial weights into the parameters, once; begins the first step."""
         if self.step is None:
             stream = _stream(self.params[0])
-            step = self.client.start(self.params, stream=stream)
-            self.client.begin_step(step, self.params, stream=stream)
+            # A process replacing a dead worker rejoins the run (tamp.restarted()).
+            step = (self.client.resume(self.params, stream=stream) if tamp.restarted()
+                    else self.client.start(self.params, stream=stream))
+            if step < self.client.total_steps:
+                self.client.begin_step(step, self.params, stream=stream)
             self.step = step
 
     def finish_step(self, out: List[torch.Tensor]) -> bool:

@@ -220,13 +220,18 @@ TEST(ParseRunArgsTest, CommandErrors) {
               HasSubstr("missing CONFIG"));
 }
 
-TEST(ParseRunArgsTest, RestartServersIsACount) {
+TEST(ParseRunArgsTest, RestartServersAndWorkersAreCounts) {
   EXPECT_EQ(ParseRunArgs({"a"})->restart_servers, 0);
+  EXPECT_EQ(ParseRunArgs({"a"})->restart_workers, 0);
   EXPECT_EQ(ParseRunArgs({"a", "--restart_servers=3"})->restart_servers, 3);
-  for (const char* bad : {"--restart_servers=-1", "--restart_servers=two"}) {
-    EXPECT_THAT(std::string(ParseRunArgs({"a", bad}).status().message()),
-                HasSubstr("--restart_servers: expected a count >= 0"))
-        << bad;
+  EXPECT_EQ(ParseRunArgs({"a", "--restart_workers", "2"})->restart_workers, 2);
+  for (const char* flag : {"restart_servers", "restart_workers"}) {
+    for (const char* bad : {"-1", "two"}) {
+      EXPECT_THAT(
+          std::string(ParseRunArgs({"a", absl::StrCat("--", flag, "=", bad)}).status().message()),
+          HasSubstr(absl::StrCat("--", flag, ": expected a count >= 0")))
+          << flag << "=" << bad;
+    }
   }
 }
 

@@ -75,10 +75,14 @@ class Job {
   // returns false when no restart is left.
   bool RestartServer(int child, const ExitStatus& status);
   Outcome WaitForServers(std::vector<std::string>* addresses);
-  absl::Status StartWorkers(const std::vector<std::string>& addresses);
+  absl::Status StartWorkers();
   // How worker `rank` is started: tamp_worker with flags, or the COMMAND with its placement
-  // in the environment (TAMP_*, as common/placement.h reads it).
-  ChildSpec WorkerSpec(uint32_t rank, const std::vector<std::string>& addresses) const;
+  // in the environment (TAMP_*, as common/placement.h reads it). `restart` > 0: the process
+  // replaces a dead one and rejoins the run (tamp_worker --resume, TAMP_RESTART=<restart>).
+  ChildSpec WorkerSpec(uint32_t rank, int restart) const;
+  // Starts worker child `child`'s rank again (--restart_workers), or returns false when no
+  // restart is left.
+  bool RestartWorker(int child, const ExitStatus& status);
   Outcome WatchWorkers();
 
   // A worker's stdout line: an event, or output forwarded to the console.
@@ -103,10 +107,13 @@ class Job {
   std::unique_ptr<InterruptWatcher> interrupts_;
   ProcessGroup group_;
   std::vector<ChildRole> roles_;  // By child index.
-  std::vector<int> workers_;      // Child index by worker rank.
+  std::vector<int> workers_;      // Child index by worker rank (the latest process).
   std::vector<std::vector<std::string>> server_argv_;  // By server rank.
   std::vector<int> server_ports_;                      // By server rank, once listening.
   int server_restarts_ = 0;                            // Done so far.
+  std::vector<std::string> server_addresses_;          // host:port by shard.
+  int worker_restarts_ = 0;                            // Done so far, all ranks.
+  std::vector<int> restarts_by_worker_;                // By worker rank.
   ProgressRenderer renderer_;
   SummaryBuilder summary_;
   std::ofstream metrics_;  // --metrics_file, if set.
@@ -126,7 +133,7 @@ absl::Status Job::Start(Role role, int rank, ChildSpec spec, absl::string_view l
   absl::StatusOr<int> child = group_.Spawn(spec);
   if (!child.ok()) return child.status();
   roles_.push_back({role, rank});
-  if (role == Role::kWorker) workers_.push_back(*child);
+  if (role == Role::kWorker) workers_[rank] = *child;
   return absl::OkStatus();
 }
 
@@ -197,21 +204,25 @@ Job::Outcome Job::WaitForServers(std::vector<std::string>* addresses) {
   return Outcome::kOk;
 }
 
-absl::Status Job::StartWorkers(const std::vector<std::string>& addresses) {
-  for (uint32_t j = 0; j < config_.cluster().num_workers(); ++j) {
-    absl::Status status = Start(Role::kWorker, j, WorkerSpec(j, addresses));
+absl::Status Job::StartWorkers() {
+  const uint32_t num_workers = config_.cluster().num_workers();
+  workers_.assign(num_workers, -1);
+  restarts_by_worker_.assign(num_workers, 0);
+  for (uint32_t j = 0; j < num_workers; ++j) {
+    absl::Status status = Start(Role::kWorker, j, WorkerSpec(j, /*restart=*/0));
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }
 
-ChildSpec Job::WorkerSpec(uint32_t rank, const std::vector<std::string>& addresses) const {
-  const std::string servers = absl::StrJoin(addresses, ",");
+ChildSpec Job::WorkerSpec(uint32_t rank, int restart) const {
+  const std::string servers = absl::StrJoin(server_addresses_, ",");
   ChildSpec spec;
   if (options_.command.empty()) {
     spec.argv = {options_.worker_binary, absl::StrCat("--config=", config_path_),
                  absl::StrCat("--rank=", rank), absl::StrCat("--servers=", servers),
                  kPlacedByFlags};
+    if (restart > 0) spec.argv.push_back("--resume");
     return spec;
   }
   spec.argv = options_.command;
@@ -220,7 +231,26 @@ ChildSpec Job::WorkerSpec(uint32_t rank, const std::vector<std::string>& address
               absl::StrCat("TAMP_NUM_WORKERS=", config_.cluster().num_workers()),
               absl::StrCat("TAMP_LOCAL_RANK=", rank),  // Every worker runs on this host.
               absl::StrCat("TAMP_SERVERS=", servers)};
+  if (restart > 0) spec.env.push_back(absl::StrCat("TAMP_RESTART=", restart));
   return spec;
+}
+
+bool Job::RestartWorker(int child, const ExitStatus& status) {
+  if (worker_restarts_ >= options_.restart_workers) return false;
+  ++worker_restarts_;
+  const int rank = roles_[child].rank;
+  const int restart = ++restarts_by_worker_[rank];
+  Say(absl::StrCat(group_.name(child), " failed (", status.ToString(), "); restarting it (restart ",
+                   worker_restarts_, " of ", options_.restart_workers,
+                   "), it rejoins the run at the other workers' step"));
+  summary_.WorkerRestarted(rank);
+  const absl::Status started = Start(Role::kWorker, rank, WorkerSpec(rank, restart),
+                                     absl::StrCat(".restart-", restart));
+  if (!started.ok()) {
+    Say(absl::StrCat("cannot restart ", group_.name(child), ": ", started.message()));
+    return false;
+  }
+  return true;
 }
 
 Job::Outcome Job::WatchWorkers() {
@@ -242,6 +272,7 @@ Job::Outcome Job::WatchWorkers() {
         return Outcome::kFailed;
       }
       if (!event.status.success()) {
+        if (RestartWorker(event.child, event.status)) continue;
         ReportChildFailure(event.child, absl::StrCat("failed (", event.status.ToString(), ")"));
         return Outcome::kFailed;
       }
@@ -259,6 +290,7 @@ Job::Outcome Job::WatchWorkers() {
 bool Job::RestartServer(int child, const ExitStatus& status) {
   if (server_restarts_ >= options_.restart_servers) return false;
   ++server_restarts_;
+  summary_.ServerRestarted();
   const int rank = roles_[child].rank;
   std::vector<std::string> argv = server_argv_[rank];
   // Same port: the workers know the server by its address.
@@ -419,7 +451,8 @@ int Job::Run() {
   } else {
     Say(absl::StrCat("using servers ", absl::StrJoin(addresses, ", ")));
   }
-  if (absl::Status status = StartWorkers(addresses); !status.ok()) {
+  server_addresses_ = addresses;
+  if (absl::Status status = StartWorkers(); !status.ok()) {
     Say(status.message());
     return Finish(Outcome::kFailed);
   }
@@ -436,6 +469,8 @@ int Job::Run() {
     summary->set_name(config_.name());
     summary->set_epochs(config_.training().epochs());
     summary->set_wall_seconds(wall_seconds);
+    summary->set_server_restarts(server_restarts_);
+    summary->set_worker_restarts(worker_restarts_);
   }
   if (!summary.ok()) {  // Unreachable: WatchWorkers checked every tamp_worker's DONE.
     Say(summary.status().message());

@@ -11,9 +11,13 @@
 //   3. when every worker has exited 0 (a tamp_worker after reporting DONE): stops the
 //      servers (SIGTERM, then SIGKILL after RunOptions::stop_grace), writes --summary_json
 //      and prints a summary line (the wall time only when a COMMAND reported no DONE).
-// On the first failure (a child exiting non-zero or by a signal, a server exiting while
-// workers run, a server not coming up in time) it names the child, prints the tail of its
-// log and tears everything down (SIGTERM, SIGKILL after RunOptions::failure_grace).
+// A server that exits while workers run is started again on its port, up to
+// RunOptions::restart_servers times in all; a worker that exits non-zero or by a signal is
+// started again to rejoin the run (tamp_worker --resume, a COMMAND with TAMP_RESTART=<n>), up
+// to RunOptions::restart_workers times; the summary counts both. On the first failure past
+// those (a child exiting non-zero or by a signal, a server exiting while workers run, a
+// server not coming up in time) it names the child, prints the tail of its log and tears
+// everything down (SIGTERM, SIGKILL after RunOptions::failure_grace).
 // SIGINT/SIGTERM/SIGHUP to the launcher tear down the same way; a second one SIGKILLs at
 // once. No child outlives RunJob() in any path.
 //
@@ -22,7 +26,7 @@
 // EvalMetricsJson() of every EVAL event, a line each.
 //
 // Files in the run dir: server-I.log, server-I.port, worker-J.log (children's stderr, and a
-// worker's stdout lines that are not events).
+// worker's stdout lines that are not events); a restart's log is <role>-<rank>.restart-N.log.
 #ifndef TAMP_TOOLS_TAMP_JOB_H_
 #define TAMP_TOOLS_TAMP_JOB_H_
 

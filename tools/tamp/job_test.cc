@@ -59,12 +59,14 @@ while :; do sleep 0.02; done
 )";
 
 // tamp_worker: one log line on stdout, FAKE_STEPS STEP events, EVAL (worker 0), DONE.
-//   FAKE_FAIL_RANK=J            worker J exits 3 after its steps
+//   FAKE_FAIL_RANK=J            worker J exits 3 after its steps (with FAKE_FAIL_ONCE=1, only
+//                               when started without --resume)
 //   FAKE_WORKER_MODE=nodone     exits 0 without DONE
 //   FAKE_WORKER_MODE=hang       never finishes
 //   FAKE_WORKER_MODE=crash      dies of SIGSEGV
 constexpr char kFakeWorker[] = R"(#!/bin/sh
-for a in "$@"; do case "$a" in --rank=*) rank=${a#--rank=} ;; esac; done
+resumed=
+for a in "$@"; do case "$a" in --rank=*) rank=${a#--rank=} ;; --resume) resumed=1 ;; esac; done
 echo "fake worker $rank: $*" >&2
 echo $$ >> "$FAKE_PIDS"
 echo "worker $rank says hello"
@@ -74,7 +76,9 @@ while [ $i -le $steps ]; do
   echo "{\"kind\":\"STEP\",\"worker\":$rank,\"step\":\"$i\",\"totalSteps\":\"$steps\",\"epoch\":0,\"loss\":$((10 - i)).5,\"stepMs\":2,\"bytesPushed\":\"$((i * 100))\",\"rawBytesPushed\":\"$((i * 1000))\"}"
   i=$((i + 1))
 done
-if [ "$rank" = "${FAKE_FAIL_RANK:--1}" ]; then echo "worker $rank: something broke" >&2; exit 3; fi
+if [ "$rank" = "${FAKE_FAIL_RANK:--1}" ] && [ -z "$resumed" -o -z "${FAKE_FAIL_ONCE:-}" ]; then
+  echo "worker $rank: something broke" >&2; exit 3
+fi
 case "${FAKE_WORKER_MODE:-ok}" in
   nodone) exit 0 ;;
   hang) exec sleep 30 ;;
@@ -89,7 +93,8 @@ echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"bytesPushed\":\"
 // A user's worker program for `tamp run CONFIG -- sh train.sh ARGS`: appends its arguments
 // and TAMP_* environment to $FAKE_ENV_DIR/rank-$TAMP_RANK, prints lines that are not events
 // around two STEP events and a DONE.
-//   FAKE_FAIL_RANK=J            worker J exits 3 after its steps
+//   FAKE_FAIL_RANK=J            worker J exits 3 after its steps (with FAKE_FAIL_ONCE=1, only
+//                               when TAMP_RESTART is unset)
 //   FAKE_COMMAND_MODE=silent    exits 0 without printing anything
 //   FAKE_COMMAND_MODE=hang      never finishes
 constexpr char kFakeCommand[] = R"(
@@ -110,7 +115,7 @@ printf '\377{"kind"\n'
 for i in 1 2; do
   echo "{\"kind\":\"STEP\",\"step\":\"$i\",\"totalSteps\":\"2\",\"loss\":$((3 - i)).25}"
 done
-if [ "$TAMP_RANK" = "${FAKE_FAIL_RANK:--1}" ]; then
+if [ "$TAMP_RANK" = "${FAKE_FAIL_RANK:--1}" ] && [ -z "${TAMP_RESTART:-}" -o -z "${FAKE_FAIL_ONCE:-}" ]; then
   echo "rank $TAMP_RANK: bad batch" >&2
   exit 3
 fi
@@ -163,7 +168,7 @@ class JobTest : public ::testing::Test {
     pids_ = dir_ + "/pids";
     setenv("FAKE_PIDS", pids_.c_str(), 1);
     for (const char* var : {"FAKE_SERVER_MODE", "FAKE_WORKER_MODE", "FAKE_FAIL_RANK",
-                            "FAKE_STEPS", "FAKE_COMMAND_MODE"}) {
+                            "FAKE_FAIL_ONCE", "FAKE_STEPS", "FAKE_COMMAND_MODE"}) {
       unsetenv(var);
     }
 
@@ -334,6 +339,55 @@ TEST_F(JobTest, RestartServersStartsADeadServerAgainOnItsPortUpToTheLimit) {
   }
   EXPECT_THAT(restarted, testing::MatchesRegex(
                              "(.|\n)*--host=127.0.0.1 --port=4000[01] --port_file=(.|\n)*"));
+}
+
+TEST_F(JobTest, RestartWorkersStartsADeadWorkerAgainToResumeAndCountsItInTheSummary) {
+  setenv("FAKE_FAIL_RANK", "1", 1);
+  setenv("FAKE_FAIL_ONCE", "1", 1);
+  options_.restart_workers = 1;
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 failed (exit status 3); restarting it "
+                                    "(restart 1 of 1), it rejoins the run"));
+  // The same flags, and --resume; its own log.
+  EXPECT_THAT(ReadFile(dir_ + "/run/worker-1.restart-1.log"),
+              HasSubstr("--rank=1 --servers=127.0.0.1:40000,127.0.0.1:40001 "
+                        "--placement=flags --resume"));
+  EXPECT_THAT(ReadFile(dir_ + "/run/worker-1.log"), HasSubstr("something broke"));
+  events::RunSummary summary;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(options_.summary_json), &summary).ok());
+  EXPECT_EQ(summary.worker_restarts(), 1u);
+  EXPECT_EQ(summary.server_restarts(), 0u);
+  // Worker 0's 500, the dead worker 1's last STEP (500) and its successor's DONE (600).
+  EXPECT_EQ(summary.bytes_pushed(), 1600u);
+  ExpectAllGone(5);
+}
+
+TEST_F(JobTest, RestartWorkersGivesUpAfterTheLimit) {
+  setenv("FAKE_FAIL_RANK", "1", 1);  // Every start of worker 1 fails.
+  options_.restart_workers = 1;
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("(restart 1 of 1)"));
+  EXPECT_THAT(out, Not(HasSubstr("(restart 2 of 1)")));
+  EXPECT_THAT(out, HasSubstr("tamp: worker 1 failed (exit status 3)\n"));
+  ExpectAllGone(4);
+}
+
+TEST_F(JobTest, RestartedCommandGetsTampRestart) {
+  options_.worker_binary.clear();
+  options_.command = {"sh", dir_ + "/train.sh"};
+  setenv("FAKE_FAIL_RANK", "0", 1);
+  setenv("FAKE_FAIL_ONCE", "1", 1);
+  options_.restart_workers = 3;
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  // Rank 0's first start has no TAMP_RESTART, its second TAMP_RESTART=1; rank 1 never.
+  const std::string rank0 = ReadFile(env_dir_ + "/rank-0");
+  EXPECT_EQ(rank0.find("TAMP_RESTART"), rank0.find("TAMP_RESTART=1\n")) << rank0;
+  EXPECT_THAT(rank0, HasSubstr("TAMP_RESTART=1\n"));
+  EXPECT_THAT(ReadFile(env_dir_ + "/rank-1"), Not(HasSubstr("TAMP_RESTART")));
+  EXPECT_THAT(out_.str(), HasSubstr("(restart 1 of 3)"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("(restart 2 of 3)")));
 }
 
 TEST_F(JobTest, WorkerWithoutDoneFails) {

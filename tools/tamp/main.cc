@@ -2,7 +2,7 @@
 //
 //   tamp run CONFIG [--summary_json=PATH] [--metrics_file=PATH] [--run_dir=DIR]
 //                   [--server_binary=PATH] [--worker_binary=PATH] [--restart_servers=N]
-//                   [-- COMMAND ARGS...]
+//                   [--restart_workers=N] [-- COMMAND ARGS...]
 //   tamp codecs
 //   tamp summarize CONFIG EVENTS_0 ... [--summary_json=PATH] [--wall_seconds=S]
 //   tamp model CONFIG --bandwidth RATE [--topology shared|hosts] [--codecs all|config] [--json]
@@ -48,9 +48,14 @@ Commands:
                              one built next to tamp).
       --worker_binary=PATH   tamp_worker to run (default: $TAMP_WORKER_BINARY, else the
                              one built next to tamp).
+      --restart_servers=N    Start a server that dies again, N times in all (it resumes
+                             from its checkpoint: CONFIG needs a checkpoint block).
+      --restart_workers=N    Start a worker that dies again, N times in all (it rejoins
+                             the run at the other workers' step; SYNC only).
   summarize CONFIG EVENTS_0 ... EVENTS_{W-1} [--summary_json=PATH] [--wall_seconds=S]
                        The run summary of a job a cluster engine started (Slurm,
-                       Kubernetes), from each worker's saved stdout, in rank order.
+                       Kubernetes), from each worker's saved stdout, in rank order
+                       (a restarted worker: its processes' files, comma-separated).
   codecs               List the compression codecs, their parameters and wire sizes.
   model CONFIG --bandwidth RATE [flags]
                        Predict CONFIG's step time per codec on a link shared by all

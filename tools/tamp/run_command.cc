@@ -23,6 +23,14 @@ int RunCommand(RunOptions options) {
               << " (a restarted server resumes from its checkpoint)\n";
     return kExitUsage;
   }
+  if (options.restart_workers > 0 &&
+      (config->consistency().mode() != config::Consistency::SYNC ||
+       config->server().mode() == config::Server::AGGREGATE)) {
+    std::cerr << "tamp: --restart_workers needs consistency.mode SYNC and server.mode OPTIMIZER"
+              << " in " << options.config_path
+              << " (a restarted worker rejoins with the weights the servers hold)\n";
+    return kExitUsage;
+  }
   if (config->cluster().server_addresses().empty()) {
     absl::StatusOr<std::string> server = FindBinary(ProcessBinaryLookup(
         "--server_binary", options.server_binary, "TAMP_SERVER_BINARY", "server/tamp_server"));

@@ -1,5 +1,6 @@
 #include "tools/tamp/run_options.h"
 
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -11,9 +12,10 @@ namespace tamp::launcher {
 
 absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
   RunOptions options;
-  std::string restart_servers;
+  std::string restart_servers, restart_workers;
   const std::pair<const char*, std::string*> flags[] = {
       {"restart_servers", &restart_servers},
+      {"restart_workers", &restart_workers},
       {"summary_json", &options.summary_json},
       {"metrics_file", &options.metrics_file},
       {"run_dir", &options.run_dir},
@@ -68,11 +70,13 @@ absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
         "--worker_binary and a COMMAND after \"--\" exclude each other: the COMMAND is the "
         "worker");
   }
-  if (!restart_servers.empty() &&
-      (!absl::SimpleAtoi(restart_servers, &options.restart_servers) ||
-       options.restart_servers < 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--restart_servers: expected a count >= 0, got \"", restart_servers, "\""));
+  for (const auto& [flag, text, count] :
+       {std::make_tuple("restart_servers", &restart_servers, &options.restart_servers),
+        std::make_tuple("restart_workers", &restart_workers, &options.restart_workers)}) {
+    if (!text->empty() && (!absl::SimpleAtoi(*text, count) || *count < 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": expected a count >= 0, got \"", *text, "\""));
+    }
   }
   return options;
 }

@@ -30,6 +30,11 @@ struct RunOptions {
   // (same rank, flags and port; it resumes from its checkpoint, so CONFIG needs a
   // checkpoint block). 0: such an exit fails the run.
   int restart_servers = 0;
+  // How many times in all a worker that dies (exits non-zero or by a signal) is started
+  // again: same rank and placement, with --resume (tamp_worker) or TAMP_RESTART=<n> (a
+  // COMMAND) added; it rejoins the run at the other workers' step (SYNC). 0: such an exit
+  // fails the run.
+  int restart_workers = 0;
 
   // Bound on the wait for every server's port file.
   absl::Duration server_start_timeout = absl::Seconds(30);
@@ -42,7 +47,8 @@ struct RunOptions {
 // ParseRunArgs()
 //
 // Parses the arguments after "run": one CONFIG and the flags --summary_json, --metrics_file,
-// --run_dir, --server_binary, --worker_binary, --restart_servers (a count >= 0), each as
+// --run_dir, --server_binary, --worker_binary, --restart_servers and --restart_workers (counts
+// >= 0), each as
 // --flag=VALUE or --flag VALUE, then optionally "--" and a COMMAND: everything after the
 // first "--" is the COMMAND, which replaces tamp_worker (so it excludes --worker_binary).
 // INVALID_ARGUMENT with a one-line reason otherwise.

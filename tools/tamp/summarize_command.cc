@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/config.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/progress.h"
@@ -50,16 +51,21 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
   }
   SummaryBuilder builder(num_workers);
   for (int worker = 0; worker < num_workers; ++worker) {
-    const std::string& path = positional[worker + 1];
-    std::ifstream file(path);
-    if (!file) {
-      *err << "tamp summarize: cannot read " << path << "\n";
-      return 1;
-    }
-    std::string line;
-    while (std::getline(file, line)) {
-      absl::StatusOr<events::WorkerEvent> event = ParseWorkerEvent(line);
-      if (event.ok()) builder.Add(worker, *event);
+    // A worker restarted: its processes' files in order, comma-separated.
+    const std::vector<std::string> paths = absl::StrSplit(positional[worker + 1], ',');
+    for (size_t process = 0; process < paths.size(); ++process) {
+      const std::string& path = paths[process];
+      std::ifstream file(path);
+      if (!file) {
+        *err << "tamp summarize: cannot read " << path << "\n";
+        return 1;
+      }
+      if (process > 0) builder.WorkerRestarted(worker);
+      std::string line;
+      while (std::getline(file, line)) {
+        absl::StatusOr<events::WorkerEvent> event = ParseWorkerEvent(line);
+        if (event.ok()) builder.Add(worker, *event);
+      }
     }
   }
   absl::StatusOr<events::RunSummary> summary =

@@ -34,10 +34,14 @@ absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line) {
   return event;
 }
 
-SummaryBuilder::SummaryBuilder(int num_workers) : done_(num_workers) { CHECK_GE(num_workers, 1); }
+SummaryBuilder::SummaryBuilder(int num_workers)
+    : done_(num_workers), latest_(num_workers), banked_(num_workers) {
+  CHECK_GE(num_workers, 1);
+}
 
 void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
   if (worker < 0 || worker >= static_cast<int>(done_.size())) return;
+  latest_[worker] = {event.bytes_pushed(), event.bytes_pulled(), event.raw_bytes_pushed()};
   switch (event.kind()) {
     case events::WorkerEvent::STEP:
       if (worker == 0) final_loss_ = event.loss();
@@ -58,6 +62,16 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
 
 bool SummaryBuilder::done(int worker) const { return done_.at(worker).has_value(); }
 
+void SummaryBuilder::WorkerRestarted(int worker) {
+  ++worker_restarts_;
+  if (worker < 0 || worker >= static_cast<int>(done_.size())) return;
+  banked_[worker].pushed += latest_[worker].pushed;
+  banked_[worker].pulled += latest_[worker].pulled;
+  banked_[worker].raw_pushed += latest_[worker].raw_pushed;
+  latest_[worker] = {};
+  done_[worker].reset();
+}
+
 absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name, uint32_t epochs,
                                                          double wall_seconds) const {
   for (size_t j = 0; j < done_.size(); ++j) {
@@ -73,11 +87,12 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   summary.set_wall_seconds(wall_seconds);
   uint64_t pushed = 0, pulled = 0, raw_pushed = 0;
   std::vector<double> medians;
-  for (const auto& done : done_) {
-    pushed += done->bytes_pushed();
-    pulled += done->bytes_pulled();
-    raw_pushed += done->raw_bytes_pushed();
-    medians.push_back(done->step_ms_median());
+  for (size_t j = 0; j < done_.size(); ++j) {
+    const events::WorkerEvent& done = *done_[j];
+    pushed += banked_[j].pushed + done.bytes_pushed();
+    pulled += banked_[j].pulled + done.bytes_pulled();
+    raw_pushed += banked_[j].raw_pushed + done.raw_bytes_pushed();
+    medians.push_back(done.step_ms_median());
   }
   summary.set_step_ms_median(Median(std::move(medians)));
   summary.set_bytes_pushed(pushed);
@@ -85,6 +100,8 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   summary.set_compression_ratio(
       pushed == 0 ? 0.0 : static_cast<double>(raw_pushed) / static_cast<double>(pushed));
   summary.set_final_loss(final_loss_);
+  summary.set_server_restarts(server_restarts_);
+  summary.set_worker_restarts(worker_restarts_);
   summary.set_compute_ms_median(Median(compute_ms_));
   summary.set_encode_ms_median(Median(encode_ms_));
   summary.set_wire_ms_median(Median(wire_ms_));

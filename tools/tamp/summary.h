@@ -54,6 +54,13 @@ class SummaryBuilder {
   // Whether worker `worker` has reported DONE.
   bool done(int worker) const;
 
+  // SummaryBuilder::WorkerRestarted() / ServerRestarted()
+  //
+  // A process was started again after it died: counted in the summary. A restarted worker's
+  // byte counters start at 0, so what its predecessor reported last is kept and added.
+  void WorkerRestarted(int worker);
+  void ServerRestarted() { ++server_restarts_; }
+
   // SummaryBuilder::Build()
   //
   // FAILED_PRECONDITION naming the first worker that has not reported DONE.
@@ -62,6 +69,15 @@ class SummaryBuilder {
 
  private:
   std::vector<std::optional<events::WorkerEvent>> done_;
+  // By worker: the byte counters of its latest event, and those of its dead predecessors.
+  struct Bytes {
+    uint64_t pushed = 0;
+    uint64_t pulled = 0;
+    uint64_t raw_pushed = 0;
+  };
+  std::vector<Bytes> latest_, banked_;
+  uint32_t server_restarts_ = 0;
+  uint32_t worker_restarts_ = 0;
   float final_loss_ = 0;
   // Of every STEP of every worker.
   std::vector<double> compute_ms_, encode_ms_, wire_ms_, decode_ms_, apply_ms_, hidden_percent_;

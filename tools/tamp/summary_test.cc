@@ -191,7 +191,8 @@ TEST(SummaryToJsonTest, EveryFieldSnakeCaseWithNumbersAndTheFormatVersion) {
             R"("epochs":0,"wall_seconds":0,"step_ms_median":30.72,"bytes_pushed":350064936,)"
             R"("bytes_pulled":0,"compression_ratio":0,"final_loss":0,"compute_ms_median":0,)"
             R"("encode_ms_median":0,"wire_ms_median":0,"decode_ms_median":0,)"
-            R"("apply_ms_median":0,"comm_hidden_percent_median":0})");
+            R"("apply_ms_median":0,"comm_hidden_percent_median":0,"server_restarts":0,)"
+            R"("worker_restarts":0})");
   events::RunSummary parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
   summary.set_format_version(kJsonFormatVersion);

@@ -1,5 +1,7 @@
 #include "common/config.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -10,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/job_layout.h"
+#include "common/layout_file.h"
 #include "common/model_layout.h"
 #include "common/security.h"
 #include "common/status_macros.h"
@@ -169,6 +172,25 @@ absl::Status ValidateCheckpoint(const config::RunConfig& config) {
 // checked when the workers register them (BuildJobLayout(config, tensors)).
 absl::Status ValidateModel(const config::RunConfig& config) {
   const config::Model& model = config.model();
+  if (model.kind() == config::Model::LAYOUT) {
+    TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(model));
+    TAMP_RETURN_IF_ERROR(ValidateTensors(config, tensors));
+    absl::StatusOr<LayerProfile> profile = LoadProfileFile(model.profile_file(), tensors);
+    if (!profile.ok()) return FieldError("model.profile_file", profile.status().message());
+    // No data set: the run's length is a step count, and there is nothing to evaluate.
+    if (config.training().max_steps() == 0) {
+      return FieldError("training.max_steps", "required (> 0) with model.kind LAYOUT");
+    }
+    if (config.training().epochs() != 1) {
+      return FieldError("training.epochs",
+                        "must be 1 with model.kind LAYOUT: the max_steps steps are one epoch");
+    }
+    if (config.training().eval_every_steps() != 0) {
+      return FieldError("training.eval_every_steps",
+                        "must be 0 with model.kind LAYOUT: synthetic gradients have no accuracy");
+    }
+    return absl::OkStatus();
+  }
   if (model.kind() != config::Model::REGISTERED) {
     TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(model));
     return ValidateTensors(config, tensors);
@@ -254,6 +276,14 @@ absl::Status CheckMomentumAppliedOnce(const config::RunConfig& config) {
 void DefaultCodecNames(config::ChunkCompression* compression) {
   if (compression->push().name().empty()) compression->mutable_push()->set_name("none");
   if (compression->pull().name().empty()) compression->mutable_pull()->set_name("none");
+}
+
+// `path` from the working directory when relative.
+std::string AbsolutePath(const std::string& path) {
+  if (!path.empty() && path.front() == '/') return path;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return path;  // Left relative: errors name it.
+  return absl::StrCat(cwd, "/", path);
 }
 
 }  // namespace
@@ -402,6 +432,14 @@ absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {
   std::stringstream text;
   text << file.rdbuf();
   TAMP_ASSIGN_OR_RETURN(config::RunConfig config, ParseConfig(text.str(), path));
+  // Relative model files are relative to the config's directory; made absolute here so that
+  // every process (and every config written from this one) finds the same files.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  config::Model* model = config.mutable_model();
+  for (std::string* file : {model->mutable_layout_file(), model->mutable_profile_file()}) {
+    if (!file->empty() && file->front() != '/') *file = AbsolutePath(dir + *file);
+  }
   ApplyDefaults(&config);
   absl::Status valid = ValidateConfig(config);
   if (!valid.ok()) {

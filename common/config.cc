@@ -348,6 +348,11 @@ void ApplyDefaults(config::RunConfig* config) {
   for (auto& override : *compression->mutable_tensor_overrides()) {
     DefaultCodecNames(override.mutable_compression());
   }
+  if (compression->has_automatic()) {  // mutable_automatic() would make it present.
+    for (auto& candidate : *compression->mutable_automatic()->mutable_candidates()) {
+      DefaultCodecNames(&candidate);
+    }
+  }
 }
 
 absl::Status ValidateConfig(const config::RunConfig& config) {
@@ -417,6 +422,20 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
     TAMP_RETURN_IF_ERROR(
         ValidateChunkCompression(compression.tensor_overrides(i).compression(),
                                  absl::StrCat(field, ".compression")));
+  }
+  if (compression.has_automatic()) {
+    const config::AutoCompression& automatic = compression.automatic();
+    if (automatic.candidates_size() == 0) {
+      return FieldError("compression.automatic.candidates", "is empty; list at least one");
+    }
+    for (int i = 0; i < automatic.candidates_size(); ++i) {
+      TAMP_RETURN_IF_ERROR(ValidateChunkCompression(
+          automatic.candidates(i), absl::StrCat("compression.automatic.candidates[", i, "]")));
+    }
+    if (automatic.bandwidth().empty()) {
+      return FieldError("compression.automatic.bandwidth",
+                        "required: the link the job runs on (\"1gbit\", \"unshaped\", ...)");
+    }
   }
   TAMP_RETURN_IF_ERROR(ValidateServerMode(config));
   TAMP_RETURN_IF_ERROR(CheckMomentumAppliedOnce(config));

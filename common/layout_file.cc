@@ -93,9 +93,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view 
 }  // namespace
 
 double LayerProfile::step_ms() const {
-  double total = 0;
-  for (const ProfileLayer& layer : layers) total += layer.forward_ms + layer.backward_ms;
-  return total * scale;
+  // Summed as TensorReadyMs() sums, so the last tensor is ready exactly at the step's end.
+  double t = 0;
+  for (const ProfileLayer& layer : layers) t += layer.forward_ms * scale;
+  for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) t += layer->backward_ms * scale;
+  return t;
 }
 
 std::vector<double> LayerProfile::TensorReadyMs(size_t num_tensors) const {

@@ -1,5 +1,6 @@
 #include "common/layout_file.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +132,9 @@ TEST(LoadLayoutFileTest, ShippedModels) {
     absl::StatusOr<LayerProfile> profile = LoadProfileFile(base + ".profile", *tensors);
     ASSERT_TRUE(profile.ok()) << profile.status();
     EXPECT_GT(profile->step_ms(), 10);
+    // The performance model requires every ready time within the step, to the last bit.
+    const std::vector<double> ready = profile->TensorReadyMs(tensors->size());
+    EXPECT_LE(*std::max_element(ready.begin(), ready.end()), profile->step_ms());
   }
 }
 

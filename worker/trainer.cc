@@ -45,8 +45,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
   }
   std::unique_ptr<Trainer> trainer(new Trainer(std::move(config), rank, std::move(sink)));
   const config::RunConfig& cfg = trainer->config_;
-  // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
-  // workers know: it goes to every shard in the handshake.
   TAMP_ASSIGN_OR_RETURN(JobLayout layout, BuildJobLayout(cfg));
   if (trainer->synthetic_) {
     // One epoch of max_steps steps (config validation requires both).
@@ -57,6 +55,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
   } else {
     TAMP_RETURN_IF_ERROR(trainer->LoadData(layout));
   }
+  // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
+  // workers know: it goes to every shard in the handshake.
   trainer->total_steps_ = TotalSteps(cfg.training(), trainer->steps_per_epoch_);
   TAMP_ASSIGN_OR_RETURN(
       trainer->client_,

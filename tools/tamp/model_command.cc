@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "compress/registry.h"
 #include "google/protobuf/text_format.h"
+#include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/job_calibration.h"
@@ -139,6 +140,31 @@ absl::StatusOr<perf::JobCpuCalibration> CalibrateWithJobs(
   return FitJobCpu(runs, usable_cores);
 }
 
+// `tamp model CONFIG --auto`: the plan of compression.automatic, on the block's link unless
+// --bandwidth / --topology say otherwise.
+int AutoPlanCommand(const ModelOptions& options, const config::RunConfig& config,
+                    std::ostream* out, std::ostream* err) {
+  auto fail = [&](const absl::Status& status) {
+    *err << "tamp model: " << status.message() << "\n";
+    return kExitUsage;
+  };
+  if (!config.compression().has_automatic()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        options.config_path, ": --auto needs a compression.automatic block (docs/auto.md)")));
+  }
+  absl::StatusOr<perf::Link> link = AutoLink(config.compression().automatic());
+  if (!link.ok()) return fail(link.status());
+  absl::StatusOr<perf::Topology> topology = AutoTopology(config.compression().automatic());
+  if (!topology.ok()) return fail(topology.status());
+  if (!options.link.name.empty()) *link = options.link;
+  if (options.topology_given) *topology = options.topology;
+  absl::StatusOr<AutoResult> result =
+      ResolveAutomatic(config, *link, *topology, options.cores.value_or(AvailableCores()));
+  if (!result.ok()) return fail(result.status());
+  *out << FormatPlan(config, *result, *link);
+  return kExitOk;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args) {
@@ -158,9 +184,10 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
       value = name.substr(eq + 1);
       name.resize(eq);
     }
-    if (name == "json" || name == "calibration_job") {
+    if (name == "json" || name == "calibration_job" || name == "auto") {
       if (inline_value) return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
-      (name == "json" ? options.json : options.calibration_job) = true;
+      (name == "json" ? options.json
+                      : name == "auto" ? options.auto_plan : options.calibration_job) = true;
       continue;
     }
     if (name != "bandwidth" && name != "topology" && name != "codecs" && name != "compute_ms" &&
@@ -177,6 +204,7 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
       has_bandwidth = true;
     } else if (name == "topology") {
       TAMP_ASSIGN_OR_RETURN(options.topology, perf::ParseTopology(value));
+      options.topology_given = true;
     } else if (name == "codecs") {
       if (value != "all" && value != "config") {
         return absl::InvalidArgumentError(
@@ -222,7 +250,7 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
     return absl::InvalidArgumentError(
         absl::StrCat("expected one CONFIG, got also \"", positional[1], "\""));
   }
-  if (!has_bandwidth) {
+  if (!has_bandwidth && !options.auto_plan) {
     return absl::InvalidArgumentError("missing --bandwidth (e.g. 1gbit, 10gbit, unshaped)");
   }
   if (options.calibration_job && options.job_cpu.has_value()) {
@@ -244,6 +272,7 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
         options.config_path, ": consistency.mode: the model predicts SYNC steps only, got ",
         config::Consistency::Mode_Name(config->consistency().mode()))));
   }
+  if (options.auto_plan) return AutoPlanCommand(options, *config, out, err);
   absl::StatusOr<JobLayout> layout = BuildJobLayout(*config);
   if (!layout.ok()) return fail(layout.status());
   const int workers = static_cast<int>(config->cluster().num_workers());
@@ -291,6 +320,7 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
     inputs.num_workers = workers;
     inputs.num_shards = static_cast<int>(config->cluster().num_servers());
     inputs.compute_ms = compute->step_ms;
+    inputs.compute_on_cpu = compute->on_cpu;
     inputs.tensor_ready_ms = compute->tensor_ready_ms;
     inputs.link = options.link;
     inputs.topology = options.topology;

@@ -273,6 +273,10 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
         config::Consistency::Mode_Name(config->consistency().mode()))));
   }
   if (options.auto_plan) return AutoPlanCommand(options, *config, out, err);
+  if (config->compression().has_automatic()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        options.config_path, ": compression.automatic: add --auto to see its plan")));
+  }
   absl::StatusOr<JobLayout> layout = BuildJobLayout(*config);
   if (!layout.ok()) return fail(layout.status());
   const int workers = static_cast<int>(config->cluster().num_workers());
@@ -405,12 +409,14 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
   }
 
   *out << absl::StrFormat(
-      "%s on %s (%s): %d workers, %d servers; forward/backward %.2f ms measured (%d copies at "
-      "once)%s; transport ceiling %.2f Gbit/s; gRPC CPU %.1f us per message + %.2f ns per "
-      "byte (measured); %d cores%s\n\n",
+      "%s on %s (%s): %d workers, %d servers; forward/backward %.2f ms %s%s; transport "
+      "ceiling %.2f Gbit/s; gRPC CPU %.1f us per message + %.2f ns per byte (measured); %d "
+      "cores%s\n\n",
       options.config_path, options.link.name,
       options.topology == perf::Topology::kShared ? "one shared link" : "a link per host",
-      workers, config->cluster().num_servers(), measured_compute_ms, std::min(workers, 64),
+      workers, config->cluster().num_servers(), measured_compute_ms,
+      compute->on_cpu ? absl::StrFormat("measured (%d copies at once)", std::min(workers, 64))
+                      : std::string("from model.profile_file"),
       options.compute_ms.has_value() ? absl::StrFormat(", %.2f ms given", *options.compute_ms)
                                      : "",
       transport.max_bytes_per_ms * 8e3 / 1e9, transport_cpu->ms_per_message * 1e3,

@@ -4,15 +4,13 @@
 // each candidate got. bench/auto_plan.py runs it and writes bench/results/auto_plan.json.
 //
 //   auto_plan_bench CONFIG LINK...   (LINK as `tamp model --bandwidth`: 1gbit, unshaped)
-#include <sched.h>
-
-#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/config.h"
 #include "tools/tamp/auto_command.h"
+#include "tools/tamp/cpu_time.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -24,8 +22,6 @@ int main(int argc, char** argv) {
     std::cerr << config.status().message() << "\n";
     return 2;
   }
-  cpu_set_t set;
-  const int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
   absl::StatusOr<tamp::perf::Topology> topology =
       tamp::launcher::AutoTopology(config->compression().automatic());
   for (int i = 2; i < argc; ++i) {
@@ -35,7 +31,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     absl::StatusOr<tamp::launcher::AutoResult> result =
-        tamp::launcher::ResolveAutomatic(*config, *link, *topology, std::max(1, cores));
+        tamp::launcher::ResolveAutomatic(*config, *link, *topology, tamp::AvailableCores());
     if (!result.ok()) {
       std::cerr << result.status().message() << "\n";
       return 1;

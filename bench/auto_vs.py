@@ -7,6 +7,8 @@ shaped loopback, bench/speed_table.py's run_job), alternating them, REPS rounds:
   best    the speed table's fastest config of that model at that link (bench/results/
           speed.json; the MLP only) or, for the layout models, top-k 1% with memory on
           every tensor (the MLP's fastest push codec);
+  allowed the fastest uniform config of auto's own candidates (none, fp16, top-k 1% with
+          memory: ALLOWED_MLP) in the speed table; for the layout models, `best` itself;
   auto    bench/configs/auto/<model>.pbtxt with its bandwidth set to the link (tamp run
           plans it first; the planning is not in the step times).
 The step time is the median over every worker's steps after the warm-up, then the median
@@ -36,6 +38,7 @@ DOC = os.path.join(REPO, "docs/auto.md")
 BEGIN, END = "<!-- auto_vs.py: begin -->", "<!-- auto_vs.py: end -->"
 # Steps per run and warm-up steps not counted, per model.
 STEPS = {"mlp": (40, 10), "resnet50": (12, 4), "bert_base": (8, 3), "gpt2_small": (8, 3)}
+ALLOWED_MLP = ["mlp_none", "mlp_fp16", "mlp_topk1_ef"]  # bench/configs/auto/*'s candidates.
 TOPK_EF = 'push { name: "topk" ratio: 0.01 } push_feedback { kind: RESIDUAL } pull { name: "none" }'
 
 
@@ -53,16 +56,18 @@ def with_compression(auto_text, chunk):
 def contenders(model, link):
     auto = read(f"bench/configs/auto/{model}.pbtxt")
     none = with_compression(auto, 'push { name: "none" } pull { name: "none" }')
-    if model == "mlp":
-        rows = [r for r in json.loads(read("bench/results/speed.json"))["results"]
-                if r["name"].startswith("mlp_") and r["link"] == link]
-        best_row = min(rows, key=lambda r: r["step_ms_median"])
-        best = (best_row["name"], read(best_row["config"]))
-        none = read("bench/configs/mlp_none.pbtxt")
-    else:
-        best = ("topk1_ef", with_compression(auto, TOPK_EF))
     auto = re.sub(r'bandwidth:\s*"[^"]*"', f'bandwidth: "{link}"', auto)
-    return [("none", "none", none), ("best", best[0], best[1]), ("auto", "auto", auto)]
+    if model != "mlp":
+        return [("none", "none", none), ("best", "topk1_ef", with_compression(auto, TOPK_EF)),
+                ("auto", "auto", auto)]
+    rows = [r for r in json.loads(read("bench/results/speed.json"))["results"]
+            if r["name"].startswith("mlp_") and r["link"] == link]
+    best = min(rows, key=lambda r: r["step_ms_median"])
+    allowed = min((r for r in rows if r["name"] in ALLOWED_MLP), key=lambda r: r["step_ms_median"])
+    return [("none", "none", read("bench/configs/mlp_none.pbtxt")),
+            ("best", best["name"], read(best["config"])),
+            ("allowed", allowed["name"], read(allowed["config"])),
+            ("auto", "auto", auto)]
 
 
 def absolute_models(text):
@@ -70,6 +75,17 @@ def absolute_models(text):
     for speed_table.timed_config to cut (a LAYOUT model reads no data)."""
     text = text.replace('"../../../models/', f'"{REPO}/models/')
     return text if re.search(r"data\s*\{", text) else text + "data { }\n"
+
+
+def write(meta, results):
+    """Merges `results` into bench/results/auto_vs.json (replacing the same model and link),
+    each with the meta of its run."""
+    data = json.load(open(RESULTS)) if os.path.exists(RESULTS) else {"results": []}
+    fresh = {(r["model"], r["link"]) for r in results}
+    kept = [r for r in data["results"] if (r["model"], r["link"]) not in fresh]
+    with open(RESULTS, "w") as f:
+        json.dump({"results": kept + [dict(r, meta=meta) for r in results]}, f, indent=1)
+        f.write("\n")
 
 
 def run(models, links, reps):
@@ -80,11 +96,16 @@ def run(models, links, reps):
     os.makedirs(binaries)
     for path in ("tools/tamp/tamp", "server/tamp_server", "worker/tamp_worker"):
         shutil.copy(os.path.join(REPO, "bazel-bin", path), binaries)
-    start, load_before = time.time(), speed_table.load_average()
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
     results = []
     for model in models:
         steps, warmup = STEPS[model]
         for link in links:
+            meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+                    "commit": commit, "cores": os.cpu_count(),
+                    "load_before": speed_table.load_average(), "reps": reps,
+                    "command": "bench/auto_vs.py " + " ".join(sys.argv[1:])}
             runs = {}
             for rep in range(reps):
                 entries = contenders(model, link)
@@ -96,37 +117,35 @@ def run(models, links, reps):
                     figures = speed_table.digest(lines, warmup, workers)
                     runs.setdefault(who, {"name": name, "step_ms": []})["step_ms"].append(
                         figures["step_ms_median"])
-            for who, r in runs.items():
+            if "allowed" not in runs:  # The layout models: `best` is auto's own top-k.
+                runs["allowed"] = runs["best"]
+            for r in runs.values():
                 r["step_ms_median"] = statistics.median(r["step_ms"])
+            meta["load_after"] = speed_table.load_average()
             results.append({"model": model, "link": link, "steps": steps, "warmup": warmup,
                             "contenders": runs})
             print(json.dumps(results[-1]), flush=True)
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
-                            capture_output=True, text=True).stdout.strip()
-    meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
-            "cores": os.cpu_count(), "load_before": load_before,
-            "load_after": speed_table.load_average(), "reps": reps,
-            "command": "bench/auto_vs.py " + " ".join(sys.argv[1:]),
-            "seconds": round(time.time() - start)}
-    with open(RESULTS, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
-        f.write("\n")
+            write(meta, results)
 
 
 def block():
     data = json.load(open(RESULTS))
-    meta = data["meta"]
     lines = [BEGIN,
-             f"Measured by `{meta['command'].strip()}` ({meta['date']}, commit {meta['commit']}, "
-             f"{meta['cores']} cores, load {meta['load_before']} before, {meta['load_after']} "
-             f"after; median of {meta['reps']} alternated rounds).", "",
-             "| model | link | none ms | best hand-picked | best ms | auto ms | auto / none | "
-             "auto / best |", "|---|---|---|---|---|---|---|---|"]
+             "Measured by `bench/auto_vs.py`; ms per step, median of the alternated rounds "
+             "(each the median over every worker's steps after the warm-up). \"allowed\": "
+             "the fastest uniform config of auto's own candidates.", "",
+             "| model | link | none ms | best hand-picked | best ms | allowed | allowed ms | "
+             "auto ms | auto / none | auto / allowed | run |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["results"]:
-        c = r["contenders"]
-        none, best, auto = (c[k]["step_ms_median"] for k in ("none", "best", "auto"))
+        c, meta = r["contenders"], r["meta"]
+        none, best, allowed, auto = (c[k]["step_ms_median"]
+                                     for k in ("none", "best", "allowed", "auto"))
         lines.append(f"| {r['model']} | {r['link']} | {none:.1f} | {c['best']['name']} | "
-                     f"{best:.1f} | {auto:.1f} | {auto / none:.2f} | {auto / best:.2f} |")
+                     f"{best:.1f} | {c['allowed']['name']} | {allowed:.1f} | {auto:.1f} | "
+                     f"{auto / none:.2f} | {auto / allowed:.2f} | {meta['date']}, "
+                     f"{meta['commit']}, {meta['reps']} rounds, load {meta['load_before']} / "
+                     f"{meta['load_after']} |")
     lines.append(END)
     return "\n".join(lines)
 

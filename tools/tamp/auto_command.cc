@@ -1,7 +1,5 @@
 #include "tools/tamp/auto_command.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 
@@ -10,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "google/protobuf/text_format.h"
+#include "tools/tamp/cpu_time.h"
 #include "tools/tamp/perf_calibrate.h"
 #include "tools/tamp/table.h"
 #include "tools/tamp/transport_probe.h"
@@ -27,12 +26,6 @@ std::string OneLine(const google::protobuf::Message& message) {
   printer.PrintToString(message, &text);
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
-}
-
-double ThreadCpuMs() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return now.tv_sec * 1e3 + now.tv_nsec / 1e6;
 }
 
 }  // namespace

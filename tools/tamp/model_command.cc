@@ -1,7 +1,5 @@
 #include "tools/tamp/model_command.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -19,6 +17,7 @@
 #include "google/protobuf/text_format.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
+#include "tools/tamp/cpu_time.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/job_calibration.h"
 #include "tools/tamp/perf_calibrate.h"
@@ -40,14 +39,6 @@ absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string
         absl::StrCat("--", flag, " must be a positive number, got \"", value, "\""));
   }
   return number;
-}
-
-// The CPUs this process may run on (what `nproc` prints): the job's processes, started
-// from here, get the same.
-int AvailableCores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
 }
 
 // One job to predict: the config with one compression choice.

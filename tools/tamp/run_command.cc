@@ -1,9 +1,6 @@
 #include "tools/tamp/run_command.h"
 
-#include <sched.h>
 #include <unistd.h>
-
-#include <algorithm>
 
 #include <iostream>
 
@@ -13,6 +10,7 @@
 #include "google/protobuf/text_format.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
+#include "tools/tamp/cpu_time.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/progress.h"
@@ -27,10 +25,8 @@ absl::StatusOr<config::RunConfig> ResolveAutoForRun(const config::RunConfig& con
   const config::AutoCompression& automatic = config.compression().automatic();
   TAMP_ASSIGN_OR_RETURN(const perf::Link link, AutoLink(automatic));
   TAMP_ASSIGN_OR_RETURN(const perf::Topology topology, AutoTopology(automatic));
-  cpu_set_t set;
-  const int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
   TAMP_ASSIGN_OR_RETURN(const AutoResult result,
-                        ResolveAutomatic(config, link, topology, std::max(1, cores)));
+                        ResolveAutomatic(config, link, topology, AvailableCores()));
   std::cerr << FormatPlan(config, result, link);
   TAMP_ASSIGN_OR_RETURN(const std::string run_dir, MakeRunDir(options->run_dir));
   std::string text;

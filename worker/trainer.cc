@@ -4,8 +4,10 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "common/status_macros.h"
 #include "worker/cpu_models.h"
+#include "worker/gpu_model.h"
 #include "worker/layout_model.h"
 
 namespace tamp {
@@ -20,12 +22,6 @@ double Median(std::vector<double> values) {
   const size_t mid = values.size() / 2;
   std::nth_element(values.begin(), values.begin() + mid, values.end());
   return values[mid];
-}
-
-// Steps in the whole run: `epochs` passes of `per_epoch` steps, cut at max_steps when set.
-uint64_t TotalSteps(const config::Training& training, int64_t per_epoch) {
-  const uint64_t total = static_cast<uint64_t>(per_epoch) * training.epochs();
-  return training.max_steps() != 0 ? std::min<uint64_t>(total, training.max_steps()) : total;
 }
 
 }  // namespace
@@ -57,7 +53,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
   }
   // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
   // workers know: it goes to every shard in the handshake.
-  trainer->total_steps_ = TotalSteps(cfg.training(), trainer->steps_per_epoch_);
+  trainer->total_steps_ =
+      TotalSteps(cfg.training(), static_cast<uint64_t>(trainer->steps_per_epoch_));
   TAMP_ASSIGN_OR_RETURN(
       trainer->client_,
       Client::Connect(cfg, std::move(layout), rank, std::move(server_addresses),
@@ -81,7 +78,10 @@ absl::Status Trainer::LoadData(const JobLayout& layout) {
   }
   batcher_ = std::make_unique<Batcher>(train_, rank_, workers, data.batch_size(),
                                        data.shuffle_seed());
-  TAMP_ASSIGN_OR_RETURN(model_, CreateCpuModel(config_.model(), layout.tensors, data.batch_size()));
+  TAMP_ASSIGN_OR_RETURN(model_,
+                        config_.device() == config::CUDA  // On the GPU SelectCudaDevice() chose.
+                            ? CreateGpuModel(config_.model(), layout.tensors, data.batch_size())
+                            : CreateCpuModel(config_.model(), layout.tensors, data.batch_size()));
   batch_x_.resize(size_t{data.batch_size()} * kImageSize);
   batch_labels_.resize(data.batch_size());
   steps_per_epoch_ = batcher_->steps_per_epoch();
@@ -104,6 +104,7 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
                    batch_labels_.data());
   }
   TAMP_RETURN_IF_ERROR(client_->BeginStep(step, param_tensors_));
+  TAMP_RETURN_IF_ERROR(model_->LoadParams());  // The client has written them since the last.
   const JobLayout& layout = client_->layout();
   const absl::Span<const float> grads = model_->grads();
   // A push error ends the step; Wait() returns it once every RPC in flight has called back.
@@ -114,6 +115,7 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
   };
   *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(),
                             static_cast<int>(config_.data().batch_size()), on_tensor_ready);
+  TAMP_RETURN_IF_ERROR(model_->status());
   // Backward no longer reads the replica's weights: the client applies each chunk's update
   // as soon as its shard answers, while the other answers are still on the wire.
   return client_->Wait(param_tensors_);
@@ -122,12 +124,14 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
 absl::StatusOr<double> Trainer::Evaluate() {
   const int64_t batch = batcher_->batch_size();
   const int64_t pixels = int64_t{test_.rows} * test_.cols;
+  TAMP_RETURN_IF_ERROR(model_->LoadParams());
   int64_t correct = 0;
   for (int64_t first = 0; first < test_.size; first += batch) {
     const int64_t count = std::min(batch, test_.size - first);
     NormalizeImages(&test_.images[first * pixels], count * pixels, batch_x_.data());
     correct += model_->CountCorrect(batch_x_.data(), &test_.labels[first], static_cast<int>(count));
   }
+  TAMP_RETURN_IF_ERROR(model_->status());
   return test_.size == 0 ? 0.0 : static_cast<double>(correct) / test_.size;
 }
 

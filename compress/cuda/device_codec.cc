@@ -55,14 +55,6 @@ const char* ReasonText(uint32_t reason) {
 
 }  // namespace
 
-bool HasDeviceCodec(absl::string_view name) {
-  for (absl::string_view known : {"fp16", "bf16", "natural", "signsgd", "efsign", "qsgd",
-                                  "terngrad", "maxmin", "topk"}) {
-    if (name == known) return true;
-  }
-  return false;
-}
-
 DeviceCodec::DeviceCodec(CodecId id, uint8_t version, size_t size)
     : id_(id), version_(version), size_(size) {}
 

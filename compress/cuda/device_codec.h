@@ -41,17 +41,13 @@
 #include "absl/strings/string_view.h"
 #include "common/philox.h"
 #include "compress/codec.h"
+#include "compress/cuda/has_device_codec.h"
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/topk_agent.h"
 #include "kernels/device.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress::cuda {
-
-// HasDeviceCodec()
-//
-// Whether DeviceCodec::Create() supports codec `name` (a registry name).
-bool HasDeviceCodec(absl::string_view name);
 
 class DeviceCodec {
  public:
@@ -69,6 +65,8 @@ class DeviceCodec {
   ~DeviceCodec();
 
   CodecId id() const { return id_; }
+  // The wire format version the payload header carries (the CPU codec's kVersion).
+  uint8_t version() const { return version_; }
   size_t size() const { return size_; }
 
   // DeviceCodec::BodyBytes(), PayloadBytes()

@@ -8,6 +8,7 @@ const std::vector<ConvergenceRow>& ConvergenceRows() {
       {"cnn3", "randomk1_ef", "push { name: \"randomk\" ratio: 0.01 } push_feedback { kind: RESIDUAL } pull { name: \"none\" }", 0.8939, 0.8937},
       {"cnn3", "randomk1_noef", "push { name: \"randomk\" ratio: 0.01 } push_feedback { kind: NONE } pull { name: \"none\" }", 0.8712, 0.8937},
       {"cnn3", "topk1_ef", "push { name: \"topk\" ratio: 0.01 } push_feedback { kind: RESIDUAL } pull { name: \"none\" }", 0.9037, 0.8937},
+      {"cnn3", "topk1_ef_pulltopk1", "push { name: \"topk\" ratio: 0.01 } push_feedback { kind: RESIDUAL } pull { name: \"topk\" ratio: 0.01 } pull_feedback { kind: RESIDUAL }", 0.8937, 0.8937},
       {"cnn3", "topk1_noef", "push { name: \"topk\" ratio: 0.01 } push_feedback { kind: NONE } pull { name: \"none\" }", 0.8976, 0.8937},
       {"cnn", "bf16", "push { name: \"bf16\" } push_feedback { kind: NONE } pull { name: \"none\" }", 0.8616, 0.8708},
       {"cnn", "dgc1_noef", "push { name: \"dgc\" ratio: 0.01 sample_ratio: 0.01 } push_feedback { kind: NONE } pull { name: \"none\" }", 0.876, 0.8708},

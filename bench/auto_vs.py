@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import speed_table  # noqa: E402  (run_job, timed_config, digest)
@@ -77,14 +76,13 @@ def absolute_models(text):
     return text if re.search(r"data\s*\{", text) else text + "data { }\n"
 
 
-def write(meta, results):
-    """Merges `results` into bench/results/auto_vs.json (replacing the same model and link),
-    each with the meta of its run."""
+def write(results):
+    """Merges `results` into bench/results/auto_vs.json, replacing the same model and link."""
     data = json.load(open(RESULTS)) if os.path.exists(RESULTS) else {"results": []}
     fresh = {(r["model"], r["link"]) for r in results}
     kept = [r for r in data["results"] if (r["model"], r["link"]) not in fresh]
     with open(RESULTS, "w") as f:
-        json.dump({"results": kept + [dict(r, meta=meta) for r in results]}, f, indent=1)
+        json.dump({"results": kept + results}, f, indent=1)
         f.write("\n")
 
 
@@ -123,9 +121,9 @@ def run(models, links, reps):
                 r["step_ms_median"] = statistics.median(r["step_ms"])
             meta["load_after"] = speed_table.load_average()
             results.append({"model": model, "link": link, "steps": steps, "warmup": warmup,
-                            "contenders": runs})
+                            "contenders": runs, "meta": meta})
             print(json.dumps(results[-1]), flush=True)
-            write(meta, results)
+            write(results)
 
 
 def block():
@@ -133,7 +131,9 @@ def block():
     lines = [BEGIN,
              "Measured by `bench/auto_vs.py`; ms per step, median of the alternated rounds "
              "(each the median over every worker's steps after the warm-up). \"allowed\": "
-             "the fastest uniform config of auto's own candidates.", "",
+             "the fastest uniform config of auto's own candidates. run: date, commit, rounds, "
+             "load averages before and after (the rows at 87d3bff-dirty and 0950e01 carry "
+             "those of their invocation's last link).", "",
              "| model | link | none ms | best hand-picked | best ms | allowed | allowed ms | "
              "auto ms | auto / none | auto / allowed | run |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -169,8 +169,9 @@ def main():
         if args.check and open(DOC).read() != doc_text():
             sys.exit("docs/auto.md's measured table is stale: run bench/auto_vs.py --doc")
         if args.doc:
+            text = doc_text()  # Before open() truncates the file.
             with open(DOC, "w") as f:
-                f.write(doc_text())
+                f.write(text)
         return
     run(args.models.split(","), args.links.split(","), args.reps)
 

@@ -10,7 +10,6 @@ Usage: tools/tamp/make_convergence_table.py [--check]   (--check: exit 1 if stal
 """
 import json
 import os
-import re
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,7 +1,6 @@
 #include "tools/tamp/auto_plan.h"
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 
 #include "absl/strings/str_cat.h"

@@ -1,5 +1,7 @@
 #include "common/config.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/job_layout.h"
+#include "common/layout_file.h"
 #include "common/model_layout.h"
 #include "common/security.h"
 #include "common/status_macros.h"
@@ -157,6 +160,25 @@ absl::Status ValidateConsistency(const config::RunConfig& config) {
 // checked when the workers register them (BuildJobLayout(config, tensors)).
 absl::Status ValidateModel(const config::RunConfig& config) {
   const config::Model& model = config.model();
+  if (model.kind() == config::Model::LAYOUT) {
+    TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(model));
+    TAMP_RETURN_IF_ERROR(ValidateTensors(config, tensors));
+    absl::StatusOr<LayerProfile> profile = LoadProfileFile(model.profile_file(), tensors);
+    if (!profile.ok()) return FieldError("model.profile_file", profile.status().message());
+    // No data set: the run's length is a step count, and there is nothing to evaluate.
+    if (config.training().max_steps() == 0) {
+      return FieldError("training.max_steps", "required (> 0) with model.kind LAYOUT");
+    }
+    if (config.training().epochs() != 1) {
+      return FieldError("training.epochs",
+                        "must be 1 with model.kind LAYOUT: the max_steps steps are one epoch");
+    }
+    if (config.training().eval_every_steps() != 0) {
+      return FieldError("training.eval_every_steps",
+                        "must be 0 with model.kind LAYOUT: synthetic gradients have no accuracy");
+    }
+    return absl::OkStatus();
+  }
   if (model.kind() != config::Model::REGISTERED) {
     TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(model));
     return ValidateTensors(config, tensors);
@@ -257,6 +279,14 @@ void DefaultCodecNames(config::ChunkCompression* compression) {
   if (compression->pull().name().empty()) compression->mutable_pull()->set_name("none");
 }
 
+// `path` from the working directory when relative.
+std::string AbsolutePath(const std::string& path) {
+  if (!path.empty() && path.front() == '/') return path;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return path;  // Left relative: errors name it.
+  return absl::StrCat(cwd, "/", path);
+}
+
 }  // namespace
 
 absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::string_view source) {
@@ -320,6 +350,11 @@ void ApplyDefaults(config::RunConfig* config) {
   }
   for (auto& override : *compression->mutable_tensor_overrides()) {
     DefaultCodecNames(override.mutable_compression());
+  }
+  if (compression->has_automatic()) {  // mutable_automatic() would make it present.
+    for (auto& candidate : *compression->mutable_automatic()->mutable_candidates()) {
+      DefaultCodecNames(&candidate);
+    }
   }
 }
 
@@ -392,6 +427,20 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
         ValidateChunkCompression(compression.tensor_overrides(i).compression(),
                                  absl::StrCat(field, ".compression")));
   }
+  if (compression.has_automatic()) {
+    const config::AutoCompression& automatic = compression.automatic();
+    if (automatic.candidates_size() == 0) {
+      return FieldError("compression.automatic.candidates", "is empty; list at least one");
+    }
+    for (int i = 0; i < automatic.candidates_size(); ++i) {
+      TAMP_RETURN_IF_ERROR(ValidateChunkCompression(
+          automatic.candidates(i), absl::StrCat("compression.automatic.candidates[", i, "]")));
+    }
+    if (automatic.bandwidth().empty()) {
+      return FieldError("compression.automatic.bandwidth",
+                        "required: the link the job runs on (\"1gbit\", \"unshaped\", ...)");
+    }
+  }
   TAMP_RETURN_IF_ERROR(ValidateServerMode(config));
   TAMP_RETURN_IF_ERROR(CheckMomentumAppliedOnce(config));
   TAMP_RETURN_IF_ERROR(ValidateSecurity(config));
@@ -402,6 +451,16 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
 absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
                                                  absl::string_view source) {
   TAMP_ASSIGN_OR_RETURN(config::RunConfig config, ParseConfig(text, source));
+  // Relative model files are relative to the config's directory (the working directory for
+  // a source without one); made absolute here so that every process, and every config
+  // written from this one, finds the same files.
+  const size_t slash = source.rfind('/');
+  const std::string dir =
+      slash == absl::string_view::npos ? "" : std::string(source.substr(0, slash + 1));
+  config::Model* model = config.mutable_model();
+  for (std::string* file : {model->mutable_layout_file(), model->mutable_profile_file()}) {
+    if (!file->empty() && file->front() != '/') *file = AbsolutePath(dir + *file);
+  }
   ApplyDefaults(&config);
   absl::Status valid = ValidateConfig(config);
   if (!valid.ok()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -387,6 +388,79 @@ TEST(ConfigTest, EveryShippedConfigLoads) {
     auto config = LoadConfigFile(path);
     EXPECT_TRUE(config.ok()) << config.status();
   }
+}
+
+}  // namespace
+}  // namespace tamp
+
+namespace tamp {
+namespace {
+
+// model.kind LAYOUT: files relative to the config's directory, their errors named, and the
+// run's length a step count.
+class LayoutConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) / "layout_config";
+    std::filesystem::create_directories(dir_ / "m");
+    Write("m/t.layout", "tamp-layout 1\nw 8 4\nb 8\n");
+    Write("m/t.profile", "tamp-profile 1\nscale 1\nlayer 1 2 w b\n");
+  }
+  void Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+  }
+  absl::StatusOr<config::RunConfig> LoadWith(const std::string& model_and_training) {
+    Write("job.pbtxt", "version: 1 cluster { num_servers: 1 num_workers: 2 } "
+                       "optimizer { learning_rate: 0.1 } " +
+                           model_and_training);
+    return LoadConfigFile((dir_ / "job.pbtxt").string());
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(LayoutConfigTest, RelativeFilesAreTheConfigsDirectorys) {
+  absl::StatusOr<config::RunConfig> config = LoadWith(
+      "model { kind: LAYOUT layout_file: 'm/t.layout' profile_file: 'm/t.profile' } "
+      "training { max_steps: 5 }");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->model().layout_file(), (dir_ / "m/t.layout").string());
+  EXPECT_EQ(config->model().profile_file(), (dir_ / "m/t.profile").string());
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(*config);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->total_elements, 40u);
+}
+
+TEST_F(LayoutConfigTest, RefusalsNameTheFieldAndTheFilesLine) {
+  const std::string files = "layout_file: 'm/t.layout' profile_file: 'm/t.profile' ";
+  auto message = [&](const std::string& text) {
+    absl::StatusOr<config::RunConfig> config = LoadWith(text);
+    EXPECT_FALSE(config.ok()) << text;
+    return std::string(config.status().message());
+  };
+  EXPECT_NE(message("model { kind: LAYOUT " + files + "}")
+                .find("training.max_steps: required (> 0) with model.kind LAYOUT"),
+            std::string::npos);
+  EXPECT_NE(message("model { kind: LAYOUT " + files + "} training { max_steps: 5 epochs: 2 }")
+                .find("training.epochs: must be 1"),
+            std::string::npos);
+  EXPECT_NE(message("model { kind: LAYOUT layout_file: 'm/t.layout' } training { max_steps: 5 }")
+                .find("model.profile_file: required for kind LAYOUT"),
+            std::string::npos);
+  EXPECT_NE(message("model { kind: MLP hidden: 4 layout_file: 'm/t.layout' }")
+                .find("model.layout_file: is for kind LAYOUT"),
+            std::string::npos);
+  Write("m/bad.profile", "tamp-profile 1\nscale 1\nlayer 1 2 w\n");
+  EXPECT_NE(message("model { kind: LAYOUT layout_file: 'm/t.layout' profile_file: "
+                    "'m/bad.profile' } training { max_steps: 5 }")
+                .find("model.profile_file: " + (dir_ / "m/bad.profile").string() +
+                      ": tensor 'b' of the layout is in no layer"),
+            std::string::npos);
+  Write("m/bad.layout", "tamp-layout 1\nw 8 -4\n");
+  EXPECT_NE(message("model { kind: LAYOUT layout_file: 'm/bad.layout' profile_file: "
+                    "'m/t.profile' } training { max_steps: 5 }")
+                .find("model.layout_file: " + (dir_ / "m/bad.layout").string() +
+                      ":2: tensor 'w': dimension 2 '-4' is not an integer in [1, 2^40]"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -151,6 +151,11 @@ absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config) {
 
 absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config,
                                          std::vector<TensorSpec> tensors) {
+  if (config.compression().has_automatic()) {
+    return absl::FailedPreconditionError(
+        "compression.automatic: `tamp run` resolves it into per-tensor overrides before "
+        "starting the processes (docs/auto.md); run the job with `tamp run`");
+  }
   if (config.model().kind() == config::Model::REGISTERED) {
     TAMP_RETURN_IF_ERROR(ValidateTensors(config, tensors));
   } else {

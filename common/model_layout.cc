@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/layout_file.h"
 #include "common/philox.h"
 
 namespace tamp {
@@ -42,7 +43,34 @@ void AppendFullyConnected(const std::vector<int64_t>& widths, std::vector<Tensor
   }
 }
 
+// The layout files are model.kind LAYOUT's alone.
+absl::Status CheckNoLayoutFiles(const config::Model& model) {
+  if (!model.layout_file().empty()) {
+    return FieldError("model.layout_file", "is for kind LAYOUT");
+  }
+  if (!model.profile_file().empty()) {
+    return FieldError("model.profile_file", "is for kind LAYOUT");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TensorSpec>> LayoutTensors(const config::Model& model) {
+  if (model.hidden_size() != 0 || model.conv_channels_size() != 0 || model.kernel_size() != 0 ||
+      model.fc_hidden_size() != 0) {
+    return FieldError("model", "kind LAYOUT takes its tensors from model.layout_file; hidden, "
+                               "conv_channels, kernel_size and fc_hidden must be unset");
+  }
+  if (model.layout_file().empty()) return FieldError("model.layout_file", "required for kind LAYOUT");
+  if (model.profile_file().empty()) {
+    return FieldError("model.profile_file", "required for kind LAYOUT");
+  }
+  absl::StatusOr<std::vector<TensorSpec>> tensors = LoadLayoutFile(model.layout_file());
+  if (!tensors.ok()) return FieldError("model.layout_file", tensors.status().message());
+  return tensors;
+}
+
 absl::StatusOr<std::vector<TensorSpec>> MlpTensors(const config::Model& model) {
+  if (absl::Status files = CheckNoLayoutFiles(model); !files.ok()) return files;
   if (model.conv_channels_size() != 0) {
     return FieldError("model.conv_channels", "is for kind CNN; this model is an MLP");
   }
@@ -69,6 +97,7 @@ absl::StatusOr<std::vector<TensorSpec>> MlpTensors(const config::Model& model) {
 }
 
 absl::StatusOr<std::vector<TensorSpec>> CnnTensors(const config::Model& model) {
+  if (absl::Status files = CheckNoLayoutFiles(model); !files.ok()) return files;
   if (model.hidden_size() != 0) {
     return FieldError("model.hidden",
                       "is for kind MLP; a CNN's fully connected widths are model.fc_hidden");
@@ -123,11 +152,13 @@ absl::StatusOr<std::vector<TensorSpec>> ModelTensors(const config::Model& model)
       return MlpTensors(model);
     case config::Model::CNN:
       return CnnTensors(model);
+    case config::Model::LAYOUT:
+      return LayoutTensors(model);
     default:
       return FieldError("model.kind",
                         absl::StrCat("unsupported model kind ",
                                      config::Model::Kind_Name(model.kind()),
-                                     " (supported: MLP, CNN)"));
+                                     " (supported: MLP, CNN, LAYOUT)"));
   }
 }
 

@@ -11,6 +11,8 @@
 // fc{m+1}.bias [10], where s = 28 halved (rounding down) n times by the 2x2 max-pools. Conv
 // weights are row-major [out_channels, in_channels, ky, kx] (PyTorch's layout), and fc1's
 // inputs are the last pool's output flattened as (channel, y, x).
+//
+// LAYOUT: the tensors of model.layout_file (common/layout_file.h), read on each call.
 #ifndef TAMP_COMMON_MODEL_LAYOUT_H_
 #define TAMP_COMMON_MODEL_LAYOUT_H_
 
@@ -47,7 +49,8 @@ struct TensorSpec {
 bool TensorNameMatches(absl::string_view pattern, absl::string_view name);
 
 // Errors name the offending config field (model.kind, model.hidden, model.conv_channels,
-// model.kernel_size, model.fc_hidden). Fields of the other kind must be unset.
+// model.kernel_size, model.fc_hidden, model.layout_file with the file's own error). Fields
+// of the other kinds must be unset.
 absl::StatusOr<std::vector<TensorSpec>> ModelTensors(const config::Model& model);
 
 // Fills `out` (spec.elements() values) with the initial value of tensor `tensor_index`:

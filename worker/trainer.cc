@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "worker/cpu_models.h"
 #include "worker/gpu_model.h"
+#include "worker/layout_model.h"
 
 namespace tamp {
 namespace {
@@ -26,7 +27,10 @@ double Median(std::vector<double> values) {
 }  // namespace
 
 Trainer::Trainer(config::RunConfig config, uint32_t rank, EventSink sink)
-    : config_(std::move(config)), rank_(rank), sink_(std::move(sink)) {}
+    : config_(std::move(config)),
+      rank_(rank),
+      sink_(std::move(sink)),
+      synthetic_(config_.model().kind() == config::Model::LAYOUT) {}
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig config, uint32_t rank,
                                                          std::vector<std::string> server_addresses,
@@ -38,37 +42,50 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
   std::unique_ptr<Trainer> trainer(new Trainer(std::move(config), rank, std::move(sink)));
   const config::RunConfig& cfg = trainer->config_;
   TAMP_ASSIGN_OR_RETURN(JobLayout layout, BuildJobLayout(cfg));
-
-  const config::Data& data = cfg.data();
-  TAMP_ASSIGN_OR_RETURN(trainer->train_, LoadFashionMnist(data.dir(), Split::kTrain, data.train_limit()));
-  if (rank == 0) {
-    TAMP_ASSIGN_OR_RETURN(trainer->test_, LoadFashionMnist(data.dir(), Split::kTest, data.test_limit()));
+  if (trainer->synthetic_) {
+    // One epoch of max_steps steps (config validation requires both).
+    TAMP_ASSIGN_OR_RETURN(trainer->model_,
+                          LoadLayoutModel(cfg.model(), layout.tensors,
+                                          cfg.model().init_seed() * 1000003 + rank));
+    trainer->steps_per_epoch_ = static_cast<int64_t>(cfg.training().max_steps());
+  } else {
+    TAMP_RETURN_IF_ERROR(trainer->LoadData(layout));
   }
-  const uint32_t workers = cfg.cluster().num_workers();
-  if (trainer->train_.size / workers < data.batch_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data.batch_size: ", data.batch_size(), " is larger than each worker's shard (",
-        trainer->train_.size, " training examples / ", workers, " workers)"));
-  }
-  trainer->batcher_ = std::make_unique<Batcher>(trainer->train_, rank, workers, data.batch_size(),
-                                                data.shuffle_seed());
-  TAMP_ASSIGN_OR_RETURN(trainer->model_,
-                        cfg.device() == config::CUDA  // On the GPU SelectCudaDevice() chose.
-                            ? CreateGpuModel(cfg.model(), layout.tensors, data.batch_size())
-                            : CreateCpuModel(cfg.model(), layout.tensors, data.batch_size()));
-  trainer->batch_x_.resize(size_t{data.batch_size()} * kImageSize);
-  trainer->batch_labels_.resize(data.batch_size());
-
   // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
   // workers know: it goes to every shard in the handshake.
-  const int64_t per_epoch = trainer->batcher_->steps_per_epoch();
-  trainer->total_steps_ = TotalSteps(cfg.training(), static_cast<uint64_t>(per_epoch));
+  trainer->total_steps_ =
+      TotalSteps(cfg.training(), static_cast<uint64_t>(trainer->steps_per_epoch_));
   TAMP_ASSIGN_OR_RETURN(
       trainer->client_,
       Client::Connect(cfg, std::move(layout), rank, std::move(server_addresses),
-                      RunLength{static_cast<uint64_t>(per_epoch), trainer->total_steps_}));
+                      RunLength{static_cast<uint64_t>(trainer->steps_per_epoch_),
+                                trainer->total_steps_}));
   trainer->param_tensors_ = SplitIntoTensors(trainer->client_->layout(), trainer->model_->params());
   return trainer;
+}
+
+absl::Status Trainer::LoadData(const JobLayout& layout) {
+  const config::Data& data = config_.data();
+  TAMP_ASSIGN_OR_RETURN(train_, LoadFashionMnist(data.dir(), Split::kTrain, data.train_limit()));
+  if (rank_ == 0) {
+    TAMP_ASSIGN_OR_RETURN(test_, LoadFashionMnist(data.dir(), Split::kTest, data.test_limit()));
+  }
+  const uint32_t workers = config_.cluster().num_workers();
+  if (train_.size / workers < data.batch_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.batch_size: ", data.batch_size(), " is larger than each worker's shard (",
+        train_.size, " training examples / ", workers, " workers)"));
+  }
+  batcher_ = std::make_unique<Batcher>(train_, rank_, workers, data.batch_size(),
+                                       data.shuffle_seed());
+  TAMP_ASSIGN_OR_RETURN(model_,
+                        config_.device() == config::CUDA  // On the GPU SelectCudaDevice() chose.
+                            ? CreateGpuModel(config_.model(), layout.tensors, data.batch_size())
+                            : CreateCpuModel(config_.model(), layout.tensors, data.batch_size()));
+  batch_x_.resize(size_t{data.batch_size()} * kImageSize);
+  batch_labels_.resize(data.batch_size());
+  steps_per_epoch_ = batcher_->steps_per_epoch();
+  return absl::OkStatus();
 }
 
 void Trainer::Emit(events::WorkerEvent event) {
@@ -77,12 +94,15 @@ void Trainer::Emit(events::WorkerEvent event) {
   event.set_bytes_pushed(totals.bytes_pushed);
   event.set_bytes_pulled(totals.bytes_pulled);
   event.set_raw_bytes_pushed(totals.raw_bytes_pushed);
+  event.set_synthetic(synthetic_);
   sink_(event);
 }
 
 absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
-  batcher_->Fill(static_cast<uint32_t>(step / batcher_->steps_per_epoch()), index,
-                 batch_x_.data(), batch_labels_.data());
+  if (batcher_) {
+    batcher_->Fill(static_cast<uint32_t>(step / steps_per_epoch_), index, batch_x_.data(),
+                   batch_labels_.data());
+  }
   TAMP_RETURN_IF_ERROR(client_->BeginStep(step, param_tensors_));
   TAMP_RETURN_IF_ERROR(model_->LoadParams());  // The client has written them since the last.
   const JobLayout& layout = client_->layout();
@@ -93,8 +113,8 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
                                         static_cast<size_t>(layout.tensors[tensor].elements())))
         .IgnoreError();
   };
-  *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(), batcher_->batch_size(),
-                            on_tensor_ready);
+  *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(),
+                            static_cast<int>(config_.data().batch_size()), on_tensor_ready);
   TAMP_RETURN_IF_ERROR(model_->status());
   // Backward no longer reads the replica's weights: the client applies each chunk's update
   // as soon as its shard answers, while the other answers are still on the wire.
@@ -120,7 +140,7 @@ absl::Status Trainer::Run(bool resume) {
   TAMP_ASSIGN_OR_RETURN(uint64_t step, resume ? client_->Resume(param_tensors_)
                                               : client_->Start(param_tensors_));
   const config::Training& training = config_.training();
-  const int64_t per_epoch = batcher_->steps_per_epoch();
+  const int64_t per_epoch = steps_per_epoch_;
   const uint64_t total_steps = total_steps_;  // As sent in the handshake.
 
   std::vector<double> step_ms;
@@ -171,7 +191,7 @@ absl::Status Trainer::Run(bool resume) {
         training.eval_every_steps() != 0 && (step + 1) % training.eval_every_steps() == 0;
     const bool eval_due =
         (epoch_done && training.eval_every_epoch()) || step_eval_due || last_step;
-    if (rank_ == 0 && eval_due) {
+    if (rank_ == 0 && eval_due && !synthetic_) {
       TAMP_ASSIGN_OR_RETURN(accuracy, Evaluate());
       events::WorkerEvent eval;
       eval.set_kind(events::WorkerEvent::EVAL);

@@ -9,6 +9,9 @@
 // others are about to take. Worker 0 evaluates test accuracy after each epoch (and every
 // training.eval_every_steps, and after the last step).
 //
+// model.kind LAYOUT (worker/layout_model.h): no data set and no evaluation; the model sleeps
+// for its profile's compute and writes synthetic gradients; every event says `synthetic`.
+//
 // Progress goes to `sink` as tamp.events.WorkerEvent (STEP each step, EVAL, DONE at the end).
 #ifndef TAMP_WORKER_TRAINER_H_
 #define TAMP_WORKER_TRAINER_H_
@@ -50,6 +53,8 @@ class Trainer {
 
  private:
   Trainer(config::RunConfig config, uint32_t rank, EventSink sink);
+  // The built-in models' data, batcher and CPU model.
+  absl::Status LoadData(const JobLayout& layout);
   // One step: the batch, forward/backward pushing each tensor as it is ready, the answers.
   absl::Status Step(uint64_t step, int64_t index, float* loss);
   absl::StatusOr<double> Evaluate();
@@ -58,9 +63,11 @@ class Trainer {
   const config::RunConfig config_;
   const uint32_t rank_;
   const EventSink sink_;
+  const bool synthetic_;  // model.kind LAYOUT.
   Dataset train_;
   Dataset test_;  // Loaded by worker 0 only.
-  std::unique_ptr<Batcher> batcher_;
+  std::unique_ptr<Batcher> batcher_;  // Null for LAYOUT.
+  int64_t steps_per_epoch_ = 0;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Client> client_;
   std::vector<absl::Span<float>> param_tensors_;  // The model's weights, tensor by tensor.

@@ -1,6 +1,10 @@
 #include "tools/tamp/cpu_time.h"
 
+#include <sched.h>
 #include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
 
 namespace tamp {
 
@@ -9,6 +13,18 @@ double CpuMs(int who) {
   getrusage(who, &usage);
   auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
   return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+double ThreadCpuMs() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return now.tv_sec * 1e3 + now.tv_nsec / 1e6;
+}
+
+int AvailableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
 }
 
 }  // namespace tamp

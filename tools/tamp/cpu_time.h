@@ -1,5 +1,6 @@
 // CpuMs(): CPU time (user + sys) from getrusage, in milliseconds, for the calibrations that
-// charge a measured job or probe with the CPU it burnt.
+// charge a measured job or probe with the CPU it burnt. ThreadCpuMs(): the calling thread's.
+// AvailableCores(): the CPUs this process may run on.
 #ifndef TAMP_TOOLS_TAMP_CPU_TIME_H_
 #define TAMP_TOOLS_TAMP_CPU_TIME_H_
 
@@ -8,6 +9,13 @@ namespace tamp {
 // `who`: RUSAGE_SELF (every thread of this process so far) or RUSAGE_CHILDREN (every child
 // this process has reaped so far).
 double CpuMs(int who);
+
+// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), in milliseconds.
+double ThreadCpuMs();
+
+// The CPUs this process may run on (what `nproc` prints), at least 1: the processes it
+// starts get the same.
+int AvailableCores();
 
 }  // namespace tamp
 

@@ -1,7 +1,5 @@
 #include "tools/tamp/model_command.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -17,7 +15,9 @@
 #include "common/status_macros.h"
 #include "compress/registry.h"
 #include "google/protobuf/text_format.h"
+#include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
+#include "tools/tamp/cpu_time.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/job_calibration.h"
 #include "tools/tamp/perf_calibrate.h"
@@ -39,14 +39,6 @@ absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string
         absl::StrCat("--", flag, " must be a positive number, got \"", value, "\""));
   }
   return number;
-}
-
-// The CPUs this process may run on (what `nproc` prints): the job's processes, started
-// from here, get the same.
-int AvailableCores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
 }
 
 // One job to predict: the config with one compression choice.
@@ -139,6 +131,31 @@ absl::StatusOr<perf::JobCpuCalibration> CalibrateWithJobs(
   return FitJobCpu(runs, usable_cores);
 }
 
+// `tamp model CONFIG --auto`: the plan of compression.automatic, on the block's link unless
+// --bandwidth / --topology say otherwise.
+int AutoPlanCommand(const ModelOptions& options, const config::RunConfig& config,
+                    std::ostream* out, std::ostream* err) {
+  auto fail = [&](const absl::Status& status) {
+    *err << "tamp model: " << status.message() << "\n";
+    return kExitUsage;
+  };
+  if (!config.compression().has_automatic()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        options.config_path, ": --auto needs a compression.automatic block (docs/auto.md)")));
+  }
+  absl::StatusOr<perf::Link> link = AutoLink(config.compression().automatic());
+  if (!link.ok()) return fail(link.status());
+  absl::StatusOr<perf::Topology> topology = AutoTopology(config.compression().automatic());
+  if (!topology.ok()) return fail(topology.status());
+  if (!options.link.name.empty()) *link = options.link;
+  if (options.topology_given) *topology = options.topology;
+  absl::StatusOr<AutoResult> result =
+      ResolveAutomatic(config, *link, *topology, options.cores.value_or(AvailableCores()));
+  if (!result.ok()) return fail(result.status());
+  *out << FormatPlan(config, *result, *link);
+  return kExitOk;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args) {
@@ -158,9 +175,10 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
       value = name.substr(eq + 1);
       name.resize(eq);
     }
-    if (name == "json" || name == "calibration_job") {
+    if (name == "json" || name == "calibration_job" || name == "auto") {
       if (inline_value) return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
-      (name == "json" ? options.json : options.calibration_job) = true;
+      (name == "json" ? options.json
+                      : name == "auto" ? options.auto_plan : options.calibration_job) = true;
       continue;
     }
     if (name != "bandwidth" && name != "topology" && name != "codecs" && name != "compute_ms" &&
@@ -177,6 +195,7 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
       has_bandwidth = true;
     } else if (name == "topology") {
       TAMP_ASSIGN_OR_RETURN(options.topology, perf::ParseTopology(value));
+      options.topology_given = true;
     } else if (name == "codecs") {
       if (value != "all" && value != "config") {
         return absl::InvalidArgumentError(
@@ -222,7 +241,7 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
     return absl::InvalidArgumentError(
         absl::StrCat("expected one CONFIG, got also \"", positional[1], "\""));
   }
-  if (!has_bandwidth) {
+  if (!has_bandwidth && !options.auto_plan) {
     return absl::InvalidArgumentError("missing --bandwidth (e.g. 1gbit, 10gbit, unshaped)");
   }
   if (options.calibration_job && options.job_cpu.has_value()) {
@@ -243,6 +262,11 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
     return fail(absl::InvalidArgumentError(absl::StrCat(
         options.config_path, ": consistency.mode: the model predicts SYNC steps only, got ",
         config::Consistency::Mode_Name(config->consistency().mode()))));
+  }
+  if (options.auto_plan) return AutoPlanCommand(options, *config, out, err);
+  if (config->compression().has_automatic()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        options.config_path, ": compression.automatic: add --auto to see its plan")));
   }
   absl::StatusOr<JobLayout> layout = BuildJobLayout(*config);
   if (!layout.ok()) return fail(layout.status());
@@ -291,6 +315,7 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
     inputs.num_workers = workers;
     inputs.num_shards = static_cast<int>(config->cluster().num_servers());
     inputs.compute_ms = compute->step_ms;
+    inputs.compute_on_cpu = compute->on_cpu;
     inputs.tensor_ready_ms = compute->tensor_ready_ms;
     inputs.link = options.link;
     inputs.topology = options.topology;
@@ -375,12 +400,14 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
   }
 
   *out << absl::StrFormat(
-      "%s on %s (%s): %d workers, %d servers; forward/backward %.2f ms measured (%d copies at "
-      "once)%s; transport ceiling %.2f Gbit/s; gRPC CPU %.1f us per message + %.2f ns per "
-      "byte (measured); %d cores%s\n\n",
+      "%s on %s (%s): %d workers, %d servers; forward/backward %.2f ms %s%s; transport "
+      "ceiling %.2f Gbit/s; gRPC CPU %.1f us per message + %.2f ns per byte (measured); %d "
+      "cores%s\n\n",
       options.config_path, options.link.name,
       options.topology == perf::Topology::kShared ? "one shared link" : "a link per host",
-      workers, config->cluster().num_servers(), measured_compute_ms, std::min(workers, 64),
+      workers, config->cluster().num_servers(), measured_compute_ms,
+      compute->on_cpu ? absl::StrFormat("measured (%d copies at once)", std::min(workers, 64))
+                      : std::string("from model.profile_file"),
       options.compute_ms.has_value() ? absl::StrFormat(", %.2f ms given", *options.compute_ms)
                                      : "",
       transport.max_bytes_per_ms * 8e3 / 1e9, transport_cpu->ms_per_message * 1e3,

@@ -18,11 +18,15 @@ struct ModelOptions {
   std::string config_path;
   perf::Link link;
   perf::Topology topology = perf::Topology::kShared;
+  bool topology_given = false;
   // false: the config's own compression; true: its push codec swapped for each codec's
   // example spec (`tamp codecs`), keeping the config's pull codec and memories. Either way
   // the first row is "none": the job with no compression at all, the speedups' reference.
   bool all_codecs = false;
   bool json = false;
+  // Plan compression.automatic (tools/tamp/auto_command.h) and print the plan; --bandwidth
+  // and --topology default to the block's own.
+  bool auto_plan = false;
   // Replaces the measured forward/backward time (ms), keeping the measured tensor order.
   std::optional<double> compute_ms;
   // Replace perf::FittedTransport()'s latency and throughput ceiling.
@@ -44,7 +48,8 @@ struct ModelOptions {
 //
 // The arguments after "model": one CONFIG, --bandwidth RATE (required; perf::ParseBandwidth),
 // --topology shared|hosts (perf::ParseTopology; default shared), --codecs all|config, --json,
-// --compute_ms MS, --latency_ms MS, --transport_gbit GBIT, --cores N, --calibration_job,
+// --compute_ms MS, --latency_ms MS, --transport_gbit GBIT, --cores N, --calibration_job, --auto
+// (then --bandwidth is optional),
 // --job_cpu A,B,U (not with --calibration_job); each
 // as --flag=VALUE or --flag VALUE (--json and --calibration_job take none). INVALID_ARGUMENT with a one-line
 // reason otherwise.

@@ -44,6 +44,13 @@ TEST(ParseModelArgsTest, ReadsEveryFlag) {
   EXPECT_FALSE(options->json);
   EXPECT_FALSE(options->compute_ms.has_value());
   EXPECT_FALSE(options->cores.has_value());
+  EXPECT_FALSE(options->auto_plan);
+
+  // --auto: the link defaults to the config's compression.automatic.bandwidth.
+  options = ParseModelArgs({"job.pbtxt", "--auto"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->auto_plan);
+  EXPECT_FALSE(options->topology_given);
 }
 
 TEST(ParseModelArgsTest, ErrorsSayWhatIsWrong) {
@@ -58,6 +65,7 @@ TEST(ParseModelArgsTest, ErrorsSayWhatIsWrong) {
       {{"job.pbtxt", "--bandwidth=1gbit", "--compute_ms=-3"}, "--compute_ms must be a positive"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--latency_ms=x"}, "--latency_ms must be a number"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--json=yes"}, "--json takes no value"},
+      {{"job.pbtxt", "--auto=yes"}, "--auto takes no value"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--cores=0"}, "--cores must be a whole number >= 1"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--cores=1.5"}, "--cores must be a whole number >= 1"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--speed=3"}, "unknown flag --speed=3"},
@@ -90,6 +98,19 @@ TEST(ModelCommandTest, BadConfigIsAUsageErrorNamingTheField) {
   EXPECT_EQ(ModelCommand(options, &out, &err), 2);
   EXPECT_NE(err.str().find("cluster.num_workers"), std::string::npos) << err.str();
   EXPECT_EQ(out.str(), "");
+}
+
+TEST(ModelCommandTest, AutoNeedsAnAutomaticBlock) {
+  ModelOptions options;
+  options.config_path = WriteFile("plain.pbtxt", R"(version: 1
+    cluster { num_servers: 1 num_workers: 2 }
+    model { kind: MLP hidden: [16] }
+    optimizer { name: "sgd" learning_rate: 0.1 })");
+  options.auto_plan = true;
+  std::ostringstream out, err;
+  EXPECT_EQ(ModelCommand(options, &out, &err), 2);
+  EXPECT_NE(err.str().find("--auto needs a compression.automatic block"), std::string::npos)
+      << err.str();
 }
 
 TEST(ModelCommandTest, RefusesConsistencyOtherThanSync) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/layout_file.h"
 #include "common/model_layout.h"
 #include "common/status_macros.h"
 #include "compress/error_feedback.h"
@@ -18,6 +19,7 @@
 #include "optim/optimizer.h"
 #include "server/chunk_update.h"
 #include "worker/cpu_models.h"
+#include "worker/layout_model.h"
 
 namespace tamp::perf {
 namespace {
@@ -165,6 +167,21 @@ absl::StatusOr<ComputeProfile> MeasureCompute(const config::RunConfig& config,
                                               const JobLayout& layout, int concurrent, int steps) {
   if (concurrent < 1 || steps < 1) {
     return absl::InvalidArgumentError("MeasureCompute needs at least one copy and one step");
+  }
+  if (config.model().kind() == config::Model::LAYOUT) {
+    // Nothing to measure: the profile says how long compute takes, and the gradient is the
+    // workers' synthetic one at step 0.
+    TAMP_ASSIGN_OR_RETURN(const LayerProfile profile,
+                          LoadProfileFile(config.model().profile_file(), layout.tensors));
+    TAMP_ASSIGN_OR_RETURN(std::unique_ptr<LayoutModel> model,
+                          LayoutModel::Create(layout.tensors, profile, config.model().init_seed()));
+    model->FillGradients(0);
+    ComputeProfile result;
+    result.step_ms = profile.step_ms();
+    result.tensor_ready_ms = profile.TensorReadyMs(layout.tensors.size());
+    result.gradient.assign(model->grads().begin(), model->grads().end());
+    result.on_cpu = false;
+    return result;
   }
   const int batch = static_cast<int>(config.data().batch_size());
   std::vector<std::unique_ptr<Model>> models;

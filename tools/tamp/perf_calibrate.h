@@ -24,6 +24,7 @@ struct ComputeProfile {
   double step_ms = 0;                   // Forward + backward of one worker, median.
   std::vector<double> tensor_ready_ms;  // By tensor: when its gradient was final, median.
   std::vector<float> gradient;          // One step's flat gradient: input for the codecs.
+  bool on_cpu = true;                   // false: model.kind LAYOUT's profile (a sleep).
 };
 
 // MeasureCompute()
@@ -32,7 +33,8 @@ struct ComputeProfile {
 // thread with one BLAS thread, as that many workers on this machine would), on random
 // images from the initial weights: `steps` timed steps after one warm-up, each followed by
 // as long an idle pause (workers wait on the network between steps). The figures are
-// medians over the copies' steps.
+// medians over the copies' steps. model.kind LAYOUT: the profile's times and the synthetic
+// gradient of step 0, nothing run.
 absl::StatusOr<ComputeProfile> MeasureCompute(const config::RunConfig& config,
                                               const JobLayout& layout, int concurrent, int steps);
 

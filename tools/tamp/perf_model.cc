@@ -63,7 +63,9 @@ class Links {
   // When the last byte of `m`, ready to go at `ready`, has crossed its path.
   double Carry(double ready, const Message& m, uint32_t shard, double duration_ms) {
     double start = ready, end = ready;
-    for (Wire* wire : Path(m, shard)) {
+    const Route route = Path(m, shard);
+    for (int i = 0; i < route.size; ++i) {
+      Wire* wire = route.wires[i];
       start = std::max(start, wire->free);
       end = std::max(end, start + duration_ms);
       wire->free = end;
@@ -83,14 +85,21 @@ class Links {
     double free = 0, busy = 0;
   };
 
+  // The wires a message crosses, without allocating (the search of tools/tamp/auto_plan.h
+  // runs many simulations).
+  struct Route {
+    Wire* wires[2];
+    int size;
+  };
+
   // Hosts: workers are hosts 0..W-1 and shards W..W+S-1; host h's uplink is wire 2h, its
   // downlink 2h + 1.
-  std::vector<Wire*> Path(const Message& m, uint32_t shard) {
-    if (topology_ == Topology::kShared) return {&wires_[0]};
+  Route Path(const Message& m, uint32_t shard) {
+    if (topology_ == Topology::kShared) return {{&wires_[0], nullptr}, 1};
     const int shard_host = workers_ + static_cast<int>(shard);
     const int sender = m.to_shard ? m.worker : shard_host;
     const int receiver = m.to_shard ? shard_host : m.worker;
-    return {&wires_[2 * sender], &wires_[2 * receiver + 1]};
+    return {{&wires_[2 * sender], &wires_[2 * receiver + 1]}, 2};
   }
 
   Topology topology_;
@@ -203,7 +212,9 @@ StepPrediction SimulateTimeline(const StepInputs& in) {
   std::vector<std::vector<uint32_t>> chunks_of(in.tensor_ready_ms.size());
   for (uint32_t c = 0; c < in.chunks.size(); ++c) chunks_of[in.chunks[c].tensor].push_back(c);
 
-  std::priority_queue<Event, std::vector<Event>, Later> events;
+  std::vector<Event> storage;
+  storage.reserve(4 * in.chunks.size() * workers + workers);
+  std::priority_queue<Event, std::vector<Event>, Later> events(Later(), std::move(storage));
   uint64_t seq = 0;
   auto schedule = [&](Event e) {
     e.seq = seq++;
@@ -231,8 +242,12 @@ StepPrediction SimulateTimeline(const StepInputs& in) {
     boundary_event(w, 0, order.empty() ? in.compute_ms : in.tensor_ready_ms[order[0]]);
   }
   std::vector<double> shard_free(in.num_shards, 0), shard_busy(in.num_shards, 0);
-  std::vector<std::vector<int>> arrived(in.chunks.size());
-  for (size_t c = 0; c < in.chunks.size(); ++c) arrived[c].assign(in.chunks[c].rounds.size(), 0);
+  // Pushes arrived, by (chunk, round): chunk c's rounds start at first_round[c].
+  std::vector<size_t> first_round(in.chunks.size() + 1, 0);
+  for (size_t c = 0; c < in.chunks.size(); ++c) {
+    first_round[c + 1] = first_round[c] + in.chunks[c].rounds.size();
+  }
+  std::vector<int> arrived(first_round.back(), 0);
   Links links(in.topology, workers, in.num_shards);
   uint64_t push_bytes = 0, pull_bytes = 0;
 
@@ -303,7 +318,7 @@ StepPrediction SimulateTimeline(const StepInputs& in) {
           double& free = shard_free[chunk.shard];
           free = std::max(free, e.time) + round.server_decode_ms;
           shard_busy[chunk.shard] += round.server_decode_ms;
-          if (++arrived[m.chunk][m.round] < workers) break;
+          if (++arrived[first_round[m.chunk] + m.round] < workers) break;
           const double finish = m.round < last_round ? round.server_round_ms : chunk.server_update_ms;
           free += finish;
           shard_busy[chunk.shard] += finish;
@@ -390,7 +405,7 @@ double PayloadBytesPerStep(const StepInputs& in) {
 
 double CpuWorkMs(const StepInputs& in) {
   const double workers = in.num_workers;
-  double worker_ms = in.compute_ms, shard_ms = 0, messages = 0;
+  double worker_ms = in.compute_on_cpu ? in.compute_ms : 0, shard_ms = 0, messages = 0;
   for (const ChunkCost& chunk : in.chunks) {
     const size_t rounds = chunk.rounds.size();
     for (size_t r = 0; r < rounds; ++r) {

@@ -143,6 +143,9 @@ struct StepInputs {
   int num_workers = 1;
   int num_shards = 1;
   double compute_ms = 0;
+  // false: compute costs the job no CPU (model.kind LAYOUT sleeps through its profile, as a
+  // worker waits on its accelerator), so CpuWorkMs() leaves it out.
+  bool compute_on_cpu = true;
   std::vector<double> tensor_ready_ms;
   std::vector<ChunkCost> chunks;
   Link link;

@@ -233,6 +233,13 @@ TEST(CpuWorkMsTest, AddsEveryProcesssWorkAndTheTransports) {
   EXPECT_DOUBLE_EQ(CpuWorkMs(in), 32 + 4 * 0.5 + 4000 * 0.001);
 }
 
+TEST(CpuWorkMsTest, ComputeOffTheCpuIsLeftOut) {
+  StepInputs in = CpuHeavyStep();
+  in.compute_on_cpu = false;  // model.kind LAYOUT: the workers sleep through compute.
+  // Workers 2 x (14 - 10), the shard 4.
+  EXPECT_DOUBLE_EQ(CpuWorkMs(in), 12);
+}
+
 TEST(PredictStepTest, CpuBoundTakesOverWhenTheWorkExceedsCoresTimesTheTimeline) {
   StepInputs in = CpuHeavyStep();
   in.transport_cpu.ms_per_message = 0.5;

@@ -168,5 +168,23 @@ TEST(FormatTest, SummaryLine) {
             "pulled 6.00 MiB, compression 10.0x");
 }
 
+TEST(FormatTest, SyntheticRunsHaveNoAccuracyAndNoLoss) {
+  events::RunSummary s;
+  s.set_synthetic(true);
+  s.set_steps(20);
+  s.set_wall_seconds(2);
+  s.set_step_ms_median(100);
+  EXPECT_EQ(FormatSummaryLine(s),
+            "done: no test accuracy (model.kind LAYOUT: synthetic gradients), 20 steps in 2.0 s "
+            "(100.00 ms/step), pushed 0 B, pulled 0 B");
+  std::ostringstream out;
+  ProgressRenderer progress(Options(/*tty=*/false), &out);
+  events::WorkerEvent step = Step(1, 100, 0);
+  step.set_synthetic(true);
+  progress.OnEvent(0, step, absl::UnixEpoch());
+  EXPECT_EQ(out.str().find("loss"), std::string::npos) << out.str();
+  EXPECT_THAT(out.str(), HasSubstr("3.2 ms/step"));
+}
+
 }  // namespace
 }  // namespace tamp::launcher

@@ -6,11 +6,41 @@
 
 #include "absl/status/statusor.h"
 #include "common/config.h"
+#include "common/status_macros.h"
+#include "google/protobuf/text_format.h"
+#include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
+#include "tools/tamp/cpu_time.h"
+#include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/progress.h"
 
 namespace tamp::launcher {
+namespace {
+
+// compression.automatic planned on this machine for the block's link, the plan printed, and
+// the resolved config written to <run_dir>/auto.pbtxt, which options now name.
+absl::StatusOr<config::RunConfig> ResolveAutoForRun(const config::RunConfig& config,
+                                                    RunOptions* options) {
+  const config::AutoCompression& automatic = config.compression().automatic();
+  TAMP_ASSIGN_OR_RETURN(const perf::Link link, AutoLink(automatic));
+  TAMP_ASSIGN_OR_RETURN(const perf::Topology topology, AutoTopology(automatic));
+  TAMP_ASSIGN_OR_RETURN(const AutoResult result,
+                        ResolveAutomatic(config, link, topology, AvailableCores()));
+  std::cerr << FormatPlan(config, result, link);
+  TAMP_ASSIGN_OR_RETURN(const std::string run_dir, MakeRunDir(options->run_dir));
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(result.resolved, &text);
+  const std::string path = run_dir + "/auto.pbtxt";
+  TAMP_RETURN_IF_ERROR(WriteFileAtomically(
+      path, "# compression.automatic resolved by tamp run (docs/auto.md)\n" + text));
+  std::cerr << "tamp: auto: the resolved config is " << path << "\n";
+  options->run_dir = run_dir;
+  options->config_path = path;
+  return result.resolved;
+}
+
+}  // namespace
 
 int RunCommand(RunOptions options) {
   absl::StatusOr<config::RunConfig> config = LoadConfigFile(options.config_path);
@@ -48,6 +78,16 @@ int RunCommand(RunOptions options) {
       return kExitUsage;
     }
     options.worker_binary = *worker;
+  }
+
+  if (config->compression().has_automatic()) {
+    // Resolved here, once, into a config every process reads (docs/auto.md).
+    absl::StatusOr<config::RunConfig> resolved = ResolveAutoForRun(*config, &options);
+    if (!resolved.ok()) {
+      std::cerr << "tamp: " << resolved.status().message() << "\n";
+      return kExitUsage;
+    }
+    config = *std::move(resolved);
   }
 
   Console console;

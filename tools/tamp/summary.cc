@@ -82,6 +82,7 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   events::RunSummary summary;
   summary.set_name(name);
   summary.set_test_accuracy(done_[0]->test_accuracy());
+  summary.set_synthetic(done_[0]->synthetic());
   summary.set_steps(done_[0]->step());  // DONE carries the final step count in `step`.
   summary.set_epochs(epochs);
   summary.set_wall_seconds(wall_seconds);

@@ -93,6 +93,17 @@ TEST(SummaryBuilderTest, AggregatesDoneEvents) {
   EXPECT_FLOAT_EQ(summary->final_loss(), 0.25f);
 }
 
+TEST(SummaryBuilderTest, SyntheticIsWorkerZerosWord) {
+  SummaryBuilder builder(2);
+  events::WorkerEvent done = Done(10, 1, 1, 3.0, 0.0);
+  done.set_synthetic(true);
+  builder.Add(0, done);
+  builder.Add(1, Done(10, 1, 1, 3.0, 0.0));
+  auto summary = builder.Build("resnet50", 1, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->synthetic());
+}
+
 TEST(SummaryBuilderTest, NothingPushedMeansRatioZeroAndEvenMedianAverages) {
   SummaryBuilder builder(2);
   builder.Add(0, Done(0, 0, 0, 3.0, 0.5));
@@ -192,7 +203,7 @@ TEST(SummaryToJsonTest, EveryFieldSnakeCaseWithNumbersAndTheFormatVersion) {
             R"("bytes_pulled":0,"compression_ratio":0,"final_loss":0,"compute_ms_median":0,)"
             R"("encode_ms_median":0,"wire_ms_median":0,"decode_ms_median":0,)"
             R"("apply_ms_median":0,"comm_hidden_percent_median":0,"server_restarts":0,)"
-            R"("worker_restarts":0})");
+            R"("worker_restarts":0,"synthetic":false})");
   events::RunSummary parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
   summary.set_format_version(kJsonFormatVersion);

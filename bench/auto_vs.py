@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""`auto` against `none` and the best hand-picked config, measured (docs/auto.md).
+
+For each model and link, runs three contenders inside bench/net/shaped.sh (the speed table's
+shaped loopback, bench/speed_table.py's run_job), alternating them, REPS rounds:
+  none    the model with no compression;
+  best    the speed table's fastest config of that model at that link (bench/results/
+          speed.json; the MLP only) or, for the layout models, top-k 1% with memory on
+          every tensor (the MLP's fastest push codec);
+  allowed the fastest uniform config of auto's own candidates (none, fp16, top-k 1% with
+          memory: ALLOWED_MLP) in the speed table; for the layout models, `best` itself;
+  auto    bench/configs/auto/<model>.pbtxt with its bandwidth set to the link (tamp run
+          plans it first; the planning is not in the step times).
+The step time is the median over every worker's steps after the warm-up, then the median
+over the rounds. Writes bench/results/auto_vs.json; --doc rewrites docs/auto.md's second
+generated table from it, --check compares. Needs root (network namespaces, tc).
+
+  bench/auto_vs.py [--models mlp,resnet50] [--links 1gbit,10gbit,unshaped] [--reps 2]
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import speed_table  # noqa: E402  (run_job, timed_config, digest)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(REPO, "bench/results/auto_vs.json")
+DOC = os.path.join(REPO, "docs/auto.md")
+BEGIN, END = "<!-- auto_vs.py: begin -->", "<!-- auto_vs.py: end -->"
+# Steps per run and warm-up steps not counted, per model.
+STEPS = {"mlp": (40, 10), "resnet50": (12, 4), "bert_base": (8, 3), "gpt2_small": (8, 3)}
+ALLOWED_MLP = ["mlp_none", "mlp_fp16", "mlp_topk1_ef"]  # bench/configs/auto/*'s candidates.
+TOPK_EF = 'push { name: "topk" ratio: 0.01 } push_feedback { kind: RESIDUAL } pull { name: "none" }'
+
+
+def read(path):
+    with open(os.path.join(REPO, path)) as f:
+        return f.read()
+
+
+def with_compression(auto_text, chunk):
+    """The auto config with its automatic block replaced by one default compression."""
+    return re.sub(r"automatic\s*\{.*\n  \}", f"default_compression {{ {chunk} }}", auto_text,
+                  count=1, flags=re.S)
+
+
+def contenders(model, link):
+    auto = read(f"bench/configs/auto/{model}.pbtxt")
+    none = with_compression(auto, 'push { name: "none" } pull { name: "none" }')
+    auto = re.sub(r'bandwidth:\s*"[^"]*"', f'bandwidth: "{link}"', auto)
+    if model != "mlp":
+        return [("none", "none", none), ("best", "topk1_ef", with_compression(auto, TOPK_EF)),
+                ("auto", "auto", auto)]
+    rows = [r for r in json.loads(read("bench/results/speed.json"))["results"]
+            if r["name"].startswith("mlp_") and r["link"] == link]
+    best = min(rows, key=lambda r: r["step_ms_median"])
+    allowed = min((r for r in rows if r["name"] in ALLOWED_MLP), key=lambda r: r["step_ms_median"])
+    return [("none", "none", read("bench/configs/mlp_none.pbtxt")),
+            ("best", best["name"], read(best["config"])),
+            ("allowed", allowed["name"], read(allowed["config"])),
+            ("auto", "auto", auto)]
+
+
+def absolute_models(text):
+    """Layout paths made absolute (the timed config is written elsewhere), and a data block
+    for speed_table.timed_config to cut (a LAYOUT model reads no data)."""
+    text = text.replace('"../../../models/', f'"{REPO}/models/')
+    return text if re.search(r"data\s*\{", text) else text + "data { }\n"
+
+
+def write(results):
+    """Merges `results` into bench/results/auto_vs.json, replacing the same model and link."""
+    data = json.load(open(RESULTS)) if os.path.exists(RESULTS) else {"results": []}
+    fresh = {(r["model"], r["link"]) for r in results}
+    kept = [r for r in data["results"] if (r["model"], r["link"]) not in fresh]
+    with open(RESULTS, "w") as f:
+        json.dump({"results": kept + results}, f, indent=1)
+        f.write("\n")
+
+
+def run(models, links, reps):
+    subprocess.run(["bazel", "build", "//tools/tamp", "//server:tamp_server",
+                    "//worker:tamp_worker"], cwd=REPO, check=True)
+    work = tempfile.mkdtemp(prefix="auto_vs.")
+    binaries = os.path.join(work, "bin")
+    os.makedirs(binaries)
+    for path in ("tools/tamp/tamp", "server/tamp_server", "worker/tamp_worker"):
+        shutil.copy(os.path.join(REPO, "bazel-bin", path), binaries)
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
+    results = []
+    for model in models:
+        steps, warmup = STEPS[model]
+        for link in links:
+            meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+                    "commit": commit, "cores": os.cpu_count(),
+                    "load_before": speed_table.load_average(), "reps": reps,
+                    "command": "bench/auto_vs.py " + " ".join(sys.argv[1:])}
+            runs = {}
+            for rep in range(reps):
+                entries = contenders(model, link)
+                for who, name, text in (entries if rep % 2 == 0 else entries[::-1]):
+                    path = os.path.join(work, f"{model}_{who}_{rep}.pbtxt")
+                    text = speed_table.timed_config(absolute_models(text), steps, path)
+                    _, workers = speed_table.cluster_shape(text)
+                    lines = speed_table.run_job(binaries, link, path, text, work)
+                    figures = speed_table.digest(lines, warmup, workers)
+                    runs.setdefault(who, {"name": name, "step_ms": []})["step_ms"].append(
+                        figures["step_ms_median"])
+            if "allowed" not in runs:  # The layout models: `best` is auto's own top-k.
+                runs["allowed"] = runs["best"]
+            for r in runs.values():
+                r["step_ms_median"] = statistics.median(r["step_ms"])
+            meta["load_after"] = speed_table.load_average()
+            results.append({"model": model, "link": link, "steps": steps, "warmup": warmup,
+                            "contenders": runs, "meta": meta})
+            print(json.dumps(results[-1]), flush=True)
+            write(results)
+
+
+def block():
+    data = json.load(open(RESULTS))
+    lines = [BEGIN,
+             "Measured by `bench/auto_vs.py`; ms per step, median of the alternated rounds "
+             "(each the median over every worker's steps after the warm-up). \"allowed\": "
+             "the fastest uniform config of auto's own candidates. run: date, commit, rounds, "
+             "load averages before and after (the rows at 87d3bff-dirty and 0950e01 carry "
+             "those of their invocation's last link).", "",
+             "| model | link | none ms | best hand-picked | best ms | allowed | allowed ms | "
+             "auto ms | auto / none | auto / allowed | run |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["results"]:
+        c, meta = r["contenders"], r["meta"]
+        none, best, allowed, auto = (c[k]["step_ms_median"]
+                                     for k in ("none", "best", "allowed", "auto"))
+        lines.append(f"| {r['model']} | {r['link']} | {none:.1f} | {c['best']['name']} | "
+                     f"{best:.1f} | {c['allowed']['name']} | {allowed:.1f} | {auto:.1f} | "
+                     f"{auto / none:.2f} | {auto / allowed:.2f} | {meta['date']}, "
+                     f"{meta['commit']}, {meta['reps']} rounds, load {meta['load_before']} / "
+                     f"{meta['load_after']} |")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def doc_text():
+    text = open(DOC).read()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return head + block() + tail
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="mlp,resnet50")
+    parser.add_argument("--links", default="1gbit,10gbit,unshaped")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--doc", action="store_true")
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    if args.doc or args.check:
+        if args.check and open(DOC).read() != doc_text():
+            sys.exit("docs/auto.md's measured table is stale: run bench/auto_vs.py --doc")
+        if args.doc:
+            text = doc_text()  # Before open() truncates the file.
+            with open(DOC, "w") as f:
+                f.write(text)
+        return
+    run(args.models.split(","), args.links.split(","), args.reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+tamp-profile 1
+# gpt2_small compute profile, written by models/make_layouts.py (do not edit; rerun it).
+# Source: Radford et al. 2019, GPT-2 117M/124M; Hugging Face names.
+# 148 tensors, 124,439,808 parameters.
+# ESTIMATE, NOT A MEASUREMENT: forward ms = the layer's forward FLOPs at batch 8 sequences of 1024 tokens
+# / an assumed sustained 10 TFLOP/s; backward = 2 x forward. One step: 700.3 ms.
+# Change `scale` to rescale every time (e.g. 0.5 for a GPU twice that rate).
+scale 1
+# layer FORWARD_MS BACKWARD_MS TENSORS...
+layer 0.0000 0.0000 wte.weight wpe.weight
+layer 0.0050 0.0101 h.0.ln_1.weight h.0.ln_1.bias
+layer 5.4761 10.9522 h.0.attn.c_attn.weight h.0.attn.c_attn.bias
+layer 0.9664 1.9327 h.0.attn.c_proj.weight h.0.attn.c_proj.bias
+layer 0.0050 0.0101 h.0.ln_2.weight h.0.ln_2.bias
+layer 3.8655 7.7309 h.0.mlp.c_fc.weight h.0.mlp.c_fc.bias
+layer 3.8655 7.7309 h.0.mlp.c_proj.weight h.0.mlp.c_proj.bias
+layer 0.0050 0.0101 h.1.ln_1.weight h.1.ln_1.bias
+layer 5.4761 10.9522 h.1.attn.c_attn.weight h.1.attn.c_attn.bias
+layer 0.9664 1.9327 h.1.attn.c_proj.weight h.1.attn.c_proj.bias
+layer 0.0050 0.0101 h.1.ln_2.weight h.1.ln_2.bias
+layer 3.8655 7.7309 h.1.mlp.c_fc.weight h.1.mlp.c_fc.bias
+layer 3.8655 7.7309 h.1.mlp.c_proj.weight h.1.mlp.c_proj.bias
+layer 0.0050 0.0101 h.2.ln_1.weight h.2.ln_1.bias
+layer 5.4761 10.9522 h.2.attn.c_attn.weight h.2.attn.c_attn.bias
+layer 0.9664 1.9327 h.2.attn.c_proj.weight h.2.attn.c_proj.bias
+layer 0.0050 0.0101 h.2.ln_2.weight h.2.ln_2.bias
+layer 3.8655 7.7309 h.2.mlp.c_fc.weight h.2.mlp.c_fc.bias
+layer 3.8655 7.7309 h.2.mlp.c_proj.weight h.2.mlp.c_proj.bias
+layer 0.0050 0.0101 h.3.ln_1.weight h.3.ln_1.bias
+layer 5.4761 10.9522 h.3.attn.c_attn.weight h.3.attn.c_attn.bias
+layer 0.9664 1.9327 h.3.attn.c_proj.weight h.3.attn.c_proj.bias
+layer 0.0050 0.0101 h.3.ln_2.weight h.3.ln_2.bias
+layer 3.8655 7.7309 h.3.mlp.c_fc.weight h.3.mlp.c_fc.bias
+layer 3.8655 7.7309 h.3.mlp.c_proj.weight h.3.mlp.c_proj.bias
+layer 0.0050 0.0101 h.4.ln_1.weight h.4.ln_1.bias
+layer 5.4761 10.9522 h.4.attn.c_attn.weight h.4.attn.c_attn.bias
+layer 0.9664 1.9327 h.4.attn.c_proj.weight h.4.attn.c_proj.bias
+layer 0.0050 0.0101 h.4.ln_2.weight h.4.ln_2.bias
+layer 3.8655 7.7309 h.4.mlp.c_fc.weight h.4.mlp.c_fc.bias
+layer 3.8655 7.7309 h.4.mlp.c_proj.weight h.4.mlp.c_proj.bias
+layer 0.0050 0.0101 h.5.ln_1.weight h.5.ln_1.bias
+layer 5.4761 10.9522 h.5.attn.c_attn.weight h.5.attn.c_attn.bias
+layer 0.9664 1.9327 h.5.attn.c_proj.weight h.5.attn.c_proj.bias
+layer 0.0050 0.0101 h.5.ln_2.weight h.5.ln_2.bias
+layer 3.8655 7.7309 h.5.mlp.c_fc.weight h.5.mlp.c_fc.bias
+layer 3.8655 7.7309 h.5.mlp.c_proj.weight h.5.mlp.c_proj.bias
+layer 0.0050 0.0101 h.6.ln_1.weight h.6.ln_1.bias
+layer 5.4761 10.9522 h.6.attn.c_attn.weight h.6.attn.c_attn.bias
+layer 0.9664 1.9327 h.6.attn.c_proj.weight h.6.attn.c_proj.bias
+layer 0.0050 0.0101 h.6.ln_2.weight h.6.ln_2.bias
+layer 3.8655 7.7309 h.6.mlp.c_fc.weight h.6.mlp.c_fc.bias
+layer 3.8655 7.7309 h.6.mlp.c_proj.weight h.6.mlp.c_proj.bias
+layer 0.0050 0.0101 h.7.ln_1.weight h.7.ln_1.bias
+layer 5.4761 10.9522 h.7.attn.c_attn.weight h.7.attn.c_attn.bias
+layer 0.9664 1.9327 h.7.attn.c_proj.weight h.7.attn.c_proj.bias
+layer 0.0050 0.0101 h.7.ln_2.weight h.7.ln_2.bias
+layer 3.8655 7.7309 h.7.mlp.c_fc.weight h.7.mlp.c_fc.bias
+layer 3.8655 7.7309 h.7.mlp.c_proj.weight h.7.mlp.c_proj.bias
+layer 0.0050 0.0101 h.8.ln_1.weight h.8.ln_1.bias
+layer 5.4761 10.9522 h.8.attn.c_attn.weight h.8.attn.c_attn.bias
+layer 0.9664 1.9327 h.8.attn.c_proj.weight h.8.attn.c_proj.bias
+layer 0.0050 0.0101 h.8.ln_2.weight h.8.ln_2.bias
+layer 3.8655 7.7309 h.8.mlp.c_fc.weight h.8.mlp.c_fc.bias
+layer 3.8655 7.7309 h.8.mlp.c_proj.weight h.8.mlp.c_proj.bias
+layer 0.0050 0.0101 h.9.ln_1.weight h.9.ln_1.bias
+layer 5.4761 10.9522 h.9.attn.c_attn.weight h.9.attn.c_attn.bias
+layer 0.9664 1.9327 h.9.attn.c_proj.weight h.9.attn.c_proj.bias
+layer 0.0050 0.0101 h.9.ln_2.weight h.9.ln_2.bias
+layer 3.8655 7.7309 h.9.mlp.c_fc.weight h.9.mlp.c_fc.bias
+layer 3.8655 7.7309 h.9.mlp.c_proj.weight h.9.mlp.c_proj.bias
+layer 0.0050 0.0101 h.10.ln_1.weight h.10.ln_1.bias
+layer 5.4761 10.9522 h.10.attn.c_attn.weight h.10.attn.c_attn.bias
+layer 0.9664 1.9327 h.10.attn.c_proj.weight h.10.attn.c_proj.bias
+layer 0.0050 0.0101 h.10.ln_2.weight h.10.ln_2.bias
+layer 3.8655 7.7309 h.10.mlp.c_fc.weight h.10.mlp.c_fc.bias
+layer 3.8655 7.7309 h.10.mlp.c_proj.weight h.10.mlp.c_proj.bias
+layer 0.0050 0.0101 h.11.ln_1.weight h.11.ln_1.bias
+layer 5.4761 10.9522 h.11.attn.c_attn.weight h.11.attn.c_attn.bias
+layer 0.9664 1.9327 h.11.attn.c_proj.weight h.11.attn.c_proj.bias
+layer 0.0050 0.0101 h.11.ln_2.weight h.11.ln_2.bias
+layer 3.8655 7.7309 h.11.mlp.c_fc.weight h.11.mlp.c_fc.bias
+layer 3.8655 7.7309 h.11.mlp.c_proj.weight h.11.mlp.c_proj.bias
+layer 63.2430 126.4859 ln_f.weight ln_f.bias

@@ -1,0 +1,148 @@
+#include "tools/tamp/auto_plan.h"
+
+#include <string>
+
+#include "common/config.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace tamp::launcher {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Two workers, one shard, two tensors: a big one (4 MB raw) and a small one (4 KB raw),
+// ready at the end of `compute_ms`. Candidate 0 is raw; candidate 1 sends 1% of the bytes
+// for an encode of 0.5 ms per MB raw plus a fixed 0.2 ms (and the same decode on the shard).
+perf::StepInputs Base(double compute_ms, double bits_per_second) {
+  perf::StepInputs base;
+  base.num_workers = 2;
+  base.num_shards = 1;
+  base.compute_ms = compute_ms;
+  base.tensor_ready_ms = {compute_ms, compute_ms};
+  base.link = {"test", bits_per_second};
+  return base;
+}
+
+perf::ChunkCost Chunk(uint32_t tensor, uint64_t raw_bytes, bool compressed) {
+  perf::ChunkCost cost;
+  cost.tensor = tensor;
+  perf::RoundCost round;
+  round.push_bytes = compressed ? raw_bytes / 100 : raw_bytes;
+  round.encode_ms = compressed ? 0.2 + 0.5 * raw_bytes / 1e6 : 0;
+  round.server_decode_ms = round.encode_ms;
+  cost.rounds = {round};
+  cost.pull_bytes = raw_bytes;
+  return cost;
+}
+
+std::vector<std::vector<perf::ChunkCost>> Costs() {
+  return {{Chunk(0, 4000000, false), Chunk(1, 4000, false)},
+          {Chunk(0, 4000000, true), Chunk(1, 4000, true)}};
+}
+
+TEST(PlanCompressionTest, LinkBoundCompressesTheBigTensorAndKeepsTheSmallOneRaw) {
+  // 1 Gbit/s: 4 MB is 32 ms per push; the small tensor's 4 KB is 0.03 ms, less than its
+  // fixed encode.
+  absl::StatusOr<CompressionPlan> plan = PlanCompression(Base(10, 1e9), Costs());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->tensor_candidate, ElementsAre(1, 0));
+  ASSERT_EQ(plan->uniform_ms.size(), 2u);
+  EXPECT_LT(plan->uniform_ms[1], plan->uniform_ms[0]);
+  EXPECT_LE(plan->prediction.step_ms, plan->uniform_ms[1]);  // No worse than all-compressed.
+  EXPECT_LT(plan->predictions, 10);
+}
+
+TEST(PlanCompressionTest, UnshapedKeepsNoneWhereCompressionDoesNotPay) {
+  absl::StatusOr<CompressionPlan> plan = PlanCompression(Base(10, 0), Costs());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->tensor_candidate, ElementsAre(0, 0));
+  EXPECT_DOUBLE_EQ(plan->prediction.step_ms, plan->uniform_ms[0]);
+}
+
+TEST(PlanCompressionTest, OnlyTheListedCandidatesAndConsistentCosts) {
+  // One candidate: every tensor on it, whatever it costs.
+  absl::StatusOr<CompressionPlan> plan = PlanCompression(Base(10, 0), {Costs()[1]});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->tensor_candidate, ElementsAre(0, 0));
+  EXPECT_FALSE(PlanCompression(Base(10, 0), {}).ok());
+  EXPECT_FALSE(PlanCompression(Base(10, 0), {Costs()[0], {Chunk(0, 4, false)}}).ok());
+}
+
+config::RunConfig Config(const std::string& candidates) {
+  absl::StatusOr<config::RunConfig> config = ParseConfig(
+      "version: 1 cluster { num_servers: 1 num_workers: 2 } model { kind: MLP hidden: 8 } "
+      "optimizer { learning_rate: 0.1 } compression { automatic { bandwidth: '1gbit' " +
+          candidates + " } }",
+      "auto.pbtxt");
+  EXPECT_TRUE(config.ok()) << config.status();
+  ApplyDefaults(&*config);
+  EXPECT_TRUE(ValidateConfig(*config).ok()) << ValidateConfig(*config);
+  return *config;
+}
+
+TEST(CheckCandidatesTest, TheConvergenceTablesOnePointRule) {
+  // none, fp16, top-k 1% with memory, QSGD 127 levels with memory: measured within a point.
+  EXPECT_TRUE(CheckCandidates(Config(
+                                  "candidates { push { name: 'none' } } "
+                                  "candidates { push { name: 'fp16' } } "
+                                  "candidates { push { name: 'topk' ratio: 0.01 } "
+                                  "push_feedback { kind: RESIDUAL } } "
+                                  "candidates { push { name: 'qsgd' levels: 127 bucket_size: 512 }"
+                                  " push_feedback { kind: RESIDUAL } }")
+                                  .compression())
+                  .ok());
+  // Top-k without memory loses 1.75 points on the MLP (0.8709 against 0.8884).
+  absl::Status lossy = CheckCandidates(
+      Config("candidates { push { name: 'none' } } candidates { push { name: 'topk' ratio: 0.01 } }")
+          .compression());
+  EXPECT_EQ(lossy.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(lossy.message(), HasSubstr("compression.automatic.candidates[1]"));
+  EXPECT_THAT(lossy.message(), HasSubstr("loses 1.75 points"));
+  EXPECT_THAT(lossy.message(), HasSubstr("mlp_topk1_noef"));
+  // Settings nobody measured.
+  absl::Status unmeasured = CheckCandidates(
+      Config("candidates { push { name: 'topk' ratio: 0.02 } push_feedback { kind: RESIDUAL } }")
+          .compression());
+  EXPECT_THAT(unmeasured.message(), HasSubstr("not measured in bench/results/convergence.json"));
+}
+
+TEST(CheckCandidatesTest, OverridesAndEmptyListsAreRefused) {
+  config::RunConfig config = Config("candidates { push { name: 'none' } }");
+  config.mutable_compression()->add_tensor_overrides()->set_pattern("fc1.*");
+  EXPECT_THAT(CheckCandidates(config.compression()).message(),
+              HasSubstr("remove shard_overrides and tensor_overrides"));
+  absl::StatusOr<config::RunConfig> empty = ParseConfig(
+      "version: 1 cluster { num_servers: 1 num_workers: 2 } model { kind: MLP hidden: 8 } "
+      "optimizer { learning_rate: 0.1 } compression { automatic { bandwidth: '1gbit' } }",
+      "auto.pbtxt");
+  ASSERT_TRUE(empty.ok());
+  ApplyDefaults(&*empty);
+  EXPECT_THAT(ValidateConfig(*empty).message(),
+              HasSubstr("compression.automatic.candidates: is empty"));
+}
+
+TEST(ApplyPlanTest, MostChosenIsTheDefaultTheRestOverridesAndProcessesRefuseAuto) {
+  const config::RunConfig config =
+      Config("candidates { push { name: 'none' } } candidates { push { name: 'fp16' } }");
+  EXPECT_EQ(BuildJobLayout(config).status().code(), absl::StatusCode::kFailedPrecondition);
+  const JobLayout layout = *BuildJobLayout(CandidateConfig(config, 0));
+  ASSERT_EQ(layout.tensors.size(), 4u);  // fc1.weight, fc1.bias, fc2.weight, fc2.bias
+  CompressionPlan plan;
+  plan.tensor_candidate = {1, 0, 1, 1};
+  const config::RunConfig resolved = ApplyPlan(config, layout, plan);
+  EXPECT_FALSE(resolved.compression().has_automatic());
+  EXPECT_EQ(resolved.compression().default_compression().push().name(), "fp16");
+  ASSERT_EQ(resolved.compression().tensor_overrides_size(), 1);
+  EXPECT_EQ(resolved.compression().tensor_overrides(0).pattern(), "fc1.bias");
+  EXPECT_EQ(resolved.compression().tensor_overrides(0).compression().push().name(), "none");
+  absl::StatusOr<JobLayout> built = BuildJobLayout(resolved);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->chunks[1].compression.push().name(), "none");
+  EXPECT_EQ(built->chunks[0].compression.push().name(), "fp16");
+}
+
+}  // namespace
+}  // namespace tamp::launcher

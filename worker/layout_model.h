@@ -1,0 +1,83 @@
+// LayoutModel: model.kind LAYOUT's stand-in for a real model (common/layout_file.h). It has
+// the real model's tensors but none of its compute: a step sleeps for the profile's
+// forward and backward time and writes synthetic gradients, so the client, the codecs, gRPC
+// and the servers do exactly the work a job of that model would give them.
+//
+// Compute is a sleep, not a spin: the real forward/backward runs on an accelerator while the
+// worker's CPU thread waits, and spinning would take the cores that the servers, the codecs
+// and the transport of a job on one machine need. Backward sleeps until absolute deadlines
+// (step start + profile time so far + time spent in on_tensor_ready), so the sleeps' own
+// overshoot does not add up over the layers; the callbacks (the pushes' encoding) run on the
+// training thread and delay the rest of backward, as with the CPU models and as
+// tools/tamp/perf_model.h assumes.
+//
+// Gradients: tensor t's gradient at step s is a fixed seeded normal noise vector, rotated by
+// a step-dependent offset (so top-k keeps other entries each step), times
+//   0.01 / sqrt(fan_in) / sqrt(1 + s / 100)
+// (a per-tensor scale, decaying as training would). Writing them costs one pass over the
+// gradient per step, done inside each layer's backward time.
+//
+// Thread safety: as worker/model.h. CountCorrect() is never called (no evaluation); it
+// returns 0.
+//
+// Example:
+//   auto model = LayoutModel::Create(tensors, profile, /*seed=*/1);
+//   (*model)->TrainStep(nullptr, nullptr, 0, [&](int t) { client->Push(t, ...); });
+#ifndef TAMP_WORKER_LAYOUT_MODEL_H_
+#define TAMP_WORKER_LAYOUT_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/layout_file.h"
+#include "common/model_layout.h"
+#include "proto/config.pb.h"
+#include "worker/model.h"
+
+namespace tamp {
+
+class LayoutModel : public Model {
+ public:
+  // Draws every tensor's noise (deterministic in `seed`): about 30 ns per parameter.
+  static absl::StatusOr<std::unique_ptr<LayoutModel>> Create(std::vector<TensorSpec> tensors,
+                                                             LayerProfile profile, uint64_t seed);
+
+  absl::Span<float> params() override { return absl::MakeSpan(params_); }
+  absl::Span<const float> grads() const override { return grads_; }
+
+  // x, labels and batch are ignored; returns 0 (no loss).
+  float TrainStep(const float* x, const uint8_t* labels, int batch,
+                  const std::function<void(int tensor)>& on_tensor_ready) override;
+  int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) override { return 0; }
+
+  // Writes every tensor's gradient of step `step` into grads(), without sleeping (for the
+  // performance model's codec measurements).
+  void FillGradients(uint64_t step);
+
+ private:
+  LayoutModel(std::vector<TensorSpec> tensors, LayerProfile profile);
+  void FillGradient(int tensor, uint64_t step);
+
+  const std::vector<TensorSpec> tensors_;
+  const LayerProfile profile_;
+  std::vector<uint64_t> offsets_;  // Of each tensor in the flat buffers.
+  std::vector<float> params_;
+  std::vector<float> grads_;
+  std::vector<float> noise_;       // Unit normal, flat as grads_.
+  uint64_t step_ = 0;              // TrainStep calls so far.
+};
+
+// LoadLayoutModel()
+//
+// The LayoutModel of a validated config's model (kind LAYOUT): `tensors` are its layout's
+// (ModelTensors()), the profile is read from model.profile_file. `seed` picks the noise;
+// give each worker its own, as each would see other batches.
+absl::StatusOr<std::unique_ptr<LayoutModel>> LoadLayoutModel(const config::Model& model,
+                                                             std::vector<TensorSpec> tensors,
+                                                             uint64_t seed);
+
+}  // namespace tamp
+
+#endif  // TAMP_WORKER_LAYOUT_MODEL_H_

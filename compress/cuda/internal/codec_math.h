@@ -8,7 +8,9 @@
 //     host plain operators (compress/BUILD compiles the CPU codecs with -ffp-contract=off,
 //     and the host users of this header do the same);
 //   - conversions float -> int truncate and int -> float round to nearest, on both sides;
-//   - NaN bit patterns that reach the wire are constants (kQuietNaN), never computed.
+//   - NaN bit patterns that reach the wire are constants (kQuietNaNBits, kQuietHalfNaNBits,
+//     kQuietBf16NaNBits: compress/wire_format.h's canonical NaNs), never computed or copied
+//     from the input, since the device's arithmetic returns its own canonical NaN.
 // compress/cuda/emulation_test.cc runs these on the host against the CPU codecs (no GPU
 // needed); compress/cuda/device_codec_test.cc runs the kernels built from them.
 #ifndef TAMP_COMPRESS_CUDA_INTERNAL_CODEC_MATH_H_
@@ -25,7 +27,10 @@
 
 namespace tamp::compress::cuda_internal {
 
+// The wire's NaNs (compress/wire_format.h kWireNaNBits, kWireHalfNaNBits, kWireBf16NaNBits).
 inline constexpr uint32_t kQuietNaNBits = 0x7fc00000u;  // std::numeric_limits<float>::quiet_NaN()
+inline constexpr uint16_t kQuietHalfNaNBits = 0x7e00;
+inline constexpr uint16_t kQuietBf16NaNBits = 0x7fc0;
 inline constexpr float kFloatMax = 3.402823466e38f;
 
 // ---------------------------------------------------------------------------------------
@@ -53,6 +58,12 @@ TAMP_HD float BitsFloat(uint32_t bits) {
 }
 
 TAMP_HD float QuietNaN() { return BitsFloat(kQuietNaNBits); }
+
+// compress/wire_format.h WireFloatBits(): x's bits, any NaN as kQuietNaNBits.
+TAMP_HD uint32_t WireFloatBits(float x) {
+  const uint32_t bits = FloatBits(x);
+  return (bits & 0x7fffffffu) > 0x7f800000u ? kQuietNaNBits : bits;
+}
 
 #if defined(__CUDA_ARCH__)
 TAMP_HD float AddRn(float a, float b) { return __fadd_rn(a, b); }
@@ -149,8 +160,7 @@ TAMP_HD uint16_t FloatToFp16(float x) {
   const int32_t subnormal = whole_int + round_up;
   int32_t half = Select(magnitude < 0x38800000, subnormal, normal);
   half = Select(magnitude >= 0x477ff000, 0x7c00, half);
-  half = Select(magnitude > 0x7f800000, 0x7e00 | ((magnitude >> 13) & 0x3ff), half);
-  return static_cast<uint16_t>(sign | half);
+  return static_cast<uint16_t>(Select(magnitude > 0x7f800000, kQuietHalfNaNBits, sign | half));
 }
 
 TAMP_HD float Fp16ToFloat(uint16_t half) {
@@ -174,9 +184,8 @@ TAMP_HD float Fp16ToFloat(uint16_t half) {
 TAMP_HD uint16_t FloatToBf16(float x) {
   const uint32_t bits = FloatBits(x);
   const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
   const int32_t magnitude = static_cast<int32_t>(bits & 0x7fffffffu);
-  return static_cast<uint16_t>(magnitude > 0x7f800000 ? quiet_nan : rounded);
+  return static_cast<uint16_t>(magnitude > 0x7f800000 ? kQuietBf16NaNBits : rounded);
 }
 
 TAMP_HD float Bf16ToFloat(uint16_t half) { return BitsFloat(static_cast<uint32_t>(half) << 16); }
@@ -190,7 +199,7 @@ TAMP_HD uint16_t FloatToHalfSaturating(float x) {
   const uint32_t f = FloatBits(x);
   const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000);
   const uint32_t a = f & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00 | static_cast<uint16_t>((a >> 13) & 0x3ff);
+  if (a > 0x7f800000u) return kQuietHalfNaNBits;
   if (a == 0x7f800000u) return sign | 0x7c00;
   if (a >= 0x477ff000u) return sign | 0x7bff;
   if (a >= 0x38800000u) {

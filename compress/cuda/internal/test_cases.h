@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -76,9 +77,24 @@ inline std::vector<size_t> Sizes() { return {1, 3, 8, 31, 32, 33, 1000, 4097, 81
 
 enum class Flavor {
   kGradient,  // Normal values with a wide range of magnitudes, some exact zeros and ties.
-  kSpecial,   // The same plus NaN, +-inf, -0, subnormals and huge values.
+  kSpecial,   // The same plus NaNs (signs and payloads), +-inf, -0, subnormals and huge values.
   kHuge,      // Values near FLT_MAX (efsign's double-only fallback, maxmin range overflow).
 };
+
+inline float FromBits(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
+// What the device makes of x: the same values, every NaN as the device's arithmetic returns
+// it (0x7fffffff: what c = g + r gives on the GPU for a NaN g, whatever g's bits).
+inline std::vector<float> WithDeviceNaNs(std::vector<float> x) {
+  for (float& v : x) {
+    if (std::isnan(v)) v = FromBits(0x7fffffffu);
+  }
+  return x;
+}
 
 inline std::vector<float> Values(size_t n, uint32_t seed, Flavor flavor) {
   std::mt19937 rng(seed);
@@ -97,7 +113,8 @@ inline std::vector<float> Values(size_t n, uint32_t seed, Flavor flavor) {
     const float specials[] = {-0.0f, std::numeric_limits<float>::quiet_NaN(),
                               std::numeric_limits<float>::infinity(),
                               -std::numeric_limits<float>::infinity(), 1e-40f, -3e-45f, 6.5e4f,
-                              -65519.0f, 65520.0f, 3.4e38f};
+                              -65519.0f, 65520.0f, 3.4e38f, FromBits(0xffc01234u),
+                              FromBits(0x7f800001u)};
     for (size_t j = 0; j < sizeof(specials) / sizeof(specials[0]) && j * 97 < n; ++j) {
       x[j * 97] = specials[j];
     }

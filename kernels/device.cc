@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #endif
 
 namespace tamp::kernels {
@@ -42,5 +43,15 @@ const std::string& CudaDeviceUnavailableReason() {
 }
 
 bool CudaDeviceAvailable() { return CudaDeviceUnavailableReason().empty(); }
+
+#if TAMP_HAVE_CUDA
+void FreeDeviceMemory(void* data) {
+  const cudaError_t error = cudaFree(data);
+  if (error != cudaSuccess) {
+    LOG(ERROR) << "cudaFree(" << data << ") failed: " << cudaGetErrorName(error) << " ("
+               << cudaGetErrorString(error) << "); the memory is leaked";
+  }
+}
+#endif
 
 }  // namespace tamp::kernels

@@ -50,10 +50,19 @@ const std::string& CudaDeviceUnavailableReason();
 
 #if TAMP_HAVE_CUDA
 
+// FreeDeviceMemory()
+//
+// cudaFree(data); a failure is logged (ERROR), not fatal. After a device fault (an illegal
+// address, say) every CUDA call returns that sticky error, cudaFree included, and the
+// destructors that run while a test or a worker unwinds from the fault must not abort the
+// process: that would hide the report of the fault itself.
+void FreeDeviceMemory(void* data);
+
 // DeviceArray<T>
 //
 // `size` values of T in device memory (cudaMalloc: 256-byte aligned, uninitialised), freed
-// on destruction. Move-only. A zero-size array holds nullptr.
+// on destruction (FreeDeviceMemory(): an error is logged, never fatal). Move-only. A
+// zero-size array holds nullptr.
 //
 // Example:
 //   TAMP_ASSIGN_OR_RETURN(auto x, DeviceArray<float>::Create(n));
@@ -112,7 +121,7 @@ class DeviceArray {
 
  private:
   void Reset() {
-    if (data_ != nullptr) TAMP_CUDA_CHECK(cudaFree(data_));
+    if (data_ != nullptr) FreeDeviceMemory(data_);
     data_ = nullptr;
     size_ = 0;
   }

@@ -1,0 +1,77 @@
+// kernels/device.h and the test helpers of kernels/cuda_testing.h: CUDA errors come back as
+// failures and log lines, never as an abort, so one device fault cannot take the test binary
+// (and its report) down. Without a device every CUDA call fails, which is the error path;
+// with one, the same tests check the success path.
+#include "kernels/device.h"
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "glog/logging.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda_testing.h"
+
+namespace tamp::kernels {
+namespace {
+
+TEST(DeviceTest, AvailabilityHasAReasonWhenFalse) {
+  EXPECT_EQ(CudaDeviceAvailable(), CudaDeviceUnavailableReason().empty());
+  if (!CudaDeviceAvailable()) {
+    std::cout << "CudaDeviceUnavailableReason(): " << CudaDeviceUnavailableReason() << "\n";
+  }
+}
+
+#if TAMP_HAVE_CUDA
+
+// Collects ERROR lines while alive.
+class ErrorLines : public google::LogSink {
+ public:
+  ErrorLines() { google::AddLogSink(this); }
+  ~ErrorLines() override { google::RemoveLogSink(this); }
+  void send(google::LogSeverity severity, const char* /*full_filename*/,
+            const char* /*base_filename*/, int /*line*/, const struct ::tm* /*tm_time*/,
+            const char* message, size_t message_len) override {
+    if (severity == google::GLOG_ERROR) lines.emplace_back(message, message_len);
+  }
+  std::vector<std::string> lines;
+};
+
+// What a destructor meets after a device fault: cudaFree failing. Without a device any
+// cudaFree of a non-null pointer fails; with one, freeing a pointer that cudaMalloc never
+// returned does.
+TEST(DeviceTest, FreeDeviceMemoryLogsAFailureInsteadOfAborting) {
+  ErrorLines errors;
+  FreeDeviceMemory(reinterpret_cast<void*>(0x1000));
+  ASSERT_EQ(errors.lines.size(), 1u);
+  EXPECT_NE(errors.lines[0].find("cudaFree(0x1000) failed: cuda"), std::string::npos)
+      << errors.lines[0];
+}
+
+TEST(CudaTestingTest, HelpersReturnFailuresInsteadOfAborting) {
+  const std::vector<float> host = {1.0f, -2.0f, 3.5f};
+  DeviceArray<float> array;
+  const ::testing::AssertionResult uploaded = testing::Upload<float>(host, &array);
+  if (!CudaDeviceAvailable()) {
+    EXPECT_FALSE(uploaded);
+    EXPECT_NE(std::string(uploaded.message()).find("cudaMalloc"), std::string::npos)
+        << uploaded.message();
+    EXPECT_EQ(array.data(), nullptr);  // *out untouched.
+    DeviceArray<float> other;
+    EXPECT_FALSE(testing::Allocate<float>(4, &other));
+    EXPECT_FALSE(testing::Synchronize());
+    EXPECT_FALSE(testing::CompareBitwise("x", array, host));
+    return;
+  }
+  ASSERT_TRUE(uploaded);
+  std::vector<float> back;
+  ASSERT_TRUE(testing::Download(array, &back));
+  EXPECT_EQ(back, host);
+  EXPECT_TRUE(testing::CompareBitwise("x", array, host));
+  EXPECT_TRUE(testing::Synchronize());
+}
+
+#endif  // TAMP_HAVE_CUDA
+
+}  // namespace
+}  // namespace tamp::kernels

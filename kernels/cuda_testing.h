@@ -1,7 +1,8 @@
 // Test helpers for CUDA code: skipping without a device, and GPU-vs-CPU comparisons.
 //
 // Contents:
-//   TAMP_SKIP_WITHOUT_CUDA()     GTEST_SKIP()s with "no CUDA device: skipping (<reason>)"
+//   TAMP_SKIP_WITHOUT_CUDA()     GTEST_SKIP()s with "no CUDA device: skipping (<reason>)", or
+//                                fails where kernels::CudaRequired() (TAMP_REQUIRE_CUDA=1)
 //   CompareClose()               |gpu - cpu| <= abs_tol + rel_tol * |cpu| everywhere, else
 //                                a failure listing the first mismatches (llm.c's
 //                                validate_result)
@@ -36,9 +37,15 @@
 #include "gtest/gtest.h"
 #include "kernels/device.h"
 
+// On the device machine a skip would let a run that never touched a GPU pass, so there
+// (TAMP_REQUIRE_CUDA=1) it is a failure.
 #define TAMP_SKIP_WITHOUT_CUDA()                                                          \
   do {                                                                                    \
     if (!::tamp::kernels::CudaDeviceAvailable()) {                                        \
+      if (::tamp::kernels::CudaRequired()) {                                              \
+        GTEST_FAIL() << "no CUDA device, and TAMP_REQUIRE_CUDA=1 makes that a failure ("  \
+                     << ::tamp::kernels::CudaDeviceUnavailableReason() << ")";            \
+      }                                                                                   \
       GTEST_SKIP() << "no CUDA device: skipping ("                                        \
                    << ::tamp::kernels::CudaDeviceUnavailableReason() << ")";              \
     }                                                                                     \

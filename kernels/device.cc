@@ -1,5 +1,7 @@
 #include "kernels/device.h"
 
+#include <cstdlib>
+
 #if TAMP_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -43,6 +45,11 @@ const std::string& CudaDeviceUnavailableReason() {
 }
 
 bool CudaDeviceAvailable() { return CudaDeviceUnavailableReason().empty(); }
+
+bool CudaRequired() {
+  const char* value = std::getenv("TAMP_REQUIRE_CUDA");
+  return value != nullptr && std::string(value) == "1";
+}
 
 #if TAMP_HAVE_CUDA
 void FreeDeviceMemory(void* data) {

@@ -3,13 +3,15 @@
 // Contents:
 //   CudaDeviceAvailable()            whether CUDA code can run here (always false without CUDA)
 //   CudaDeviceUnavailableReason()    why not, for logs and test skips
+//   CudaRequired()                   whether a missing device is an error (TAMP_REQUIRE_CUDA=1)
 //   DeviceArray<T>                   an owned cudaMalloc'd array (only with TAMP_HAVE_CUDA)
 //
 // Builds without CUDA (no toolkit, or TAMP_DISABLE_CUDA=1; see tools/cuda.bzl) still have
 // the first two, so callers can choose a backend at run time without #ifs.
 //
 // Tests of CUDA code skip on machines without a device through TAMP_SKIP_WITHOUT_CUDA() in
-// kernels/cuda_testing.h, which prints "no CUDA device: skipping (<reason>)".
+// kernels/cuda_testing.h, which prints "no CUDA device: skipping (<reason>)", and fail
+// instead where CudaRequired().
 //
 // Example:
 //   if (!kernels::CudaDeviceAvailable()) {
@@ -47,6 +49,14 @@ bool CudaDeviceAvailable();
 // "cudaGetDeviceCount: cudaErrorNoDevice (no CUDA-capable device is detected)",
 // "device 0 (Tesla T4) is sm_75; the kernels need sm_80 or newer".
 const std::string& CudaDeviceUnavailableReason();
+
+// CudaRequired()
+//
+// True when the environment variable TAMP_REQUIRE_CUDA is "1" (read at each call). There a
+// missing device (or a build without CUDA) is an error, not a reason to skip: tests of CUDA
+// code fail and the GPU benchmarks exit non-zero. bench/gpu/run_on_device.sh sets it on the
+// device machine, so a run that sees no GPU, or carries a CPU-only build, cannot pass.
+bool CudaRequired();
 
 #if TAMP_HAVE_CUDA
 

@@ -4,11 +4,13 @@
 // with one, the same tests check the success path.
 #include "kernels/device.h"
 
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "glog/logging.h"
+#include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_testing.h"
 
@@ -19,6 +21,38 @@ TEST(DeviceTest, AvailabilityHasAReasonWhenFalse) {
   EXPECT_EQ(CudaDeviceAvailable(), CudaDeviceUnavailableReason().empty());
   if (!CudaDeviceAvailable()) {
     std::cout << "CudaDeviceUnavailableReason(): " << CudaDeviceUnavailableReason() << "\n";
+  }
+}
+
+// Sets TAMP_REQUIRE_CUDA for one scope.
+class RequireCuda {
+ public:
+  explicit RequireCuda(const char* value) { setenv("TAMP_REQUIRE_CUDA", value, 1); }
+  ~RequireCuda() { unsetenv("TAMP_REQUIRE_CUDA"); }
+};
+
+TEST(DeviceTest, CudaRequiredOnlyForTheValueOne) {
+  EXPECT_FALSE(CudaRequired());
+  {
+    RequireCuda required("1");
+    EXPECT_TRUE(CudaRequired());
+  }
+  {
+    RequireCuda required("0");
+    EXPECT_FALSE(CudaRequired());
+  }
+}
+
+void SkipWithoutCuda() { TAMP_SKIP_WITHOUT_CUDA(); }
+
+// The device machine sets TAMP_REQUIRE_CUDA=1: a test that would skip there fails instead,
+// so a run that never reached a GPU cannot pass.
+TEST(CudaTestingTest, SkipIsAFailureWhereCudaIsRequired) {
+  RequireCuda required("1");
+  if (CudaDeviceAvailable()) {
+    EXPECT_NO_FATAL_FAILURE(SkipWithoutCuda());
+  } else {
+    EXPECT_FATAL_FAILURE(SkipWithoutCuda(), "no CUDA device, and TAMP_REQUIRE_CUDA=1");
   }
 }
 

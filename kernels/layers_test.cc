@@ -275,6 +275,10 @@ TEST(LayersTest, SgdUpdateMatchesOptimizerBitwise) {
   }
 }
 
+#else  // !TAMP_HAVE_CUDA
+
+TEST(LayersTest, BuiltWithoutCuda) { TAMP_SKIP_WITHOUT_CUDA(); }
+
 #endif  // TAMP_HAVE_CUDA
 
 // Argument checks return before any device work, so these run without a GPU too.

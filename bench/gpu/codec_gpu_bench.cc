@@ -15,17 +15,40 @@
 // (encode + decode time): 1.0 means compressing and decompressing a gradient costs as much
 // as copying it once.
 //
-// Host code only (the kernels are in //compress/cuda); without a device it prints
-// "no CUDA device: skipping (...)" and exits 0.
+// Host code only (the kernels are in //compress/cuda); without a device (or built without
+// CUDA) it prints "no CUDA device: skipping (...)" and exits 0, or with TAMP_REQUIRE_CUDA=1
+// (kernels::CudaRequired(), set by run_on_device.sh) says so on stderr and exits 1.
 //
 // Usage: codec_gpu_bench [--sizes=24,26] [--iters=20] [--warmup=3] [--codecs=qsgd,topk]
+#include <cstdio>
+#include <string>
+
+#include "kernels/device.h"
+
+namespace tamp {
+namespace {
+
+// Exit status without a usable device: 0 (a skip), or 1 where CUDA is required.
+int NoDevice() {
+  const std::string& reason = kernels::CudaDeviceUnavailableReason();
+  if (kernels::CudaRequired()) {
+    std::fprintf(stderr, "codec_gpu_bench: no CUDA device, and TAMP_REQUIRE_CUDA=1 (%s)\n",
+                 reason.c_str());
+    return 1;
+  }
+  std::printf("no CUDA device: skipping (%s)\n", reason.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace tamp
+
 #if TAMP_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -229,11 +252,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!tamp::kernels::CudaDeviceAvailable()) {
-    std::printf("no CUDA device: skipping (%s)\n",
-                tamp::kernels::CudaDeviceUnavailableReason().c_str());
-    return 0;
-  }
+  if (!tamp::kernels::CudaDeviceAvailable()) return tamp::NoDevice();
   const absl::Status status = tamp::Run(sizes, iters, warmup, only);
   if (!status.ok()) {
     std::fprintf(stderr, "codec_gpu_bench: %s\n", status.ToString().c_str());
@@ -244,11 +263,6 @@ int main(int argc, char** argv) {
 
 #else  // !TAMP_HAVE_CUDA
 
-#include <cstdio>
-
-int main() {
-  std::printf("no CUDA device: skipping (built without CUDA)\n");
-  return 0;
-}
+int main() { return tamp::NoDevice(); }
 
 #endif  // TAMP_HAVE_CUDA

@@ -221,7 +221,7 @@ TEST(DeviceCodecEdgeTest, HalfConversionsOverManyBitPatterns) {
 
 #else  // !TAMP_HAVE_CUDA
 
-TEST(DeviceCodecTest, BuiltWithoutCuda) { GTEST_SKIP() << "no CUDA device: skipping (built without CUDA)"; }
+TEST(DeviceCodecTest, BuiltWithoutCuda) { TAMP_SKIP_WITHOUT_CUDA(); }
 
 #endif  // TAMP_HAVE_CUDA
 

@@ -55,41 +55,42 @@ class Body {
 // Emulated kernels
 // ---------------------------------------------------------------------------------------
 
-struct HostTile {
-  const float* tile;
-  uint64_t first;
-  float operator()(uint64_t i) const { return tile[i - first]; }
-};
-
-// EncodeQuant() of quantize.cu, phase by phase.
-void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const float* input,
-                        float* residual, float residual_scale, unsigned char* body) {
-  const GlobalSource source{input, residual};
-  if (UsesFusedStats(l)) {  // encode_fused_kernel, block by block.
-    std::vector<float> tile(kFusedTile);
-    for (uint64_t first = 0; first < l.n; first += kFusedTile) {
-      const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(kFusedTile, l.n - first));
-      for (uint32_t j = 0; j < length; ++j) tile[j] = source(first + j);
-      const HostTile values{tile.data(), first};
+// encode_tile_kernel of quantize.cu, block by block: stage the tile, (fused) bucket stats
+// from it, the groups' codes and residuals into it, the residuals back.
+void EmulateEncodeTiles(const QuantLayout& l, const RandomKey& key, const GlobalSource& source,
+                       float* residual, float residual_scale, unsigned char* body) {
+  std::vector<float> tile(kTilePadded);
+  for (uint64_t first = 0; first < l.n; first += kFusedTile) {
+    const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(kFusedTile, l.n - first));
+    for (uint32_t j = 0; j < length; ++j) tile[Padded(j)] = source(first + j);
+    const TileValues values{tile.data(), first};
+    if (UsesFusedStats(l)) {
       const uint64_t bucket0 = first / l.bucket_size;
       const uint32_t buckets = (length + l.bucket_size - 1) / l.bucket_size;
       std::vector<LaneStat> lanes(8 * buckets);
       for (uint32_t p = 0; p < 8 * buckets; ++p) {
         const uint64_t b = bucket0 + p / 8;
-        const BucketView<HostTile> view{&values, b * l.bucket_size};
+        const BucketView<TileValues> view{&values, b * l.bucket_size};
         lanes[p] = BucketLaneStat(l, view, BucketLength(l, b), static_cast<int>(p % 8));
       }
       for (uint32_t lb = 0; lb < buckets; ++lb) {
         StoreBucketStats(l, lanes.data() + 8 * lb, bucket0 + lb, body);
       }
-      for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
-        EncodeGroup(l, key, g, values, residual, residual_scale, body);
-      }
     }
-    return;
+    for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
+      EncodeGroup(l, key, g, values, residual != nullptr, residual_scale, body);
+    }
+    if (residual == nullptr) continue;
+    for (uint32_t j = 0; j < length; ++j) residual[first + j] = tile[Padded(j)];
   }
-  if (l.kind == QuantKind::kQsgd || l.kind == QuantKind::kMaxMin) {  // Two-pass stats.
-    std::vector<LaneStat> lanes(8 * l.buckets);
+}
+
+// EncodeQuant() of quantize.cu, phase by phase.
+void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const float* input,
+                        float* residual, float residual_scale, unsigned char* body) {
+  const GlobalSource source{input, residual};
+  if ((l.kind == QuantKind::kQsgd || l.kind == QuantKind::kMaxMin) && !UsesFusedStats(l)) {
+    std::vector<LaneStat> lanes(8 * l.buckets);  // bucket_lanes_kernel, bucket_stats_kernel
     for (uint64_t p = 0; p < 8 * l.buckets; ++p) {
       const uint64_t b = p / 8;
       const BucketView<GlobalSource> view{&source, b * l.bucket_size};
@@ -120,8 +121,22 @@ void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const float*
     }
     FinishChunkStats(l, tern, ef, any_nan, any_inf, source, body);
   }
-  for (uint64_t g = 0; g < l.groups(); ++g) {  // encode_groups_kernel
-    EncodeGroup(l, key, g, source, residual, residual_scale, body);
+  EmulateEncodeTiles(l, key, source, residual, residual_scale, body);  // encode_tile_kernel
+}
+
+// decode_tile_kernel of quantize.cu, block by block.
+void EmulateDecodeTiles(const QuantLayout& l, const unsigned char* body, float* out,
+                        bool accumulate) {
+  std::vector<float> tile(kTilePadded);
+  for (uint64_t first = 0; first < l.n; first += kFusedTile) {
+    const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(kFusedTile, l.n - first));
+    if (accumulate) {
+      for (uint32_t j = 0; j < length; ++j) tile[Padded(j)] = out[first + j];
+    }
+    for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
+      DecodeGroup(l, g, body, TileValues{tile.data(), first}, accumulate);
+    }
+    for (uint32_t j = 0; j < length; ++j) out[first + j] = tile[Padded(j)];
   }
 }
 
@@ -215,7 +230,7 @@ struct Emulated {
       if (!accumulate) std::fill(out, out + top.n, 0.0f);
       for (uint64_t g = 0; g < top.index_groups(); ++g) ScatterIndexGroup(top, g, body, out, accumulate);
     } else {
-      for (uint64_t g = 0; g < quant.groups(); ++g) DecodeGroup(quant, g, body, out, accumulate);
+      EmulateDecodeTiles(quant, body, out, accumulate);
     }
   }
 };

@@ -8,16 +8,20 @@
 //   decode   out = or += decode(body), only if *verdict is kValid
 //
 // Kernels, in the order an encode runs them:
-//   bucket stats, fused    qsgd/maxmin, power-of-two bucket_size in [128, 8192]: one block per
-//                          8192 values stages c in shared memory, computes its buckets' stats
-//                          (8 lanes each, the CPU's summation order) and quantizes from there:
-//                          one read of input and residual.
-//   bucket stats, 2-pass   other bucket sizes: lane stats (thread per bucket and lane), then
-//                          stats per bucket, then the group kernel (input read twice).
+//   bucket stats, 2-pass   qsgd/maxmin with bucket sizes the tile kernel cannot take: lane
+//                          stats (thread per bucket and lane), then stats per bucket.
 //   chunk stats            terngrad, efsign: one block; its scale is 8 (16) serial chains of
 //                          double additions by definition (compress/cuda/README.md),
 //                          fed from double-buffered shared memory.
-//   groups                 thread per 32 values: codes, word stores, residual.
+//   encode tile            one block per 8192 values: stages c = input (+ residual) in shared
+//                          memory with coalesced loads; for qsgd/maxmin with a power-of-two
+//                          bucket_size in [128, 8192] computes its buckets' stats there (8
+//                          lanes each, the CPU's summation order: one read of input and
+//                          residual in all); then a thread per 32 values writes the codes
+//                          (word stores) and the new residual into the tile, which goes back
+//                          to device memory with coalesced stores.
+// Decode runs the same tile kernel the other way (coalesced loads of the accumulator,
+// coalesced stores of the output).
 // Per-thread work lives in the agents (quantize_agent.h), shared with the host emulation
 // test; this file only maps them onto threads.
 
@@ -34,8 +38,7 @@ namespace {
 // Tuning constants.
 // (kFusedTile, kFusedMinBucket, kChainTile: quantize_agent.h, shared with the emulation.)
 constexpr int kThreads = 256;
-static_assert(kFusedTile == kThreads * kGroup, "a fused block is one group per thread");
-constexpr uint32_t kFusedPadded = kFusedTile + kFusedTile / 32;  // one pad float per 32
+static_assert(kFusedTile == kThreads * kGroup, "a tile block is one group per thread");
 constexpr uint32_t kFusedLanes = kFusedTile / kFusedMinBucket * 8;
 constexpr unsigned kMaxGrid = 1u << 20;
 
@@ -48,47 +51,47 @@ inline unsigned GridFor(uint64_t work, int threads = kThreads) {
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;      \
        i < (count); i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
 
-// Position of value j of a fused tile in shared memory: one pad float per 32 keeps a warp
-// reading 32 different groups (stride 33) free of bank conflicts.
-__device__ __forceinline__ uint32_t Padded(uint64_t j) { return static_cast<uint32_t>(j + (j >> 5)); }
-
-struct TileSource {
-  const float* tile;
-  uint64_t first;
-  __device__ float operator()(uint64_t i) const { return tile[Padded(i - first)]; }
-};
-
 // ---------------------------------------------------------------------------------------
 // CUDA kernels
 // ---------------------------------------------------------------------------------------
 
+// The tile of block `blockIdx.x`: its first element and its length.
+__device__ __forceinline__ uint32_t TileLength(const QuantLayout& l, uint64_t first) {
+  return l.n - first < kFusedTile ? static_cast<uint32_t>(l.n - first) : kFusedTile;
+}
+
 __global__ void __launch_bounds__(kThreads)
-    encode_fused_kernel(QuantLayout l, RandomKey key, GlobalSource source, float* residual,
-                        float residual_scale, unsigned char* body) {
-  __shared__ float tile[kFusedPadded];
+    encode_tile_kernel(QuantLayout l, RandomKey key, GlobalSource source, float* residual,
+                       float residual_scale, unsigned char* body) {
+  __shared__ float tile[kTilePadded];
   __shared__ LaneStat lanes[kFusedLanes];
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
-  const uint32_t length = l.n - first < kFusedTile ? static_cast<uint32_t>(l.n - first) : kFusedTile;
+  const uint32_t length = TileLength(l, first);
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) tile[Padded(j)] = source(first + j);
   __syncthreads();
+  const TileValues values{tile, first};
 
-  // Stats of the tile's buckets (the tile holds whole buckets: bucket_size divides 8192).
-  const TileSource values{tile, first};
-  const uint64_t bucket0 = first / l.bucket_size;
-  const uint32_t buckets = (length + l.bucket_size - 1) / l.bucket_size;
-  for (uint32_t p = threadIdx.x; p < 8 * buckets; p += kThreads) {
-    const uint64_t b = bucket0 + p / 8;
-    const BucketView<TileSource> view{&values, b * l.bucket_size};
-    lanes[p] = BucketLaneStat(l, view, BucketLength(l, b), static_cast<int>(p % 8));
+  if (UsesFusedStats(l)) {  // The tile holds whole buckets: bucket_size divides 8192.
+    const uint64_t bucket0 = first / l.bucket_size;
+    const uint32_t buckets = (length + l.bucket_size - 1) / l.bucket_size;
+    for (uint32_t p = threadIdx.x; p < 8 * buckets; p += kThreads) {
+      const uint64_t b = bucket0 + p / 8;
+      const BucketView<TileValues> view{&values, b * l.bucket_size};
+      lanes[p] = BucketLaneStat(l, view, BucketLength(l, b), static_cast<int>(p % 8));
+    }
+    __syncthreads();
+    for (uint32_t lb = threadIdx.x; lb < buckets; lb += kThreads) {
+      StoreBucketStats(l, lanes + 8 * lb, bucket0 + lb, body);
+    }
+    __syncthreads();  // Also orders the stats' global stores before the reads below.
   }
-  __syncthreads();
-  for (uint32_t lb = threadIdx.x; lb < buckets; lb += kThreads) {
-    StoreBucketStats(l, lanes + 8 * lb, bucket0 + lb, body);
-  }
-  __syncthreads();  // Also orders the stats' global stores before the reads below.
 
   const uint64_t g = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (g < l.groups()) EncodeGroup(l, key, g, values, residual, residual_scale, body);
+  const bool with_residual = residual != nullptr;
+  if (g < l.groups()) EncodeGroup(l, key, g, values, with_residual, residual_scale, body);
+  if (!with_residual) return;
+  __syncthreads();
+  for (uint32_t j = threadIdx.x; j < length; j += kThreads) residual[first + j] = tile[Padded(j)];
 }
 
 __global__ void bucket_lanes_kernel(QuantLayout l, GlobalSource source, LaneStat* lanes) {
@@ -157,11 +160,6 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) FinishChunkStats(l, tern, ef, any_nan != 0, any_inf != 0, source, body);
 }
 
-__global__ void encode_groups_kernel(QuantLayout l, RandomKey key, GlobalSource source,
-                                     float* residual, float residual_scale, unsigned char* body) {
-  TAMP_GRID_STRIDE(g, l.groups()) { EncodeGroup(l, key, g, source, residual, residual_scale, body); }
-}
-
 __global__ void check_kernel(QuantLayout l, const unsigned char* body,
                              unsigned long long* verdict) {
   const uint64_t stats = NumStats(l);
@@ -181,10 +179,25 @@ __global__ void check_kernel(QuantLayout l, const unsigned char* body,
   }
 }
 
-__global__ void decode_groups_kernel(QuantLayout l, const unsigned char* body, float* out,
-                                     bool accumulate, const unsigned long long* verdict) {
+__global__ void __launch_bounds__(kThreads)
+    decode_tile_kernel(QuantLayout l, const unsigned char* body, float* out, bool accumulate,
+                       const unsigned long long* verdict) {
   if (verdict != nullptr && *verdict != kValid) return;
-  TAMP_GRID_STRIDE(g, l.groups()) { DecodeGroup(l, g, body, out, accumulate); }
+  __shared__ float tile[kTilePadded];
+  const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
+  const uint32_t length = TileLength(l, first);
+  if (accumulate) {
+    for (uint32_t j = threadIdx.x; j < length; j += kThreads) tile[Padded(j)] = out[first + j];
+    __syncthreads();
+  }
+  const uint64_t g = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (g < l.groups()) DecodeGroup(l, g, body, TileValues{tile, first}, accumulate);
+  __syncthreads();
+  for (uint32_t j = threadIdx.x; j < length; j += kThreads) out[first + j] = tile[Padded(j)];
+}
+
+inline unsigned TilesFor(const QuantLayout& l) {
+  return static_cast<unsigned>((l.n + kFusedTile - 1) / kFusedTile);
 }
 
 }  // namespace
@@ -206,12 +219,6 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
   }
   if (*temp_bytes < needed) return cudaErrorInvalidValue;
   const GlobalSource source{input, residual};
-  if (bucketed && !two_pass) {
-    const unsigned blocks = static_cast<unsigned>((l.n + kFusedTile - 1) / kFusedTile);
-    encode_fused_kernel<<<blocks, kThreads, 0, stream>>>(l, key, source, residual,
-                                                         residual_scale, body);
-    return cudaGetLastError();
-  }
   if (two_pass) {
     auto* lanes = static_cast<LaneStat*>(temp);
     bucket_lanes_kernel<<<GridFor(8 * l.buckets), kThreads, 0, stream>>>(l, source, lanes);
@@ -223,8 +230,8 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
     chunk_stats_kernel<<<1, kThreads, 0, stream>>>(l, source, body);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  encode_groups_kernel<<<GridFor(l.groups()), kThreads, 0, stream>>>(l, key, source, residual,
-                                                                     residual_scale, body);
+  encode_tile_kernel<<<TilesFor(l), kThreads, 0, stream>>>(l, key, source, residual,
+                                                           residual_scale, body);
   return cudaGetLastError();
 }
 
@@ -242,8 +249,7 @@ cudaError_t CheckQuant(const QuantLayout& l, const unsigned char* body,
 
 cudaError_t DecodeQuant(const QuantLayout& l, const unsigned char* body, float* out,
                         bool accumulate, const unsigned long long* verdict, cudaStream_t stream) {
-  decode_groups_kernel<<<GridFor(l.groups()), kThreads, 0, stream>>>(l, body, out, accumulate,
-                                                                     verdict);
+  decode_tile_kernel<<<TilesFor(l), kThreads, 0, stream>>>(l, body, out, accumulate, verdict);
   return cudaGetLastError();
 }
 

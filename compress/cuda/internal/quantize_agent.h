@@ -14,7 +14,10 @@
 // Work split: a group is 32 consecutive values [32g, 32g + 32) ∩ [0, n); its codes fill
 // exactly `bits` 32-bit words (4 * bits bytes at 4 * bits * g into the code stream), so a
 // thread encodes or decodes a group with word-sized stores and no cooperation, and a group
-// covers 8 whole Philox blocks (4 of the 16-bit stream).
+// covers 8 whole Philox blocks (4 of the 16-bit stream). The values themselves (input,
+// residual, decoded output) move between device memory and a block's tile of kFusedTile
+// values in shared memory with coalesced loads and stores (consecutive threads, consecutive
+// values); the groups read and write the tile (TileValues), never device memory.
 #ifndef TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 #define TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 
@@ -125,6 +128,20 @@ TAMP_HD bool UsesRandom16(const QuantLayout& l) {
          l.kind == QuantKind::kTernGrad;
 }
 
+// A tile of kFusedTile values of the chunk, from element `first`, in shared memory (or a host
+// array in the emulation): element i at Padded(i - first), one pad float per 32 so that a warp
+// reading 32 different groups (stride 33) is free of bank conflicts. Serves as Source (value
+// of element i) and as the sink of residuals and decoded values (At()).
+inline constexpr uint32_t kTilePadded = kFusedTile + kFusedTile / 32;
+TAMP_HD uint32_t Padded(uint64_t j) { return static_cast<uint32_t>(j + (j >> 5)); }
+
+struct TileValues {
+  float* tile;
+  uint64_t first;
+  TAMP_HD float& At(uint64_t i) const { return tile[Padded(i - first)]; }
+  TAMP_HD float operator()(uint64_t i) const { return At(i); }
+};
+
 // Values of a group come from `Source`: an object with `float operator()(uint64_t i)` giving
 // the compensated value c_i (input, or input + residual) of chunk element i.
 struct GlobalSource {
@@ -208,12 +225,11 @@ TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, u
   return 0;
 }
 
-// Encodes group g: codes into the body, and (residual != null) the new residual
-// residual_scale * (c - decoded). `values` gives c for element i (a GlobalSource, or a view
-// of a shared-memory tile). The stats of the group's buckets are already in the body.
-template <typename Source>
+// Encodes group g: codes into the body, and (with_residual) the new residual
+// residual_scale * (c - decoded) over c in the tile (tile.At(i)). The group's values are in
+// `tile`; the stats of its buckets are already in the body.
 TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
-                         const Source& values, float* residual, float residual_scale,
+                         const TileValues& tile, bool with_residual, float residual_scale,
                          unsigned char* body) {
   const uint64_t first = g * kGroup;
   const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
@@ -227,12 +243,12 @@ TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
     if (random) words = stream.Block(static_cast<uint32_t>(first / per_block + q));
     for (uint32_t e = 0; e < per_block && per_block * q + e < count; ++e) {
       const uint64_t i = first + per_block * q + e;
-      const float c = values(i);
+      const float c = tile(i);
       // Bits16(i): half e & 1 of word e >> 1; Bits(i): word e.
       const uint32_t r = random16 ? (words.v[e >> 1] >> (16 * (e & 1))) & 0xFFFFu : words.v[e];
       float decoded;
       sink.Put(EncodeValue(l, body, i, c, r, &decoded), l.bits);
-      if (residual != nullptr) residual[i] = NextResidual(residual_scale, c, decoded);
+      if (with_residual) tile.At(i) = NextResidual(residual_scale, c, decoded);
     }
   }
   sink.Finish();
@@ -272,9 +288,10 @@ TAMP_HD float DecodeValue(const QuantLayout& l, const unsigned char* body, uint6
   return 0;
 }
 
-// out[i] = (or +=) the decoded values of group g.
-TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* body, float* out,
-                         bool accumulate) {
+// tile.At(i) = (or +=) the decoded values of group g; with `accumulate` the tile holds the
+// accumulator's values first.
+TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* body,
+                         const TileValues& out, bool accumulate) {
   const uint64_t first = g * kGroup;
   const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
   const uint64_t offset = 4 * static_cast<uint64_t>(l.bits) * g;
@@ -282,7 +299,7 @@ TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* 
   for (uint32_t j = 0; j < count; ++j) {
     const uint64_t i = first + j;
     const float v = DecodeValue(l, body, i, source.Get(l.bits));
-    out[i] = accumulate ? AddRn(out[i], v) : v;
+    out.At(i) = accumulate ? AddRn(out.At(i), v) : v;
   }
 }
 

@@ -5,6 +5,8 @@
 //   CudaDeviceUnavailableReason()    why not, for logs and test skips
 //   CudaRequired()                   whether a missing device is an error (TAMP_REQUIRE_CUDA=1)
 //   DeviceArray<T>                   an owned cudaMalloc'd array (only with TAMP_HAVE_CUDA)
+//   PinnedBuffer                     owned page-locked host memory (only with TAMP_HAVE_CUDA)
+//   CudaEvent                        an owned event: record on a stream, wait for it
 //
 // Builds without CUDA (no toolkit, or TAMP_DISABLE_CUDA=1; see tools/cuda.bzl) still have
 // the first two, so callers can choose a backend at run time without #ifs.
@@ -138,6 +140,75 @@ class DeviceArray {
 
   T* data_ = nullptr;
   size_t size_ = 0;
+};
+
+// PinnedBuffer
+//
+// `size` bytes of page-locked host memory (cudaMallocHost), freed on destruction (an error
+// is logged, never fatal). Copies between it and the device run asynchronously; with a
+// pageable buffer cudaMemcpyAsync stages through the driver and the host waits. Allocating
+// costs far more than a copy: keep one per long-lived owner. Move-only; size 0 holds
+// nullptr.
+//
+// Example:
+//   TAMP_ASSIGN_OR_RETURN(auto staging, PinnedBuffer::Create(bytes));
+//   TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.data(), d_body, bytes,
+//                                             cudaMemcpyDeviceToHost, stream));
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  // PinnedBuffer::Create()
+  //
+  // RESOURCE_EXHAUSTED when the host cannot pin that much; FAILED_PRECONDITION without a
+  // device.
+  static absl::StatusOr<PinnedBuffer> Create(size_t size);
+
+  unsigned char* data() { return data_; }
+  const unsigned char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  unsigned char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// CudaEvent
+//
+// A CUDA event without timing, destroyed on destruction (an error is logged, never fatal).
+// Record() marks what `stream` has enqueued so far; Wait() blocks the host until that work
+// is done, and not for anything enqueued after it (cudaStreamSynchronize would). Waiting for
+// an event never recorded returns at once. Move-only.
+//
+// Example:
+//   TAMP_RETURN_IF_ERROR(copied.Record(stream));   // After the copy into pinned memory.
+//   ...                                             // Host work goes on meanwhile.
+//   TAMP_RETURN_IF_ERROR(copied.Wait());           // The copy is done.
+class CudaEvent {
+ public:
+  CudaEvent() = default;
+  ~CudaEvent();
+  CudaEvent(CudaEvent&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  CudaEvent& operator=(CudaEvent&& other) noexcept;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  // CudaEvent::Create()
+  //
+  // FAILED_PRECONDITION without a device.
+  static absl::StatusOr<CudaEvent> Create();
+
+  absl::Status Record(cudaStream_t stream);
+  absl::Status Wait() const;
+
+ private:
+  cudaEvent_t event_ = nullptr;
 };
 
 #endif  // TAMP_HAVE_CUDA

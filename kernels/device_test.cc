@@ -82,6 +82,31 @@ TEST(DeviceTest, FreeDeviceMemoryLogsAFailureInsteadOfAborting) {
       << errors.lines[0];
 }
 
+// Pinned memory and events: errors as Status without a device; with one, an event waits for
+// a copy into pinned memory.
+TEST(DeviceTest, PinnedBufferAndEvent) {
+  auto pinned = PinnedBuffer::Create(64);
+  auto event = CudaEvent::Create();
+  if (!CudaDeviceAvailable()) {
+    EXPECT_FALSE(pinned.ok());
+    EXPECT_NE(pinned.status().message().find("cudaMallocHost"), std::string::npos)
+        << pinned.status();
+    EXPECT_FALSE(event.ok());
+    return;
+  }
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_EQ(pinned->size(), 64u);
+  EXPECT_TRUE(event->Wait().ok());  // Never recorded: returns at once.
+  const std::vector<float> host(16, 2.5f);
+  DeviceArray<float> array;
+  ASSERT_TRUE(testing::Upload<float>(host, &array));
+  ASSERT_TRUE(array.CopyToHost(reinterpret_cast<float*>(pinned->data()), 16, nullptr).ok());
+  ASSERT_TRUE(event->Record(nullptr).ok());
+  ASSERT_TRUE(event->Wait().ok());
+  EXPECT_EQ(reinterpret_cast<const float*>(pinned->data())[15], 2.5f);
+}
+
 TEST(CudaTestingTest, HelpersReturnFailuresInsteadOfAborting) {
   const std::vector<float> host = {1.0f, -2.0f, 3.5f};
   DeviceArray<float> array;

@@ -138,9 +138,22 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
   }
   codec->temp_bytes_ = temp_bytes;
   TAMP_ASSIGN_OR_RETURN(codec->temp_, kernels::DeviceArray<unsigned char>::Create(temp_bytes));
-  TAMP_ASSIGN_OR_RETURN(codec->body_,
+  TAMP_ASSIGN_OR_RETURN(codec->outgoing_,
+                        kernels::DeviceArray<unsigned char>::Create(codec->body_bytes_));
+  TAMP_ASSIGN_OR_RETURN(codec->incoming_,
                         kernels::DeviceArray<unsigned char>::Create(codec->body_bytes_));
   TAMP_ASSIGN_OR_RETURN(codec->verdict_, kernels::DeviceArray<unsigned long long>::Create(1));
+  TAMP_ASSIGN_OR_RETURN(codec->outgoing_payload_,
+                        kernels::PinnedBuffer::Create(codec->PayloadBytes()));
+  TAMP_ASSIGN_OR_RETURN(codec->incoming_body_, kernels::PinnedBuffer::Create(codec->body_bytes_));
+  TAMP_ASSIGN_OR_RETURN(codec->verdict_host_,
+                        kernels::PinnedBuffer::Create(sizeof(unsigned long long)));
+  TAMP_ASSIGN_OR_RETURN(codec->encoded_, kernels::CudaEvent::Create());
+  TAMP_ASSIGN_OR_RETURN(codec->checked_, kernels::CudaEvent::Create());
+  // The header never changes: written once, the body lands behind it.
+  std::string header;
+  AppendHeader(codec->id_, codec->version_, codec->size_, &header);
+  std::memcpy(codec->outgoing_payload_.data(), header.data(), kHeaderBytes);
   return codec;
 }
 
@@ -180,8 +193,8 @@ absl::Status DeviceCodec::ErrorFor(unsigned long long verdict) const {
                                                  ReasonText(reason)));
 }
 
-absl::Status DeviceCodec::Decode(const unsigned char* d_body, const RandomKey& /*key*/,
-                                 float* d_out, bool accumulate, cudaStream_t stream) {
+absl::Status DeviceCodec::DecodeAsync(const unsigned char* d_body, const RandomKey& /*key*/,
+                                      float* d_out, bool accumulate, cudaStream_t stream) {
   if (d_body == nullptr || d_out == nullptr) {
     return absl::InvalidArgumentError("Decode: d_body and d_out must not be null");
   }
@@ -199,26 +212,55 @@ absl::Status DeviceCodec::Decode(const unsigned char* d_body, const RandomKey& /
     TAMP_CUDA_RETURN_IF_ERROR(
         cuda_internal::DecodeQuant(quant_, d_body, d_out, accumulate, verdict, stream));
   }
-  if (!check) return absl::OkStatus();
-  unsigned long long host_verdict = cuda_internal::kValid;
-  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&host_verdict, verdict, sizeof(host_verdict),
-                                            cudaMemcpyDeviceToHost, stream));
-  TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  if (host_verdict != cuda_internal::kValid) return ErrorFor(host_verdict);
+  auto* host_verdict = reinterpret_cast<unsigned long long*>(verdict_host_.data());
+  if (check) {
+    TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_verdict, verdict, sizeof(*host_verdict),
+                                              cudaMemcpyDeviceToHost, stream));
+  } else {
+    *host_verdict = cuda_internal::kValid;
+  }
+  return checked_.Record(stream);
+}
+
+absl::Status DeviceCodec::Checked() {
+  TAMP_RETURN_IF_ERROR(checked_.Wait());
+  const unsigned long long verdict =
+      *reinterpret_cast<const unsigned long long*>(verdict_host_.data());
+  if (verdict != cuda_internal::kValid) return ErrorFor(verdict);
   return absl::OkStatus();
+}
+
+absl::Status DeviceCodec::Decode(const unsigned char* d_body, const RandomKey& key, float* d_out,
+                                 bool accumulate, cudaStream_t stream) {
+  TAMP_RETURN_IF_ERROR(DecodeAsync(d_body, key, d_out, accumulate, stream));
+  return Checked();
+}
+
+absl::Status DeviceCodec::EncodeToHost(const float* d_input, float* d_residual,
+                                       float residual_scale, const RandomKey& key,
+                                       cudaStream_t stream) {
+  // The previous payload may still be in flight into the pinned buffer.
+  TAMP_RETURN_IF_ERROR(encoded_.Wait());
+  TAMP_RETURN_IF_ERROR(
+      Encode(d_input, d_residual, residual_scale, key, outgoing_.data(), stream));
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(outgoing_payload_.data() + kHeaderBytes,
+                                            outgoing_.data(), body_bytes_,
+                                            cudaMemcpyDeviceToHost, stream));
+  return encoded_.Record(stream);
+}
+
+absl::StatusOr<absl::string_view> DeviceCodec::Payload() {
+  TAMP_RETURN_IF_ERROR(encoded_.Wait());
+  return absl::string_view(reinterpret_cast<const char*>(outgoing_payload_.data()),
+                           PayloadBytes());
 }
 
 absl::Status DeviceCodec::EncodeToPayload(const float* d_input, float* d_residual,
                                           float residual_scale, const RandomKey& key,
                                           std::string* payload, cudaStream_t stream) {
-  TAMP_RETURN_IF_ERROR(Encode(d_input, d_residual, residual_scale, key, body_.data(), stream));
-  payload->clear();
-  payload->reserve(PayloadBytes());
-  AppendHeader(id_, version_, size_, payload);
-  payload->resize(PayloadBytes());
-  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(payload->data() + kHeaderBytes, body_.data(),
-                                            body_bytes_, cudaMemcpyDeviceToHost, stream));
-  TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  TAMP_RETURN_IF_ERROR(EncodeToHost(d_input, d_residual, residual_scale, key, stream));
+  TAMP_ASSIGN_OR_RETURN(const absl::string_view bytes, Payload());
+  payload->assign(bytes.data(), bytes.size());
   return absl::OkStatus();
 }
 
@@ -231,9 +273,12 @@ absl::Status DeviceCodec::DecodePayload(absl::string_view payload, const RandomK
                                                    body.size(), " bytes, expected ",
                                                    body_bytes_));
   }
-  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(body_.data(), body.data(), body_bytes_,
+  // The previous upload from the pinned buffer is done once its verdict is.
+  TAMP_RETURN_IF_ERROR(checked_.Wait());
+  std::memcpy(incoming_body_.data(), body.data(), body_bytes_);
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(incoming_.data(), incoming_body_.data(), body_bytes_,
                                             cudaMemcpyHostToDevice, stream));
-  return Decode(body_.data(), key, d_out, accumulate, stream);
+  return Decode(incoming_.data(), key, d_out, accumulate, stream);
 }
 
 }  // namespace tamp::compress::cuda

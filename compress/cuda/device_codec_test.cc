@@ -169,6 +169,55 @@ INSTANTIATE_TEST_SUITE_P(
     AllCodecs, DeviceCodecTest, ::testing::ValuesIn(cuda_testing::AllSpecs()),
     [](const ::testing::TestParamInfo<cuda_testing::SpecCase>& info) { return info.param.label; });
 
+// The asynchronous calls: two encodes in flight on one stream wait for each other's pinned
+// copy; Payload() is the CPU payload; DecodeAsync() of a corrupted body reports it from
+// Checked() and writes nothing.
+TEST(DeviceCodecAsyncTest, PinnedPayloadsAndDeferredVerdicts) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  for (const char* name : {"qsgd", "topk", "fp16"}) {
+    SCOPED_TRACE(name);
+    config::Codec spec = cuda_testing::NamedSpec(name);
+    if (spec.name() == "qsgd") spec.set_levels(127);
+    if (spec.name() == "topk") spec.set_ratio(0.01);
+    const size_t n = 100003;
+    auto cpu = CreateCodec(spec, n);
+    auto gpu = DeviceCodec::Create(spec, n);
+    ASSERT_TRUE(cpu.ok() && gpu.ok());
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    for (uint32_t step = 0; step < 2; ++step) {
+      const std::vector<float> x = cuda_testing::Values(n, 50 + step, Flavor::kSpecial);
+      const RandomKey key = cuda_testing::Key(step);
+      DeviceArray<float> d_x;
+      ASSERT_TRUE(Upload<float>(x, &d_x));
+      std::string cpu_payload;
+      ASSERT_TRUE((*cpu)->Encode(x, key, &cpu_payload).ok());
+      ASSERT_TRUE((*gpu)->EncodeToHost(d_x.data(), nullptr, 1.0f, key, stream).ok());
+      auto payload = (*gpu)->Payload();
+      ASSERT_TRUE(payload.ok()) << payload.status();
+      EXPECT_TRUE(CompareBytes("payload", *payload, cpu_payload)) << "step " << step;
+    }
+    if (spec.name() != "fp16") {  // fp16 bodies have no invalid form.
+      std::string bad;
+      const std::vector<float> x = cuda_testing::Values(n, 9, Flavor::kGradient);
+      ASSERT_TRUE((*cpu)->Encode(x, {}, &bad).ok());
+      std::memset(&bad[kHeaderBytes], 0xff, 8);  // Indices out of order / norms negative.
+      DeviceArray<unsigned char> d_body;
+      ASSERT_TRUE(Upload<unsigned char>(
+          absl::MakeConstSpan(reinterpret_cast<const unsigned char*>(bad.data()) + kHeaderBytes,
+                              bad.size() - kHeaderBytes),
+          &d_body));
+      const std::vector<float> sentinel(n, 3.0f);
+      DeviceArray<float> d_out;
+      ASSERT_TRUE(Upload<float>(sentinel, &d_out));
+      ASSERT_TRUE((*gpu)->DecodeAsync(d_body.data(), {}, d_out.data(), true, stream).ok());
+      EXPECT_EQ((*gpu)->Checked().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_TRUE(CompareBitwise("untouched", d_out, sentinel));
+    }
+    EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  }
+}
+
 // Top-k when the k-th magnitude is shared by most of the chunk (all ties resolved by index),
 // and fp16/bf16 over a wide sample of bit patterns.
 TEST(DeviceCodecEdgeTest, TopKWithMassiveTies) {

@@ -78,13 +78,14 @@ std::vector<BenchCodec> Codecs() {
     set(spec);
     codecs.push_back({label, spec});
   };
-  auto none = [](config::Codec&) {};
-  add("fp16", "fp16", none);
-  add("bf16", "bf16", none);
-  add("natural", "natural", none);
-  add("signsgd", "signsgd", none);
-  add("efsign", "efsign", none);
-  add("terngrad", "terngrad", none);
+  auto defaults = [](config::Codec&) {};
+  add("none", "none", defaults);
+  add("fp16", "fp16", defaults);
+  add("bf16", "bf16", defaults);
+  add("natural", "natural", defaults);
+  add("signsgd", "signsgd", defaults);
+  add("efsign", "efsign", defaults);
+  add("terngrad", "terngrad", defaults);
   add("qsgd s=127 d=512", "qsgd", [](config::Codec& s) {
     s.set_levels(127);
     s.set_bucket_size(512);

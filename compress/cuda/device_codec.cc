@@ -14,6 +14,7 @@
 #include "compress/fp16.h"
 #include "compress/maxmin.h"
 #include "compress/natural.h"
+#include "compress/none.h"
 #include "compress/qsgd.h"
 #include "compress/registry.h"
 #include "compress/signsgd.h"
@@ -56,7 +57,7 @@ const char* ReasonText(uint32_t reason) {
 }  // namespace
 
 bool HasDeviceCodec(absl::string_view name) {
-  for (absl::string_view known : {"fp16", "bf16", "natural", "signsgd", "efsign", "qsgd",
+  for (absl::string_view known : {"none", "fp16", "bf16", "natural", "signsgd", "efsign", "qsgd",
                                   "terngrad", "maxmin", "topk"}) {
     if (name == known) return true;
   }
@@ -94,7 +95,9 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     codec->quant_ = layout;
     codec->body_bytes_ = layout.body_bytes();
   };
-  if (name == "fp16") {
+  if (name == "none") {
+    quant(CodecId::kNone, NoneCodec::kVersion, MakeQuantLayout(QuantKind::kNone, n));
+  } else if (name == "fp16") {
     quant(CodecId::kFp16, Fp16Codec::kVersion, MakeQuantLayout(QuantKind::kFp16, n));
   } else if (name == "bf16") {
     quant(CodecId::kBf16, Bf16Codec::kVersion, MakeQuantLayout(QuantKind::kBf16, n));
@@ -180,7 +183,8 @@ absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float 
 }
 
 bool DeviceCodec::NeedsCheck() const {
-  return is_topk_ || (quant_.kind != QuantKind::kFp16 && quant_.kind != QuantKind::kBf16);
+  return is_topk_ || (quant_.kind != QuantKind::kNone && quant_.kind != QuantKind::kFp16 &&
+                      quant_.kind != QuantKind::kBf16);
 }
 
 absl::Status DeviceCodec::ErrorFor(unsigned long long verdict) const {

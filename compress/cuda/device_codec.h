@@ -2,7 +2,8 @@
 // device memory. Payloads are byte-identical to the CPU codec's (compress/codec.h) for the
 // same input and key, so CPU and GPU processes can talk to each other.
 //
-// Codecs: fp16, bf16, natural, signsgd, efsign, qsgd, terngrad, maxmin, topk (HasDeviceCodec()).
+// Codecs: none, fp16, bf16, natural, signsgd, efsign, qsgd, terngrad, maxmin, topk
+// (HasDeviceCodec()).
 // Others return UNIMPLEMENTED from Create(); callers fall back to the CPU codec.
 //
 // Error feedback is fused: Encode(input, residual, s) encodes c = input + residual and

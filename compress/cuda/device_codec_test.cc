@@ -33,13 +33,15 @@ using kernels::testing::Upload;
 
 // Runs without a device: the checks before any device work.
 TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
-  config::Codec none;
-  none.set_name("none");
-  EXPECT_EQ(DeviceCodec::Create(none, 10).status().code(), absl::StatusCode::kUnimplemented);
+  config::Codec signum;
+  signum.set_name("signum");
+  signum.set_momentum(0.9);
+  EXPECT_EQ(DeviceCodec::Create(signum, 10).status().code(), absl::StatusCode::kUnimplemented);
   config::Codec bad;
   bad.set_name("qsgd");  // 'levels' missing.
   EXPECT_EQ(DeviceCodec::Create(bad, 10).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(HasDeviceCodec("topk"));
+  EXPECT_TRUE(HasDeviceCodec("none"));
   EXPECT_FALSE(HasDeviceCodec("powersgd"));
   if (!kernels::CudaDeviceAvailable()) {
     config::Codec fp16;

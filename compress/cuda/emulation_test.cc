@@ -239,6 +239,7 @@ struct Emulated {
 Emulated MakeEmulated(const config::Codec& spec, size_t n) {
   Emulated e;
   const std::string& name = spec.name();
+  if (name == "none") e.quant = MakeQuantLayout(QuantKind::kNone, n);
   if (name == "fp16") e.quant = MakeQuantLayout(QuantKind::kFp16, n);
   if (name == "bf16") e.quant = MakeQuantLayout(QuantKind::kBf16, n);
   if (name == "natural") e.quant = MakeQuantLayout(QuantKind::kNatural, n);

@@ -1,4 +1,4 @@
-// GPU encode/decode of the quantizing codecs: fp16, bf16, natural, signsgd, efsign, qsgd,
+// GPU encode/decode of the quantizing codecs: none, fp16, bf16, natural, signsgd, efsign, qsgd,
 // terngrad, maxmin. Payload bodies are byte-identical to the CPU codecs' (compress/*.cc).
 //
 // Contract (n values, body as compress/cuda/internal/quantize_agent.h lays it out):

@@ -1,5 +1,5 @@
-// Per-thread work of the GPU quantizing codecs (fp16, bf16, natural, signsgd, efsign, qsgd,
-// terngrad, maxmin), written once for host and device. Internal to compress/cuda/.
+// Per-thread work of the GPU quantizing codecs (none, fp16, bf16, natural, signsgd, efsign,
+// qsgd, terngrad, maxmin), written once for host and device. Internal to compress/cuda/.
 //
 // The kernels of compress/cuda/quantize.cu are thin loops over these "agents", and
 // compress/cuda/emulation_test.cc runs the very same agents on the host, one simulated
@@ -8,7 +8,7 @@
 //
 // Body layout (the CPU codecs'): [stats][codes]. stats: qsgd 4 bytes (norm) per bucket,
 // maxmin 8 (min, max) per bucket, terngrad and efsign 4 (one scale), others none. codes: n
-// codes of `bits` bits, PackCodes order. Every stats size is a multiple of 4, so the code
+// codes of `bits` bits, PackCodes order (none: 32-bit codes, the values' wire bits). Every stats size is a multiple of 4, so the code
 // stream is 4-byte aligned whenever the body is.
 //
 // Work split: a group is 32 consecutive values [32g, 32g + 32) ∩ [0, n); its codes fill
@@ -39,6 +39,7 @@ inline constexpr uint32_t kFusedMinBucket = 128;
 inline constexpr uint32_t kChainTile = 4096;
 
 enum class QuantKind : int {
+  kNone,
   kFp16,
   kBf16,
   kNatural,
@@ -75,6 +76,9 @@ inline QuantLayout MakeQuantLayout(QuantKind kind, uint64_t n, uint32_t levels =
   l.kind = kind;
   l.n = n;
   switch (kind) {
+    case QuantKind::kNone:
+      l.bits = 32;
+      break;
     case QuantKind::kFp16:
     case QuantKind::kBf16:
       l.bits = 16;
@@ -170,6 +174,11 @@ TAMP_HD void StoreStat(unsigned char* body, uint64_t index, float value) {
 TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, uint64_t i,
                              float c, uint32_t random, float* decoded) {
   switch (l.kind) {
+    case QuantKind::kNone: {  // compress/none.cc: the wire bits (NaN canonical).
+      const uint32_t bits = WireFloatBits(c);
+      *decoded = BitsFloat(bits);
+      return bits;
+    }
     case QuantKind::kFp16: {
       const uint16_t h = FloatToFp16(c);
       *decoded = Fp16ToFloat(h);
@@ -261,6 +270,8 @@ TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
 TAMP_HD float DecodeValue(const QuantLayout& l, const unsigned char* body, uint64_t i,
                           uint32_t code) {
   switch (l.kind) {
+    case QuantKind::kNone:
+      return BitsFloat(code);
     case QuantKind::kFp16:
       return Fp16ToFloat(static_cast<uint16_t>(code));
     case QuantKind::kBf16:

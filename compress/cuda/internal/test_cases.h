@@ -36,7 +36,7 @@ inline config::Codec NamedSpec(const std::string& name) {
 // buckets of 1 and of odd sizes, all maxmin widths, fp16 top-k values.
 inline std::vector<SpecCase> AllSpecs() {
   std::vector<SpecCase> cases;
-  for (const char* name : {"fp16", "bf16", "natural", "signsgd", "efsign", "terngrad"}) {
+  for (const char* name : {"none", "fp16", "bf16", "natural", "signsgd", "efsign", "terngrad"}) {
     cases.push_back({name, NamedSpec(name)});
   }
   for (const auto& [levels, bucket] : std::vector<std::pair<uint32_t, uint32_t>>{

@@ -13,7 +13,9 @@
 // What it cannot check is the CUDA plumbing itself (grids, shared memory, barriers, CUB);
 // device_codec_test.cc does that on a GPU.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -24,8 +26,10 @@
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/test_cases.h"
 #include "compress/cuda/internal/topk_agent.h"
+#include "compress/efsign.h"
 #include "compress/error_feedback.h"
 #include "compress/registry.h"
+#include "compress/terngrad.h"
 #include "compress/topk.h"
 #include "compress/wire_format.h"
 #include "gtest/gtest.h"
@@ -85,6 +89,29 @@ void EmulateEncodeTiles(const QuantLayout& l, const RandomKey& key, const Global
   }
 }
 
+// chunk_segments_kernel and chunk_tree_kernel of quantize.cu: the whole chunk's partial.
+ChunkPartial EmulateChunkStats(const QuantLayout& l, const GlobalSource& source) {
+  std::vector<ChunkPartial> a(NumSegments(l)), b(NumSegments(l));
+  for (uint64_t segment = 0; segment < NumSegments(l); ++segment) {  // chunk_segments_kernel
+    TernLane tern[8];
+    EfSignPartial ef[16];
+    for (int lane = 0; lane < ChunkLanes(l); ++lane) {
+      if (l.kind == QuantKind::kTernGrad) {
+        tern[lane] = TernSegmentLane(l, source, segment, lane, static_cast<double>(source(0)));
+      } else {
+        ef[lane] = EfSignSegmentLane(l, source, segment, lane);
+      }
+    }
+    a[segment] = SegmentPartial(l, tern, ef);
+  }
+  const AddChunkPartials add{l.kind == QuantKind::kTernGrad};  // chunk_tree_kernel
+  for (uint64_t m = NumSegments(l); m > 1; m = (m + 1) / 2) {
+    for (uint64_t i = 0; i < (m + 1) / 2; ++i) PairwiseStep(a.data(), b.data(), m, i, add);
+    std::swap(a, b);
+  }
+  return a[0];
+}
+
 // EncodeQuant() of quantize.cu, phase by phase.
 void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const float* input,
                         float* residual, float residual_scale, unsigned char* body) {
@@ -98,28 +125,8 @@ void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const float*
     }
     for (uint64_t b = 0; b < l.buckets; ++b) StoreBucketStats(l, lanes.data() + 8 * b, b, body);
   }
-  if (l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign) {  // chunk_stats_kernel
-    TernLane tern[8];
-    double ef[16];
-    for (auto& lane : tern) lane = ZeroTernLane();
-    for (double& e : ef) e = 0;
-    bool any_nan = false, any_inf = false;
-    std::vector<float> buffer(kChainTile);
-    double shift = 0;
-    for (uint64_t first = 0; first < l.n; first += kChainTile) {
-      const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(kChainTile, l.n - first));
-      const uint32_t padded = (count + 63) / 64 * 64;
-      for (uint32_t j = 0; j < padded; ++j) {
-        const float v = j < count ? source(first + j) : 0.0f;
-        buffer[j] = v;
-        if (std::isnan(v)) any_nan = true;
-        else if (std::isinf(v)) any_inf = true;
-      }
-      if (first == 0) shift = buffer[0];
-      for (int k = 0; k < 8; ++k) TernLaneTile(buffer.data(), count, shift, k, &tern[k]);
-      for (int k = 0; k < 16; ++k) EfSignLaneTile(buffer.data(), padded / 64, k, &ef[k]);
-    }
-    FinishChunkStats(l, tern, ef, any_nan, any_inf, source, body);
+  if (l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign) {
+    StoreChunkScale(l, EmulateChunkStats(l, source), body);
   }
   EmulateEncodeTiles(l, key, source, residual, residual_scale, body);  // encode_tile_kernel
 }
@@ -384,6 +391,35 @@ TEST_P(EmulationTest, ChecksAgreeWithCpuDecoder) {
     }
   }
   RecordProperty("rejected", rejected);
+}
+
+// The chunk statistics of terngrad and efsign in compress/internal/segments.h's order (per
+// segment, then pairwise), on inputs where another order gives other sums: 1e16 (ulp 2) in
+// lane 0 of the first segment absorbs ones added to it one at a time, but not a segment's
+// sum of them (terngrad_test and efsign_test hold the numbers).
+TEST(EmulationChunkStatsTest, SegmentsAndTreeAsTheCpuCodecs) {
+  std::vector<float> x(5 * 8192 + 100, 0.0f);
+  x[8] = 1e16f;
+  for (size_t i = 8192; i < x.size(); i += 8) x[i] = (i / 8192) % 2 ? 1.0f : -1.0f;
+  const GlobalSource source{x.data(), nullptr};
+
+  const ChunkPartial tern = EmulateChunkStats(MakeQuantLayout(QuantKind::kTernGrad, x.size()),
+                                              source);
+  const TernGradCodec::Moments cpu = TernGradCodec::ShiftedMoments(x);
+  EXPECT_EQ(tern.tern.sum, cpu.sum);
+  EXPECT_EQ(tern.tern.squares, cpu.squares);
+  EXPECT_EQ(tern.tern.max_abs, cpu.max_abs);
+  EXPECT_NE(cpu.sum, static_cast<double>(1e16f));  // The ones count.
+
+  const ChunkPartial ef = EmulateChunkStats(MakeQuantLayout(QuantKind::kEfSign, x.size()), source);
+  EXPECT_EQ(ef.ef.fast, EfSignCodec::MagnitudeSum(x));
+  EXPECT_NE(ef.ef.fast, static_cast<double>(1e16f));
+  x[16] = std::numeric_limits<float>::max();  // With x[0 + 16 * j] pairs overflowing fp32:
+  x[48] = std::numeric_limits<float>::max();  // the double-only sums.
+  const ChunkPartial slow = EmulateChunkStats(MakeQuantLayout(QuantKind::kEfSign, x.size()),
+                                              source);
+  EXPECT_FALSE(std::isfinite(slow.ef.fast));
+  EXPECT_EQ(slow.ef.slow, EfSignCodec::MagnitudeSum(x));
 }
 
 INSTANTIATE_TEST_SUITE_P(

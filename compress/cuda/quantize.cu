@@ -10,9 +10,10 @@
 // Kernels, in the order an encode runs them:
 //   bucket stats, 2-pass   qsgd/maxmin with bucket sizes the tile kernel cannot take: lane
 //                          stats (thread per bucket and lane), then stats per bucket.
-//   chunk stats            terngrad, efsign: one block; its scale is 8 (16) serial chains of
-//                          double additions by definition (compress/cuda/README.md),
-//                          fed from double-buffered shared memory.
+//   chunk stats            terngrad, efsign (compress/internal/segments.h's order): a thread
+//                          per lane of each 8192-value segment, a segment's partial from
+//                          its lanes in shared memory; then one block adds the partials in
+//                          the pairwise tree, level by level, and stores the scale.
 //   encode tile            one block per 8192 values: stages c = input (+ residual) in shared
 //                          memory with coalesced loads; for qsgd/maxmin with a power-of-two
 //                          bucket_size in [128, 8192] computes its buckets' stats there (8
@@ -36,11 +37,12 @@ namespace tamp::compress::cuda_internal {
 namespace {
 
 // Tuning constants.
-// (kFusedTile, kFusedMinBucket, kChainTile: quantize_agent.h, shared with the emulation.)
+// (kFusedTile, kFusedMinBucket: quantize_agent.h, shared with the emulation.)
 constexpr int kThreads = 256;
 static_assert(kFusedTile == kThreads * kGroup, "a tile block is one group per thread");
 constexpr uint32_t kFusedLanes = kFusedTile / kFusedMinBucket * 8;
 constexpr unsigned kMaxGrid = 1u << 20;
+constexpr int kTreeThreads = 1024;  // The one block of the chunk stats' tree.
 
 inline unsigned GridFor(uint64_t work, int threads = kThreads) {
   const uint64_t blocks = (work + threads - 1) / threads;
@@ -106,58 +108,49 @@ __global__ void bucket_stats_kernel(QuantLayout l, const LaneStat* lanes, unsign
   TAMP_GRID_STRIDE(b, l.buckets) { StoreBucketStats(l, lanes + 8 * b, b, body); }
 }
 
-// One block. Warps 1.. load tile t + 1 while lanes 0..7 (terngrad) or 0..15 (efsign) of
-// warp 0 run their chains over tile t.
+// A block covers kThreads / ChunkLanes() whole segments: each thread runs one lane, then
+// each segment's first thread combines its lanes into the segment's partial.
 __global__ void __launch_bounds__(kThreads)
-    chunk_stats_kernel(QuantLayout l, GlobalSource source, unsigned char* body) {
-  __shared__ float buffer[2][kChainTile];
-  __shared__ int any_nan, any_inf;
-  __shared__ TernLane tern[8];
-  __shared__ double ef[16];
-  const bool is_tern = l.kind == QuantKind::kTernGrad;
-  const uint64_t tiles = (l.n + kChainTile - 1) / kChainTile;
-  if (threadIdx.x == 0) any_nan = any_inf = 0;
-  __syncthreads();  // Before any loader may set them.
-
-  auto load = [&](uint64_t t, int first_thread) {
-    float* dst = buffer[t & 1];
-    const uint64_t first = t * kChainTile;
-    const uint32_t count = l.n - first < kChainTile ? static_cast<uint32_t>(l.n - first) : kChainTile;
-    const uint32_t padded = (count + 63) / 64 * 64;  // efsign: whole blocks, +0 padding
-    for (uint32_t j = threadIdx.x - first_thread; j < padded; j += kThreads - first_thread) {
-      const float v = j < count ? source(first + j) : 0.0f;
-      dst[j] = v;
-      if (isnan(v)) any_nan = 1;
-      else if (isinf(v)) any_inf = 1;
+    chunk_segments_kernel(QuantLayout l, GlobalSource source, ChunkPartial* partials) {
+  __shared__ TernLane tern[kThreads];
+  __shared__ EfSignPartial ef[kThreads];
+  const int lanes = ChunkLanes(l);
+  const uint64_t segment =
+      static_cast<uint64_t>(blockIdx.x) * (kThreads / lanes) + threadIdx.x / lanes;
+  const int lane = static_cast<int>(threadIdx.x % lanes);
+  const bool active = segment < NumSegments(l);
+  if (active) {
+    if (l.kind == QuantKind::kTernGrad) {
+      tern[threadIdx.x] =
+          TernSegmentLane(l, source, segment, lane, static_cast<double>(source(0)));
+    } else {
+      ef[threadIdx.x] = EfSignSegmentLane(l, source, segment, lane);
     }
-  };
-
-  load(0, 0);
+  }
   __syncthreads();
-  const double shift = is_tern ? static_cast<double>(buffer[0][0]) : 0.0;
-  TernLane lane_tern = ZeroTernLane();
-  double lane_ef = 0;
-  const int chains = is_tern ? 8 : 16;
-  for (uint64_t t = 0; t < tiles; ++t) {
-    if (threadIdx.x >= 32) {
-      if (t + 1 < tiles) load(t + 1, 32);
-    } else if (threadIdx.x < chains) {
-      const uint64_t first = t * kChainTile;
-      const uint32_t count = l.n - first < kChainTile ? static_cast<uint32_t>(l.n - first) : kChainTile;
-      if (is_tern) {
-        TernLaneTile(buffer[t & 1], count, shift, threadIdx.x, &lane_tern);
-      } else {
-        EfSignLaneTile(buffer[t & 1], (count + 63) / 64, threadIdx.x, &lane_ef);
-      }
+  if (active && lane == 0) {
+    partials[segment] = SegmentPartial(l, tern + threadIdx.x, ef + threadIdx.x);
+  }
+}
+
+// One block: the pairwise tree over the segments' partials, alternating between `a` and `b`
+// (global memory; __syncthreads() orders a level's stores before the next level's loads),
+// then the scale.
+__global__ void __launch_bounds__(kTreeThreads)
+    chunk_tree_kernel(QuantLayout l, ChunkPartial* a, ChunkPartial* b, unsigned char* body) {
+  const AddChunkPartials add{l.kind == QuantKind::kTernGrad};
+  ChunkPartial* in = a;
+  ChunkPartial* out = b;
+  for (uint64_t m = NumSegments(l); m > 1; m = (m + 1) / 2) {
+    for (uint64_t i = threadIdx.x; i < (m + 1) / 2; i += kTreeThreads) {
+      PairwiseStep(in, out, m, i, add);
     }
     __syncthreads();
+    ChunkPartial* const done = out;
+    out = in;
+    in = done;
   }
-  if (threadIdx.x < chains) {
-    if (is_tern) tern[threadIdx.x] = lane_tern;
-    else ef[threadIdx.x] = lane_ef;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) FinishChunkStats(l, tern, ef, any_nan != 0, any_inf != 0, source, body);
+  if (threadIdx.x == 0) StoreChunkScale(l, in[0], body);
 }
 
 __global__ void check_kernel(QuantLayout l, const unsigned char* body,
@@ -211,8 +204,11 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
                         float residual_scale, unsigned char* body, cudaStream_t stream) {
   const bool bucketed = l.kind == QuantKind::kQsgd || l.kind == QuantKind::kMaxMin;
   const bool two_pass = bucketed && !UsesFusedStats(l);
+  const bool chunk = l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign;
   // Never 0 (as CUB): a null `temp` means "size it", so real calls need a real buffer.
-  const size_t needed = two_pass ? sizeof(LaneStat) * 8 * l.buckets : 256;
+  size_t needed = 256;
+  if (two_pass) needed = sizeof(LaneStat) * 8 * l.buckets;
+  if (chunk) needed = 2 * sizeof(ChunkPartial) * NumSegments(l);
   if (temp == nullptr) {
     *temp_bytes = needed;
     return cudaSuccess;
@@ -226,8 +222,14 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
     bucket_stats_kernel<<<GridFor(l.buckets), kThreads, 0, stream>>>(l, lanes, body);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  if (l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign) {
-    chunk_stats_kernel<<<1, kThreads, 0, stream>>>(l, source, body);
+  if (chunk) {
+    auto* partials = static_cast<ChunkPartial*>(temp);
+    const uint64_t per_block = kThreads / ChunkLanes(l);
+    const unsigned blocks = static_cast<unsigned>((NumSegments(l) + per_block - 1) / per_block);
+    chunk_segments_kernel<<<blocks, kThreads, 0, stream>>>(l, source, partials);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    chunk_tree_kernel<<<1, kTreeThreads, 0, stream>>>(l, partials, partials + NumSegments(l),
+                                                      body);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   encode_tile_kernel<<<TilesFor(l), kThreads, 0, stream>>>(l, key, source, residual,

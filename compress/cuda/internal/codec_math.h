@@ -312,7 +312,7 @@ TAMP_HD float QsgdValue(uint32_t code, float scale, uint32_t level_mask, int lev
 
 inline constexpr double kTernClipSigmas = 2.5;  // TernGradCodec::kClipSigmas
 
-// Partial statistics of lane k (values k, k + 8, ... of the chunk, in order).
+// Partial statistics of lane k of a segment (its values k, k + 8, ..., in order).
 // Plain data (no initialisers), so it can live in shared memory; start from ZeroTernLane().
 struct TernLane {
   double sum;      // of d = x - shift
@@ -330,19 +330,41 @@ TAMP_HD void TernAccumulate(float x, double shift, TernLane* lane) {
   lane->max_abs = a > lane->max_abs ? a : lane->max_abs;
 }
 
-// TernGradCodec::Scale() from the 8 lanes of an n-value chunk.
-TAMP_HD float TernScaleFromLanes(const TernLane* l, uint64_t n) {
-  const double sum = DAddRn(DAddRn(DAddRn(l[0].sum, l[1].sum), DAddRn(l[2].sum, l[3].sum)),
-                            DAddRn(DAddRn(l[4].sum, l[5].sum), DAddRn(l[6].sum, l[7].sum)));
-  const double squares =
+// A segment's statistics, or several segments' (terngrad.cc's Partial).
+struct TernPartial {
+  double sum;
+  double squares;
+  float max_abs;
+};
+
+// A segment's partial from its 8 lanes: sums pairwise, the first largest magnitude.
+TAMP_HD TernPartial TernSegmentPartial(const TernLane* l) {
+  TernPartial p;
+  p.sum = DAddRn(DAddRn(DAddRn(l[0].sum, l[1].sum), DAddRn(l[2].sum, l[3].sum)),
+                 DAddRn(DAddRn(l[4].sum, l[5].sum), DAddRn(l[6].sum, l[7].sum)));
+  p.squares =
       DAddRn(DAddRn(DAddRn(l[0].squares, l[1].squares), DAddRn(l[2].squares, l[3].squares)),
              DAddRn(DAddRn(l[4].squares, l[5].squares), DAddRn(l[6].squares, l[7].squares)));
+  p.max_abs = l[0].max_abs;  // *std::max_element(...)
+  for (int k = 1; k < 8; ++k) p.max_abs = p.max_abs < l[k].max_abs ? l[k].max_abs : p.max_abs;
+  return p;
+}
+
+// Two partials combined in the tree (std::max for the magnitudes).
+TAMP_HD TernPartial AddTernPartials(const TernPartial& a, const TernPartial& b) {
+  return TernPartial{DAddRn(a.sum, b.sum), DAddRn(a.squares, b.squares),
+                     a.max_abs < b.max_abs ? b.max_abs : a.max_abs};
+}
+
+// TernGradCodec::Scale() from the whole chunk's partial (n values).
+TAMP_HD float TernScale(const TernPartial& total, uint64_t n) {
+  const double sum = total.sum;
+  const double squares = total.squares;
   if (!IsFiniteD(squares)) return QuietNaN();
   const double count = static_cast<double>(n);
   double variance = DDivRn(DSubRn(squares, DDivRn(DMulRn(sum, sum), count)), count);
   variance = 0.0 < variance ? variance : 0.0;  // std::max(0.0, variance)
-  float largest = l[0].max_abs;                // *std::max_element(...)
-  for (int k = 1; k < 8; ++k) largest = largest < l[k].max_abs ? l[k].max_abs : largest;
+  const float largest = total.max_abs;
   const double clip = DMulRn(kTernClipSigmas, DSqrtRn(variance));
   if (clip == 0 || clip >= static_cast<double>(largest)) return largest;
   return DoubleToFloat(clip);
@@ -426,10 +448,31 @@ TAMP_HD float MaxMinValue(uint32_t code, float min, float step) {
 // efsign (compress/efsign.cc): the scale's partial sums
 // ---------------------------------------------------------------------------------------
 
-// The quad of lane l (0..15) of a 64-value block x: (|x_l| + |x_l+16|) + (|x_l+32| + |x_l+48|).
-TAMP_HD float EfSignQuad(const float* block, int l) {
-  return AddRn(AddRn(AbsF(block[l]), AbsF(block[l + 16])),
-               AddRn(AbsF(block[l + 32]), AbsF(block[l + 48])));
+// A segment's sums of |x| (efsign.cc's SumMagnitudes() partials): the fast one (fp32 quads)
+// and the double-only one, used when the fast total is not finite.
+struct EfSignPartial {
+  double fast;
+  double slow;
+};
+
+TAMP_HD EfSignPartial AddEfSignPartials(const EfSignPartial& a, const EfSignPartial& b) {
+  return EfSignPartial{DAddRn(a.fast, b.fast), DAddRn(a.slow, b.slow)};
+}
+
+// Lane l (0..15) of a 64-value block holding q[0..3] = x_l, x_l+16, x_l+32, x_l+48: the fast
+// sum adds (|q0| + |q1|) + (|q2| + |q3|) (fp32) as one double, the slow one each |q| in turn.
+TAMP_HD void EfSignAddQuad(const float* q, EfSignPartial* lane) {
+  const float quad = AddRn(AddRn(AbsF(q[0]), AbsF(q[1])), AddRn(AbsF(q[2]), AbsF(q[3])));
+  lane->fast = DAddRn(lane->fast, static_cast<double>(quad));
+  for (int j = 0; j < 4; ++j) lane->slow = DAddRn(lane->slow, AbsD(static_cast<double>(q[j])));
+}
+
+// One level of compress/internal/segments.h PairwiseLevels(): out[i] from the m partials of
+// `in` (i < (m + 1) / 2). The levels alternate between two buffers, so every i of a level
+// can run at once.
+template <typename T, typename Add>
+TAMP_HD void PairwiseStep(const T* in, T* out, uint64_t m, uint64_t i, const Add& add) {
+  out[i] = 2 * i + 1 < m ? add(in[2 * i], in[2 * i + 1]) : in[2 * i];
 }
 
 // The scale from the total (sum of the 16 lanes in order, or the double-only fallback).

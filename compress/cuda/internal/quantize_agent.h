@@ -32,11 +32,12 @@ inline constexpr uint32_t kGroup = 32;  // Values per thread.
 
 // Tuning constants shared with the kernels (quantize.cu): the fused stats path stages
 // kFusedTile values per block (256 threads x kGroup) and takes power-of-two buckets of at
-// least kFusedMinBucket values (at most 64 buckets per tile); the chunk-stats kernel feeds
-// its chains kChainTile values (a multiple of 64) at a time.
+// least kFusedMinBucket values (at most 64 buckets per tile).
 inline constexpr uint32_t kFusedTile = 8192;
 inline constexpr uint32_t kFusedMinBucket = 128;
-inline constexpr uint32_t kChainTile = 4096;
+// Not a tuning constant: the segment of terngrad's and efsign's statistics is part of their
+// wire format (compress/internal/segments.h kStatSegment).
+inline constexpr uint32_t kStatSegment = 8192;
 
 enum class QuantKind : int {
   kNone,
@@ -451,28 +452,90 @@ TAMP_HD void StoreBucketStats(const QuantLayout& l, const LaneStat* lanes, uint6
   }
 }
 
-// Whole-chunk statistics (terngrad, efsign) are serial by definition: 8 (terngrad) or 16
-// (efsign) chains of double additions in element order. The accumulator below is fed the
-// chunk's values in order, a tile at a time, by one thread per lane (lanes start from
-// ZeroTernLane() and 0.0).
-// terngrad lane k over tile values tile[0..count), chunk elements first..first+count, where
-// first is a multiple of 8.
-TAMP_HD void TernLaneTile(const float* tile, uint32_t count, double shift, int k, TernLane* lane) {
-  for (uint32_t j = k; j < count; j += 8) TernAccumulate(tile[j], shift, lane);
+// Whole-chunk statistics (terngrad, efsign), compress/internal/segments.h's order: per
+// segment of kStatSegment values, ChunkLanes() lanes (a thread each on the device), the
+// segment's partial from its lanes, then the partials' pairwise tree (PairwiseStep()).
+TAMP_HD uint64_t NumSegments(const QuantLayout& l) {
+  return (l.n + kStatSegment - 1) / kStatSegment;
+}
+TAMP_HD int ChunkLanes(const QuantLayout& l) { return l.kind == QuantKind::kTernGrad ? 8 : 16; }
+
+// A segment's partial or the tree's: terngrad's or efsign's.
+union ChunkPartial {
+  TernPartial tern;
+  EfSignPartial ef;
+};
+
+// terngrad lane k of segment `segment`: its values k, k + 8, ... minus `shift` (the chunk's
+// first value), in order.
+template <typename Source>
+TAMP_HD TernLane TernSegmentLane(const QuantLayout& l, const Source& source, uint64_t segment,
+                                 int k, double shift) {
+  TernLane lane = ZeroTernLane();
+  const uint64_t first = segment * kStatSegment;
+  const uint64_t end = l.n - first < kStatSegment ? l.n : first + kStatSegment;
+  for (uint64_t i = first + k; i < end; i += 8) TernAccumulate(source(i), shift, &lane);
+  return lane;
 }
 
-// efsign lane l over a tile of whole 64-value blocks (zero-padded past the chunk's end).
-TAMP_HD void EfSignLaneTile(const float* tile, uint32_t blocks, int l, double* sum) {
-  for (uint32_t w = 0; w < blocks; ++w) {
-    *sum = DAddRn(*sum, static_cast<double>(EfSignQuad(tile + 64 * w, l)));
+// efsign lane `lane` (0..15) of segment `segment`: over its 64-value blocks (the chunk's last
+// one padded with +0), the values lane, lane + 16, lane + 32, lane + 48 of each.
+template <typename Source>
+TAMP_HD EfSignPartial EfSignSegmentLane(const QuantLayout& l, const Source& source,
+                                        uint64_t segment, int lane) {
+  EfSignPartial sums{0.0, 0.0};
+  const uint64_t first = segment * kStatSegment;
+  const uint64_t end = l.n - first < kStatSegment ? l.n : first + kStatSegment;
+  for (uint64_t block = first; block < end; block += 64) {
+    float q[4];
+    for (int j = 0; j < 4; ++j) {
+      const uint64_t i = block + lane + 16 * j;
+      q[j] = i < l.n ? source(i) : 0.0f;
+    }
+    EfSignAddQuad(q, &sums);
   }
+  return sums;
 }
 
-// efsign total: the 16 lane sums in order; the caller handles a non-finite total.
-TAMP_HD double EfSignTotal(const double* ef) {
-  double total = 0;
-  for (int l = 0; l < 16; ++l) total = DAddRn(total, ef[l]);
-  return total;
+// A segment's partial from its ChunkLanes() lanes (terngrad: TernLane; efsign: the lane
+// sums, added in lane order from 0).
+TAMP_HD ChunkPartial SegmentPartial(const QuantLayout& l, const TernLane* tern,
+                                    const EfSignPartial* ef) {
+  ChunkPartial p;
+  if (l.kind == QuantKind::kTernGrad) {
+    p.tern = TernSegmentPartial(tern);
+  } else {
+    p.ef = EfSignPartial{0.0, 0.0};
+    for (int k = 0; k < 16; ++k) p.ef = AddEfSignPartials(p.ef, ef[k]);
+  }
+  return p;
+}
+
+// The tree's addition.
+struct AddChunkPartials {
+  bool tern;
+  TAMP_HD ChunkPartial operator()(const ChunkPartial& a, const ChunkPartial& b) const {
+    ChunkPartial r;
+    if (tern) {
+      r.tern = AddTernPartials(a.tern, b.tern);
+    } else {
+      r.ef = AddEfSignPartials(a.ef, b.ef);
+    }
+    return r;
+  }
+};
+
+// Stores the scale from the whole chunk's partial. efsign uses the double-only sum when the
+// fast one is not finite (efsign.cc): NaN if any value is NaN, +inf if any is infinite, else
+// finite.
+TAMP_HD void StoreChunkScale(const QuantLayout& l, const ChunkPartial& total,
+                             unsigned char* body) {
+  if (l.kind == QuantKind::kTernGrad) {
+    StoreStat(body, 0, TernScale(total.tern, l.n));
+    return;
+  }
+  const double sum = IsFiniteD(total.ef.fast) ? total.ef.fast : total.ef.slow;
+  StoreStat(body, 0, EfSignScale(sum, l.n));
 }
 
 // Whether qsgd/maxmin compute their bucket stats inside the quantize kernel: buckets that
@@ -481,34 +544,6 @@ TAMP_HD bool UsesFusedStats(const QuantLayout& l) {
   if (l.kind != QuantKind::kQsgd && l.kind != QuantKind::kMaxMin) return false;
   const uint32_t d = l.bucket_size;
   return d >= kFusedMinBucket && d <= kFusedTile && (d & (d - 1)) == 0;
-}
-
-// Stores the whole-chunk stat (terngrad or efsign scale) from the finished lanes. efsign's
-// fallback when the fast total is not finite is efsign.cc's double-only sum: NaN if any value
-// is NaN, else +inf if any is infinite, else (finite values whose fp32 pairs overflowed) the
-// serial double sum, read again through `source`.
-template <typename Source>
-TAMP_HD void FinishChunkStats(const QuantLayout& l, const TernLane* tern, const double* ef,
-                              bool any_nan, bool any_inf, const Source& source,
-                              unsigned char* body) {
-  if (l.kind == QuantKind::kTernGrad) {
-    StoreStat(body, 0, TernScaleFromLanes(tern, l.n));
-    return;
-  }
-  double total = EfSignTotal(ef);
-  if (!IsFiniteD(total)) {
-    if (any_nan) {
-      total = static_cast<double>(QuietNaN());
-    } else if (any_inf) {
-      total = static_cast<double>(BitsFloat(0x7f800000u));
-    } else {
-      total = 0;
-      for (uint64_t i = 0; i < l.n; ++i) {
-        total = DAddRn(total, AbsD(static_cast<double>(source(i))));
-      }
-    }
-  }
-  StoreStat(body, 0, EfSignScale(total, l.n));
 }
 
 }  // namespace tamp::compress::cuda_internal

@@ -103,6 +103,10 @@ std::vector<BenchCodec> Codecs() {
     s.set_bucket_size(512);
     s.set_stochastic(true);
   });
+  add("randomblock 1% B=4", "randomblock", [](config::Codec& s) {
+    s.set_ratio(0.01);
+    s.set_num_blocks(4);
+  });
   add("topk 1%", "topk", [](config::Codec& s) { s.set_ratio(0.01); });
   add("topk 1% fp16", "topk", [](config::Codec& s) {
     s.set_ratio(0.01);

@@ -16,6 +16,7 @@
 #include "compress/natural.h"
 #include "compress/none.h"
 #include "compress/qsgd.h"
+#include "compress/randomblock.h"
 #include "compress/registry.h"
 #include "compress/signsgd.h"
 #include "compress/terngrad.h"
@@ -58,7 +59,7 @@ const char* ReasonText(uint32_t reason) {
 
 bool HasDeviceCodec(absl::string_view name) {
   for (absl::string_view known : {"none", "fp16", "bf16", "natural", "signsgd", "efsign", "qsgd",
-                                  "terngrad", "maxmin", "topk"}) {
+                                  "terngrad", "maxmin", "topk", "randomblock"}) {
     if (name == known) return true;
   }
   return false;
@@ -120,9 +121,16 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     quant(CodecId::kMaxMin, MaxMinCodec::kVersion,
           MakeQuantLayout(QuantKind::kMaxMin, n, 0, bucket, static_cast<int>(spec.bits()),
                           spec.stochastic()));
+  } else if (name == "randomblock") {
+    codec.reset(new DeviceCodec(CodecId::kRandomBlock, RandomBlockCodec::kVersion, n));
+    codec->family_ = Family::kRandomBlock;
+    codec->randomblock_ = cuda_internal::MakeRandomBlockLayout(
+        n, EntriesKept(spec, n), spec.has_num_blocks() ? spec.num_blocks() : 1,
+        spec.fp16_values());
+    codec->body_bytes_ = codec->randomblock_.body_bytes();
   } else {  // topk
     codec.reset(new DeviceCodec(CodecId::kTopK, TopKCodec::kVersion, n));
-    codec->is_topk_ = true;
+    codec->family_ = Family::kTopK;
     codec->topk_ = cuda_internal::MakeTopKLayout(n, TopKCodec::EntriesKept(spec, n),
                                                  spec.fp16_values());
     codec->body_bytes_ = codec->topk_.body_bytes();
@@ -130,7 +138,11 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
 
   // Two-pass scratch sizing (the launchers' null-temp call), then one allocation.
   size_t temp_bytes = 0;
-  if (codec->is_topk_) {
+  if (codec->family_ == Family::kRandomBlock) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomBlock(
+        nullptr, &temp_bytes, codec->randomblock_, RandomKey{}, nullptr, nullptr, 1.0f, nullptr,
+        nullptr));
+  } else if (codec->family_ == Family::kTopK) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(nullptr, &temp_bytes, codec->topk_,
                                                         nullptr, nullptr, 1.0f, nullptr,
                                                         nullptr));
@@ -170,7 +182,12 @@ absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float 
     return absl::InvalidArgumentError("Encode: d_body must be 4-byte aligned");
   }
   size_t temp_bytes = temp_bytes_;
-  if (is_topk_) {
+  if (family_ == Family::kRandomBlock) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomBlock(temp_.data(), &temp_bytes,
+                                                               randomblock_, key, d_input,
+                                                               d_residual, residual_scale,
+                                                               d_body, stream));
+  } else if (family_ == Family::kTopK) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(temp_.data(), &temp_bytes, topk_,
                                                         d_input, d_residual, residual_scale,
                                                         d_body, stream));
@@ -183,8 +200,10 @@ absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float 
 }
 
 bool DeviceCodec::NeedsCheck() const {
-  return is_topk_ || (quant_.kind != QuantKind::kNone && quant_.kind != QuantKind::kFp16 &&
-                      quant_.kind != QuantKind::kBf16);
+  if (family_ == Family::kTopK) return true;
+  if (family_ == Family::kRandomBlock) return false;  // Every value is valid.
+  return quant_.kind != QuantKind::kNone && quant_.kind != QuantKind::kFp16 &&
+         quant_.kind != QuantKind::kBf16;
 }
 
 absl::Status DeviceCodec::ErrorFor(unsigned long long verdict) const {
@@ -197,7 +216,7 @@ absl::Status DeviceCodec::ErrorFor(unsigned long long verdict) const {
                                                  ReasonText(reason)));
 }
 
-absl::Status DeviceCodec::DecodeAsync(const unsigned char* d_body, const RandomKey& /*key*/,
+absl::Status DeviceCodec::DecodeAsync(const unsigned char* d_body, const RandomKey& key,
                                       float* d_out, bool accumulate, cudaStream_t stream) {
   if (d_body == nullptr || d_out == nullptr) {
     return absl::InvalidArgumentError("Decode: d_body and d_out must not be null");
@@ -207,7 +226,10 @@ absl::Status DeviceCodec::DecodeAsync(const unsigned char* d_body, const RandomK
   }
   const bool check = NeedsCheck();
   unsigned long long* verdict = check ? verdict_.data() : nullptr;
-  if (is_topk_) {
+  if (family_ == Family::kRandomBlock) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::DecodeRandomBlock(
+        temp_.data(), temp_bytes_, randomblock_, key, d_body, d_out, accumulate, stream));
+  } else if (family_ == Family::kTopK) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::CheckTopK(topk_, d_body, verdict, stream));
     TAMP_CUDA_RETURN_IF_ERROR(
         cuda_internal::DecodeTopK(topk_, d_body, d_out, accumulate, verdict, stream));

@@ -2,8 +2,8 @@
 // device memory. Payloads are byte-identical to the CPU codec's (compress/codec.h) for the
 // same input and key, so CPU and GPU processes can talk to each other.
 //
-// Codecs: none, fp16, bf16, natural, signsgd, efsign, qsgd, terngrad, maxmin, topk
-// (HasDeviceCodec()).
+// Codecs: none, fp16, bf16, natural, signsgd, efsign, qsgd, terngrad, maxmin, topk,
+// randomblock (HasDeviceCodec()).
 // Others return UNIMPLEMENTED from Create(); callers fall back to the CPU codec.
 //
 // Error feedback is fused: Encode(input, residual, s) encodes c = input + residual and
@@ -49,6 +49,7 @@
 #include "common/philox.h"
 #include "compress/codec.h"
 #include "compress/cuda/internal/quantize_agent.h"
+#include "compress/cuda/internal/randomblock_agent.h"
 #include "compress/cuda/internal/topk_agent.h"
 #include "kernels/device.h"
 #include "proto/config.pb.h"
@@ -142,9 +143,11 @@ class DeviceCodec {
   const CodecId id_;
   const uint8_t version_;
   const size_t size_;
-  bool is_topk_ = false;
+  enum class Family { kQuant, kTopK, kRandomBlock };
+  Family family_ = Family::kQuant;
   cuda_internal::QuantLayout quant_;
   cuda_internal::TopKLayout topk_;
+  cuda_internal::RandomBlockLayout randomblock_;
   size_t body_bytes_ = 0;
   size_t temp_bytes_ = 0;
   kernels::DeviceArray<unsigned char> temp_;

@@ -42,6 +42,7 @@ TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
   EXPECT_EQ(DeviceCodec::Create(bad, 10).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(HasDeviceCodec("topk"));
   EXPECT_TRUE(HasDeviceCodec("none"));
+  EXPECT_TRUE(HasDeviceCodec("randomblock"));
   EXPECT_FALSE(HasDeviceCodec("powersgd"));
   if (!kernels::CudaDeviceAvailable()) {
     config::Codec fp16;

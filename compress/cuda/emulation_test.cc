@@ -24,11 +24,13 @@
 #include "absl/strings/string_view.h"
 #include "compress/codec.h"
 #include "compress/cuda/internal/quantize_agent.h"
+#include "compress/cuda/internal/randomblock_agent.h"
 #include "compress/cuda/internal/test_cases.h"
 #include "compress/cuda/internal/topk_agent.h"
 #include "compress/efsign.h"
 #include "compress/error_feedback.h"
 #include "compress/registry.h"
+#include "compress/sparse.h"
 #include "compress/terngrad.h"
 #include "compress/topk.h"
 #include "compress/wire_format.h"
@@ -214,26 +216,75 @@ unsigned long long EmulateCheckTopK(const TopKLayout& l, const unsigned char* bo
   return verdict;
 }
 
+// EncodeRandomBlock() and DecodeRandomBlock() of randomblock.cu.
+std::vector<uint64_t> EmulateBlockStarts(const RandomBlockLayout& l, const RandomKey& key) {
+  std::vector<uint64_t> starts(l.blocks);
+  for (uint64_t s = 0; s < l.blocks; ++s) starts[s] = BlockStart(l, key, s);
+  return starts;
+}
+
+void EmulateEncodeRandomBlock(const RandomBlockLayout& l, const RandomKey& key,
+                              const float* input, float* residual, float residual_scale,
+                              unsigned char* body) {
+  const std::vector<uint64_t> starts = EmulateBlockStarts(l, key);
+  if (residual == nullptr) {  // encode_entries_kernel
+    for (uint64_t j = 0; j < l.entries(); ++j) {
+      float decoded;
+      StoreBlockValue(l, body, j, input[ElementOf(l, starts.data(), j)], &decoded);
+    }
+    return;
+  }
+  const GlobalSource source{input, residual};  // encode_elements_kernel
+  for (uint64_t i = 0; i < l.n; ++i) {
+    residual[i] = EncodeBlockElement(l, starts.data(), i, source(i), residual_scale, body);
+  }
+}
+
+void EmulateDecodeRandomBlock(const RandomBlockLayout& l, const RandomKey& key,
+                              const unsigned char* body, float* out, bool accumulate) {
+  const std::vector<uint64_t> starts = EmulateBlockStarts(l, key);
+  if (accumulate) {  // decode_entries_kernel
+    for (uint64_t j = 0; j < l.entries(); ++j) {
+      const uint64_t i = ElementOf(l, starts.data(), j);
+      out[i] = AddRn(out[i], LoadBlockValue(l, body, j));
+    }
+    return;
+  }
+  for (uint64_t i = 0; i < l.n; ++i) {  // decode_elements_kernel
+    out[i] = DecodeBlockElement(l, starts.data(), body, i, 0.0f, false);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // One codec instance, emulated
 // ---------------------------------------------------------------------------------------
 
 struct Emulated {
   bool topk = false;
+  bool randomblock = false;
   QuantLayout quant;
   TopKLayout top;
+  RandomBlockLayout blocks;
 
-  size_t body_bytes() const { return topk ? top.body_bytes() : quant.body_bytes(); }
+  size_t body_bytes() const {
+    if (randomblock) return blocks.body_bytes();
+    return topk ? top.body_bytes() : quant.body_bytes();
+  }
   void Encode(const RandomKey& key, const float* input, float* residual, float s,
               unsigned char* body) const {
-    if (topk) EmulateEncodeTopK(top, input, residual, s, body);
+    if (randomblock) EmulateEncodeRandomBlock(blocks, key, input, residual, s, body);
+    else if (topk) EmulateEncodeTopK(top, input, residual, s, body);
     else EmulateEncodeQuant(quant, key, input, residual, s, body);
   }
   unsigned long long Check(const unsigned char* body) const {
+    if (randomblock) return kValid;  // Every body of the right length.
     return topk ? EmulateCheckTopK(top, body) : EmulateCheckQuant(quant, body);
   }
-  void Decode(const unsigned char* body, float* out, bool accumulate) const {
-    if (topk) {
+  void Decode(const RandomKey& key, const unsigned char* body, float* out,
+              bool accumulate) const {
+    if (randomblock) {
+      EmulateDecodeRandomBlock(blocks, key, body, out, accumulate);
+    } else if (topk) {
       if (!accumulate) std::fill(out, out + top.n, 0.0f);
       for (uint64_t g = 0; g < top.index_groups(); ++g) ScatterIndexGroup(top, g, body, out, accumulate);
     } else {
@@ -261,6 +312,12 @@ Emulated MakeEmulated(const config::Codec& spec, size_t n) {
     e.quant = MakeQuantLayout(QuantKind::kMaxMin, n, 0,
                               spec.has_bucket_size() ? spec.bucket_size() : 512,
                               static_cast<int>(spec.bits()), spec.stochastic());
+  }
+  if (name == "randomblock") {
+    e.randomblock = true;
+    e.blocks = MakeRandomBlockLayout(n, EntriesKept(spec, n),
+                                     spec.has_num_blocks() ? spec.num_blocks() : 1,
+                                     spec.fp16_values());
   }
   if (name == "topk") {
     e.topk = true;
@@ -297,12 +354,12 @@ TEST_P(EmulationTest, EncodeAndDecodeMatchCpuCodec) {
       // Decode, = and +=.
       std::vector<float> cpu_out(n), gpu_out(n);
       ASSERT_TRUE((*cpu)->Decode(payload, key, absl::MakeSpan(cpu_out)).ok());
-      gpu.Decode(body.data(), gpu_out.data(), false);
+      gpu.Decode(key, body.data(), gpu_out.data(), false);
       EXPECT_TRUE(CompareBitwise("decoded", gpu_out, cpu_out));
       std::vector<float> cpu_acc = cuda_testing::Values(n, 7, Flavor::kGradient);
       std::vector<float> gpu_acc = cpu_acc;
       ASSERT_TRUE((*cpu)->DecodeAdd(payload, key, absl::MakeSpan(cpu_acc)).ok());
-      gpu.Decode(body.data(), gpu_acc.data(), true);
+      gpu.Decode(key, body.data(), gpu_acc.data(), true);
       EXPECT_TRUE(CompareBitwise("accumulated", gpu_acc, cpu_acc));
       EXPECT_EQ(gpu.Check(body.data()), kValid);
 

@@ -1,4 +1,4 @@
-// Raw launchers of compress/cuda/quantize.cu and compress/cuda/topk.cu. Internal to
+// Raw launchers of compress/cuda/quantize.cu, topk.cu and randomblock.cu. Internal to
 // compress/cuda/: use compress/cuda/device_codec.h.
 //
 // CUB's conventions: host functions that enqueue kernels on `stream` and return
@@ -16,6 +16,7 @@
 
 #include "common/philox.h"
 #include "compress/cuda/internal/quantize_agent.h"
+#include "compress/cuda/internal/randomblock_agent.h"
 #include "compress/cuda/internal/topk_agent.h"
 
 namespace tamp::compress::cuda_internal {
@@ -61,6 +62,22 @@ cudaError_t CheckTopK(const TopKLayout& layout, const unsigned char* body,
 // kValid.
 cudaError_t DecodeTopK(const TopKLayout& layout, const unsigned char* body, float* out,
                        bool accumulate, const unsigned long long* verdict, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// randomblock (layout: randomblock_agent.h)
+// ---------------------------------------------------------------------------------------
+
+// Writes the body of c = input (+ residual) for `key`'s blocks; with `residual`, residual =
+// residual_scale * (c - decode(body)) over the whole chunk. Scratch: the block starts.
+cudaError_t EncodeRandomBlock(void* temp, size_t* temp_bytes, const RandomBlockLayout& layout,
+                              const RandomKey& key, const float* input, float* residual,
+                              float residual_scale, unsigned char* body, cudaStream_t stream);
+
+// out = decode(body) (zeros outside the blocks), or out += the values; `temp` as sized by
+// EncodeRandomBlock(). Every body of the right length is valid.
+cudaError_t DecodeRandomBlock(void* temp, size_t temp_bytes, const RandomBlockLayout& layout,
+                              const RandomKey& key, const unsigned char* body, float* out,
+                              bool accumulate, cudaStream_t stream);
 
 }  // namespace tamp::compress::cuda_internal
 

@@ -69,6 +69,17 @@ inline std::vector<SpecCase> AllSpecs() {
   config::Codec one = NamedSpec("topk");
   one.set_count(1);
   cases.push_back({"topk_count1", one});
+  for (const double ratio : {0.01, 0.3, 1.0}) {
+    for (const uint64_t blocks : {1, 4, 1000}) {
+      config::Codec spec = NamedSpec("randomblock");
+      spec.set_ratio(ratio);
+      spec.set_num_blocks(blocks);
+      spec.set_fp16_values(blocks == 4);
+      cases.push_back({absl::StrCat("randomblock_r", static_cast<int>(ratio * 100), "_b", blocks,
+                                    blocks == 4 ? "_fp16" : ""),
+                       spec});
+    }
+  }
   return cases;
 }
 

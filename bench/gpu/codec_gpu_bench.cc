@@ -84,6 +84,7 @@ std::vector<BenchCodec> Codecs() {
   add("bf16", "bf16", defaults);
   add("natural", "natural", defaults);
   add("signsgd", "signsgd", defaults);
+  add("signum", "signum", defaults);
   add("efsign", "efsign", defaults);
   add("terngrad", "terngrad", defaults);
   add("qsgd s=127 d=512", "qsgd", [](config::Codec& s) {

@@ -19,6 +19,7 @@
 #include "compress/randomblock.h"
 #include "compress/registry.h"
 #include "compress/signsgd.h"
+#include "compress/signum.h"
 #include "compress/terngrad.h"
 #include "compress/topk.h"
 #include "compress/wire_format.h"
@@ -59,7 +60,7 @@ const char* ReasonText(uint32_t reason) {
 
 bool HasDeviceCodec(absl::string_view name) {
   for (absl::string_view known : {"none", "fp16", "bf16", "natural", "signsgd", "efsign", "qsgd",
-                                  "terngrad", "maxmin", "topk", "randomblock"}) {
+                                  "terngrad", "maxmin", "topk", "randomblock", "signum"}) {
     if (name == known) return true;
   }
   return false;
@@ -106,6 +107,14 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     quant(CodecId::kNatural, NaturalCodec::kVersion, MakeQuantLayout(QuantKind::kNatural, n));
   } else if (name == "signsgd") {
     quant(CodecId::kSignSgd, SignSgdCodec::kVersion, MakeQuantLayout(QuantKind::kSignSgd, n));
+  } else if (name == "signum") {  // SignumCodec's constants; the momentum starts at zero.
+    const double beta = spec.has_momentum() ? spec.momentum() : SignumCodec::kDefaultMomentum;
+    cuda_internal::QuantLayout layout = MakeQuantLayout(QuantKind::kSignum, n);
+    layout.decay = static_cast<float>(beta);
+    layout.gain = static_cast<float>(1.0 - beta);
+    quant(CodecId::kSignum, SignumCodec::kVersion, layout);
+    TAMP_ASSIGN_OR_RETURN(codec->state_, kernels::DeviceArray<float>::Create(n));
+    TAMP_CUDA_RETURN_IF_ERROR(cudaMemset(codec->state_.data(), 0, sizeof(float) * n));
   } else if (name == "efsign") {
     quant(CodecId::kEfSign, EfSignCodec::kVersion, MakeQuantLayout(QuantKind::kEfSign, n));
   } else if (name == "terngrad") {
@@ -149,7 +158,7 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
   } else {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeQuant(nullptr, &temp_bytes, codec->quant_,
                                                          RandomKey{}, nullptr, nullptr, 1.0f,
-                                                         nullptr, nullptr));
+                                                         nullptr, nullptr, nullptr));
   }
   codec->temp_bytes_ = temp_bytes;
   TAMP_ASSIGN_OR_RETURN(codec->temp_, kernels::DeviceArray<unsigned char>::Create(temp_bytes));
@@ -194,7 +203,7 @@ absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float 
   } else {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeQuant(temp_.data(), &temp_bytes, quant_, key,
                                                          d_input, d_residual, residual_scale,
-                                                         d_body, stream));
+                                                         state_.data(), d_body, stream));
   }
   return absl::OkStatus();
 }

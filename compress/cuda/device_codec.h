@@ -2,8 +2,9 @@
 // device memory. Payloads are byte-identical to the CPU codec's (compress/codec.h) for the
 // same input and key, so CPU and GPU processes can talk to each other.
 //
-// Codecs: none, fp16, bf16, natural, signsgd, efsign, qsgd, terngrad, maxmin, topk,
-// randomblock (HasDeviceCodec()).
+// Codecs: none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad, maxmin, topk,
+// randomblock (HasDeviceCodec()). signum keeps its momentum on the device (every Encode is
+// one step, as SignumCodec's).
 // Others return UNIMPLEMENTED from Create(); callers fall back to the CPU codec.
 //
 // Error feedback is fused: Encode(input, residual, s) encodes c = input + residual and
@@ -151,6 +152,7 @@ class DeviceCodec {
   size_t body_bytes_ = 0;
   size_t temp_bytes_ = 0;
   kernels::DeviceArray<unsigned char> temp_;
+  kernels::DeviceArray<float> state_;  // signum's momentum; empty for the others.
   kernels::DeviceArray<unsigned char> outgoing_;  // EncodeToHost()'s body.
   kernels::DeviceArray<unsigned char> incoming_;  // DecodePayload()'s body.
   kernels::DeviceArray<unsigned long long> verdict_;

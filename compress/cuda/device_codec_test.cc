@@ -33,10 +33,10 @@ using kernels::testing::Upload;
 
 // Runs without a device: the checks before any device work.
 TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
-  config::Codec signum;
-  signum.set_name("signum");
-  signum.set_momentum(0.9);
-  EXPECT_EQ(DeviceCodec::Create(signum, 10).status().code(), absl::StatusCode::kUnimplemented);
+  config::Codec powersgd;
+  powersgd.set_name("powersgd");
+  powersgd.set_rank(2);
+  EXPECT_EQ(DeviceCodec::Create(powersgd, 10).status().code(), absl::StatusCode::kUnimplemented);
   config::Codec bad;
   bad.set_name("qsgd");  // 'levels' missing.
   EXPECT_EQ(DeviceCodec::Create(bad, 10).status().code(), absl::StatusCode::kInvalidArgument);

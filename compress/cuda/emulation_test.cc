@@ -30,6 +30,7 @@
 #include "compress/efsign.h"
 #include "compress/error_feedback.h"
 #include "compress/registry.h"
+#include "compress/signum.h"
 #include "compress/sparse.h"
 #include "compress/terngrad.h"
 #include "compress/topk.h"
@@ -64,7 +65,8 @@ class Body {
 // encode_tile_kernel of quantize.cu, block by block: stage the tile, (fused) bucket stats
 // from it, the groups' codes and residuals into it, the residuals back.
 void EmulateEncodeTiles(const QuantLayout& l, const RandomKey& key, const GlobalSource& source,
-                       float* residual, float residual_scale, unsigned char* body) {
+                        float* residual, float residual_scale, float* state,
+                        unsigned char* body) {
   std::vector<float> tile(kTilePadded);
   for (uint64_t first = 0; first < l.n; first += kFusedTile) {
     const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(kFusedTile, l.n - first));
@@ -84,7 +86,7 @@ void EmulateEncodeTiles(const QuantLayout& l, const RandomKey& key, const Global
       }
     }
     for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
-      EncodeGroup(l, key, g, values, residual != nullptr, residual_scale, body);
+      EncodeGroup(l, key, g, values, residual != nullptr, residual_scale, state, body);
     }
     if (residual == nullptr) continue;
     for (uint32_t j = 0; j < length; ++j) residual[first + j] = tile[Padded(j)];
@@ -116,7 +118,8 @@ ChunkPartial EmulateChunkStats(const QuantLayout& l, const GlobalSource& source)
 
 // EncodeQuant() of quantize.cu, phase by phase.
 void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const float* input,
-                        float* residual, float residual_scale, unsigned char* body) {
+                        float* residual, float residual_scale, float* state,
+                        unsigned char* body) {
   const GlobalSource source{input, residual};
   if ((l.kind == QuantKind::kQsgd || l.kind == QuantKind::kMaxMin) && !UsesFusedStats(l)) {
     std::vector<LaneStat> lanes(8 * l.buckets);  // bucket_lanes_kernel, bucket_stats_kernel
@@ -130,7 +133,7 @@ void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const float*
   if (l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign) {
     StoreChunkScale(l, EmulateChunkStats(l, source), body);
   }
-  EmulateEncodeTiles(l, key, source, residual, residual_scale, body);  // encode_tile_kernel
+  EmulateEncodeTiles(l, key, source, residual, residual_scale, state, body);  // encode_tile
 }
 
 // decode_tile_kernel of quantize.cu, block by block.
@@ -265,6 +268,7 @@ struct Emulated {
   QuantLayout quant;
   TopKLayout top;
   RandomBlockLayout blocks;
+  mutable std::vector<float> state;  // signum's momentum, stepped by every Encode.
 
   size_t body_bytes() const {
     if (randomblock) return blocks.body_bytes();
@@ -274,7 +278,7 @@ struct Emulated {
               unsigned char* body) const {
     if (randomblock) EmulateEncodeRandomBlock(blocks, key, input, residual, s, body);
     else if (topk) EmulateEncodeTopK(top, input, residual, s, body);
-    else EmulateEncodeQuant(quant, key, input, residual, s, body);
+    else EmulateEncodeQuant(quant, key, input, residual, s, state.data(), body);
   }
   unsigned long long Check(const unsigned char* body) const {
     if (randomblock) return kValid;  // Every body of the right length.
@@ -286,7 +290,9 @@ struct Emulated {
       EmulateDecodeRandomBlock(blocks, key, body, out, accumulate);
     } else if (topk) {
       if (!accumulate) std::fill(out, out + top.n, 0.0f);
-      for (uint64_t g = 0; g < top.index_groups(); ++g) ScatterIndexGroup(top, g, body, out, accumulate);
+      for (uint64_t g = 0; g < top.index_groups(); ++g) {
+        ScatterIndexGroup(top, g, body, out, accumulate);
+      }
     } else {
       EmulateDecodeTiles(quant, body, out, accumulate);
     }
@@ -302,6 +308,13 @@ Emulated MakeEmulated(const config::Codec& spec, size_t n) {
   if (name == "bf16") e.quant = MakeQuantLayout(QuantKind::kBf16, n);
   if (name == "natural") e.quant = MakeQuantLayout(QuantKind::kNatural, n);
   if (name == "signsgd") e.quant = MakeQuantLayout(QuantKind::kSignSgd, n);
+  if (name == "signum") {  // As DeviceCodec::Create() and SignumCodec.
+    const double beta = spec.has_momentum() ? spec.momentum() : SignumCodec::kDefaultMomentum;
+    e.quant = MakeQuantLayout(QuantKind::kSignum, n);
+    e.quant.decay = static_cast<float>(beta);
+    e.quant.gain = static_cast<float>(1.0 - beta);
+    e.state.assign(n, 0.0f);
+  }
   if (name == "efsign") e.quant = MakeQuantLayout(QuantKind::kEfSign, n);
   if (name == "terngrad") e.quant = MakeQuantLayout(QuantKind::kTernGrad, n);
   if (name == "qsgd") {

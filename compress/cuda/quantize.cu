@@ -1,5 +1,6 @@
-// GPU encode/decode of the quantizing codecs: none, fp16, bf16, natural, signsgd, efsign, qsgd,
-// terngrad, maxmin. Payload bodies are byte-identical to the CPU codecs' (compress/*.cc).
+// GPU encode/decode of the quantizing codecs: none, fp16, bf16, natural, signsgd, signum,
+// efsign, qsgd, terngrad, maxmin. Payload bodies are byte-identical to the CPU codecs'
+// (compress/*.cc).
 //
 // Contract (n values, body as compress/cuda/internal/quantize_agent.h lays it out):
 //   encode   body =, and with error feedback c = input + residual, residual =
@@ -64,7 +65,7 @@ __device__ __forceinline__ uint32_t TileLength(const QuantLayout& l, uint64_t fi
 
 __global__ void __launch_bounds__(kThreads)
     encode_tile_kernel(QuantLayout l, RandomKey key, GlobalSource source, float* residual,
-                       float residual_scale, unsigned char* body) {
+                       float residual_scale, float* state, unsigned char* body) {
   __shared__ float tile[kTilePadded];
   __shared__ LaneStat lanes[kFusedLanes];
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
@@ -90,7 +91,9 @@ __global__ void __launch_bounds__(kThreads)
 
   const uint64_t g = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const bool with_residual = residual != nullptr;
-  if (g < l.groups()) EncodeGroup(l, key, g, values, with_residual, residual_scale, body);
+  if (g < l.groups()) {
+    EncodeGroup(l, key, g, values, with_residual, residual_scale, state, body);
+  }
   if (!with_residual) return;
   __syncthreads();
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) residual[first + j] = tile[Padded(j)];
@@ -201,7 +204,8 @@ inline unsigned TilesFor(const QuantLayout& l) {
 
 cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
                         const RandomKey& key, const float* input, float* residual,
-                        float residual_scale, unsigned char* body, cudaStream_t stream) {
+                        float residual_scale, float* state, unsigned char* body,
+                        cudaStream_t stream) {
   const bool bucketed = l.kind == QuantKind::kQsgd || l.kind == QuantKind::kMaxMin;
   const bool two_pass = bucketed && !UsesFusedStats(l);
   const bool chunk = l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign;
@@ -233,7 +237,7 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   encode_tile_kernel<<<TilesFor(l), kThreads, 0, stream>>>(l, key, source, residual,
-                                                           residual_scale, body);
+                                                           residual_scale, state, body);
   return cudaGetLastError();
 }
 

@@ -28,10 +28,12 @@ namespace tamp::compress::cuda_internal {
 // Encodes `input` (layout.n values) into `body` (layout.body_bytes(), 4-byte aligned). With
 // `residual` (else null): c = input + residual is encoded and residual = residual_scale *
 // (c - decode(body)) written back, in the same pass (UsesFusedStats() for qsgd/maxmin says
-// whether their stats share it). `input` and `residual` need only float alignment.
+// whether their stats share it). `input` and `residual` need only float alignment. `state`:
+// signum's momentum (layout.n values, stepped), null for the others.
 cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& layout,
                         const RandomKey& key, const float* input, float* residual,
-                        float residual_scale, unsigned char* body, cudaStream_t stream);
+                        float residual_scale, float* state, unsigned char* body,
+                        cudaStream_t stream);
 
 // Sets *verdict (device) to kValid or the smallest verdict (quantize_agent.h QuantReason)
 // of `body`.

@@ -1,5 +1,5 @@
-// Per-thread work of the GPU quantizing codecs (none, fp16, bf16, natural, signsgd, efsign,
-// qsgd, terngrad, maxmin), written once for host and device. Internal to compress/cuda/.
+// Per-thread work of the GPU quantizing codecs (none, fp16, bf16, natural, signsgd, signum,
+// efsign, qsgd, terngrad, maxmin), written once for host and device. Internal to compress/cuda/.
 //
 // The kernels of compress/cuda/quantize.cu are thin loops over these "agents", and
 // compress/cuda/emulation_test.cc runs the very same agents on the host, one simulated
@@ -45,6 +45,7 @@ enum class QuantKind : int {
   kBf16,
   kNatural,
   kSignSgd,
+  kSignum,  // signsgd's body of the momentum m, kept in device memory (EncodeGroup's `state`).
   kEfSign,
   kQsgd,
   kTernGrad,
@@ -62,6 +63,8 @@ struct QuantLayout {
   uint64_t buckets = 0;        // qsgd, maxmin: ceil(n / bucket_size).
   uint32_t levels = 0;         // qsgd s.
   bool stochastic = false;     // maxmin.
+  float decay = 0.0f;          // signum: m = decay * m + gain * c (signum.cc's b and c).
+  float gain = 0.0f;
   uint64_t stats_bytes = 0;    // Bytes before the code stream.
   uint64_t code_bytes = 0;     // PackedBytes(n, bits).
 
@@ -88,6 +91,7 @@ inline QuantLayout MakeQuantLayout(QuantKind kind, uint64_t n, uint32_t levels =
       l.bits = kNaturalBits;
       break;
     case QuantKind::kSignSgd:
+    case QuantKind::kSignum:
       l.bits = 1;
       break;
     case QuantKind::kEfSign:
@@ -171,9 +175,9 @@ TAMP_HD void StoreStat(unsigned char* body, uint64_t index, float value) {
 
 // The code of value c (element i) and, through *decoded, what the receiver will decode it to.
 // `stats` is the body (stats first); `random` the element's Philox word, or its 16-bit value
-// where UsesRandom16().
+// where UsesRandom16(); `state` signum's momentum (n values; null for the others), stepped.
 TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, uint64_t i,
-                             float c, uint32_t random, float* decoded) {
+                             float c, uint32_t random, float* state, float* decoded) {
   switch (l.kind) {
     case QuantKind::kNone: {  // compress/none.cc: the wire bits (NaN canonical).
       const uint32_t bits = WireFloatBits(c);
@@ -198,6 +202,13 @@ TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, u
     case QuantKind::kSignSgd: {
       const bool negative = c < 0.0f;
       *decoded = negative ? -1.0f : 1.0f;  // UnpackSigns(plane, 1.0f): 1 * (+-1)
+      return negative ? 1u : 0u;
+    }
+    case QuantKind::kSignum: {  // signum.cc Step(), then signsgd's sign (NaN counts as +).
+      const float m = AddRn(MulRn(l.decay, state[i]), MulRn(l.gain, c));
+      state[i] = m;
+      const bool negative = m < 0.0f;
+      *decoded = negative ? -1.0f : 1.0f;
       return negative ? 1u : 0u;
     }
     case QuantKind::kEfSign: {
@@ -237,10 +248,10 @@ TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, u
 
 // Encodes group g: codes into the body, and (with_residual) the new residual
 // residual_scale * (c - decoded) over c in the tile (tile.At(i)). The group's values are in
-// `tile`; the stats of its buckets are already in the body.
+// `tile`; the stats of its buckets are already in the body; `state` as for EncodeValue().
 TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
                          const TileValues& tile, bool with_residual, float residual_scale,
-                         unsigned char* body) {
+                         float* state, unsigned char* body) {
   const uint64_t first = g * kGroup;
   const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
   BitSink sink(body + l.stats_bytes + 4 * static_cast<uint64_t>(l.bits) * g);
@@ -257,7 +268,7 @@ TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
       // Bits16(i): half e & 1 of word e >> 1; Bits(i): word e.
       const uint32_t r = random16 ? (words.v[e >> 1] >> (16 * (e & 1))) & 0xFFFFu : words.v[e];
       float decoded;
-      sink.Put(EncodeValue(l, body, i, c, r, &decoded), l.bits);
+      sink.Put(EncodeValue(l, body, i, c, r, state, &decoded), l.bits);
       if (with_residual) tile.At(i) = NextResidual(residual_scale, c, decoded);
     }
   }
@@ -280,6 +291,7 @@ TAMP_HD float DecodeValue(const QuantLayout& l, const unsigned char* body, uint6
     case QuantKind::kNatural:
       return NaturalValue(code);
     case QuantKind::kSignSgd:
+    case QuantKind::kSignum:
       return code ? -1.0f : 1.0f;
     case QuantKind::kEfSign:
       return MulRn(LoadStat(body, 0), code ? -1.0f : 1.0f);

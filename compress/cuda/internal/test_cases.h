@@ -39,6 +39,10 @@ inline std::vector<SpecCase> AllSpecs() {
   for (const char* name : {"none", "fp16", "bf16", "natural", "signsgd", "efsign", "terngrad"}) {
     cases.push_back({name, NamedSpec(name)});
   }
+  cases.push_back({"signum", NamedSpec("signum")});  // Default momentum 0.9.
+  config::Codec signum = NamedSpec("signum");
+  signum.set_momentum(0.3);
+  cases.push_back({"signum_m30", signum});
   for (const auto& [levels, bucket] : std::vector<std::pair<uint32_t, uint32_t>>{
            {1, 512}, {127, 512}, {255, 128}, {7, 100}, {32767, 1}, {3, 8192}, {15, 20000}}) {
     config::Codec spec = NamedSpec("qsgd");

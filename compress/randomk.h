@@ -14,7 +14,8 @@
 // and in a hash set plus a sort otherwise. Positions are used in ascending order.
 //
 // Body: the k values at those positions, in ascending position order, fp32 (bit-exact: +-inf
-// and -0 travel as they are; every NaN as 0x7fc00000, compress/wire_format.h; version 2) or fp16 (compress/sparse.h FloatToHalf()).
+// and -0 travel as they are; every NaN as 0x7fc00000, compress/wire_format.h; version 2)
+// or fp16 (compress/sparse.h FloatToHalf()).
 // Payload bytes: 12 + v * k, v = 4 (fp32) or 2 (fp16_values).
 //
 // No scaling: values are sent as they are, not multiplied by n / k. Scaling would make a

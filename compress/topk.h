@@ -9,7 +9,8 @@
 // packing, zero-padded to a byte), then the k values in index order, fp32 or fp16, every NaN
 // canonical (compress/wire_format.h; version 2, where version 1 kept NaN payloads).
 // Payload bytes: 12 + ceil(k * b / 8) + v * k, v = 4 (fp32) or 2 (fp16_values). k and v
-// follow from n and the spec, so they do not travel: one version for both value formats, and the decoder (built from the same spec) requires exactly this length.
+// follow from n and the spec, so they do not travel: one version for both value formats,
+// and the decoder (built from the same spec) requires exactly this length.
 //
 // Selection: compress/select.h, exact. Entries compare by |x|, with NaN counted as +inf so
 // that a NaN is always sent and shows up on the receiver instead of vanishing into the

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "compress/bf16.h"
 #include "compress/cuda/internal/launch.h"
+#include "compress/dgc.h"
 #include "compress/efsign.h"
 #include "compress/fp16.h"
 #include "compress/maxmin.h"
@@ -60,7 +61,7 @@ const char* ReasonText(uint32_t reason) {
 
 bool HasDeviceCodec(absl::string_view name) {
   for (absl::string_view known : {"none", "fp16", "bf16", "natural", "signsgd", "efsign", "qsgd",
-                                  "terngrad", "maxmin", "topk", "randomblock", "signum"}) {
+                                  "terngrad", "maxmin", "topk", "dgc", "randomblock", "signum"}) {
     if (name == known) return true;
   }
   return false;
@@ -137,8 +138,12 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
         n, EntriesKept(spec, n), spec.has_num_blocks() ? spec.num_blocks() : 1,
         spec.fp16_values());
     codec->body_bytes_ = codec->randomblock_.body_bytes();
-  } else {  // topk
-    codec.reset(new DeviceCodec(CodecId::kTopK, TopKCodec::kVersion, n));
+  } else {  // topk, and dgc: the same selection and body (compress/dgc.h), another id.
+    if (name == "dgc") {
+      codec.reset(new DeviceCodec(CodecId::kDgc, DgcCodec::kVersion, n));
+    } else {
+      codec.reset(new DeviceCodec(CodecId::kTopK, TopKCodec::kVersion, n));
+    }
     codec->family_ = Family::kTopK;
     codec->topk_ = cuda_internal::MakeTopKLayout(n, TopKCodec::EntriesKept(spec, n),
                                                  spec.fp16_values());

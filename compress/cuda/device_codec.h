@@ -3,8 +3,9 @@
 // same input and key, so CPU and GPU processes can talk to each other.
 //
 // Codecs: none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad, maxmin, topk,
-// randomblock (HasDeviceCodec()). signum keeps its momentum on the device (every Encode is
-// one step, as SignumCodec's).
+// dgc (top-k's selection and body under its own id; DGC's momentum correction is the
+// worker's error feedback, not fused here), randomblock (HasDeviceCodec()). signum keeps
+// its momentum on the device (every Encode is one step, as SignumCodec's).
 // Others return UNIMPLEMENTED from Create(); callers fall back to the CPU codec.
 //
 // Error feedback is fused: Encode(input, residual, s) encodes c = input + residual and

@@ -332,7 +332,7 @@ Emulated MakeEmulated(const config::Codec& spec, size_t n) {
                                      spec.has_num_blocks() ? spec.num_blocks() : 1,
                                      spec.fp16_values());
   }
-  if (name == "topk") {
+  if (name == "topk" || name == "dgc") {
     e.topk = true;
     e.top = MakeTopKLayout(n, TopKCodec::EntriesKept(spec, n), spec.fp16_values());
   }

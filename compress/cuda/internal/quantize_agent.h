@@ -8,8 +8,8 @@
 //
 // Body layout (the CPU codecs'): [stats][codes]. stats: qsgd 4 bytes (norm) per bucket,
 // maxmin 8 (min, max) per bucket, terngrad and efsign 4 (one scale), others none. codes: n
-// codes of `bits` bits, PackCodes order (none: 32-bit codes, the values' wire bits). Every stats size is a multiple of 4, so the code
-// stream is 4-byte aligned whenever the body is.
+// codes of `bits` bits, PackCodes order (none: 32-bit codes, the values' wire bits). Every
+// stats size is a multiple of 4, so the code stream is 4-byte aligned whenever the body is.
 //
 // Work split: a group is 32 consecutive values [32g, 32g + 32) ∩ [0, n); its codes fill
 // exactly `bits` 32-bit words (4 * bits bytes at 4 * bits * g into the code stream), so a

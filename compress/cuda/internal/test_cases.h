@@ -73,6 +73,12 @@ inline std::vector<SpecCase> AllSpecs() {
   config::Codec one = NamedSpec("topk");
   one.set_count(1);
   cases.push_back({"topk_count1", one});
+  for (const bool fp16 : {false, true}) {  // topk's selection under dgc's id.
+    config::Codec spec = NamedSpec("dgc");
+    spec.set_ratio(0.01);
+    spec.set_fp16_values(fp16);
+    cases.push_back({fp16 ? "dgc_r1_fp16" : "dgc_r1", spec});
+  }
   for (const double ratio : {0.01, 0.3, 1.0}) {
     for (const uint64_t blocks : {1, 4, 1000}) {
       config::Codec spec = NamedSpec("randomblock");

@@ -11,6 +11,7 @@
 #                                           # there: tests, codec_gpu_bench, torch_compare.py
 #   device tool: run(command="bash bench/gpu/run_on_device.sh sanitize", carry=[".gpu_carry"])
 #                                           # there: compute-sanitizer memcheck/racecheck
+#   bench/gpu/run_on_device.sh sanitize-plan   # anywhere: the sanitizer's steps and filters
 #
 # Each of `run` and `sanitize` fits one device call (10 minutes): every step has its own
 # time limit (below), and a step that runs out of time fails.
@@ -101,7 +102,10 @@ carried_library_path() {
     [ -e "$d/libcublas.so.13" ] && cublas="$d" && break
   done
   if [ -z "$cublas" ]; then
-    for site in $("${PYTHON:-python3}" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    local sites
+    sites="$("${PYTHON:-python3}" -c 'import site; print(" ".join(site.getsitepackages()))' \
+      2>/dev/null)"
+    for site in $sites; do
       [ -e "$site/nvidia/cublas/lib/libcublas.so.13" ] && cublas="$site/nvidia/cublas/lib" && break
       [ -e "$site/nvidia/cu13/lib/libcublas.so.13" ] && cublas="$site/nvidia/cu13/lib" && break
     done
@@ -149,7 +153,8 @@ gtest_verdict() {
   elif [ "$status" -ne 0 ]; then
     echo "FAILED: exit status $status"
   elif grep -q '^\[  SKIPPED \]' "$log"; then
-    echo "FAILED: skipped tests (a skip on the device is a failure): $(grep '^\[  SKIPPED \] [A-Za-z]' "$log" | head -3 | tr '\n' ' ')"
+    echo "FAILED: skipped tests (a skip on the device is a failure):" \
+      "$(grep '^\[  SKIPPED \] [A-Za-z]' "$log" | head -3 | tr '\n' ' ')"
   elif ! grep -q '^\[  PASSED  \] [1-9]' "$log"; then
     echo "FAILED: no test passed"
   else
@@ -208,12 +213,31 @@ run() {
   return $status
 }
 
-# The sanitizer steps: tool, binary, time limit in seconds, gtest filter. Kernels that use
-# shared memory (fused qsgd/maxmin, the terngrad/efsign chains, top-k's histograms) get
-# racecheck; every device codec path gets memcheck. 240 + 180 + 90 = 510 s of the 600 s call.
+# gtest_filter TEST SPEC...: TEST of the AllCodecs suite for each spec label
+# (compress/cuda/internal/test_cases.h), ':'-joined.
+gtest_filter() {
+  local test=$1 filter="" spec
+  shift
+  for spec in "$@"; do filter+="${filter:+:}AllCodecs/DeviceCodecTest.$test/$spec"; done
+  echo "$filter"
+}
+
+# Specs that between them take every kernel path: the quantize tile (elementwise, signum's
+# state), fused and two-pass bucket stats, chunk stats, top-k (and dgc), random-block.
+MEMCHECK_SPECS=(none fp16 natural signum efsign terngrad qsgd_s127_d512 qsgd_s7_d100
+  maxmin_b3_stoch_d37 maxmin_b8_near_d512 topk_r1 topk_r30_fp16 dgc_r1 randomblock_r1_b4_fp16
+  randomblock_r30_b1000)
+# The kernels that share memory between threads: the tile (every quantize codec), fused
+# stats, chunk stats, top-k's histograms and scans.
+RACECHECK_SPECS=(fp16 qsgd_s127_d512 maxmin_b8_near_d512 terngrad efsign topk_r1)
+
+# The sanitizer steps: tool, binary, time limit in seconds, gtest filter.
+# 240 + 180 + 90 = 510 s of the 600 s call.
 SANITIZE_STEPS=(
-  "memcheck|device_codec_test|240|AllCodecs/DeviceCodecTest.MatchesCpuCodec/*:AllCodecs/DeviceCodecTest.RejectsWhatCpuRejects/*:DeviceCodecEdgeTest.*"
-  "racecheck|device_codec_test|180|AllCodecs/DeviceCodecTest.MatchesCpuCodec/qsgd_s127_d512:AllCodecs/DeviceCodecTest.MatchesCpuCodec/maxmin_b8_near_d512:AllCodecs/DeviceCodecTest.MatchesCpuCodec/terngrad:AllCodecs/DeviceCodecTest.MatchesCpuCodec/efsign:AllCodecs/DeviceCodecTest.MatchesCpuCodec/topk_r1:DeviceCodecEdgeTest.TopKWithMassiveTies"
+  "memcheck|device_codec_test|240|$(gtest_filter MatchesCpuCodec "${MEMCHECK_SPECS[@]}"):$(
+    gtest_filter RejectsWhatCpuRejects topk_r1 qsgd_s127_d512 maxmin_b8_near_d512
+  ):DeviceCodecEdgeTest.*:DeviceCodecAsyncTest.*"
+  "racecheck|device_codec_test|180|$(gtest_filter MatchesCpuCodec "${RACECHECK_SPECS[@]}")"
   "memcheck|layers_test|90|*"
 )
 
@@ -262,12 +286,21 @@ sanitize() {
   return $status
 }
 
+# One line per sanitizer step: tool, binary, time limit, gtest filter (what sanitize runs).
+sanitize_plan() {
+  for step in "${SANITIZE_STEPS[@]}"; do
+    IFS='|' read -r tool binary limit filter <<<"$step"
+    echo "$tool $binary $limit $filter"
+  done
+}
+
 case "${1:-}" in
   pack) pack ;;
   run) run ;;
   sanitize) sanitize ;;
+  sanitize-plan) sanitize_plan ;;
   *)
-    echo "usage: $0 pack|run|sanitize" >&2
+    echo "usage: $0 pack|run|sanitize|sanitize-plan" >&2
     exit 2
     ;;
 esac

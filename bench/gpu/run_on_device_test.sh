@@ -12,6 +12,7 @@ set -uo pipefail
 SCRIPT="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/run_on_device.sh"
 TORCH_COMPARE="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/torch_compare.py"
 BENCH="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/codec_gpu_bench"
+CODEC_TEST="$TEST_SRCDIR/$TEST_WORKSPACE/compress/cuda/device_codec_test"
 ROOT="$TEST_TMPDIR/tree"
 failures=0
 
@@ -162,6 +163,17 @@ touch "$ROOT/mode/slowsanitizer"
   bash bench/gpu/run_on_device.sh sanitize) >"$ROOT/log" 2>&1
 expect_exit "sanitize out of time" 1 $?
 expect_log "sanitize out of time" "FAILED: timed out after 1 s"
+
+# Every pattern of the sanitizer's filters names tests that exist (a typo would run nothing
+# and pass): the real device_codec_test lists them without a device.
+while read -r _ binary _ filter; do
+  [ "$binary" = device_codec_test ] || continue
+  IFS=':' read -r -a patterns <<<"$filter"
+  for pattern in "${patterns[@]}"; do
+    listed="$("$CODEC_TEST" --gtest_list_tests --gtest_filter="$pattern" | grep -c '^  ')"
+    [ "$listed" -ge 1 ] || fail "sanitizer filter pattern '$pattern' matches no test"
+  done
+done < <(bash "$SCRIPT" sanitize-plan)
 
 # The real benchmark: a skip without a device, a failure where CUDA is required.
 if out="$("$BENCH" 2>&1)"; then

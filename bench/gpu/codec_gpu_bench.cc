@@ -108,6 +108,7 @@ std::vector<BenchCodec> Codecs() {
     s.set_ratio(0.01);
     s.set_num_blocks(4);
   });
+  add("randomk 1%", "randomk", [](config::Codec& s) { s.set_ratio(0.01); });
   add("topk 1%", "topk", [](config::Codec& s) { s.set_ratio(0.01); });
   add("topk 1% fp16", "topk", [](config::Codec& s) {
     s.set_ratio(0.01);

@@ -223,10 +223,11 @@ gtest_filter() {
 }
 
 # Specs that between them take every kernel path: the quantize tile (elementwise, signum's
-# state), fused and two-pass bucket stats, chunk stats, top-k (and dgc), random-block.
+# state), fused and two-pass bucket stats, chunk stats, top-k (and dgc), random-block,
+# random-k.
 MEMCHECK_SPECS=(none fp16 natural signum efsign terngrad qsgd_s127_d512 qsgd_s7_d100
   maxmin_b3_stoch_d37 maxmin_b8_near_d512 topk_r1 topk_r30_fp16 dgc_r1 randomblock_r1_b4_fp16
-  randomblock_r30_b1000)
+  randomblock_r30_b1000 randomk_r1 randomk_r30_fp16)
 # The kernels that share memory between threads: the tile (every quantize codec), fused
 # stats, chunk stats, top-k's histograms and scans.
 RACECHECK_SPECS=(fp16 qsgd_s127_d512 maxmin_b8_near_d512 terngrad efsign topk_r1)

@@ -165,15 +165,21 @@ expect_exit "sanitize out of time" 1 $?
 expect_log "sanitize out of time" "FAILED: timed out after 1 s"
 
 # Every pattern of the sanitizer's filters names tests that exist (a typo would run nothing
-# and pass): the real device_codec_test lists them without a device.
-while read -r _ binary _ filter; do
-  [ "$binary" = device_codec_test ] || continue
-  IFS=':' read -r -a patterns <<<"$filter"
-  for pattern in "${patterns[@]}"; do
-    listed="$("$CODEC_TEST" --gtest_list_tests --gtest_filter="$pattern" | grep -c '^  ')"
-    [ "$listed" -ge 1 ] || fail "sanitizer filter pattern '$pattern' matches no test"
-  done
-done < <(bash "$SCRIPT" sanitize-plan)
+# and pass): the real device_codec_test lists them without a device (a CUDA build; a build
+# without CUDA holds only BuiltWithoutCuda).
+codec_tests="$("$CODEC_TEST" --gtest_list_tests)"
+if grep -q BuiltWithoutCuda <<<"$codec_tests"; then
+  echo "note: device_codec_test built without CUDA; sanitizer filters not checked"
+else
+  while read -r _ binary _ filter; do
+    [ "$binary" = device_codec_test ] || continue
+    IFS=':' read -r -a patterns <<<"$filter"
+    for pattern in "${patterns[@]}"; do
+      listed="$("$CODEC_TEST" --gtest_list_tests --gtest_filter="$pattern" | grep -c '^  ')"
+      [ "$listed" -ge 1 ] || fail "sanitizer filter pattern '$pattern' matches no test"
+    done
+  done < <(bash "$SCRIPT" sanitize-plan)
+fi
 
 # The real benchmark: a skip without a device, a failure where CUDA is required.
 if out="$("$BENCH" 2>&1)"; then

@@ -18,6 +18,7 @@
 #include "compress/none.h"
 #include "compress/qsgd.h"
 #include "compress/randomblock.h"
+#include "compress/randomk.h"
 #include "compress/registry.h"
 #include "compress/signsgd.h"
 #include "compress/signum.h"
@@ -61,7 +62,8 @@ const char* ReasonText(uint32_t reason) {
 
 bool HasDeviceCodec(absl::string_view name) {
   for (absl::string_view known : {"none", "fp16", "bf16", "natural", "signsgd", "efsign", "qsgd",
-                                  "terngrad", "maxmin", "topk", "dgc", "randomblock", "signum"}) {
+                                  "terngrad", "maxmin", "topk", "dgc", "randomblock", "randomk",
+                                  "signum"}) {
     if (name == known) return true;
   }
   return false;
@@ -138,6 +140,16 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
         n, EntriesKept(spec, n), spec.has_num_blocks() ? spec.num_blocks() : 1,
         spec.fp16_values());
     codec->body_bytes_ = codec->randomblock_.body_bytes();
+  } else if (name == "randomk") {
+    codec.reset(new DeviceCodec(CodecId::kRandomK, RandomKCodec::kVersion, n));
+    codec->family_ = Family::kRandomK;
+    codec->randomk_ = cuda_internal::RandomKLayout{n, EntriesKept(spec, n), spec.fp16_values()};
+    codec->body_bytes_ = codec->randomk_.body_bytes();
+    const uint64_t k = codec->randomk_.k;
+    TAMP_ASSIGN_OR_RETURN(codec->positions_, kernels::DeviceArray<uint32_t>::Create(k));
+    TAMP_ASSIGN_OR_RETURN(codec->positions_host_,
+                          kernels::PinnedBuffer::Create(sizeof(uint32_t) * k));
+    TAMP_ASSIGN_OR_RETURN(codec->positions_uploaded_, kernels::CudaEvent::Create());
   } else {  // topk, and dgc: the same selection and body (compress/dgc.h), another id.
     if (name == "dgc") {
       codec.reset(new DeviceCodec(CodecId::kDgc, DgcCodec::kVersion, n));
@@ -156,6 +168,10 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomBlock(
         nullptr, &temp_bytes, codec->randomblock_, RandomKey{}, nullptr, nullptr, 1.0f, nullptr,
         nullptr));
+  } else if (codec->family_ == Family::kRandomK) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomK(nullptr, &temp_bytes, codec->randomk_,
+                                                           nullptr, nullptr, nullptr, 1.0f,
+                                                           nullptr, nullptr));
   } else if (codec->family_ == Family::kTopK) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(nullptr, &temp_bytes, codec->topk_,
                                                         nullptr, nullptr, 1.0f, nullptr,
@@ -196,7 +212,13 @@ absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float 
     return absl::InvalidArgumentError("Encode: d_body must be 4-byte aligned");
   }
   size_t temp_bytes = temp_bytes_;
-  if (family_ == Family::kRandomBlock) {
+  if (family_ == Family::kRandomK) {
+    TAMP_RETURN_IF_ERROR(UploadPositions(key, stream));
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomK(temp_.data(), &temp_bytes, randomk_,
+                                                           positions_.data(), d_input,
+                                                           d_residual, residual_scale, d_body,
+                                                           stream));
+  } else if (family_ == Family::kRandomBlock) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomBlock(temp_.data(), &temp_bytes,
                                                                randomblock_, key, d_input,
                                                                d_residual, residual_scale,
@@ -213,9 +235,21 @@ absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float 
   return absl::OkStatus();
 }
 
+absl::Status DeviceCodec::UploadPositions(const RandomKey& key, cudaStream_t stream) {
+  const absl::Span<const size_t> positions = RandomKCodec::Positions(key, size_, randomk_.k);
+  // The previous upload from the pinned buffer must be done before it is refilled.
+  TAMP_RETURN_IF_ERROR(positions_uploaded_.Wait());
+  auto* host = reinterpret_cast<uint32_t*>(positions_host_.data());
+  for (size_t j = 0; j < positions.size(); ++j) host[j] = static_cast<uint32_t>(positions[j]);
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(positions_.data(), host,
+                                            sizeof(uint32_t) * positions.size(),
+                                            cudaMemcpyHostToDevice, stream));
+  return positions_uploaded_.Record(stream);
+}
+
 bool DeviceCodec::NeedsCheck() const {
   if (family_ == Family::kTopK) return true;
-  if (family_ == Family::kRandomBlock) return false;  // Every value is valid.
+  if (family_ == Family::kRandomBlock || family_ == Family::kRandomK) return false;  // Any value.
   return quant_.kind != QuantKind::kNone && quant_.kind != QuantKind::kFp16 &&
          quant_.kind != QuantKind::kBf16;
 }
@@ -240,7 +274,11 @@ absl::Status DeviceCodec::DecodeAsync(const unsigned char* d_body, const RandomK
   }
   const bool check = NeedsCheck();
   unsigned long long* verdict = check ? verdict_.data() : nullptr;
-  if (family_ == Family::kRandomBlock) {
+  if (family_ == Family::kRandomK) {
+    TAMP_RETURN_IF_ERROR(UploadPositions(key, stream));
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::DecodeRandomK(randomk_, positions_.data(), d_body,
+                                                           d_out, accumulate, stream));
+  } else if (family_ == Family::kRandomBlock) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::DecodeRandomBlock(
         temp_.data(), temp_bytes_, randomblock_, key, d_body, d_out, accumulate, stream));
   } else if (family_ == Family::kTopK) {

@@ -4,7 +4,9 @@
 //
 // Codecs: none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad, maxmin, topk,
 // dgc (top-k's selection and body under its own id; DGC's momentum correction is the
-// worker's error feedback, not fused here), randomblock (HasDeviceCodec()). signum keeps
+// worker's error feedback, not fused here), randomblock, randomk (positions drawn on the
+// host, as the CPU codec draws them: Floyd's algorithm is a sequential chain; the values
+// move on the device) (HasDeviceCodec()). signum keeps
 // its momentum on the device (every Encode is one step, as SignumCodec's).
 // Others return UNIMPLEMENTED from Create(); callers fall back to the CPU codec.
 //
@@ -52,6 +54,7 @@
 #include "compress/codec.h"
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/randomblock_agent.h"
+#include "compress/cuda/internal/randomk_agent.h"
 #include "compress/cuda/internal/topk_agent.h"
 #include "kernels/device.h"
 #include "proto/config.pb.h"
@@ -145,15 +148,23 @@ class DeviceCodec {
   const CodecId id_;
   const uint8_t version_;
   const size_t size_;
-  enum class Family { kQuant, kTopK, kRandomBlock };
+  // randomk: draws its positions on the host (RandomKCodec::Positions()) and enqueues their
+  // upload through a pinned buffer.
+  absl::Status UploadPositions(const RandomKey& key, cudaStream_t stream);
+
+  enum class Family { kQuant, kTopK, kRandomBlock, kRandomK };
   Family family_ = Family::kQuant;
   cuda_internal::QuantLayout quant_;
   cuda_internal::TopKLayout topk_;
   cuda_internal::RandomBlockLayout randomblock_;
+  cuda_internal::RandomKLayout randomk_;
   size_t body_bytes_ = 0;
   size_t temp_bytes_ = 0;
   kernels::DeviceArray<unsigned char> temp_;
   kernels::DeviceArray<float> state_;  // signum's momentum; empty for the others.
+  kernels::DeviceArray<uint32_t> positions_;  // randomk's, for the last key uploaded.
+  kernels::PinnedBuffer positions_host_;
+  kernels::CudaEvent positions_uploaded_;
   kernels::DeviceArray<unsigned char> outgoing_;  // EncodeToHost()'s body.
   kernels::DeviceArray<unsigned char> incoming_;  // DecodePayload()'s body.
   kernels::DeviceArray<unsigned long long> verdict_;

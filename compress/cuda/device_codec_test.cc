@@ -43,6 +43,7 @@ TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
   EXPECT_TRUE(HasDeviceCodec("topk"));
   EXPECT_TRUE(HasDeviceCodec("none"));
   EXPECT_TRUE(HasDeviceCodec("randomblock"));
+  EXPECT_TRUE(HasDeviceCodec("randomk"));
   EXPECT_FALSE(HasDeviceCodec("powersgd"));
   if (!kernels::CudaDeviceAvailable()) {
     config::Codec fp16;

@@ -25,10 +25,12 @@
 #include "compress/codec.h"
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/randomblock_agent.h"
+#include "compress/cuda/internal/randomk_agent.h"
 #include "compress/cuda/internal/test_cases.h"
 #include "compress/cuda/internal/topk_agent.h"
 #include "compress/efsign.h"
 #include "compress/error_feedback.h"
+#include "compress/randomk.h"
 #include "compress/registry.h"
 #include "compress/signum.h"
 #include "compress/sparse.h"
@@ -233,7 +235,7 @@ void EmulateEncodeRandomBlock(const RandomBlockLayout& l, const RandomKey& key,
   if (residual == nullptr) {  // encode_entries_kernel
     for (uint64_t j = 0; j < l.entries(); ++j) {
       float decoded;
-      StoreBlockValue(l, body, j, input[ElementOf(l, starts.data(), j)], &decoded);
+      StoreSparseValue(l.fp16_values, body, j, input[ElementOf(l, starts.data(), j)], &decoded);
     }
     return;
   }
@@ -249,12 +251,42 @@ void EmulateDecodeRandomBlock(const RandomBlockLayout& l, const RandomKey& key,
   if (accumulate) {  // decode_entries_kernel
     for (uint64_t j = 0; j < l.entries(); ++j) {
       const uint64_t i = ElementOf(l, starts.data(), j);
-      out[i] = AddRn(out[i], LoadBlockValue(l, body, j));
+      out[i] = AddRn(out[i], LoadSparseValue(l.fp16_values, body, j));
     }
     return;
   }
   for (uint64_t i = 0; i < l.n; ++i) {  // decode_elements_kernel
     out[i] = DecodeBlockElement(l, starts.data(), body, i, 0.0f, false);
+  }
+}
+
+// EncodeRandomK() and DecodeRandomK() of randomk.cu, with the host's positions.
+std::vector<uint32_t> RandomKPositions(const RandomKLayout& l, const RandomKey& key) {
+  const absl::Span<const size_t> drawn = RandomKCodec::Positions(key, l.n, l.k);
+  return std::vector<uint32_t>(drawn.begin(), drawn.end());
+}
+
+void EmulateEncodeRandomK(const RandomKLayout& l, const RandomKey& key, const float* input,
+                          float* residual, float residual_scale, unsigned char* body) {
+  const std::vector<uint32_t> positions = RandomKPositions(l, key);
+  std::vector<uint32_t> taken(l.bitmap_words(), 0);
+  const GlobalSource source{input, residual};
+  for (uint64_t j = 0; j < l.k; ++j) {  // encode_entries_kernel
+    EncodeRandomKEntry(l, positions.data(), j, source, residual, residual_scale, taken.data(),
+                       body);
+  }
+  if (residual == nullptr) return;
+  for (uint64_t i = 0; i < l.n; ++i) {  // encode_rest_kernel
+    EncodeRandomKRest(i, source, residual, residual_scale, taken.data());
+  }
+}
+
+void EmulateDecodeRandomK(const RandomKLayout& l, const RandomKey& key,
+                          const unsigned char* body, float* out, bool accumulate) {
+  const std::vector<uint32_t> positions = RandomKPositions(l, key);
+  if (!accumulate) std::fill(out, out + l.n, 0.0f);
+  for (uint64_t j = 0; j < l.k; ++j) {
+    DecodeRandomKEntry(l, positions.data(), j, body, out, accumulate);
   }
 }
 
@@ -265,28 +297,34 @@ void EmulateDecodeRandomBlock(const RandomBlockLayout& l, const RandomKey& key,
 struct Emulated {
   bool topk = false;
   bool randomblock = false;
+  bool randomk = false;
   QuantLayout quant;
   TopKLayout top;
   RandomBlockLayout blocks;
+  RandomKLayout random;
   mutable std::vector<float> state;  // signum's momentum, stepped by every Encode.
 
   size_t body_bytes() const {
     if (randomblock) return blocks.body_bytes();
+    if (randomk) return random.body_bytes();
     return topk ? top.body_bytes() : quant.body_bytes();
   }
   void Encode(const RandomKey& key, const float* input, float* residual, float s,
               unsigned char* body) const {
-    if (randomblock) EmulateEncodeRandomBlock(blocks, key, input, residual, s, body);
+    if (randomk) EmulateEncodeRandomK(random, key, input, residual, s, body);
+    else if (randomblock) EmulateEncodeRandomBlock(blocks, key, input, residual, s, body);
     else if (topk) EmulateEncodeTopK(top, input, residual, s, body);
     else EmulateEncodeQuant(quant, key, input, residual, s, state.data(), body);
   }
   unsigned long long Check(const unsigned char* body) const {
-    if (randomblock) return kValid;  // Every body of the right length.
+    if (randomblock || randomk) return kValid;  // Every body of the right length.
     return topk ? EmulateCheckTopK(top, body) : EmulateCheckQuant(quant, body);
   }
   void Decode(const RandomKey& key, const unsigned char* body, float* out,
               bool accumulate) const {
-    if (randomblock) {
+    if (randomk) {
+      EmulateDecodeRandomK(random, key, body, out, accumulate);
+    } else if (randomblock) {
       EmulateDecodeRandomBlock(blocks, key, body, out, accumulate);
     } else if (topk) {
       if (!accumulate) std::fill(out, out + top.n, 0.0f);
@@ -325,6 +363,10 @@ Emulated MakeEmulated(const config::Codec& spec, size_t n) {
     e.quant = MakeQuantLayout(QuantKind::kMaxMin, n, 0,
                               spec.has_bucket_size() ? spec.bucket_size() : 512,
                               static_cast<int>(spec.bits()), spec.stochastic());
+  }
+  if (name == "randomk") {
+    e.randomk = true;
+    e.random = RandomKLayout{n, EntriesKept(spec, n), spec.fp16_values()};
   }
   if (name == "randomblock") {
     e.randomblock = true;

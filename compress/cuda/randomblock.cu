@@ -44,7 +44,7 @@ __global__ void encode_entries_kernel(RandomBlockLayout l, const uint64_t* start
                                       const float* input, unsigned char* body) {
   TAMP_GRID_STRIDE(j, l.entries()) {
     float decoded;
-    StoreBlockValue(l, body, j, input[ElementOf(l, starts, j)], &decoded);
+    StoreSparseValue(l.fp16_values, body, j, input[ElementOf(l, starts, j)], &decoded);
   }
 }
 
@@ -65,7 +65,7 @@ __global__ void decode_entries_kernel(RandomBlockLayout l, const uint64_t* start
                                       const unsigned char* body, float* out) {
   TAMP_GRID_STRIDE(j, l.entries()) {
     const uint64_t i = ElementOf(l, starts, j);
-    out[i] = AddRn(out[i], LoadBlockValue(l, body, j));
+    out[i] = AddRn(out[i], LoadSparseValue(l.fp16_values, body, j));
   }
 }
 

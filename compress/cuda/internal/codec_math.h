@@ -226,6 +226,27 @@ TAMP_HD float HalfToFloat(uint16_t h) {
   return BitsFloat(sign | FloatBits(MulRn(static_cast<float>(mantissa), 1.0f / 16777216.0f)));
 }
 
+// Value j of an aligned value array (the bodies of randomblock and randomk): stores c, and
+// *decoded is what the receiver decodes (sparse.cc's rules: fp32 with the wire's NaN, or
+// saturating fp16).
+TAMP_HD void StoreSparseValue(bool fp16, unsigned char* values, uint64_t j, float c,
+                              float* decoded) {
+  if (fp16) {
+    const uint16_t h = FloatToHalfSaturating(c);
+    reinterpret_cast<uint16_t*>(values)[j] = h;
+    *decoded = HalfToFloat(h);
+  } else {
+    const uint32_t bits = WireFloatBits(c);
+    reinterpret_cast<uint32_t*>(values)[j] = bits;
+    *decoded = BitsFloat(bits);
+  }
+}
+
+TAMP_HD float LoadSparseValue(bool fp16, const unsigned char* values, uint64_t j) {
+  if (fp16) return HalfToFloat(reinterpret_cast<const uint16_t*>(values)[j]);
+  return BitsFloat(reinterpret_cast<const uint32_t*>(values)[j]);
+}
+
 // The key of compress/select.h MagnitudeKey(): |x|'s bits, NaN as +inf.
 inline constexpr uint32_t kInfinityKey = 0x7f800000u;
 TAMP_HD uint32_t MagnitudeKey(float x) {

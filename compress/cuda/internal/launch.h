@@ -1,4 +1,4 @@
-// Raw launchers of compress/cuda/quantize.cu, topk.cu and randomblock.cu. Internal to
+// Raw launchers of compress/cuda/quantize.cu, topk.cu, randomblock.cu and randomk.cu. Internal to
 // compress/cuda/: use compress/cuda/device_codec.h.
 //
 // CUB's conventions: host functions that enqueue kernels on `stream` and return
@@ -17,6 +17,7 @@
 #include "common/philox.h"
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/randomblock_agent.h"
+#include "compress/cuda/internal/randomk_agent.h"
 #include "compress/cuda/internal/topk_agent.h"
 
 namespace tamp::compress::cuda_internal {
@@ -80,6 +81,23 @@ cudaError_t EncodeRandomBlock(void* temp, size_t* temp_bytes, const RandomBlockL
 cudaError_t DecodeRandomBlock(void* temp, size_t temp_bytes, const RandomBlockLayout& layout,
                               const RandomKey& key, const unsigned char* body, float* out,
                               bool accumulate, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// randomk (layout: randomk_agent.h)
+// ---------------------------------------------------------------------------------------
+
+// Writes the body of c = input (+ residual) at `positions` (device, layout.k ascending
+// indices: RandomKCodec::Positions()); with `residual`, residual = residual_scale * (c -
+// decode(body)) over the whole chunk. Scratch: a bitmap of the chunk.
+cudaError_t EncodeRandomK(void* temp, size_t* temp_bytes, const RandomKLayout& layout,
+                          const uint32_t* positions, const float* input, float* residual,
+                          float residual_scale, unsigned char* body, cudaStream_t stream);
+
+// out = decode(body) (zeros elsewhere), or out += the values at `positions`. Every body of
+// the right length is valid.
+cudaError_t DecodeRandomK(const RandomKLayout& layout, const uint32_t* positions,
+                          const unsigned char* body, float* out, bool accumulate,
+                          cudaStream_t stream);
 
 }  // namespace tamp::compress::cuda_internal
 

@@ -86,32 +86,13 @@ TAMP_HD uint64_t ElementOf(const RandomBlockLayout& l, const uint64_t* starts, u
   return starts[j / l.block_length] + j % l.block_length;
 }
 
-// Stores c as body entry j; *decoded is what the receiver decodes (sparse.cc's value rules).
-TAMP_HD void StoreBlockValue(const RandomBlockLayout& l, unsigned char* body, uint64_t j,
-                             float c, float* decoded) {
-  if (l.fp16_values) {
-    const uint16_t h = FloatToHalfSaturating(c);
-    reinterpret_cast<uint16_t*>(body)[j] = h;
-    *decoded = HalfToFloat(h);
-  } else {
-    const uint32_t bits = WireFloatBits(c);
-    reinterpret_cast<uint32_t*>(body)[j] = bits;
-    *decoded = BitsFloat(bits);
-  }
-}
-
-TAMP_HD float LoadBlockValue(const RandomBlockLayout& l, const unsigned char* body, uint64_t j) {
-  if (l.fp16_values) return HalfToFloat(reinterpret_cast<const uint16_t*>(body)[j]);
-  return BitsFloat(reinterpret_cast<const uint32_t*>(body)[j]);
-}
-
 // Element i of an encode: its value into the body when in a block, and (with_residual)
 // residual_scale * (c - decoded) as its new residual, where c is its compensated value.
 TAMP_HD float EncodeBlockElement(const RandomBlockLayout& l, const uint64_t* starts, uint64_t i,
                                  float c, float residual_scale, unsigned char* body) {
   float decoded = 0.0f;
   const int64_t j = EntryOf(l, starts, i);
-  if (j >= 0) StoreBlockValue(l, body, static_cast<uint64_t>(j), c, &decoded);
+  if (j >= 0) StoreSparseValue(l.fp16_values, body, static_cast<uint64_t>(j), c, &decoded);
   return NextResidual(residual_scale, c, decoded);
 }
 
@@ -122,7 +103,7 @@ TAMP_HD float DecodeBlockElement(const RandomBlockLayout& l, const uint64_t* sta
                                  bool accumulate) {
   const int64_t j = EntryOf(l, starts, i);
   if (j < 0) return accumulate ? out : 0.0f;
-  const float v = LoadBlockValue(l, body, static_cast<uint64_t>(j));
+  const float v = LoadSparseValue(l.fp16_values, body, static_cast<uint64_t>(j));
   return accumulate ? AddRn(out, v) : v;
 }
 

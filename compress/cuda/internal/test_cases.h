@@ -80,6 +80,16 @@ inline std::vector<SpecCase> AllSpecs() {
     cases.push_back({fp16 ? "dgc_r1_fp16" : "dgc_r1", spec});
   }
   for (const double ratio : {0.01, 0.3, 1.0}) {
+    for (const bool fp16 : {false, true}) {
+      config::Codec spec = NamedSpec("randomk");
+      spec.set_ratio(ratio);
+      spec.set_fp16_values(fp16);
+      cases.push_back({absl::StrCat("randomk_r", static_cast<int>(ratio * 100),
+                                    fp16 ? "_fp16" : ""),
+                       spec});
+    }
+  }
+  for (const double ratio : {0.01, 0.3, 1.0}) {
     for (const uint64_t blocks : {1, 4, 1000}) {
       config::Codec spec = NamedSpec("randomblock");
       spec.set_ratio(ratio);

@@ -3,10 +3,11 @@
 error feedback, and writes docs/convergence.md (tables and SVG accuracy curves) and
 bench/results/convergence.json. Run through bench/convergence.sh, which builds the binaries.
 
-Each run's config is the example (examples/mlp_fashion.pbtxt, examples/cnn_fashion.pbtxt)
-with its push codec and error feedback swapped and test accuracy evaluated every
---eval_every_steps steps (training.eval_every_steps). Finished runs are kept in the JSON
-with their config text; a later invocation reuses a run whose config text is unchanged, so
+Each run's config is the model's template (bench/configs/base/mlp.pbtxt, cnn.pbtxt: the
+examples as they were when the table was first run, raw pull) with its push codec and error
+feedback swapped and test accuracy evaluated every --eval_every_steps steps
+(training.eval_every_steps). Finished runs are kept in the JSON with their config text; a
+later invocation reuses a run whose settings (the text less its comments) are unchanged, so
 the script resumes where it stopped and regenerates the document for free.
 """
 
@@ -54,9 +55,20 @@ CODECS = [
 ]
 # Rows that also compress the pull (each shard's update, with the shard's residual), by the
 # name the speed table's config of that name uses (bench/configs/<model>_<name>.pbtxt):
-# name -> (push row it extends, pull codec text). MLP only.
+# name -> (push row it extends, pull codec text). The MLP's, and the CNN's where MODELS names
+# them.
 PULL_ROWS = {"topk1_ef_pulltopk1": ("topk1_ef", 'name: "topk" ratio: 0.01'),
              "dgc1_ef_pulltopk1": ("dgc1_ef", 'name: "topk" ratio: 0.01')}
+
+# Rows that add compression settings of their own: name -> (push codec text, push feedback,
+# lines added after the template's `seed:` line). MLP only. dgc_paper is Deep Gradient
+# Compression as Lin et al. run it (docs/dgc.md): top-k 0.1% with momentum correction and
+# factor masking, sparsity warm-up over the first two epochs (75% then 98.4% sparse), local
+# gradient clipping.
+SETTINGS_ROWS = {
+    "dgc_paper": ('name: "topk" ratio: 0.001 ratio_warmup: [0.25, 0.015625]', "DGC_MOMENTUM",
+                  "  clip_norm: 5\n"),
+}
 
 # Recommended settings per codec, one for every codec of `tamp codecs`: settings with which
 # it reaches TARGET_ACCURACY on the MLP (issue 18). The row of the table above when the
@@ -105,12 +117,13 @@ PATTERN = ["none", "topk1_ef", "topk1_noef", "randomk1_ef", "randomk1_noef"]
 # MLP's three epochs, to see whether the pattern changes with the run's length. "rows":
 # the rows a model runs (default: all), "title": its name in the doc (default: upper case).
 MODELS = {
-    "mlp": {"example": "examples/mlp_fashion.pbtxt", "epochs": 3, "max_steps": 0,
+    "mlp": {"template": "bench/configs/base/mlp.pbtxt", "epochs": 3, "max_steps": 0,
             "eval_every_steps": 50},
-    "cnn": {"example": "examples/cnn_fashion.pbtxt", "epochs": 1, "max_steps": 0,
+    "cnn": {"template": "bench/configs/base/cnn.pbtxt", "epochs": 1, "max_steps": 0,
             "eval_every_steps": 78},
-    "cnn3": {"example": "examples/cnn_fashion.pbtxt", "epochs": 3, "max_steps": 0,
-             "eval_every_steps": 156, "rows": PATTERN, "title": "CNN, 3 epochs"},
+    "cnn3": {"template": "bench/configs/base/cnn.pbtxt", "epochs": 3, "max_steps": 0,
+             "eval_every_steps": 156, "rows": PATTERN + ["topk1_ef_pulltopk1"],
+             "title": "CNN, 3 epochs"},
 }
 # A generous RPC deadline: on a loaded machine one evaluation of the CNN by worker 0 can
 # take over a minute, longer than the default wait for a missing push.
@@ -130,14 +143,16 @@ def all_runs():
     by_name = {name: (codec, fb) for name, codec, fb in rows}
     rows += [(name, *by_name[push_row]) for name, (push_row, _) in PULL_ROWS.items()]
     rows += [(name, codec, fb) for name, (codec, fb, _) in RECOMMENDED_ROWS.items()]
+    rows += [(name, codec, fb) for name, (codec, fb, _) in SETTINGS_ROWS.items()]
+    mlp_only = set(PULL_ROWS) | set(RECOMMENDED_ROWS) | set(SETTINGS_ROWS)
     runs = []
     for model in MODELS:
         runs += [(model, name, codec, fb) for name, codec, fb in rows if name in PATTERN]
     for model in MODELS:
+        named = MODELS[model].get("rows")
         runs += [(model, name, codec, fb) for name, codec, fb in rows
                  if name not in PATTERN
-                 and (model == "mlp" or (name not in PULL_ROWS and name not in RECOMMENDED_ROWS))
-                 and name in MODELS[model].get("rows", [name])]
+                 and (name in named if named else model == "mlp" or name not in mlp_only)]
     return runs
 
 
@@ -157,11 +172,16 @@ def replace_once(text, pattern, replacement, what):
     return new
 
 
+def settings(config_text):
+    """A config's text less its comment lines: what a run depends on."""
+    return "".join(l for l in config_text.splitlines(True) if not l.lstrip().startswith("#"))
+
+
 def make_config(model, row, codec, feedback, epochs, max_steps, eval_every_steps):
-    """The example config of `model` with this row's push codec and evaluation cadence."""
-    with open(os.path.join(REPO, MODELS[model]["example"])) as f:
+    """The template config of `model` with this row's push codec and evaluation cadence."""
+    with open(os.path.join(REPO, MODELS[model]["template"])) as f:
         text = f.read()
-    # The example's comments describe the example; the generated config says what it is.
+    # The template's comments describe the template; the generated config says what it is.
     text = "".join(l for l in text.splitlines(True) if not l.lstrip().startswith("#"))
     name = f"{model}_{row}"
     text = replace_once(text, r'name: "[^"]*"', f'name: "{name}"', "the name")
@@ -178,6 +198,12 @@ def make_config(model, row, codec, feedback, epochs, max_steps, eval_every_steps
         text = replace_once(text, r"pull \{[^}]*\}",
                             f"pull {{ {PULL_ROWS[row][1]} }}\n    pull_feedback {{ kind: RESIDUAL }}",
                             "the pull codec")
+    if row in SETTINGS_ROWS:
+        seed = re.search(r"\n *seed: [^\n]*\n", text)
+        if seed is None:
+            sys.exit("convergence.py: cannot find the compression seed in the template config")
+        text = replace_once(text, re.escape(seed.group(0)), seed.group(0) + SETTINGS_ROWS[row][2],
+                            "the compression seed")
     if row in RECOMMENDED_ROWS:
         text = replace_once(text, r"optimizer \{[^\n]*\n", RECOMMENDED_ROWS[row][2] + "\n",
                             "the optimizer")
@@ -186,7 +212,7 @@ def make_config(model, row, codec, feedback, epochs, max_steps, eval_every_steps
         # examples/mlp_fashion_dgc.pbtxt): the servers apply plain SGD.
         text = replace_once(text, r"momentum: 0\.9", "momentum: 0", "the optimizer momentum")
     optimizer = (f" and {RECOMMENDED_ROWS[row][2]}" if row in RECOMMENDED_ROWS else "")
-    header = (f"# bench/convergence.py: {MODELS[model]['example']} with push {{ {codec} }} "
+    header = (f"# bench/convergence.py: {MODELS[model]['template']} with push {{ {codec} }} "
               f"and {feedback} error feedback{optimizer}.\n")
     return name, header + text
 
@@ -517,7 +543,7 @@ def write_doc(path, results, plots, meta):
         limit = re.search(r"max_steps: (\d+)", config)
         length = (f"the first {limit.group(1)} steps of {epochs} epoch(s)" if limit
                   else f"{epochs} epoch(s)")
-        lines += [f"## {model_title(model)} ({MODELS[model]['example']}, {length}, "
+        lines += [f"## {model_title(model)} ({MODELS[model]['template']}, {length}, "
                   f"evaluated every {interval} steps)", "", table(entries), ""]
         missing = [row for m, row, _, _ in all_runs()
                    if m == model and f"{m}_{row}" not in results and row not in RECOMMENDED_ROWS]
@@ -609,7 +635,7 @@ def main():
         max_steps = args.cnn_max_steps if model == "cnn" else MODELS[model]["max_steps"]
         name, text = make_config(model, row, codec, feedback, epochs, max_steps,
                                  MODELS[model]["eval_every_steps"])
-        if not args.rerun and results.get(name, {}).get("config") == text:
+        if not args.rerun and settings(results.get(name, {}).get("config", "")) == settings(text):
             print(f"convergence.py: {name}: kept from {args.json}", file=sys.stderr)
             continue
         print(f"convergence.py: {name}: running ({time.strftime('%H:%M:%S')}, load "

@@ -13,7 +13,7 @@ unless --measure is given again.
 
     bench/model_vs_measured.py                      # compare with speed.json (or measure)
     bench/model_vs_measured.py --measure --links 1gbit,unshaped --steps 60 \\
-        --configs examples/mlp_fashion_none.pbtxt examples/mlp_fashion.pbtxt
+        --configs bench/configs/mlp_none.pbtxt bench/configs/mlp_topk1_ef.pbtxt
 
 Run from anywhere; builds //tools/tamp:tamp first unless --tamp names a binary. The model
 side takes two `tamp model` runs per (config, link), 2-6 s; measuring takes one short job
@@ -212,7 +212,8 @@ def main():
     parser.add_argument("--measure", action="store_true",
                         help="measure short runs here instead of reading speed.json")
     parser.add_argument("--configs", nargs="+",
-                        default=["examples/mlp_fashion_none.pbtxt", "examples/mlp_fashion.pbtxt"])
+                        default=["bench/configs/mlp_none.pbtxt",
+                                 "bench/configs/mlp_topk1_ef.pbtxt"])
     parser.add_argument("--links", default="1gbit,10gbit,unshaped")
     parser.add_argument("--steps", type=int, default=60, help="steps of each measured run")
     parser.add_argument("--tamp", help="tamp binary (default: build and use bazel-bin's)")

@@ -29,6 +29,19 @@ absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::stri
 // Reads, parses, fills defaults and validates the file at `path`.
 absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path);
 
+// Parses, fills defaults and validates `text`, as LoadConfigFile() does a file's; `source`
+// (a path, "<text>") prefixes error messages.
+absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
+                                                 absl::string_view source);
+
+// TotalSteps()
+//
+// Steps in the whole run: training.epochs passes of `steps_per_epoch` steps, cut at
+// training.max_steps when it is set. The servers check the total_steps every worker
+// announces against this (server/shard.cc), and every front end computes it here, so no two
+// can disagree. Saturates at 2^64 - 1 rather than wrapping.
+uint64_t TotalSteps(const config::Training& training, uint64_t steps_per_epoch);
+
 // Fills unset fields with their documented defaults.
 void ApplyDefaults(config::RunConfig* config);
 

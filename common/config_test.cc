@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/job_layout.h"
 #include "google/protobuf/text_format.h"
@@ -116,6 +117,23 @@ TEST(ConfigTest, RegisteredModelsAndAggregatingServers) {
                 "checkpoint: not supported with server.mode AGGREGATE");
 }
 
+TEST(ConfigTest, DeviceDefaultsToCpuAndCudaRunsOnlyTheBuiltInModels) {
+  EXPECT_EQ(Load().device(), config::CPU);
+  EXPECT_TRUE(ValidateConfig(Load("device: CUDA")).ok());
+  absl::StatusOr<config::RunConfig> registered = ParseConfig(
+      "version: 1 cluster { num_servers: 1 num_workers: 2 } model { kind: REGISTERED } "
+      "optimizer { learning_rate: 0.1 } device: CUDA",
+      "registered.pbtxt");
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  ApplyDefaults(&*registered);
+  const absl::Status refused = ValidateConfig(*registered);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "device: CUDA runs model.kind MLP or CNN, not REGISTERED");
+  config::RunConfig unknown = Load();
+  unknown.set_device(static_cast<config::Device>(7));
+  EXPECT_EQ(ValidateConfig(unknown).message(), "device: unknown device 7");
+}
+
 TEST(ConfigTest, AdamWithCosineScheduleAndWarmup) {
   // The syntax users write; momentum: 0 only undoes kGoodConfig's SGD momentum.
   config::RunConfig config = Load(R"pb(
@@ -184,6 +202,28 @@ TEST(ConfigTest, CnnGetsDefaultShapeAndErrorsNameTheField) {
 TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfigFile("/nonexistent/tamp.pbtxt").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(ConfigTest, TextLoadsLikeAFileAndErrorsNameTheSource) {
+  absl::StatusOr<config::RunConfig> loaded = LoadConfigText(kGoodConfig, "<text>");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->training().epochs(), 1u);  // Defaults filled in.
+  const absl::StatusOr<config::RunConfig> bad =
+      LoadConfigText("version: 1 cluster { num_servers: 1 num_workers: 0 }", "job.pbtxt");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "job.pbtxt: cluster.num_workers"))
+      << bad.status();
+}
+
+TEST(ConfigTest, TotalStepsIsEpochsOfStepsCutAtMaxSteps) {
+  config::Training training;
+  training.set_epochs(3);
+  EXPECT_EQ(TotalSteps(training, 100), 300u);
+  training.set_max_steps(250);
+  EXPECT_EQ(TotalSteps(training, 100), 250u);
+  EXPECT_EQ(TotalSteps(training, 80), 240u);  // The cut only shortens a run.
+  training.set_max_steps(0);
+  EXPECT_EQ(TotalSteps(training, UINT64_MAX / 2), UINT64_MAX);  // Saturates, never wraps.
 }
 
 TEST(JobLayoutTest, ResolvesCompressionPerChunk) {

@@ -4,9 +4,10 @@
 //   CudaErrorToStatus(), CublasErrorToStatus()   one error code -> Status (most specific code)
 //   TAMP_CUDA_RETURN_IF_ERROR(expr)              returns the Status of a failed cudaError_t call
 //   TAMP_CUBLAS_RETURN_IF_ERROR(expr)            the same for a cublasStatus_t call
-// There is no CHECKing variant on purpose: after a device fault every CUDA call fails, and
-// aborting there hides the fault's report (destructors log instead: kernels/device.h
-// FreeDeviceMemory()).
+//   TAMP_CUDA_CHECK(expr)                        glog CHECK, for invariants only
+// Never CHECK a CUDA call in a destructor or a test helper: after a device fault every CUDA
+// call fails, and aborting there hides the fault's report (destructors log instead:
+// kernels/device.h FreeDeviceMemory(), PinnedBuffer, CudaEvent).
 //
 // Messages name the call, the error and where it happened, e.g.
 //   "cudaMalloc(&ptr, bytes) failed: cudaErrorMemoryAllocation (out of memory)
@@ -31,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 
 namespace tamp::kernels {
 
@@ -124,6 +126,14 @@ inline absl::Status CublasErrorToStatus(cublasStatus_t status, const char* expr,
     const ::absl::Status tamp_cublas_status_ =                                              \
         ::tamp::kernels::CublasErrorToStatus((expr), #expr, __FILE__, __LINE__);            \
     if (!tamp_cublas_status_.ok()) return tamp_cublas_status_;                              \
+  } while (0)
+
+#define TAMP_CUDA_CHECK(expr)                                                               \
+  do {                                                                                      \
+    const cudaError_t tamp_cuda_error_ = (expr);                                            \
+    CHECK(tamp_cuda_error_ == cudaSuccess)                                                  \
+        << #expr << ": " << cudaGetErrorName(tamp_cuda_error_) << " ("                      \
+        << cudaGetErrorString(tamp_cuda_error_) << ")";                                     \
   } while (0)
 
 #endif  // TAMP_KERNELS_CUDA_CHECK_H_

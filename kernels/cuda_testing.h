@@ -10,7 +10,8 @@
 //   CompareBytes()               identical byte strings; names the first differing bytes
 //   Synchronize(), Allocate(), Upload(), Download()
 //                                device arrays and host vector <-> DeviceArray, synchronously
-//                                (CUDA builds)
+//                                (CUDA builds); Upload()/Download() also as values that
+//                                record a failure with ADD_FAILURE()
 //
 // Each returns a ::testing::AssertionResult, never CHECKs (a device fault fails the test, not
 // the binary), so use them as
@@ -209,6 +210,29 @@ template <typename T>
   if (::testing::AssertionResult synced = Synchronize(); !synced) return synced;
   *out = std::move(host);
   return ::testing::AssertionSuccess();
+}
+
+// Upload(host), Download(array)
+//
+// The same as values, for use inside expressions. A failure is recorded with ADD_FAILURE()
+// (the test fails and goes on, nothing aborts) and an empty array or vector comes back.
+//   EXPECT_TRUE(CompareBitwise("w", Download(d_w), w_cpu));
+template <typename T>
+DeviceArray<T> Upload(absl::Span<const T> host) {
+  DeviceArray<T> array;
+  if (::testing::AssertionResult uploaded = Upload<T>(host, &array); !uploaded) {
+    ADD_FAILURE() << "Upload: " << uploaded.message();
+  }
+  return array;
+}
+
+template <typename T>
+std::vector<T> Download(const DeviceArray<T>& array) {
+  std::vector<T> host;
+  if (::testing::AssertionResult downloaded = Download(array, &host); !downloaded) {
+    ADD_FAILURE() << "Download: " << downloaded.message();
+  }
+  return host;
 }
 
 // CompareClose(), CompareBitwise() of a device array: Download() first; a failed download

@@ -107,6 +107,17 @@ TEST(DeviceTest, PinnedBufferAndEvent) {
   EXPECT_EQ(reinterpret_cast<const float*>(pinned->data())[15], 2.5f);
 }
 
+// The value forms, which record failures instead of returning them.
+void UploadAsValue() {
+  static const float kHost[] = {1.0f, 2.0f};
+  EXPECT_EQ(testing::Upload<float>(kHost).data(), nullptr);
+}
+void DownloadAsValue() {
+  static DeviceArray<float>* const kEmpty = new DeviceArray<float>();
+  const std::vector<float> host = testing::Download(*kEmpty);
+  EXPECT_TRUE(host.empty());
+}
+
 TEST(CudaTestingTest, HelpersReturnFailuresInsteadOfAborting) {
   const std::vector<float> host = {1.0f, -2.0f, 3.5f};
   DeviceArray<float> array;
@@ -120,6 +131,8 @@ TEST(CudaTestingTest, HelpersReturnFailuresInsteadOfAborting) {
     EXPECT_FALSE(testing::Allocate<float>(4, &other));
     EXPECT_FALSE(testing::Synchronize());
     EXPECT_FALSE(testing::CompareBitwise("x", array, host));
+    EXPECT_NONFATAL_FAILURE(UploadAsValue(), "Upload: ");
+    EXPECT_NONFATAL_FAILURE(DownloadAsValue(), "Download: ");
     return;
   }
   ASSERT_TRUE(uploaded);

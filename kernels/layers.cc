@@ -25,28 +25,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda_check.h"
+#include "kernels/internal/arg_checks.h"
 #include "kernels/internal/layers_launch.h"
 
 namespace tamp::kernels {
-namespace {
 
-absl::Status CheckPositive(const char* name, int64_t value) {
-  if (value < 1) return absl::InvalidArgumentError(absl::StrCat(name, " must be >= 1, got ", value));
-  return absl::OkStatus();
-}
-
-absl::Status CheckNotNull(const char* name, const void* p) {
-  if (p == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, " is null"));
-  return absl::OkStatus();
-}
-
-#define TAMP_CHECK_ARG(expr)                      \
-  do {                                            \
-    const ::absl::Status tamp_arg_status_ = (expr); \
-    if (!tamp_arg_status_.ok()) return tamp_arg_status_; \
-  } while (0)
-
-}  // namespace
+using internal::CheckNotNull;
+using internal::CheckPositive;
 
 absl::StatusOr<CublasHandle> CublasHandle::Create() {
   cublasHandle_t handle = nullptr;

@@ -101,7 +101,8 @@ absl::Status ReluForward(const float* z, float* a, size_t n, cudaStream_t stream
 
 // ReluBackward()
 //
-// dz[i] = a[i] > 0 ? da[i] : 0, where a is ReluForward's output; dz may be da.
+// dz[i] = a[i] > 0 ? da[i] : 0, where a is ReluForward's output; dz may be da or a (each
+// element is read before it is written).
 absl::Status ReluBackward(const float* a, const float* da, float* dz, size_t n,
                           cudaStream_t stream);
 

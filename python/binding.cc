@@ -9,10 +9,15 @@
 //
 // Blocking and threading: connecting, start(), wait(), rejoin() and push()'s encoding run
 // with the GIL released; a Client must be used from one thread at a time.
+//
+// Device arrays (DLPack kDLCUDA): every call that takes arrays takes `stream=` too, the
+// caller's CUDA stream (python/tensor_arg.h); worker/client.h says what runs where.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -22,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/job_layout.h"
+#include "common/placement.h"
 #include "common/status_macros.h"
 #include "python/tensor_arg.h"
 #include "worker/client.h"
@@ -68,16 +74,47 @@ T Check(absl::StatusOr<T> value) {
 // A parsed, defaulted and validated run config.
 struct Config {
   static Config FromText(const std::string& text, const std::string& source) {
-    config::RunConfig parsed = Check(ParseConfig(text, source));
-    ApplyDefaults(&parsed);
-    const absl::Status valid = ValidateConfig(parsed);
-    if (!valid.ok()) Raise(absl::Status(valid.code(), absl::StrCat(source, ": ", valid.message())));
-    return Config{std::move(parsed)};
+    return Config{Check(LoadConfigText(text, source))};
   }
   static Config FromFile(const std::string& path) { return Config{Check(LoadConfigFile(path))}; }
 
   config::RunConfig proto;
 };
+
+// The process environment, with `overrides` standing in for some of its variables (the
+// keyword arguments of tamp.init()).
+EnvLookup EnvWith(std::map<std::string, std::string> overrides) {
+  return [overrides = std::move(overrides),
+          process = ProcessEnv()](const std::string& name) -> std::optional<std::string> {
+    const auto found = overrides.find(name);
+    return found != overrides.end() ? std::optional<std::string>(found->second) : process(name);
+  };
+}
+
+// Placement errors are all the caller's environment or arguments: ValueError, whatever the
+// code (a missing variable is FAILED_PRECONDITION in C++).
+template <typename T>
+T CheckPlacement(absl::StatusOr<T> value) {
+  if (!value.ok()) Raise(absl::InvalidArgumentError(value.status().message()));
+  return *std::move(value);
+}
+
+// common/placement.h WorkerConfigPathFromEnv().
+std::string ConfigPathFromEnv(std::map<std::string, std::string> overrides) {
+  return CheckPlacement(WorkerConfigPathFromEnv(EnvWith(std::move(overrides))));
+}
+
+// common/placement.h WorkerPlacementFromEnv(), as a dict.
+py::dict PlacementFromEnv(const Config& config, std::map<std::string, std::string> overrides) {
+  const Placement placement = CheckPlacement(
+      WorkerPlacementFromEnv(config.proto.cluster(), EnvWith(std::move(overrides))));
+  py::dict out;
+  out["rank"] = placement.rank;
+  out["local_rank"] = placement.local_rank;
+  out["servers"] = placement.servers;
+  out["source"] = placement.source;
+  return out;
+}
 
 class PyClient {
  public:
@@ -102,63 +139,64 @@ class PyClient {
     client_ = Check(std::move(client));
   }
 
-  uint64_t Start(py::handle params) {
-    const TensorArgs args = Views(params, Access::kWrite);
+  uint64_t Start(py::handle params, py::handle stream) {
+    const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::StatusOr<uint64_t> step;
     {
       py::gil_scoped_release release;
-      step = client_->Start(args.spans());
+      step = client_->Start(args.spans(), args.memory());
     }
     return Check(std::move(step));
   }
 
-  void BeginStep(uint64_t step, py::handle params) {
-    const TensorArgs args = Views(params, Access::kWrite);
+  void BeginStep(uint64_t step, py::handle params, py::handle stream) {
+    const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::Status status;
     {
       py::gil_scoped_release release;  // A resync pulls the shards' weights.
-      status = client_->BeginStep(step, args.spans());
+      status = client_->BeginStep(step, args.spans(), args.memory());
     }
     Check(status);
   }
 
-  void PushNamed(const std::string& name, py::handle gradient) {
-    const TensorArg arg = View(gradient, name);
+  void PushNamed(const std::string& name, py::handle gradient, py::handle stream) {
+    const TensorArg arg = View(gradient, name, stream);
     absl::Status status;
     {
       py::gil_scoped_release release;
-      status = client_->Push(name, arg.span());
+      status = client_->Push(name, arg.span(), arg.memory());
     }
     Check(status);
   }
 
-  void PushIndexed(int tensor, py::handle gradient) {
+  void PushIndexed(int tensor, py::handle gradient, py::handle stream) {
     const bool known = tensor >= 0 && static_cast<size_t>(tensor) < names_.size();
-    const TensorArg arg = View(gradient, known ? names_[tensor] : absl::StrCat("#", tensor));
+    const TensorArg arg =
+        View(gradient, known ? names_[tensor] : absl::StrCat("#", tensor), stream);
     absl::Status status;
     {
       py::gil_scoped_release release;
-      status = client_->Push(tensor, arg.span());
+      status = client_->Push(tensor, arg.span(), arg.memory());
     }
     Check(status);
   }
 
-  void Wait(py::handle out) {
-    const TensorArgs args = Views(out, Access::kWrite);
+  void Wait(py::handle out, py::handle stream) {
+    const TensorArgs args = Views(out, Access::kWrite, stream);
     absl::Status status;
     {
       py::gil_scoped_release release;
-      status = client_->Wait(args.spans());
+      status = client_->Wait(args.spans(), args.memory());
     }
     Check(status);
   }
 
-  uint64_t Rejoin(py::handle params, const std::string& cause) {
-    const TensorArgs args = Views(params, Access::kWrite);
+  uint64_t Rejoin(py::handle params, const std::string& cause, py::handle stream) {
+    const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::StatusOr<uint64_t> step;
     {
       py::gil_scoped_release release;
-      step = client_->Rejoin(args.spans(), cause);
+      step = client_->Rejoin(args.spans(), cause, args.memory());
     }
     return Check(std::move(step));
   }
@@ -199,11 +237,21 @@ class PyClient {
   bool aggregates() const { return client_->aggregates(); }
 
  private:
-  TensorArgs Views(py::handle arrays, Access access) const {
-    return Check(TensorArgs::From(arrays.ptr(), names_, access));
+  TensorArgs Views(py::handle arrays, Access access, py::handle stream) const {
+    return Check(TensorArgs::From(arrays.ptr(), names_, access, Stream(stream)));
   }
-  static TensorArg View(py::handle array, const std::string& name) {
-    return Check(TensorArg::From(array.ptr(), name, Access::kRead));
+  static TensorArg View(py::handle array, const std::string& name, py::handle stream) {
+    return Check(TensorArg::From(array.ptr(), name, Access::kRead, Stream(stream)));
+  }
+  // A call's `stream=`: None or 0 is the legacy default stream (DLPack's 1; 0 is that stream's
+  // cudaStream_t, as torch.cuda.default_stream().cuda_stream says); else a cudaStream_t.
+  static uintptr_t Stream(py::handle stream) {
+    if (stream.is_none()) return 1;
+    const long long value = py::cast<long long>(stream);
+    if (value < 0) {
+      Raise(absl::InvalidArgumentError(absl::StrCat("stream: ", value, " is not a CUDA stream")));
+    }
+    return value == 0 ? 1 : static_cast<uintptr_t>(value);
   }
 
   std::vector<std::string> names_;  // Layout order.
@@ -241,18 +289,36 @@ PYBIND11_MODULE(_tamp, m) {
         return config::Model::Kind_Name(c.proto.model().kind());
       });
 
+  m.def("config_path_from_env", &ConfigPathFromEnv, py::arg("overrides"),
+        "TAMP_CONFIG (common/placement.h WorkerConfigPathFromEnv); ValueError naming it.");
+  m.def("placement_from_env", &PlacementFromEnv, py::arg("config"), py::arg("overrides"),
+        "{rank, local_rank, servers, source} from tamp run's, torchrun's, Slurm's or "
+        "Kubernetes' variables, `overrides` standing in for some (common/placement.h "
+        "WorkerPlacementFromEnv); ValueError naming the variable.");
+  m.def(
+      "total_steps",
+      [](const Config& config, uint64_t steps_per_epoch) {
+        return TotalSteps(config.proto.training(), steps_per_epoch);
+      },
+      py::arg("config"), py::arg("steps_per_epoch"),
+      "Steps in the run, as the servers check them (common/config.h TotalSteps).");
+
   py::class_<PyClient>(m, "Client")
       .def(py::init<const Config&, uint32_t, std::vector<std::string>,
                     const std::vector<std::pair<std::string, std::vector<int64_t>>>&, uint64_t,
                     uint64_t>(),
            py::arg("config"), py::arg("rank"), py::arg("servers"), py::arg("tensors"),
            py::arg("steps_per_epoch"), py::arg("total_steps"))
-      .def("start", &PyClient::Start, py::arg("params"))
-      .def("begin_step", &PyClient::BeginStep, py::arg("step"), py::arg("params"))
-      .def("push", &PyClient::PushIndexed, py::arg("tensor"), py::arg("gradient"))
-      .def("push", &PyClient::PushNamed, py::arg("name"), py::arg("gradient"))
-      .def("wait", &PyClient::Wait, py::arg("out"))
-      .def("rejoin", &PyClient::Rejoin, py::arg("params"), py::arg("cause") = "rejoin() called")
+      .def("start", &PyClient::Start, py::arg("params"), py::arg("stream") = py::none())
+      .def("begin_step", &PyClient::BeginStep, py::arg("step"), py::arg("params"),
+           py::arg("stream") = py::none())
+      .def("push", &PyClient::PushIndexed, py::arg("tensor"), py::arg("gradient"),
+           py::arg("stream") = py::none())
+      .def("push", &PyClient::PushNamed, py::arg("name"), py::arg("gradient"),
+           py::arg("stream") = py::none())
+      .def("wait", &PyClient::Wait, py::arg("out"), py::arg("stream") = py::none())
+      .def("rejoin", &PyClient::Rejoin, py::arg("params"), py::arg("cause") = "rejoin() called",
+           py::arg("stream") = py::none())
       .def("report", &PyClient::Report)
       .def("totals", &PyClient::Totals)
       .def_property_readonly("tensor_names", &PyClient::names)

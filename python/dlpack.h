@@ -15,8 +15,10 @@ namespace tamp::dlpack {
 
 inline constexpr char kCapsuleName[] = "dltensor";
 
-// DLDeviceType values the binding accepts: memory the CPU can read and write.
+// DLDeviceType values the binding accepts: memory the CPU can read and write, and CUDA
+// device memory.
 inline constexpr int32_t kDLCPU = 1;
+inline constexpr int32_t kDLCUDA = 2;
 inline constexpr int32_t kDLCUDAHost = 3;  // Pinned host memory.
 inline constexpr int32_t kDLROCMHost = 11;
 

@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "python/dlpack.h"
+#include "worker/cuda_backend.h"
 
 namespace tamp::python {
 namespace {
@@ -56,6 +58,7 @@ bool IsFloat32Format(const char* format) {
 
 TensorArg::TensorArg(TensorArg&& other) noexcept
     : span_(other.span_),
+      memory_(other.memory_),
       has_buffer_(std::exchange(other.has_buffer_, false)),
       buffer_(other.buffer_),
       capsule_(std::exchange(other.capsule_, nullptr)) {}
@@ -65,10 +68,11 @@ TensorArg::~TensorArg() {
   Py_XDECREF(capsule_);
 }
 
-absl::StatusOr<TensorArg> TensorArg::From(PyObject* array, absl::string_view name, Access access) {
+absl::StatusOr<TensorArg> TensorArg::From(PyObject* array, absl::string_view name, Access access,
+                                          uintptr_t stream) {
   // The buffer protocol first: it says whether the memory is writable, DLPack 0.x does not.
   if (PyObject_CheckBuffer(array)) return FromBuffer(array, name, access);
-  if (PyObject_HasAttrString(array, "__dlpack__")) return FromDlpack(array, name);
+  if (PyObject_HasAttrString(array, "__dlpack__")) return FromDlpack(array, name, stream);
   return Refuse(name, absl::StrCat("a ", TypeName(array),
                                    " is neither a buffer (numpy array, memoryview) nor a DLPack "
                                    "array (__dlpack__)"));
@@ -99,9 +103,30 @@ absl::StatusOr<TensorArg> TensorArg::FromBuffer(PyObject* array, absl::string_vi
   return arg;
 }
 
-absl::StatusOr<TensorArg> TensorArg::FromDlpack(PyObject* array, absl::string_view name) {
+absl::StatusOr<TensorArg> TensorArg::FromDlpack(PyObject* array, absl::string_view name,
+                                                uintptr_t stream) {
   TensorArg arg;
-  arg.capsule_ = PyObject_CallMethod(array, "__dlpack__", nullptr);
+  // A CUDA array is checked against this process before it is exported, and exported onto
+  // the caller's stream. Without __dlpack_device__ (DLPack < 0.6) it comes out as the
+  // producer pleases: ready on the legacy default stream (stream=None).
+  bool on_cuda = false;
+  if (PyObject_HasAttrString(array, "__dlpack_device__")) {
+    PyObject* device = PyObject_CallMethod(array, "__dlpack_device__", nullptr);
+    if (device == nullptr) return Refuse(name, TakePythonError());
+    int device_type = 0, device_id = 0;
+    const bool parsed = PyArg_ParseTuple(device, "ii", &device_type, &device_id) != 0;
+    Py_DECREF(device);
+    if (!parsed) {
+      return Refuse(name, absl::StrCat("__dlpack_device__() of a ", TypeName(array),
+                                       " is not a (device_type, device_id) pair: ",
+                                       TakePythonError()));
+    }
+    on_cuda = device_type == dlpack::kDLCUDA;
+    if (on_cuda) TAMP_RETURN_IF_ERROR(CheckCudaTensor(name, device_id));
+  }
+  arg.capsule_ = on_cuda ? PyObject_CallMethod(array, "__dlpack__", "(K)",
+                                               static_cast<unsigned long long>(stream))
+                         : PyObject_CallMethod(array, "__dlpack__", nullptr);
   if (arg.capsule_ == nullptr) return Refuse(name, TakePythonError());
   auto* managed = static_cast<dlpack::DLManagedTensor*>(
       PyCapsule_GetPointer(arg.capsule_, dlpack::kCapsuleName));
@@ -112,9 +137,16 @@ absl::StatusOr<TensorArg> TensorArg::FromDlpack(PyObject* array, absl::string_vi
   }
   const dlpack::DLTensor& tensor = managed->dl_tensor;
   const int32_t device = tensor.device.device_type;
-  if (device != dlpack::kDLCPU && device != dlpack::kDLCUDAHost && device != dlpack::kDLROCMHost) {
-    return Refuse(name, absl::StrCat("the ", TypeName(array), " is on device type ", device,
-                                     " (DLPack), not in host memory; copy it to the CPU"));
+  if (device == dlpack::kDLCUDA) {
+    if (!on_cuda) {
+      TAMP_RETURN_IF_ERROR(CheckCudaTensor(name, tensor.device.device_id));
+      stream = 1;  // What the producer assumed of stream=None.
+    }
+    arg.memory_ = TensorMemory::Cuda(tensor.device.device_id, stream);
+  } else if (device != dlpack::kDLCPU && device != dlpack::kDLCUDAHost &&
+             device != dlpack::kDLROCMHost) {
+    return Refuse(name, absl::StrCat("the ", TypeName(array), " is on DLPack device type ",
+                                     device, "; the client takes host memory and CUDA devices"));
   }
   if (tensor.dtype.code != dlpack::kDLFloat || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1) {
     return Refuse(name, absl::StrCat("expected float32 elements, got a ", TypeName(array),
@@ -142,7 +174,7 @@ absl::StatusOr<TensorArg> TensorArg::FromDlpack(PyObject* array, absl::string_vi
 }
 
 absl::StatusOr<TensorArgs> TensorArgs::From(PyObject* arrays, absl::Span<const std::string> names,
-                                            Access access) {
+                                            Access access, uintptr_t stream) {
   PyObject* sequence = PySequence_Fast(arrays, "expected a list of tensors");
   if (sequence == nullptr) return absl::InvalidArgumentError(TakePythonError());
   const Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
@@ -156,10 +188,15 @@ absl::StatusOr<TensorArgs> TensorArgs::From(PyObject* arrays, absl::Span<const s
   args.args_.reserve(names.size());
   for (Py_ssize_t t = 0; status.ok() && t < count; ++t) {
     absl::StatusOr<TensorArg> arg =
-        TensorArg::From(PySequence_Fast_GET_ITEM(sequence, t), names[t], access);
+        TensorArg::From(PySequence_Fast_GET_ITEM(sequence, t), names[t], access, stream);
     if (!arg.ok()) {
       status = arg.status();
+    } else if (t > 0 && !arg->memory().SameDevice(args.memory_)) {
+      status = Refuse(names[t], absl::StrCat("on ", arg->memory().Name(), " but tensor \"",
+                                             names[0], "\" is on ", args.memory_.Name(),
+                                             ": one call's tensors must be in one place"));
     } else {
+      args.memory_ = arg->memory();
       args.spans_.push_back(arg->span());
       args.args_.push_back(*std::move(arg));
     }

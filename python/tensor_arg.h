@@ -1,18 +1,23 @@
 // TensorArg: a Python array seen as the fp32 elements the client reads or writes, without a
 // copy, through the buffer protocol (numpy arrays, torch CPU tensors' .numpy() views, any
-// memoryview) or DLPack's `__dlpack__()` (torch, JAX, CuPy host arrays, numpy).
+// memoryview) or DLPack's `__dlpack__()` (torch, JAX, CuPy, numpy), in host memory or on a
+// CUDA device (DLPack kDLCUDA).
 //
-// The array must be fp32, C-contiguous (row major, the layout's order), in host memory and,
-// where the client writes it, writable (the buffer protocol says so; DLPack 0.x cannot). A
-// refusal is INVALID_ARGUMENT naming the tensor and the problem.
+// The array must be fp32, C-contiguous (row major, the layout's order) and, where the client
+// writes it, writable (the buffer protocol says so; DLPack 0.x cannot). A refusal is
+// INVALID_ARGUMENT naming the tensor and the problem. A CUDA array is first checked against
+// this process (worker/cuda_backend.h CheckCudaTensor: FAILED_PRECONDITION, 'tensor "w" is on
+// cuda:0 but this process sees no CUDA device (...)') from `__dlpack_device__()`, before it
+// is exported; then exported with `__dlpack__(stream=S)`, S the caller's stream, so that the
+// producer orders its pending work on the array before what the client enqueues on S.
 //
 // Blocking and threading: From() needs the GIL; the span may be used without it (the view
 // holds the exporter's buffer or capsule, and so the memory, until destruction). Destroy
 // with the GIL held.
 //
 // Example:
-//   TAMP_ASSIGN_OR_RETURN(TensorArgs grads, TensorArgs::From(list, names, Access::kRead));
-//   { py::gil_scoped_release release; status = client.Wait(grads.spans()); }
+//   TAMP_ASSIGN_OR_RETURN(TensorArgs out, TensorArgs::From(list, names, Access::kWrite, s));
+//   { py::gil_scoped_release release; status = client.Wait(out.spans(), out.memory()); }
 #ifndef TAMP_PYTHON_TENSOR_ARG_H_
 #define TAMP_PYTHON_TENSOR_ARG_H_
 
@@ -25,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "worker/device_backend.h"
 
 namespace tamp::python {
 
@@ -33,21 +39,26 @@ enum class Access { kRead, kWrite };
 class TensorArg {
  public:
   // A view of `array`; `name` is the tensor's, for errors. The client checks the size.
+  // `stream`: the caller's CUDA stream, with DLPack's numbering (1: the legacy default).
   static absl::StatusOr<TensorArg> From(PyObject* array, absl::string_view name,
-                                        Access access);
+                                        Access access, uintptr_t stream = 1);
   TensorArg(TensorArg&& other) noexcept;
   TensorArg& operator=(TensorArg&&) = delete;
   ~TensorArg();
 
   absl::Span<float> span() const { return span_; }
+  // Where span() lies (host, or a CUDA device with the caller's stream).
+  const TensorMemory& memory() const { return memory_; }
 
  private:
   TensorArg() = default;
   static absl::StatusOr<TensorArg> FromBuffer(PyObject* array, absl::string_view name,
                                               Access access);
-  static absl::StatusOr<TensorArg> FromDlpack(PyObject* array, absl::string_view name);
+  static absl::StatusOr<TensorArg> FromDlpack(PyObject* array, absl::string_view name,
+                                              uintptr_t stream);
 
   absl::Span<float> span_;
+  TensorMemory memory_;
   bool has_buffer_ = false;
   Py_buffer buffer_{};         // Released at destruction when has_buffer_.
   PyObject* capsule_ = nullptr;  // Owned reference to a "dltensor" capsule, or null.
@@ -56,15 +67,18 @@ class TensorArg {
 // The views of a list of arrays, one per layout tensor, in layout order.
 class TensorArgs {
  public:
-  // `arrays` must be a sequence of names.size() arrays; errors name the tensor.
+  // `arrays` must be a sequence of names.size() arrays, all in one place (host memory, or
+  // one CUDA device); errors name the tensor.
   static absl::StatusOr<TensorArgs> From(PyObject* arrays, absl::Span<const std::string> names,
-                                         Access access);
+                                         Access access, uintptr_t stream = 1);
 
   absl::Span<const absl::Span<float>> spans() const { return spans_; }
+  const TensorMemory& memory() const { return memory_; }
 
  private:
   std::vector<TensorArg> args_;
   std::vector<absl::Span<float>> spans_;
+  TensorMemory memory_;
 };
 
 }  // namespace tamp::python

@@ -10,6 +10,7 @@
 
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "common/model_layout.h"
 #include "common/status_macros.h"
 #include "compress/codec.h"
@@ -865,10 +866,8 @@ absl::Status Shard::CheckRunLength(uint64_t steps_per_epoch, uint64_t total_step
         config_.cluster().num_workers(), " shares of batches of ", data.batch_size(),
         " make at most ", most_per_epoch));
   }
-  // Cannot overflow: steps_per_epoch < 2^32 and epochs < 2^32.
   const config::Training& training = config_.training();
-  uint64_t expected = steps_per_epoch * training.epochs();
-  if (training.max_steps() != 0) expected = std::min<uint64_t>(expected, training.max_steps());
+  const uint64_t expected = TotalSteps(training, steps_per_epoch);
   if (total_steps != expected) {
     return absl::InvalidArgumentError(absl::StrCat(
         "total_steps: worker says ", total_steps, ", but training.epochs ", training.epochs(),

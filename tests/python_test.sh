@@ -4,7 +4,8 @@
 # (tests/python/binding_test.py), tamp.torch's (torch_test.py), two clients in two threads
 # of one process (two_clients_test.py: the GIL is released while waiting), the DDP comm hook
 # with a stand-in for AGGREGATE mode (comm_hook_test.py), a server gone
-# (server_gone_test.py), and two tamp.torch workers ending with bit-identical replicas.
+# (server_gone_test.py), a CUDA tamp.torch worker against a CPU one (device_worker.py; skipped
+# without torch CUDA), and two tamp.torch workers ending with bit-identical replicas.
 # Debian's /usr/bin/python3 with python3-torch and python3-numpy.
 source tests/testlib.sh
 source tests/python_testlib.sh
@@ -51,6 +52,25 @@ mkdir -p "$dir"
 write_exact_config "$dir/job.pbtxt"
 start_servers "$dir" "$dir/job.pbtxt" 2
 TAMP_TEST_DOOMED_PID=${STARTED_PIDS[-1]} run_python "$dir" server_gone_test.py
+
+# A CUDA worker trains exactly as a CPU worker (top-k and fp16 on fc1.weight's chunks: GPU
+# codecs; the rest through host copies). Needs torch with CUDA and a GPU; Debian's torch has
+# no CUDA, so CI skips it, saying so (worker:cuda_backend_test checks the GPU codecs' side).
+if run_python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  for device in cpu cuda; do
+    dir="$WORK/device_$device"
+    mkdir -p "$dir"
+    write_config "$dir/job.pbtxt" workers=1 compression='tensor_overrides { pattern: "fc1.weight"
+      compression { push { name: "topk" ratio: 0.1 } push_feedback { kind: RESIDUAL }
+                    pull { name: "fp16" } } }'
+    start_servers "$dir" "$dir/job.pbtxt" 2
+    run_python "$dir" device_worker.py "$device" "$dir/weights"
+  done
+  cmp "$WORK/device_cpu/weights" "$WORK/device_cuda/weights" ||
+    fail "the CUDA worker's weights differ from the CPU worker's"
+else
+  echo "device_worker.py: skipped: this torch sees no CUDA device (torch.cuda.is_available())"
+fi
 
 # Two workers, top-k 10% with error feedback and momentum on the servers.
 dir="$WORK/replicas"

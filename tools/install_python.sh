@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Builds the Python package `tamp` (python/tamp and its extension _tamp.so) with Bazel and
 # installs it for Debian's python3 into /usr/local/lib/python3.11/dist-packages/tamp
-# (or $TAMP_PYTHON_PREFIX/tamp). Idempotent: each run replaces the installed package with
-# this checkout's. Needs root (or sudo) to write there.
+# (or $TAMP_PYTHON_PREFIX/tamp), and puts the `tamp` launcher on the PATH as a link to this
+# checkout's build in /usr/local/bin (or $TAMP_BIN_DIR), for `tamp run CONFIG -- python3 ...`.
+# Idempotent: each run replaces the installed package and link with this checkout's. Needs
+# root (or sudo) to write there.
 #
 #   tools/install_python.sh && /usr/bin/python3 -c "import tamp, tamp.torch"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tools/install_deps.sh
-bazel build //python:tamp
+bazel build //python:tamp //tools/tamp
 
 PYTHON=/usr/bin/python3
 prefix=${TAMP_PYTHON_PREFIX:-$("$PYTHON" -c 'import sys; print(f"/usr/local/lib/python{sys.version_info.major}.{sys.version_info.minor}/dist-packages")')}
@@ -25,3 +27,12 @@ $SUDO rm -rf "$prefix/tamp"
 $SUDO cp -r "$staging/tamp" "$prefix/tamp"
 $SUDO chmod -R a+rX "$prefix/tamp"
 echo "install_python: installed tamp into $prefix/tamp" >&2
+
+# The launcher finds tamp_server beside its real path (tools/tamp/binaries.h), so the link
+# points into Bazel's output tree itself, not through bazel-bin (which a later build with
+# other options re-points).
+bindir=${TAMP_BIN_DIR:-/usr/local/bin}
+launcher=$(readlink -f bazel-bin/tools/tamp/tamp)
+$SUDO mkdir -p "$bindir"
+$SUDO ln -sfn "$launcher" "$bindir/tamp"
+echo "install_python: linked $bindir/tamp -> $launcher" >&2

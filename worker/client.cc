@@ -31,13 +31,15 @@ std::vector<absl::Span<float>> SplitIntoTensors(const JobLayout& layout, absl::S
   return tensors;
 }
 
-Client::Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length)
+Client::Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length,
+               DeviceBackendFactory device_backends)
     : config_(std::move(config)),
       layout_(std::move(layout)),
       rank_(rank),
       length_(length),
       ride_out_restarts_(config_.has_checkpoint() &&
-                         config_.checkpoint().reconnect_timeout_ms() != 0) {}
+                         config_.checkpoint().reconnect_timeout_ms() != 0),
+      device_backends_(std::move(device_backends)) {}
 
 Client::~Client() {
   // PsClient's destructor waits for the callbacks, which touch the state below.
@@ -47,7 +49,8 @@ Client::~Client() {
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(config::RunConfig config,
                                                         JobLayout layout, uint32_t rank,
                                                         std::vector<std::string> servers,
-                                                        RunLength length) {
+                                                        RunLength length,
+                                                        DeviceBackendFactory device_backends) {
   if (rank >= config.cluster().num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat("worker rank ", rank,
                                                    " is out of range: cluster.num_workers is ",
@@ -58,8 +61,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(config::RunConfig config
         "the run's length must be at least one step: steps_per_epoch ", length.steps_per_epoch,
         ", total_steps ", length.total_steps));
   }
-  std::unique_ptr<Client> client(
-      new Client(std::move(config), std::move(layout), rank, length));
+  std::unique_ptr<Client> client(new Client(std::move(config), std::move(layout), rank, length,
+                                            std::move(device_backends)));
   TAMP_RETURN_IF_ERROR(client->BuildCodecs());
   TAMP_ASSIGN_OR_RETURN(client->ps_client_,
                         PsClient::Connect(client->config_, client->layout_, rank, servers,
@@ -124,23 +127,79 @@ absl::Status Client::CheckTensors(absl::string_view call, TensorSpans tensors) c
   return absl::OkStatus();
 }
 
-void Client::CopyPulled(int shard, TensorSpans params) const {
-  for (const ChunkPlan& plan : layout_.chunks) {
-    if (shard >= 0 && plan.chunk.shard != static_cast<uint32_t>(shard)) continue;
-    const float* from = pulled_.data() + layout_.flat_offset(plan);
-    std::copy(from, from + plan.chunk.length, params[plan.chunk.tensor].data() + plan.chunk.offset);
+absl::Status Client::UseMemory(absl::string_view call, int tensor, const TensorMemory& memory) {
+  const std::string& name = layout_.tensors[tensor].name;
+  if (memory_.has_value()) {
+    if (memory_->SameDevice(memory)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        call, ": tensor \"", name, "\" is on ", memory.Name(), " but the client's tensors are on ",
+        memory_->Name(), " (where the first call's were)"));
   }
+  if (memory.kind == TensorMemory::Kind::kCuda) {
+    std::vector<DeviceChunkPlan> plan = PlanDeviceChunks(config_, layout_);
+    absl::StatusOr<std::unique_ptr<DeviceBackend>> backend =
+        device_backends_(layout_, plan, memory.device);
+    if (!backend.ok()) {
+      return absl::Status(backend.status().code(),
+                          absl::StrCat(call, ": tensor \"", name, "\" is on ", memory.Name(),
+                                       " but ", backend.status().message()));
+    }
+    device_ = *std::move(backend);
+    device_plan_ = std::move(plan);
+    // Which chunks pay a copy through the host each way, and why (device_backend.h).
+    absl::flat_hash_map<std::string, int> on_host;
+    for (const DeviceChunkPlan& chunk : device_plan_) {
+      if (!chunk.push_on_device()) ++on_host[chunk.push_on_host_because];
+      if (!chunk.pull_on_device()) ++on_host[chunk.pull_on_host_because];
+    }
+    for (const auto& [because, chunks] : on_host) {
+      LOG(INFO) << "worker " << rank_ << " on " << memory.Name() << ": " << chunks
+                << " chunk(s) go through host memory: " << because;
+    }
+  }
+  memory_ = memory;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> Client::Start(TensorSpans params) {
+absl::Status Client::ReadTensor(const float* from, float* to, size_t count,
+                                const TensorMemory& memory) {
+  if (memory.kind == TensorMemory::Kind::kHost) {
+    std::copy(from, from + count, to);
+    return absl::OkStatus();
+  }
+  return device_->CopyToHost(from, to, count, memory.stream);
+}
+
+absl::Status Client::WriteTensor(const float* from, float* to, size_t count,
+                                 const TensorMemory& memory) {
+  if (memory.kind == TensorMemory::Kind::kHost) {
+    std::copy(from, from + count, to);
+    return absl::OkStatus();
+  }
+  return device_->CopyToDevice(from, to, count, memory.stream);
+}
+
+absl::Status Client::CopyPulled(int shard, TensorSpans params, const TensorMemory& memory) {
+  for (const ChunkPlan& plan : layout_.chunks) {
+    if (shard >= 0 && plan.chunk.shard != static_cast<uint32_t>(shard)) continue;
+    TAMP_RETURN_IF_ERROR(WriteTensor(pulled_.data() + layout_.flat_offset(plan),
+                                     params[plan.chunk.tensor].data() + plan.chunk.offset,
+                                     plan.chunk.length, memory));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& memory) {
   TAMP_RETURN_IF_ERROR(CheckTensors("Start()", params));
+  TAMP_RETURN_IF_ERROR(UseMemory("Start()", 0, memory));
   const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
   const uint64_t latest = ps_client_->latest_step_at_connect();
   if (latest == 0 && rank_ == 0 && config_.model().kind() == config::Model::REGISTERED) {
     // Worker 0's weights are the job's initial weights (the others pull them below).
     for (const ChunkPlan& plan : layout_.chunks) {
-      const float* from = params[plan.chunk.tensor].data() + plan.chunk.offset;
-      std::copy(from, from + plan.chunk.length, pulled_.data() + layout_.flat_offset(plan));
+      TAMP_RETURN_IF_ERROR(ReadTensor(params[plan.chunk.tensor].data() + plan.chunk.offset,
+                                      pulled_.data() + layout_.flat_offset(plan),
+                                      plan.chunk.length, memory));
     }
     TAMP_RETURN_IF_ERROR(ps_client_->InitWeights(pulled_));
   }
@@ -150,10 +209,10 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params) {
           "the run is over: the servers have completed step ", latest, " of ",
           length_.total_steps));
     }
-    return Rejoin(params, absl::StrCat("the run is at step ", latest));
+    return Rejoin(params, absl::StrCat("the run is at step ", latest), memory);
   }
   TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->PullWeights(absl::MakeSpan(pulled_)));
-  CopyPulled(-1, params);
+  TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   if (!sync && step != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the servers are at step ", step, "; a worker can only join a job at step 0"));
@@ -161,8 +220,10 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params) {
   return step;
 }
 
-absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view cause) {
+absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view cause,
+                                        const TensorMemory& memory) {
   TAMP_RETURN_IF_ERROR(CheckTensors("Rejoin()", params));
+  TAMP_RETURN_IF_ERROR(UseMemory("Rejoin()", 0, memory));
   if (aggregates()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", rank_, " cannot rejoin (", cause, "): with server.mode AGGREGATE the "
@@ -172,23 +233,25 @@ absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view ca
   // What the residuals held belonged to the replica this worker had; it now takes the
   // others' replica, as if it had been resynced.
   for (ChunkCodecs& codecs : codecs_) codecs.push_memory->Reset();
+  if (device_ != nullptr) TAMP_RETURN_IF_ERROR(device_->ResetResiduals(memory.stream));
   in_step_ = false;
   TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->Rejoin(absl::MakeSpan(pulled_)));
-  CopyPulled(-1, params);
+  TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   LOG(WARNING) << "worker " << rank_ << " rejoined at step " << step;
   return step;
 }
 
-absl::Status Client::BeginStep(uint64_t step, TensorSpans params) {
+absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMemory& memory) {
   if (in_step_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "BeginStep(", step, "): step ", step_, " is still under way; call Wait() first"));
   }
   TAMP_RETURN_IF_ERROR(CheckTensors("BeginStep()", params));
+  TAMP_RETURN_IF_ERROR(UseMemory("BeginStep()", 0, memory));
   const uint32_t resync_steps = config_.training().resync_steps();
   if (resync_steps != 0 && step != 0 && step % resync_steps == 0) {
     TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(absl::MakeSpan(pulled_)).status());
-    CopyPulled(-1, params);
+    TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   }
   in_step_ = true;
   step_ = step;
@@ -295,16 +358,18 @@ void Client::ContinueRounds() {
   }
 }
 
-absl::Status Client::Push(absl::string_view name, absl::Span<const float> gradient) {
+absl::Status Client::Push(absl::string_view name, absl::Span<const float> gradient,
+                          const TensorMemory& memory) {
   const auto found = tensor_index_.find(name);
   if (found == tensor_index_.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Push(): tensor \"", name, "\" is not registered in the job's layout"));
   }
-  return Push(found->second, gradient);
+  return Push(found->second, gradient, memory);
 }
 
-absl::Status Client::Push(int tensor, absl::Span<const float> gradient) {
+absl::Status Client::Push(int tensor, absl::Span<const float> gradient,
+                          const TensorMemory& memory) {
   if (tensor < 0 || static_cast<size_t>(tensor) >= layout_.tensors.size()) {
     return absl::InvalidArgumentError(absl::StrCat("Push(): tensor index ", tensor,
                                                    " is out of range: the layout has ",
@@ -324,15 +389,33 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient) {
     return absl::FailedPreconditionError(
         absl::StrCat("Push(): tensor \"", spec.name, "\" was already pushed in step ", step_));
   }
+  TAMP_RETURN_IF_ERROR(UseMemory("Push()", tensor, memory));
+  const bool on_device = memory.kind == TensorMemory::Kind::kCuda;
+  const Clock::time_point arrived = Clock::now();
+  // The host's view of the gradient: the caller's, or a pinned copy of a device gradient
+  // when a chunk of it takes the host path (clipping always does: it needs the whole norm).
+  absl::Span<const float> host_grads = gradient;
+  if (on_device) {
+    host_grads = {};
+    for (uint32_t id : tensor_chunks_[tensor]) {
+      if (device_plan_[id].push_on_device()) continue;
+      TAMP_ASSIGN_OR_RETURN(const absl::Span<float> staging, device_->Staging(gradient.size()));
+      TAMP_RETURN_IF_ERROR(
+          device_->CopyToHost(gradient.data(), staging.data(), gradient.size(), memory.stream));
+      host_grads = staging;
+      break;
+    }
+  }
+  timeline_.ComputeEnd(arrived);
+  timeline_.AddEncode(Clock::now() - arrived);  // The copy, when there was one.
   pushed_tensors_[tensor] = true;
-  timeline_.ComputeEnd(Clock::now());
   ContinueRounds();
   // Local gradient clipping, once per tensor.
-  absl::Span<const float> tensor_grads = gradient;
+  absl::Span<const float> tensor_grads = host_grads;
   if (clip_threshold_ > 0 && !tensor_chunks_[tensor].empty()) {
-    if (const float scale = ClipScale(gradient, clip_threshold_); scale != 1.0f) {
-      clipped_.resize(gradient.size());
-      for (size_t i = 0; i < gradient.size(); ++i) clipped_[i] = scale * gradient[i];
+    if (const float scale = ClipScale(host_grads, clip_threshold_); scale != 1.0f) {
+      clipped_.resize(host_grads.size());
+      for (size_t i = 0; i < host_grads.size(); ++i) clipped_[i] = scale * host_grads[i];
       tensor_grads = clipped_;
     }
   }
@@ -342,19 +425,25 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient) {
     std::string payload;
     ChunkCodecs& codecs = codecs_[id];
     const bool multi_round = codecs.push->rounds() > 1;
-    const absl::Span<const float> chunk_grads =
-        tensor_grads.subspan(plan.chunk.offset, plan.chunk.length);
-    // Sparsity warm-up: this epoch's k, as the shard decodes it.
-    compress::Codec& push_codec =
-        codecs.push_warmup ? codecs.push_warmup->CodecFor(epoch_, *codecs.push) : *codecs.push;
     const Clock::time_point encode_start = Clock::now();
-    encode_error_ = multi_round
-                        ? codecs.push_memory->BeginRounds(*codecs.push, chunk_grads,
-                                                          PushKey(config_, step_, id, rank_),
-                                                          &payload)
-                        : codecs.push_memory->Compress(push_codec, chunk_grads,
-                                                       PushKey(config_, step_, id, rank_),
-                                                       &payload);
+    if (on_device && device_plan_[id].push_on_device()) {
+      encode_error_ = device_->EncodePush(id, gradient.data() + plan.chunk.offset,
+                                          PushKey(config_, step_, id, rank_), &payload,
+                                          memory.stream);
+    } else {
+      const absl::Span<const float> chunk_grads =
+          tensor_grads.subspan(plan.chunk.offset, plan.chunk.length);
+      // Sparsity warm-up: this epoch's k, as the shard decodes it.
+      compress::Codec& push_codec =
+          codecs.push_warmup ? codecs.push_warmup->CodecFor(epoch_, *codecs.push) : *codecs.push;
+      encode_error_ = multi_round
+                          ? codecs.push_memory->BeginRounds(*codecs.push, chunk_grads,
+                                                            PushKey(config_, step_, id, rank_),
+                                                            &payload)
+                          : codecs.push_memory->Compress(push_codec, chunk_grads,
+                                                         PushKey(config_, step_, id, rank_),
+                                                         &payload);
+    }
     timeline_.AddEncode(Clock::now() - encode_start);
     if (!encode_error_.ok()) break;
     totals_.raw_bytes_pushed += plan.chunk.length * sizeof(float);
@@ -373,7 +462,8 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient) {
   return encode_error_;
 }
 
-absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params) {
+absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params,
+                            const TensorMemory& memory) {
   // A restarted shard also gets the step's pushes it had answered before: it lost them with
   // its state, and a worker that did not get those answers waits there for them. Without
   // them two workers can each wait on a push the other has already completed. The resync
@@ -387,7 +477,7 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params) {
                           ps_client_->Reconnect(shard, push.status.message()));
     TAMP_ASSIGN_OR_RETURN(const uint64_t shard_step,
                           ps_client_->PullShardWeights(shard, absl::MakeSpan(pulled_)));
-    CopyPulled(static_cast<int>(shard), params);
+    TAMP_RETURN_IF_ERROR(CopyPulled(static_cast<int>(shard), params, memory));
     LOG(WARNING) << "worker " << rank_ << ": resynced with shard " << shard << " (its step "
                  << shard_step << "); pushing its chunks of step " << step_ << " again";
     resynced[shard] = true;
@@ -415,7 +505,7 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params) {
   return absl::OkStatus();
 }
 
-absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params) {
+absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params, const TensorMemory& memory) {
   const ChunkPlan& plan = layout_.chunks[id];
   totals_.bytes_pulled += updates_[id].size();
   report_.shard_bytes_pulled[plan.chunk.shard] += updates_[id].size();
@@ -433,10 +523,26 @@ absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params) {
                                        plan.chunk.shard, ": ", finished.message()));
     }
   }
+  const RandomKey key = PullKey(config_, step_, id);
+  // The servers' weight update is added to the weights; their mean gradient (AGGREGATE)
+  // replaces what `params` held.
+  float* const target = params[plan.chunk.tensor].data() + plan.chunk.offset;
+  const bool on_device = memory.kind == TensorMemory::Kind::kCuda;
+  if (on_device && device_plan_[id].pull_on_device()) {
+    // Decoded and added by one kernel: all of it counts as decode_ms.
+    const absl::Status applied =
+        device_->ApplyPull(id, updates_[id], key, target, aggregates(), memory.stream);
+    report_.decode_ms += MillisecondsSince(decode_start);
+    if (!applied.ok()) {
+      return absl::Status(applied.code(),
+                          absl::StrCat("update of chunk ", id, " step ", step_, " from shard ",
+                                       plan.chunk.shard, ": ", applied.message()));
+    }
+    return absl::OkStatus();
+  }
   // Decode, then add (what DecodeAdd does), timed apart: decode_ms, apply_ms. A pull codec
   // that names its entries (topk, dgc, threshold) is decoded as those entries and added in
   // O(k); any other is decoded whole and added in one pass.
-  const RandomKey key = PullKey(config_, step_, id);
   absl::StatusOr<bool> sparse = codecs.pull->DecodeSparse(updates_[id], key, &pulled_entries_);
   absl::Span<float> update;
   absl::Status decoded = sparse.status();
@@ -453,26 +559,37 @@ absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params) {
                         absl::StrCat("update of chunk ", id, " step ", step_, " from shard ",
                                      plan.chunk.shard, ": ", decoded.message()));
   }
-  // The servers' weight update is added to the weights; their mean gradient (AGGREGATE)
-  // replaces what `params` held.
-  float* target = params[plan.chunk.tensor].data() + plan.chunk.offset;
+  // A device chunk is updated in pinned host memory and copied back (only the way back when
+  // the answer replaces it).
+  float* host_target = target;
+  if (on_device) {
+    TAMP_ASSIGN_OR_RETURN(const absl::Span<float> staging, device_->Staging(plan.chunk.length));
+    host_target = staging.data();
+    if (!aggregates()) {
+      TAMP_RETURN_IF_ERROR(ReadTensor(target, host_target, plan.chunk.length, memory));
+    }
+  }
   if (*sparse) {
-    if (aggregates()) std::fill(target, target + plan.chunk.length, 0.0f);
-    compress::AddSparseEntries(pulled_entries_, absl::MakeSpan(target, plan.chunk.length));
+    if (aggregates()) std::fill(host_target, host_target + plan.chunk.length, 0.0f);
+    compress::AddSparseEntries(pulled_entries_, absl::MakeSpan(host_target, plan.chunk.length));
   } else if (aggregates()) {
-    std::copy(update.begin(), update.end(), target);
+    std::copy(update.begin(), update.end(), host_target);
   } else {
-    for (size_t i = 0; i < update.size(); ++i) target[i] += update[i];
+    for (size_t i = 0; i < update.size(); ++i) host_target[i] += update[i];
+  }
+  if (on_device) {
+    TAMP_RETURN_IF_ERROR(WriteTensor(host_target, target, plan.chunk.length, memory));
   }
   report_.apply_ms += MillisecondsSince(apply_start);
   return absl::OkStatus();
 }
 
-absl::Status Client::Wait(TensorSpans params) {
+absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
   if (!in_step_) {
     return absl::FailedPreconditionError("Wait(): no step under way; call BeginStep() first");
   }
   TAMP_RETURN_IF_ERROR(CheckTensors("Wait()", params));
+  TAMP_RETURN_IF_ERROR(UseMemory("Wait()", 0, memory));
   // Every tensor must be pushed, or the other workers' step could never complete. A refusal
   // leaves the step as it is: the caller may push the rest and wait again.
   if (encode_error_.ok()) {
@@ -505,12 +622,12 @@ absl::Status Client::Wait(TensorSpans params) {
     lock.unlock();
     if (settled && to_resend.empty()) break;
     for (uint32_t id : to_apply) {
-      if (apply_error.ok()) apply_error = ApplyChunk(id, params);
+      if (apply_error.ok()) apply_error = ApplyChunk(id, params, memory);
     }
     to_apply.clear();
     if (rounds_queued) ContinueRounds();
     if (!to_resend.empty()) {
-      const absl::Status resent = Resend(to_resend, params);
+      const absl::Status resent = Resend(to_resend, params, memory);
       to_resend.clear();
       if (!resent.ok()) {
         lock.lock();

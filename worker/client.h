@@ -5,8 +5,18 @@
 // warm-up), multi-round codecs, the RPCs to every shard, decoding the shards' answers into
 // the caller's weights, the periodic resync with the shards' exact weights, resends after a
 // server restart, and rejoining a SYNC run after being dropped from its barriers. The
-// caller owns the model: its weights and gradients are flat host fp32 buffers in the job
-// layout's order, passed as one span per tensor (TensorSpans).
+// caller owns the model: its weights and gradients are flat fp32 buffers in the job
+// layout's order, passed as one span per tensor (TensorSpans), in host memory or on a CUDA
+// device.
+//
+// Device tensors (TensorMemory::Cuda(device, stream) on a call; worker/device_backend.h): the
+// chunks whose codecs compress/cuda/ has are encoded and decoded on the device, on the
+// caller's stream, their push residuals kept there; the others are copied through pinned
+// host memory and take the host path, so the wire carries the same bytes either way. The
+// first call that passes tensors fixes where they live for the client's life; a call with
+// tensors elsewhere is refused (FAILED_PRECONDITION naming the tensor and both places), and
+// so is a first CUDA call in a process that cannot use CUDA ('tensor "fc1.weight" is on
+// cuda:0 but this process sees no CUDA device (...)'), changing nothing.
 //
 // One step, as ps-lite's KVWorker (Push ... Wait):
 //   BeginStep(step, params)    resyncs when due; starts the step's timeline
@@ -19,9 +29,10 @@
 //                              gradients, for the caller's own optimizer (AGGREGATE)
 //
 // Blocking and threading: Connect(), Start(), Rejoin() and Wait() block; Push() blocks only
-// for its encoding. All calls come from one thread (the training thread); gRPC's threads
-// only queue answers, which the caller's thread decodes and applies. `params` must not be
-// read or written by anyone else during Wait().
+// for its encoding (and, for device tensors, its copies). Device work is enqueued on the
+// call's stream and waited for before the call returns. All calls come from one thread (the
+// training thread); gRPC's threads only queue answers, which the caller's thread decodes and
+// applies. `params` must not be read or written by anyone else during Wait().
 //
 // Errors: a refused call (a tensor pushed twice, an unknown tensor, a gradient of the wrong
 // size, Wait() before every tensor was pushed) returns INVALID_ARGUMENT or
@@ -67,6 +78,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +93,8 @@
 #include "compress/ratio_warmup.h"
 #include "compress/sparse.h"
 #include "proto/config.pb.h"
+#include "worker/cuda_backend.h"
+#include "worker/device_backend.h"
 #include "worker/ps_client.h"
 #include "worker/step_timeline.h"
 
@@ -95,7 +109,7 @@ struct RunLength {
 
 // The caller's tensors: one span per tensor of the layout, in layout order, each holding that
 // tensor's elements (row major). The spans may lie anywhere (one flat buffer, or a
-// framework's separate tensors).
+// framework's separate tensors), in the memory the call's TensorMemory says.
 using TensorSpans = absl::Span<const absl::Span<float>>;
 
 // The spans of each tensor of `layout` in one flat buffer of layout.total_elements values.
@@ -126,11 +140,12 @@ class Client {
   // Client::Connect()
   //
   // Builds the codecs of every chunk of `layout` and handshakes with every shard
-  // (`servers[s]` is shard s, "host:port"); `config` must be validated.
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(config::RunConfig config,
-                                                         JobLayout layout, uint32_t rank,
-                                                         std::vector<std::string> servers,
-                                                         RunLength length);
+  // (`servers[s]` is shard s, "host:port"); `config` must be validated. `device_backends`
+  // makes the device path when the first call passes device tensors.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      config::RunConfig config, JobLayout layout, uint32_t rank,
+      std::vector<std::string> servers, RunLength length,
+      DeviceBackendFactory device_backends = CreateCudaBackend);
 
   const JobLayout& layout() const { return layout_; }
 
@@ -146,32 +161,37 @@ class Client {
   // replica the other workers hold, at the step they are about to take (Rejoin()).
   // FAILED_PRECONDITION when the run is over, or when an ASYNC/SSP or AGGREGATE run is under
   // way.
-  absl::StatusOr<uint64_t> Start(TensorSpans params);
+  absl::StatusOr<uint64_t> Start(TensorSpans params,
+                                 const TensorMemory& memory = TensorMemory::Host());
 
   // Client::BeginStep()
   //
   // Starts step `step`; every training.resync_steps steps, first replaces `params` with the
   // shards' exact weights.
-  absl::Status BeginStep(uint64_t step, TensorSpans params);
+  absl::Status BeginStep(uint64_t step, TensorSpans params,
+                         const TensorMemory& memory = TensorMemory::Host());
 
   // Client::Push()
   //
   // Pushes tensor `tensor` (layout index) or `name`: `gradient` holds its elements, row
   // major. Encodes every chunk on the calling thread and sends it.
-  absl::Status Push(int tensor, absl::Span<const float> gradient);
-  absl::Status Push(absl::string_view name, absl::Span<const float> gradient);
+  absl::Status Push(int tensor, absl::Span<const float> gradient,
+                    const TensorMemory& memory = TensorMemory::Host());
+  absl::Status Push(absl::string_view name, absl::Span<const float> gradient,
+                    const TensorMemory& memory = TensorMemory::Host());
 
   // Client::Wait()
   //
   // Waits for the answers of the step's pushes and adds each decoded update to `params`
   // (server.mode OPTIMIZER), or writes the mean gradient into them (AGGREGATE). Then the step is over: report() describes it.
-  absl::Status Wait(TensorSpans params);
+  absl::Status Wait(TensorSpans params, const TensorMemory& memory = TensorMemory::Host());
 
   // Client::Rejoin()
   //
   // After Wait() returned ABORTED (or `cause` otherwise, logged): forgets the push residuals
   // and copies the replica the other workers hold into `params`. Returns the step to take next.
-  absl::StatusOr<uint64_t> Rejoin(TensorSpans params, absl::string_view cause);
+  absl::StatusOr<uint64_t> Rejoin(TensorSpans params, absl::string_view cause,
+                                  const TensorMemory& memory = TensorMemory::Host());
 
   const StepReport& report() const { return report_; }
   const ClientTotals& totals() const { return totals_; }
@@ -198,7 +218,8 @@ class Client {
     absl::Status status;
   };
 
-  Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length);
+  Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLength length,
+         DeviceBackendFactory device_backends);
   absl::Status BuildCodecs();
   // Pushes round `round` of multi-round chunk `id`, already counted in `outstanding_`.
   void PushRound(uint32_t id, uint32_t round, std::string payload);
@@ -207,13 +228,21 @@ class Client {
   // Encodes and pushes the next round of every chunk whose last round was answered.
   void ContinueRounds();
   // Reconnects the shards of `pushes`, resyncs their chunks of `params`, pushes them again.
-  absl::Status Resend(std::vector<LostPush>& pushes, TensorSpans params);
+  absl::Status Resend(std::vector<LostPush>& pushes, TensorSpans params,
+                      const TensorMemory& memory);
   // Decodes chunk `id`'s answer and adds it to `params`.
-  absl::Status ApplyChunk(uint32_t id, TensorSpans params);
+  absl::Status ApplyChunk(uint32_t id, TensorSpans params, const TensorMemory& memory);
+  // The first call with tensors fixes their memory (making the device backend for a device);
+  // later calls must pass the same. Errors name `call` and tensor `tensor` (layout index).
+  absl::Status UseMemory(absl::string_view call, int tensor, const TensorMemory& memory);
+  // `count` values from `from` in the caller's memory to host `to`, and back.
+  absl::Status ReadTensor(const float* from, float* to, size_t count, const TensorMemory& memory);
+  absl::Status WriteTensor(const float* from, float* to, size_t count,
+                           const TensorMemory& memory);
   // INVALID_ARGUMENT naming `call` and the first tensor whose span does not fit the layout.
   absl::Status CheckTensors(absl::string_view call, TensorSpans tensors) const;
   // Copies the chunks of `shard` (all chunks: -1) from pulled_ into `params`.
-  void CopyPulled(int shard, TensorSpans params) const;
+  absl::Status CopyPulled(int shard, TensorSpans params, const TensorMemory& memory);
 
   const config::RunConfig config_;
   const JobLayout layout_;
@@ -227,6 +256,13 @@ class Client {
   // threshold (0: off) and this step's clipped gradient of the tensor being pushed.
   double clip_threshold_ = 0;
   std::vector<float> clipped_;
+
+  // Where the caller's tensors live, fixed by the first call that passes them (unset
+  // before); for a device, its backend and which chunks run there (by chunk id).
+  std::optional<TensorMemory> memory_;
+  DeviceBackendFactory device_backends_;
+  std::unique_ptr<DeviceBackend> device_;
+  std::vector<DeviceChunkPlan> device_plan_;
 
   // The step under way, written by the training thread.
   bool in_step_ = false;

@@ -1,7 +1,5 @@
 #include "worker/cnn_cpu.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "glog/logging.h"
-#include "worker/internal/cnn_ops.h"
+#include "kernels/cnn_ref.h"
 #include "worker/internal/dense_ops.h"
 #include "worker/internal/tensor_checks.h"
 
@@ -134,36 +132,23 @@ void CnnCpu::Forward(const float* x, int batch) {
   // Conv blocks. x [batch, 1, 28, 28] is already [1, batch, 28, 28].
   const float* in = x;
   for (ConvLayer& layer : conv_) {
-    const int k = layer.in_channels * layer.kernel * layer.kernel;
-    const int n = batch * layer.side * layer.side;
-    internal::Im2Col(in, layer.in_channels, batch, layer.side, layer.kernel,
-                     layer.columns.data());
-    // z [out, n] = W [out, k] x columns [k, n], then relu(z + bias) per channel.
+    // z = W * im2col(in), then relu(z + bias) per channel, then the pool.
     const float* w = params_.data() + offsets_[layer.weight];
     const float* b = params_.data() + offsets_[layer.bias];
-    float* z = layer.z.data();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, layer.out_channels, n, k, 1.0f, w, k,
-                layer.columns.data(), n, 0.0f, z, n);
-    for (int c = 0; c < layer.out_channels; ++c) {
-      float* row = z + static_cast<size_t>(c) * n;
-      const float bias = b[c];
-      for (int j = 0; j < n; ++j) row[j] = std::max(row[j] + bias, 0.0f);
-    }
-    internal::MaxPool2x2Forward(z, layer.out_channels * batch, layer.side, layer.pooled.data(),
-                                layer.argmax.data());
+    kernels::ref::ConvForward(in, w, layer.in_channels, layer.out_channels, batch, layer.side,
+                              layer.kernel, layer.columns.data(), layer.z.data());
+    kernels::ref::ConvBiasRelu(layer.z.data(), b, layer.out_channels,
+                               static_cast<size_t>(batch) * layer.side * layer.side);
+    kernels::ref::MaxPool2x2Forward(layer.z.data(), layer.out_channels * batch, layer.side,
+                                    layer.pooled.data(), layer.argmax.data());
     in = layer.pooled.data();
   }
 
   // Flatten [c, batch, s, s] to [batch, c * s * s], (c, y, x) within an example.
   const ConvLayer& last = conv_.back();
-  const size_t plane = static_cast<size_t>(last.side / 2) * (last.side / 2);
-  const size_t features = static_cast<size_t>(widths_[0]);
-  for (int c = 0; c < last.out_channels; ++c) {
-    for (int i = 0; i < batch; ++i) {
-      const float* src = last.pooled.data() + (static_cast<size_t>(c) * batch + i) * plane;
-      std::copy(src, src + plane, fc_act_[0].data() + i * features + c * plane);
-    }
-  }
+  kernels::ref::FlattenChannelMajor(last.pooled.data(), last.out_channels, batch,
+                                    static_cast<size_t>(last.side / 2) * (last.side / 2),
+                                    fc_act_[0].data());
 
   // Fully connected layers, as MlpCpu::Forward.
   for (int l = 1; l <= num_fc(); ++l) {
@@ -210,49 +195,32 @@ float CnnCpu::TrainStep(const float* x, const uint8_t* labels, int batch,
   // Unflatten dloss/df [batch, c * s * s] (in scratch_) into the last pool's [c, batch, s, s].
   {
     ConvLayer& layer = conv_.back();
-    const size_t plane = static_cast<size_t>(layer.side / 2) * (layer.side / 2);
-    const size_t features = static_cast<size_t>(widths_[0]);
-    for (int c = 0; c < layer.out_channels; ++c) {
-      for (int i = 0; i < batch; ++i) {
-        const float* src = scratch_.data() + i * features + c * plane;
-        std::copy(src, src + plane,
-                  layer.pooled.data() + (static_cast<size_t>(c) * batch + i) * plane);
-      }
-    }
+    kernels::ref::UnflattenChannelMajor(scratch_.data(), layer.out_channels, batch,
+                                        static_cast<size_t>(layer.side / 2) * (layer.side / 2),
+                                        layer.pooled.data());
   }
 
   // Conv backward, last layer first. On entry to layer i, its `pooled` holds dloss/d(pooled).
   for (int i = num_conv() - 1; i >= 0; --i) {
     ConvLayer& layer = conv_[i];
-    const int k = layer.in_channels * layer.kernel * layer.kernel;
-    const int n = batch * layer.side * layer.side;
+    const size_t n = static_cast<size_t>(batch) * layer.side * layer.side;
     float* dz = layer.z.data();  // [out, n]
-    internal::MaxPoolReluBackward(layer.pooled.data(), layer.argmax.data(),
-                                  layer.out_channels * batch, layer.side, dz);
+    kernels::ref::MaxPoolReluBackward(layer.pooled.data(), layer.argmax.data(),
+                                      layer.out_channels * batch, layer.side, dz);
 
-    float* db = grads_.data() + offsets_[layer.bias];
-    for (int c = 0; c < layer.out_channels; ++c) {
-      const float* row = dz + static_cast<size_t>(c) * n;
-      double sum = 0.0;  // Up to max_batch * 784 terms.
-      for (int j = 0; j < n; ++j) sum += row[j];
-      db[c] = static_cast<float>(sum);
-    }
+    kernels::ref::ConvBiasGrad(dz, layer.out_channels, n, grads_.data() + offsets_[layer.bias]);
     if (on_tensor_ready) on_tensor_ready(layer.bias);
 
-    // dW [out, k] = dz [out, n] x columns^T [n, k]
-    float* dw = grads_.data() + offsets_[layer.weight];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, layer.out_channels, k, n, 1.0f, dz, n,
-                layer.columns.data(), n, 0.0f, dw, k);
+    kernels::ref::ConvBackwardWeights(dz, layer.columns.data(), layer.in_channels,
+                                      layer.out_channels, batch, layer.side, layer.kernel,
+                                      grads_.data() + offsets_[layer.weight]);
     if (on_tensor_ready) on_tensor_ready(layer.weight);
 
     if (i == 0) break;  // No gradient for the input.
-    // dcolumns [k, n] = W^T [k, out] x dz [out, n], over the columns (no longer needed), then
-    // scattered back onto the previous layer's pooled output.
-    const float* w = params_.data() + offsets_[layer.weight];
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, layer.out_channels, 1.0f, w, k,
-                dz, n, 0.0f, layer.columns.data(), n);
-    internal::Col2Im(layer.columns.data(), layer.in_channels, batch, layer.side, layer.kernel,
-                     conv_[i - 1].pooled.data());
+    // Over the columns (no longer needed), then onto the previous layer's pooled output.
+    kernels::ref::ConvBackwardData(params_.data() + offsets_[layer.weight], dz, layer.in_channels,
+                                   layer.out_channels, batch, layer.side, layer.kernel,
+                                   layer.columns.data(), conv_[i - 1].pooled.data());
   }
   return static_cast<float>(loss_sum / batch);
 }

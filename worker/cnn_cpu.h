@@ -9,7 +9,7 @@
 //   f   = a_n flattened per example as (c, y, x)   [B, w_0]
 //   then the MLP of worker/mlp_cpu.h from f: fc layers, ReLU between, softmax cross-entropy
 //   loss = mean_i( logsumexp(logits[i]) - logits[i, label_i] ).
-// Activations are kept channel-major ([channels, batch, side, side], worker/internal/cnn_ops.h)
+// Activations are kept channel-major ([channels, batch, side, side], kernels/cnn_ref.h)
 // so that each convolution is one im2col and one sgemm over the whole batch.
 //
 // Parameters and gradients each live in one flat fp32 buffer: the tensors in ModelTensors

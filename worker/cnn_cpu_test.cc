@@ -13,7 +13,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
-#include "worker/internal/cnn_ops.h"
 
 namespace tamp {
 namespace {
@@ -187,87 +186,6 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{{2}, 5, {}},         // One conv, 5x5 kernel, pool to fc directly.
                       Shape{{2, 2, 3}, 3, {}},   // 7x7 pools to 3x3: odd sides drop a row.
                       Shape{{1, 2, 2, 2}, 1, {3}}));  // 1x1 kernels; 4 pools to 1x1.
-
-// ---------------------------------------------------------------------------------------------
-// Layer kernels.
-
-// Two 5x5 planes: the 2x2 windows cover rows/columns 0-3; row and column 4 are dropped.
-TEST(CnnOpsTest, MaxPoolRoutesGradientToTheArgmaxOnly) {
-  // clang-format off
-  const std::vector<float> in = {
-      // Plane 0: a distinct maximum in each window, at a different position.
-      1, 5,   2, 0,   9,
-      3, 4,   8, 1,   9,
-      0, 2,   0, 0,   9,
-      7, 1,   0, 3,   9,
-      9, 9,   9, 9,   9,
-      // Plane 1: window 0 all zero (relu'd), window 1 ties (first wins), window 2 has its
-      // maximum at 0, window 3 a negative maximum (cannot follow a relu, still masked).
-      0, 0,   6, 6,   1,
-      0, 0,   6, 6,   1,
-      0, -1, -3, -2,  1,
-      -1, 0, -4, -5,  1,
-      1, 1,   1, 1,   1};
-  // clang-format on
-  std::vector<float> out(8);
-  std::vector<uint8_t> argmax(8);
-  internal::MaxPool2x2Forward(in.data(), 2, 5, out.data(), argmax.data());
-  EXPECT_THAT(out, ElementsAre(5, 8, 7, 3, 0, 6, 0, -2));
-  EXPECT_THAT(argmax, ElementsAre(1, 2, 2, 3, 0, 0, 0, 1));
-
-  const std::vector<float> dout = {10, 20, 30, 40, 50, 60, 70, 80};
-  std::vector<float> a = in;
-  internal::MaxPoolReluBackward(dout.data(), argmax.data(), 2, 5, a.data());
-  // clang-format off
-  EXPECT_THAT(a, ElementsAreArray<float>({
-      0, 10,  0, 0,   0,
-      0, 0,  20, 0,   0,
-      0, 0,   0, 0,   0,
-      30, 0,  0, 40,  0,
-      0, 0,   0, 0,   0,
-      0, 0,  60, 0,   0,
-      0, 0,   0, 0,   0,
-      0, 0,   0, 0,   0,
-      0, 0,   0, 0,   0,
-      0, 0,   0, 0,   0}));
-  // clang-format on
-}
-
-// 'same' 3x3 columns of one 3x3 image: the centre row is the image, the others are shifted
-// copies with zeros where the kernel hangs over the border.
-TEST(CnnOpsTest, Im2ColPadsWithZeros) {
-  const std::vector<float> in = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-  std::vector<float> col(9 * 9);
-  internal::Im2Col(in.data(), 1, 1, 3, 3, col.data());
-  auto row = [&](int r) {
-    return std::vector<float>(col.begin() + 9 * r, col.begin() + 9 * r + 9);
-  };
-  EXPECT_THAT(row(0), ElementsAre(0, 0, 0, 0, 1, 2, 0, 4, 5));  // (ky, kx) = (0, 0): up-left.
-  EXPECT_THAT(row(4), ElementsAreArray(in));                    // Centre.
-  EXPECT_THAT(row(5), ElementsAre(2, 3, 0, 5, 6, 0, 8, 9, 0));  // (1, 2): right neighbour.
-  EXPECT_THAT(row(8), ElementsAre(5, 6, 0, 8, 9, 0, 0, 0, 0));  // (2, 2): down-right.
-}
-
-// Col2Im is Im2Col's adjoint: <Im2Col(x), y> == <x, Col2Im(y)> for any x, y (2 channels,
-// batch 3, 6x6, kernels 1, 3, 5 and 7 — the last wider than half the image).
-TEST(CnnOpsTest, Col2ImIsTheAdjointOfIm2Col) {
-  constexpr int kChannels = 2, kBatch = 3, kSide = 6;
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  for (int kernel : {1, 3, 5, 7}) {
-    const size_t image = kChannels * kBatch * kSide * kSide;
-    const size_t columns = image * kernel * kernel;
-    std::vector<float> x(image), y(columns), col(columns), back(image);
-    for (float& v : x) v = value(rng);
-    for (float& v : y) v = value(rng);
-    internal::Im2Col(x.data(), kChannels, kBatch, kSide, kernel, col.data());
-    internal::Col2Im(y.data(), kChannels, kBatch, kSide, kernel, back.data());
-    double lhs = 0, rhs = 0;
-    for (size_t i = 0; i < columns; ++i) lhs += double{col[i]} * y[i];
-    for (size_t i = 0; i < image; ++i) rhs += double{x[i]} * back[i];
-    EXPECT_NEAR(lhs, rhs, 1e-4) << "kernel " << kernel;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The model.

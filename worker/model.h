@@ -6,6 +6,12 @@
 // grads() and calls on_tensor_ready(t) as soon as tensor t's gradient is final (backward
 // runs last layer first), so the caller can push it while earlier layers still compute.
 //
+// A model on a device (worker/gpu_model.h) computes on its own copy of the weights: the
+// caller calls LoadParams() after writing params() (the client writes them in Start,
+// BeginStep, Wait and Rejoin) and before the next TrainStep or CountCorrect. A device fault
+// cannot be returned by TrainStep or CountCorrect: their result is then meaningless and
+// status() holds the error. Host models need neither (both are OK).
+//
 // Thread safety: one call at a time; callbacks run on the calling thread, and the caller
 // must not write params() until TrainStep returns (backward still reads the weights).
 #ifndef TAMP_WORKER_MODEL_H_
@@ -14,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 
 namespace tamp {
@@ -31,6 +38,12 @@ class Model {
 
   // Forward only: how many of the batch are classified correctly (argmax).
   virtual int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) = 0;
+
+  // Makes the next TrainStep/CountCorrect compute with what params() holds now.
+  virtual absl::Status LoadParams() { return absl::OkStatus(); }
+
+  // OK, or the first error of a TrainStep, CountCorrect or LoadParams (it sticks).
+  virtual absl::Status status() const { return absl::OkStatus(); }
 };
 
 }  // namespace tamp

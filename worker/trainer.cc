@@ -4,8 +4,10 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "common/status_macros.h"
 #include "worker/cpu_models.h"
+#include "worker/gpu_model.h"
 
 namespace tamp {
 namespace {
@@ -19,12 +21,6 @@ double Median(std::vector<double> values) {
   const size_t mid = values.size() / 2;
   std::nth_element(values.begin(), values.begin() + mid, values.end());
   return values[mid];
-}
-
-// Steps in the whole run: `epochs` passes of `per_epoch` steps, cut at max_steps when set.
-uint64_t TotalSteps(const config::Training& training, int64_t per_epoch) {
-  const uint64_t total = static_cast<uint64_t>(per_epoch) * training.epochs();
-  return training.max_steps() != 0 ? std::min<uint64_t>(total, training.max_steps()) : total;
 }
 
 }  // namespace
@@ -57,14 +53,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
   trainer->batcher_ = std::make_unique<Batcher>(trainer->train_, rank, workers, data.batch_size(),
                                                 data.shuffle_seed());
   TAMP_ASSIGN_OR_RETURN(trainer->model_,
-                        CreateCpuModel(cfg.model(), layout.tensors, data.batch_size()));
+                        cfg.device() == config::CUDA  // On the GPU SelectCudaDevice() chose.
+                            ? CreateGpuModel(cfg.model(), layout.tensors, data.batch_size())
+                            : CreateCpuModel(cfg.model(), layout.tensors, data.batch_size()));
   trainer->batch_x_.resize(size_t{data.batch_size()} * kImageSize);
   trainer->batch_labels_.resize(data.batch_size());
 
   // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
   // workers know: it goes to every shard in the handshake.
   const int64_t per_epoch = trainer->batcher_->steps_per_epoch();
-  trainer->total_steps_ = TotalSteps(cfg.training(), per_epoch);
+  trainer->total_steps_ = TotalSteps(cfg.training(), static_cast<uint64_t>(per_epoch));
   TAMP_ASSIGN_OR_RETURN(
       trainer->client_,
       Client::Connect(cfg, std::move(layout), rank, std::move(server_addresses),
@@ -86,6 +84,7 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
   batcher_->Fill(static_cast<uint32_t>(step / batcher_->steps_per_epoch()), index,
                  batch_x_.data(), batch_labels_.data());
   TAMP_RETURN_IF_ERROR(client_->BeginStep(step, param_tensors_));
+  TAMP_RETURN_IF_ERROR(model_->LoadParams());  // The client has written them since the last.
   const JobLayout& layout = client_->layout();
   const absl::Span<const float> grads = model_->grads();
   // A push error ends the step; Wait() returns it once every RPC in flight has called back.
@@ -96,6 +95,7 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
   };
   *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(), batcher_->batch_size(),
                             on_tensor_ready);
+  TAMP_RETURN_IF_ERROR(model_->status());
   // Backward no longer reads the replica's weights: the client applies each chunk's update
   // as soon as its shard answers, while the other answers are still on the wire.
   return client_->Wait(param_tensors_);
@@ -104,12 +104,14 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
 absl::StatusOr<double> Trainer::Evaluate() {
   const int64_t batch = batcher_->batch_size();
   const int64_t pixels = int64_t{test_.rows} * test_.cols;
+  TAMP_RETURN_IF_ERROR(model_->LoadParams());
   int64_t correct = 0;
   for (int64_t first = 0; first < test_.size; first += batch) {
     const int64_t count = std::min(batch, test_.size - first);
     NormalizeImages(&test_.images[first * pixels], count * pixels, batch_x_.data());
     correct += model_->CountCorrect(batch_x_.data(), &test_.labels[first], static_cast<int>(count));
   }
+  TAMP_RETURN_IF_ERROR(model_->status());
   return test_.size == 0 ? 0.0 : static_cast<double>(correct) / test_.size;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -24,6 +25,7 @@
 #include "common/malloc_settings.h"
 #include "common/proto_json.h"
 #include "glog/logging.h"
+#include "worker/gpu_model.h"
 #include "worker/openblas_kernels.h"
 #include "worker/trainer.h"
 
@@ -35,6 +37,9 @@ ABSL_FLAG(std::string, servers, "",
 ABSL_FLAG(bool, check, false,
           "Load and validate CONFIG, resolve the placement, print it and exit without training.");
 ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads for this worker's GEMMs.");
+ABSL_FLAG(std::string, device, "",
+          "cpu or cuda: where to run the built-in model, overriding the config's `device` "
+          "(docs/gpu.md). Default: the config's (CPU when unset).");
 ABSL_FLAG(std::string, dump_weights, "",
           "After training, write the replica's parameters here (raw little-endian fp32, "
           "layout order). For tests that compare replicas.");
@@ -48,6 +53,23 @@ bool DumpWeights(absl::Span<const float> params, const std::string& path) {
   if (file == nullptr) return false;
   const bool written = std::fwrite(params.data(), sizeof(float), params.size(), file) == params.size();
   return std::fclose(file) == 0 && written;
+}
+
+// Applies --device to `config` and validates the result; an error names the flag.
+absl::Status ApplyDeviceFlag(tamp::config::RunConfig* config) {
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device.empty()) return absl::OkStatus();
+  if (device == "cpu") {
+    config->set_device(tamp::config::CPU);
+  } else if (device == "cuda") {
+    config->set_device(tamp::config::CUDA);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--device=", device, ": must be cpu or cuda"));
+  }
+  if (absl::Status valid = tamp::ValidateConfig(*config); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device=", device, ": ", valid.message()));
+  }
+  return absl::OkStatus();
 }
 
 // One line per event, in the style of every JSON file Tamp writes (common/proto_json.h).
@@ -84,6 +106,10 @@ int main(int argc, char** argv) {
   absl::StatusOr<tamp::config::RunConfig> config = tamp::LoadConfigFile(config_path);
   if (!config.ok()) {
     std::cerr << "tamp_worker: " << config.status().message() << "\n";
+    return kUsageError;
+  }
+  if (absl::Status device = ApplyDeviceFlag(&*config); !device.ok()) {
+    std::cerr << "tamp_worker: " << device.message() << "\n";
     return kUsageError;
   }
   const std::string servers_flag = absl::GetFlag(FLAGS_servers);
@@ -123,6 +149,17 @@ int main(int argc, char** argv) {
               << config->cluster().num_workers() << " (placement: " << placement->source
               << "); servers: " << absl::StrJoin(servers, ",") << "\n";
     return 0;
+  }
+  if (config->device() == tamp::config::CUDA) {
+    // The process's first CUDA call: after `tamp run` forked it, before any connection.
+    const absl::StatusOr<int> gpu = tamp::SelectCudaDevice(placement->local_rank);
+    if (!gpu.ok()) {
+      std::cerr << "tamp_worker " << rank << ": device CUDA: no usable GPU: "
+                << gpu.status().message() << "\n";
+      return 1;
+    }
+    LOG(INFO) << "worker " << rank << " (local rank " << placement->local_rank << ") runs on GPU "
+              << *gpu;
   }
   absl::StatusOr<std::unique_ptr<tamp::Trainer>> trainer =
       tamp::Trainer::Create(*std::move(config), rank, servers, WriteEvent);

@@ -184,7 +184,7 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--steps", default="50,300")
     parser.add_argument("--configs",
-                        default="examples/mlp_fashion.pbtxt,"
+                        default="bench/configs/mlp_topk1_ef.pbtxt,"
                                 "bench/configs/mlp_dgc1_ef_pulltopk1.pbtxt")
     parser.add_argument("--json", default=os.path.join(REPO, "bench/results/alloc.json"))
     parser.add_argument("--doc", default=os.path.join(REPO, "docs/alloc.md"))

@@ -12,7 +12,7 @@
 #   --reps N       rounds of before/after, alternating which goes first (default 5)
 #   --steps S,L    each measurement runs the job for S and for L steps; per-step figures are
 #                  the difference over L - S steps, free of start-up (default 50,300)
-#   --configs C    comma-separated configs (default examples/mlp_fashion.pbtxt, raw pull,
+#   --configs C    comma-separated configs (default bench/configs/mlp_topk1_ef.pbtxt, raw pull,
 #                  and bench/configs/mlp_dgc1_ef_pulltopk1.pbtxt, top-k 1% pull)
 #   --json F, --doc F  write there instead of bench/results/alloc.json, docs/alloc.md
 #   --report_only  run nothing: rewrite the doc from the JSON

@@ -4,7 +4,8 @@
 # The device machine (see the workplace's device README) has a GPU, nvcc, compute-sanitizer
 # and PyTorch but no Bazel and none of Debian's libraries, so the binaries are built here
 # (with nvcc -lineinfo: --config=cuda_lineinfo) and travel with their non-system shared
-# libraries in the git-ignored folder .gpu_carry/:
+# libraries in the git-ignored folder .gpu_carry/, as one carry.tar.gz (the device tool
+# carries at most 64 MiB; Debian's OpenBLAS alone is 36 MB unpacked), unpacked there:
 #
 #   bench/gpu/run_on_device.sh pack         # here: bazel build + collect (no GPU needed)
 #   device tool: run(command="bash bench/gpu/run_on_device.sh run", carry=[".gpu_carry"])
@@ -46,15 +47,20 @@ CARRY=.gpu_carry
 TARGETS=(
   //kernels:device_test
   //kernels:layers_test
+  //kernels:cnn_layers_test
   //compress/cuda:device_codec_test
+  //worker:cuda_backend_test
+  //worker:gpu_model_test
   //bench/gpu:codec_gpu_bench
 )
 # The carried binaries that hold kernels (and so must carry line tables).
-KERNEL_BINARIES=(layers_test device_codec_test codec_gpu_bench)
-# Test binaries and their time limits in seconds. emulation_test is CPU-only: CI runs it.
-TESTS=(device_test:30 layers_test:60 device_codec_test:150)
-BENCH_LIMIT_S=150
-TORCH_LIMIT_S=150
+KERNEL_BINARIES=(layers_test cnn_layers_test device_codec_test codec_gpu_bench)
+# Test binaries and their time limits in seconds (the emulation tests are CPU-only: CI runs
+# them). With the benchmarks', 570 s of the 600 s call.
+TESTS=(device_test:20 layers_test:40 cnn_layers_test:40 device_codec_test:120
+  cuda_backend_test:40 gpu_model_test:70)
+BENCH_LIMIT_S=120
+TORCH_LIMIT_S=120
 
 pack() {
   bazel build --config=cuda_lineinfo "${TARGETS[@]}" || return 1
@@ -89,8 +95,15 @@ pack() {
         *) cp -L "$lib" "$CARRY/lib/" ;;
       esac
     done
-  du -sh "$CARRY"
   echo "packed: $(ls "$CARRY/bin" | tr '\n' ' ')"
+  tar -C "$CARRY" -czf "$CARRY/carry.tar.gz" bin lib || return 1
+  rm -rf "${CARRY:?}/bin" "${CARRY:?}/lib"
+  du -sh "$CARRY/carry.tar.gz"
+}
+
+# There: unpacks carry.tar.gz (once) into bin/ and lib/.
+unpack() {
+  [ -d "$CARRY/bin" ] || [ ! -e "$CARRY/carry.tar.gz" ] || tar -C "$CARRY" -xzf "$CARRY/carry.tar.gz"
 }
 
 # Prints the LD_LIBRARY_PATH for the carried binaries: the carried libraries, the device's
@@ -165,6 +178,7 @@ gtest_verdict() {
 }
 
 run() {
+  unpack
   [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
   local out="${OUT:-bench/gpu/out}"
   mkdir -p "$out"
@@ -174,7 +188,10 @@ run() {
     nvidia-smi || true
     echo "carried binaries: LD_LIBRARY_PATH=$CARRIED_LIBRARY_PATH"
   } >>"$out/device.txt" 2>&1
-  local status=0 summary=""
+  local status=0 summary="" total=$((BENCH_LIMIT_S + TORCH_LIMIT_S))
+  for entry in "${TESTS[@]}"; do total=$((total + ${entry##*:})); done
+  echo "run: ${#TESTS[@]} test binaries and 2 benchmarks, ${total} s of time limits" \
+    "(one device call: 600 s)"
   for bin in "$CARRY"/bin/*; do
     links_cuda_runtime "$bin" "$CARRIED_LIBRARY_PATH" || return 1
   done
@@ -243,6 +260,7 @@ SANITIZE_STEPS=(
 )
 
 sanitize() {
+  unpack
   [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
   require_gpu || return 1
   local sanitizer

@@ -29,7 +29,8 @@ setup() {
     "$ROOT/mode" "$ROOT/seen" "$ROOT/out"
   cp "$SCRIPT" "$ROOT/bench/gpu/run_on_device.sh"
   touch "$ROOT/bench/gpu/torch_compare.py"
-  for name in device_test layers_test device_codec_test codec_gpu_bench; do
+  for name in device_test layers_test cnn_layers_test device_codec_test cuda_backend_test \
+    gpu_model_test codec_gpu_bench; do
     cat >"$ROOT/.gpu_carry/bin/$name" <<EOF
 #!/usr/bin/env bash
 echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} TAMP_REQUIRE_CUDA=\${TAMP_REQUIRE_CUDA:-}" >"$ROOT/seen/$name"
@@ -96,13 +97,27 @@ expect_log() {  # expect_log WHAT PATTERN
 setup
 device run
 expect_exit "all passing" 0 $?
-for name in device_test layers_test device_codec_test codec_gpu_bench; do
+planned="$(sed -n 's/^run: .*, \([0-9]*\) s of time limits.*/\1/p' "$ROOT/log")"
+if [ -z "$planned" ] || [ "$planned" -gt 570 ]; then
+  fail "run plans '${planned}' s; one device call is 600 s"
+fi
+for name in device_test layers_test cnn_layers_test device_codec_test cuda_backend_test \
+  gpu_model_test codec_gpu_bench; do
   grep -q "LD_LIBRARY_PATH=$ROOT/.gpu_carry/lib" "$ROOT/seen/$name" ||
     fail "$name did not get the carried libraries: $(cat "$ROOT/seen/$name" 2>/dev/null)"
   grep -q "TAMP_REQUIRE_CUDA=1" "$ROOT/seen/$name" || fail "$name ran without TAMP_REQUIRE_CUDA=1"
 done
 grep -qx "LD_LIBRARY_PATH=/device/own/lib args=bench/gpu/torch_compare.py --require-cuda" \
   "$ROOT/seen/python3" || fail "torch_compare.py's environment: $(cat "$ROOT/seen/python3")"
+
+# The same from a packed carry (pack leaves one carry.tar.gz): unpacked, then run.
+setup
+tar -C "$ROOT/.gpu_carry" -czf "$ROOT/carry.tar.gz" bin lib
+rm -rf "$ROOT/.gpu_carry/bin" "$ROOT/.gpu_carry/lib"
+mv "$ROOT/carry.tar.gz" "$ROOT/.gpu_carry/carry.tar.gz"
+device run
+expect_exit "packed carry" 0 $?
+[ -e "$ROOT/seen/gpu_model_test" ] || fail "packed carry: gpu_model_test did not run"
 
 # A test binary that reports a skip (and exits 0) fails the run.
 setup

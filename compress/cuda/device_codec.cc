@@ -60,15 +60,6 @@ const char* ReasonText(uint32_t reason) {
 
 }  // namespace
 
-bool HasDeviceCodec(absl::string_view name) {
-  for (absl::string_view known : {"none", "fp16", "bf16", "natural", "signsgd", "efsign", "qsgd",
-                                  "terngrad", "maxmin", "topk", "dgc", "randomblock", "randomk",
-                                  "signum"}) {
-    if (name == known) return true;
-  }
-  return false;
-}
-
 DeviceCodec::DeviceCodec(CodecId id, uint8_t version, size_t size)
     : id_(id), version_(version), size_(size) {}
 

@@ -52,6 +52,7 @@
 #include "absl/strings/string_view.h"
 #include "common/philox.h"
 #include "compress/codec.h"
+#include "compress/cuda/has_device_codec.h"
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/randomblock_agent.h"
 #include "compress/cuda/internal/randomk_agent.h"
@@ -60,11 +61,6 @@
 #include "proto/config.pb.h"
 
 namespace tamp::compress::cuda {
-
-// HasDeviceCodec()
-//
-// Whether DeviceCodec::Create() supports codec `name` (a registry name).
-bool HasDeviceCodec(absl::string_view name);
 
 class DeviceCodec {
  public:
@@ -82,6 +78,8 @@ class DeviceCodec {
   ~DeviceCodec();
 
   CodecId id() const { return id_; }
+  // The wire format version the payload header carries (the CPU codec's kVersion).
+  uint8_t version() const { return version_; }
   size_t size() const { return size_; }
 
   // DeviceCodec::BodyBytes(), PayloadBytes()

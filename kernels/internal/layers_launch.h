@@ -25,7 +25,7 @@ cudaError_t LaunchBiasGrad(const float* dy, float* db, int rows, int cols, bool 
 // a[i] = z[i] < 0 ? 0 : z[i] (std::max(z, 0.0f)); a may be z.
 cudaError_t LaunchReluForward(const float* z, float* a, size_t n, cudaStream_t stream);
 
-// dz[i] = a[i] > 0 ? da[i] : 0; dz may be da.
+// dz[i] = a[i] > 0 ? da[i] : 0; dz may be da or a.
 cudaError_t LaunchReluBackward(const float* a, const float* da, float* dz, size_t n,
                                cudaStream_t stream);
 

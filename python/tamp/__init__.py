@@ -35,15 +35,15 @@ Example (numpy, the MLP of `model { kind: MLP hidden: [64] }`):
         step += 1
 """
 
-import os
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+from tamp import _tamp
 from tamp._tamp import Config, DroppedError
 from tamp._tamp import Client as _NativeClient
 
 __all__ = [
-    "Client", "Config", "DroppedError",
-    "Placement", "count_steps", "init", "load_config", "placement", "rank", "size",
+    "Client", "Config", "DroppedError", "Placement", "count_steps", "init", "load_config",
+    "local_rank", "placement", "rank", "size",
 ]
 
 
@@ -53,6 +53,8 @@ class Placement(NamedTuple):
     rank: int
     servers: List[str]
     num_workers: int
+    local_rank: int = 0   # Among the workers on this host, e.g. to pick a GPU.
+    source: str = ""      # Which launcher's variables said so: "tamp", "torchrun", "slurm"...
 
 
 _placement: Optional[Placement] = None
@@ -67,59 +69,31 @@ def load_config(config: Union[Config, str]) -> Config:
     return Config.from_file(config)
 
 
-def _environment(name: str, *fallbacks: str) -> Optional[str]:
-    for variable in (name,) + fallbacks:
-        value = os.environ.get(variable)
-        if value:
-            return value
-    return None
-
-
-def _integer(value, what: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: expected an integer, got {value!r}") from None
-
-
 def init(config: Union[Config, str, None] = None, rank: Optional[int] = None,
          servers: Union[Sequence[str], str, None] = None,
          num_workers: Optional[int] = None) -> Placement:
-    """Reads this worker's placement; keyword arguments override the environment.
+    """Reads this worker's placement; keyword arguments stand in for the environment.
 
-    config: TAMP_CONFIG (a path or the config's text); rank: TAMP_RANK, else torchrun's RANK;
-    servers: TAMP_SERVERS ("host:port,host:port", shard order); num_workers: TAMP_NUM_WORKERS,
-    else the config's cluster.num_workers (they must agree). Raises ValueError naming what is
-    missing or wrong; a refusal leaves the previous placement in force.
+    The C++ workers' rules (common/placement.h WorkerPlacementFromEnv, README "Using it"):
+    config: TAMP_CONFIG (a path); the rest from `tamp run`'s TAMP_RANK, TAMP_NUM_WORKERS,
+    TAMP_LOCAL_RANK and TAMP_SERVERS, else torchrun's RANK, WORLD_SIZE and LOCAL_RANK (servers
+    from TAMP_SERVERS or the config's cluster.server_addresses), else Slurm's or Kubernetes'.
+    rank=, servers= ("host:port,..." or a list, shard order) and num_workers= stand for
+    TAMP_RANK, TAMP_SERVERS and TAMP_NUM_WORKERS. Raises ValueError naming the variable that
+    is missing or wrong; a refusal leaves the previous placement in force.
     """
     global _placement
-    config = config if config is not None else _environment("TAMP_CONFIG")
-    if config is None:
-        raise ValueError("tamp.init: no config: pass config= or set TAMP_CONFIG")
-    config = load_config(config)
-    rank = rank if rank is not None else _environment("TAMP_RANK", "RANK")
-    if rank is None:
-        raise ValueError("tamp.init: no rank: pass rank= or set TAMP_RANK (or torchrun's RANK)")
-    rank = _integer(rank, "tamp.init: rank")
-    servers = servers if servers is not None else _environment("TAMP_SERVERS")
-    if servers is None:
-        raise ValueError("tamp.init: no servers: pass servers= or set TAMP_SERVERS "
-                         "(host:port,... in shard order)")
-    if isinstance(servers, str):
-        servers = [address for address in servers.split(",") if address]
-    servers = list(servers)
-    if len(servers) != config.num_servers:
-        raise ValueError(f"tamp.init: {len(servers)} server addresses for a job of "
-                         f"{config.num_servers} (cluster.num_servers)")
-    num_workers = num_workers if num_workers is not None else _environment("TAMP_NUM_WORKERS")
-    num_workers = config.num_workers if num_workers is None else _integer(
-        num_workers, "tamp.init: num_workers")
-    if num_workers != config.num_workers:
-        raise ValueError(f"tamp.init: {num_workers} workers, but the config's "
-                         f"cluster.num_workers is {config.num_workers}")
-    if not 0 <= rank < num_workers:
-        raise ValueError(f"tamp.init: rank {rank} is out of range for {num_workers} workers")
-    _placement = Placement(config, rank, servers, num_workers)
+    overrides: Dict[str, str] = {}
+    if rank is not None:
+        overrides["TAMP_RANK"] = str(rank)
+    if servers is not None:
+        overrides["TAMP_SERVERS"] = servers if isinstance(servers, str) else ",".join(servers)
+    if num_workers is not None:
+        overrides["TAMP_NUM_WORKERS"] = str(num_workers)
+    config = load_config(config if config is not None else _tamp.config_path_from_env({}))
+    where = _tamp.placement_from_env(config, overrides)
+    _placement = Placement(config, where["rank"], where["servers"], config.num_workers,
+                           where["local_rank"], where["source"])
     return _placement
 
 
@@ -138,10 +112,17 @@ def size() -> int:
     return placement().num_workers
 
 
+def local_rank() -> int:
+    return placement().local_rank
+
+
 def count_steps(config: Config, steps_per_epoch: int) -> int:
-    """Steps in the run: training.epochs passes of steps_per_epoch, cut at training.max_steps."""
-    steps = steps_per_epoch * config.epochs
-    return min(steps, config.max_steps) if config.max_steps else steps
+    """Steps in the run: training.epochs passes of steps_per_epoch, cut at training.max_steps.
+
+    The servers' own computation (common/config.h TotalSteps), which they check every
+    worker's total against.
+    """
+    return _tamp.total_steps(config, steps_per_epoch)
 
 
 class Client(_NativeClient):

@@ -25,7 +25,9 @@ Two modes, chosen by the config:
   the parameters' .grad and runs the wrapped optimizer. DDP's comm_hook needs this mode.
 
 Blocking and threading: backward's hooks push (compressing on backward's thread); step()
-blocks until every answer is in. One training thread, CPU tensors (fp32, contiguous).
+blocks until every answer is in. One training thread; fp32 contiguous tensors, all on the
+CPU or all on one CUDA device (then Tamp compresses on the GPU where its codecs allow, on
+torch's current stream: docs/python.md "Device tensors").
 Errors are tamp's (ValueError, RuntimeError, ConnectionError, DroppedError) and name the
 tensor; a refused call changes nothing. A worker a SYNC barrier dropped rejoins inside
 step(): that step's update is the other workers' replica, and the optimizer does not step.
@@ -73,10 +75,18 @@ def shutdown() -> None:
 def _check_tensor(name: str, tensor: torch.Tensor) -> None:
     if tensor.dtype != torch.float32:
         raise ValueError(f'tensor "{name}": expected torch.float32, got {tensor.dtype}')
-    if tensor.device.type != "cpu":
-        raise ValueError(f'tensor "{name}": on {tensor.device}; tamp.torch takes CPU tensors')
+    if tensor.device.type not in ("cpu", "cuda"):
+        raise ValueError(f'tensor "{name}": on {tensor.device}; tamp.torch takes CPU and CUDA '
+                         "tensors")
     if not tensor.is_contiguous():
         raise ValueError(f'tensor "{name}": not contiguous; pass a contiguous tensor')
+
+
+def _stream(tensor: torch.Tensor) -> Optional[int]:
+    """torch's current stream on a CUDA tensor's device, for the client's device work."""
+    if tensor.device.type != "cuda":
+        return None
+    return torch.cuda.current_stream(tensor.device).cuda_stream
 
 
 class _Session:
@@ -113,8 +123,9 @@ class _Session:
     def start(self) -> None:
         """Copies the job's initial weights into the parameters, once; begins the first step."""
         if self.step is None:
-            step = self.client.start(self.params)
-            self.client.begin_step(step, self.params)
+            stream = _stream(self.params[0])
+            step = self.client.start(self.params, stream=stream)
+            self.client.begin_step(step, self.params, stream=stream)
             self.step = step
 
     def finish_step(self, out: List[torch.Tensor]) -> bool:
@@ -123,13 +134,14 @@ class _Session:
         not an answer."""
         stepped = True
         try:
-            self.client.wait(out)
+            self.client.wait(out, stream=_stream(out[0]))
             self.step += 1
         except tamp.DroppedError as dropped:
-            self.step = self.client.rejoin(self.params, str(dropped))
+            self.step = self.client.rejoin(self.params, str(dropped),
+                                           stream=_stream(self.params[0]))
             stepped = False
         if self.step < self.client.total_steps:
-            self.client.begin_step(self.step, self.params)
+            self.client.begin_step(self.step, self.params, stream=_stream(self.params[0]))
         return stepped
 
 
@@ -199,7 +211,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                    self._tamp_hooks)
 
     def _tamp_push(self, index: int, param: torch.Tensor) -> None:
-        self._tamp.client.push(index, param.grad)
+        self._tamp.client.push(index, param.grad, stream=_stream(param.grad))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -273,7 +285,7 @@ def comm_hook(state: CommHookState, bucket) -> torch.futures.Future[torch.Tensor
         if index is None:
             raise ValueError(f"comm_hook: a parameter of shape {list(param.shape)} is not "
                              "registered with the job")
-        session.client.push(index, grad)
+        session.client.push(index, grad, stream=_stream(grad))
         state._grads[index] = grad
     future = torch.futures.Future()
     state._pending.append((future, bucket.buffer()))

@@ -6,6 +6,7 @@ weights by exactly -0.125 * gradient. TAMP_CONFIG, TAMP_SERVERS, TAMP_RANK come 
 environment.
 """
 
+import ctypes
 import unittest
 
 import numpy as np
@@ -16,6 +17,47 @@ import tamp
 NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
 SHAPES = [(64, 784), (64,), (10, 64), (10,)]
 LEARNING_RATE = np.float32(0.125)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLManagedTensor(ctypes.Structure):  # DLPack 0.x's DLManagedTensor (python/dlpack.h).
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class FakeCudaArray:
+    """An fp32 array that says it lives on cuda:DEVICE (DLPack kDLCUDA), as a torch CUDA tensor
+    does; its pointer is a host array's, which nothing may dereference as device memory.
+    Without `with_device` it lacks __dlpack_device__ (DLPack < 0.6) and shows its device only
+    in the capsule."""
+
+    def __init__(self, array, device=0, with_device=True):
+        self.array = array
+        self.shape = (ctypes.c_int64 * array.ndim)(*array.shape)
+        self.managed = _DLManagedTensor(array.ctypes.data, _DLDevice(2, device), array.ndim,
+                                        _DLDataType(2, 32, 1), self.shape, None, 0, None, None)
+        self.name = b"dltensor"
+        self.exported_on = []  # The streams __dlpack__ was called with.
+        if with_device:
+            self.__dlpack_device__ = lambda: (2, device)
+
+    def __dlpack__(self, stream=None):
+        self.exported_on.append(stream)
+        return _capsule_new(ctypes.addressof(self.managed), self.name, None)
 
 
 class BindingTest(unittest.TestCase):
@@ -156,6 +198,32 @@ class BindingTest(unittest.TestCase):
         self.assertRefused(ValueError, lambda: self.client.wait(self.params[:3]), "expected 4",
                            "got 3")
         self.finish(grads)
+
+    def test_cuda_arrays_this_process_cannot_use_are_refused_changing_nothing(self):
+        # No GPU here: the first device array of a call is refused by name, before it is
+        # exported where the array says its device (__dlpack_device__), else from its capsule.
+        cannot = (r'tensor "{}" is on cuda:0 but this '
+                  r"(process sees no CUDA device|build has no CUDA support)")
+        grads = self.begin()
+        announced = FakeCudaArray(grads[2])
+        with self.assertRaisesRegex(RuntimeError, cannot.format("fc2.weight")):
+            self.client.push("fc2.weight", announced, stream=7)
+        self.assertEqual(announced.exported_on, [])
+        silent = FakeCudaArray(grads[3], with_device=False)
+        with self.assertRaisesRegex(RuntimeError, cannot.format("fc2.bias")):
+            self.client.push(3, silent)
+        self.assertEqual(silent.exported_on, [None])
+        self.assertRefused(ValueError, lambda: self.client.push(3, grads[3], stream=-1),
+                           "stream: -1")
+        self.push_all(grads)
+        with self.assertRaisesRegex(RuntimeError, cannot.format("fc1.weight")):
+            self.client.wait([FakeCudaArray(p) for p in self.params])
+        # Nothing moved: the step ends with exactly its SGD update (and host arrays ignore
+        # the stream).
+        self.client.wait(self.params, stream=7)
+        type(self).step += 1
+        for name, param, before, grad in zip(NAMES, self.params, self.before, grads):
+            np.testing.assert_array_equal(param, before - LEARNING_RATE * grad, err_msg=name)
 
     def test_tensors_other_than_the_jobs_refused(self):
         tensors = list(zip(NAMES, SHAPES))

@@ -26,18 +26,18 @@ class MeanThroughGloo:
         self.total_steps = total_steps
         self.pushed = {}
 
-    def start(self, params):
+    def start(self, params, stream=None):
         return 0
 
-    def begin_step(self, step, params):
+    def begin_step(self, step, params, stream=None):
         self.pushed = {}
 
-    def push(self, index, gradient):
+    def push(self, index, gradient, stream=None):
         if index in self.pushed:
             raise RuntimeError(f'tensor "{self.names[index]}" was already pushed')
         self.pushed[index] = gradient.clone()
 
-    def wait(self, out):
+    def wait(self, out, stream=None):
         for index, target in enumerate(out):
             mean = self.pushed[index]  # KeyError: a tensor was never pushed.
             dist.all_reduce(mean)

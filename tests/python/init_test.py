@@ -1,6 +1,8 @@
-"""tamp.init(): the placement from the environment, keyword overrides, refusals that name
-what is wrong and keep the previous placement. No servers needed: argv[1] is a config path
-of a job of 2 servers and 2 workers."""
+"""tamp.init(): the placement from the environment by the C++ workers' rules
+(common/placement.h), under tamp run's, torchrun's and Slurm's variables, keyword arguments
+standing in for them, refusals that name the variable and keep the previous placement; and
+count_steps(), the servers' run length. No servers needed: argv[1] is a config path of a job
+of 2 servers and 2 workers."""
 
 import os
 import sys
@@ -19,36 +21,76 @@ class InitTest(unittest.TestCase):
         return mock.patch.dict(os.environ, {k: v for k, v in base.items() if v is not None},
                                clear=True)
 
-    def test_reads_the_environment(self):
-        with self.environment(TAMP_RANK="1", TAMP_NUM_WORKERS="2"):
+    def test_tamp_run_variables(self):
+        with self.environment(TAMP_RANK="1", TAMP_NUM_WORKERS="2", TAMP_LOCAL_RANK="1"):
             where = tamp.init()
-        self.assertEqual((where.rank, where.servers, where.num_workers), (1, ["a:1", "b:2"], 2))
-        self.assertEqual((tamp.rank(), tamp.size()), (1, 2))
+        self.assertEqual((where.rank, where.local_rank, where.servers, where.num_workers,
+                          where.source), (1, 1, ["a:1", "b:2"], 2, "tamp"))
+        self.assertEqual((tamp.rank(), tamp.size(), tamp.local_rank()), (1, 2, 1))
 
-    def test_torchrun_rank_is_the_fallback_and_arguments_override(self):
-        with self.environment(RANK="1"):
-            self.assertEqual(tamp.init().rank, 1)
-            self.assertEqual(tamp.init(rank=0, servers=["c:3", "d:4"]).servers, ["c:3", "d:4"])
+    def test_torchrun_variables(self):
+        with self.environment(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1"):
+            where = tamp.init()
+        self.assertEqual((where.rank, where.local_rank, where.servers, where.source),
+                         (1, 1, ["a:1", "b:2"], "torchrun"))
+        # Without TAMP_SERVERS, the servers are the config's cluster.server_addresses.
+        with open(CONFIG) as file:
+            text = file.read().replace(
+                "cluster {", 'cluster { server_addresses: ["127.0.0.5:5", "127.0.0.6:6"]')
+        with self.environment(TAMP_CONFIG=None, TAMP_SERVERS=None, RANK="0", WORLD_SIZE="2"):
+            self.assertEqual(tamp.init(config=text).servers, ["127.0.0.5:5", "127.0.0.6:6"])
+
+    def test_slurm_variables(self):
+        # srun -n 4 over two nodes: tasks 0, 1 are the servers, task 3 is worker 1.
+        with self.environment(TAMP_SERVERS=None, SLURM_PROCID="3", SLURM_NTASKS="4",
+                              SLURM_STEP_NODELIST="n[1-2]", SLURM_STEP_TASKS_PER_NODE="2(x2)",
+                              TAMP_BASE_PORT="4000"):
+            where = tamp.init()
+        self.assertEqual((where.rank, where.local_rank, where.servers, where.source),
+                         (1, 1, ["n1:4000", "n1:4001"], "slurm"))
+
+    def test_arguments_stand_for_the_variables(self):
+        with self.environment(RANK="1", WORLD_SIZE="2"):
+            where = tamp.init(rank=0, servers=["c:3", "d:4"], num_workers=2)
+        self.assertEqual((where.rank, where.servers, where.source), (0, ["c:3", "d:4"], "tamp"))
         with open(CONFIG) as text, self.environment(TAMP_CONFIG=None, TAMP_RANK="0"):
             self.assertEqual(tamp.init(config=text.read()).config.num_workers, 2)
 
-    def test_refusals_name_the_problem_and_keep_the_placement(self):
+    def test_refusals_name_the_variable_and_keep_the_placement(self):
         with self.environment(TAMP_RANK="1"):
             before = tamp.init()
         cases = [
-            ({"TAMP_CONFIG": None, "TAMP_RANK": "0"}, "no config"),
-            ({}, "no rank"),
-            ({"TAMP_RANK": "x"}, "rank"),
-            ({"TAMP_RANK": "2"}, "rank 2 is out of range"),
-            ({"TAMP_RANK": "0", "TAMP_SERVERS": "a:1"}, "1 server addresses"),
-            ({"TAMP_RANK": "0", "TAMP_SERVERS": None}, "no servers"),
-            ({"TAMP_RANK": "0", "TAMP_NUM_WORKERS": "3"}, "cluster.num_workers is 2"),
+            ({"TAMP_CONFIG": None, "TAMP_RANK": "0"}, "TAMP_CONFIG is not set"),
+            ({}, "no placement in the environment: none of TAMP_RANK"),
+            ({"TAMP_RANK": "x"}, "TAMP_RANK: 'x' is not a non-negative integer"),
+            ({"TAMP_RANK": "2"}, "TAMP_RANK: 2 is not below cluster.num_workers (2)"),
+            ({"TAMP_RANK": "0", "TAMP_SERVERS": "a:1"},
+             "TAMP_SERVERS: names 1 server but cluster.num_servers is 2"),
+            ({"TAMP_RANK": "0", "TAMP_SERVERS": None}, "TAMP_SERVERS is not set"),
+            ({"TAMP_RANK": "0", "TAMP_NUM_WORKERS": "3"},
+             "TAMP_NUM_WORKERS=3 disagrees with cluster.num_workers=2"),
+            ({"TAMP_RANK": "0", "TAMP_LOCAL_RANK": "-1"}, "TAMP_LOCAL_RANK: '-1'"),
+            ({"RANK": "0", "WORLD_SIZE": "3"}, "WORLD_SIZE=3 disagrees with cluster.num_workers=2"),
+            ({"RANK": "one", "WORLD_SIZE": "2"}, "RANK: 'one' is not a non-negative integer"),
+            ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "x"}, "LOCAL_RANK: 'x'"),
+            ({"SLURM_PROCID": "0", "SLURM_NTASKS": "3"}, "SLURM_NTASKS is 3"),
         ]
         for variables, words in cases:
-            with self.environment(**variables), self.assertRaises(ValueError) as raised:
-                tamp.init()
-            self.assertIn(words, str(raised.exception))
-            self.assertIs(tamp.placement(), before)
+            with self.subTest(variables=variables):
+                with self.environment(**variables), self.assertRaises(ValueError) as raised:
+                    tamp.init()
+                self.assertIn(words, str(raised.exception))
+                self.assertIs(tamp.placement(), before)
+        with self.environment(TAMP_RANK="0"), self.assertRaises(ValueError) as raised:
+            tamp.init(rank=5)
+        self.assertIn("TAMP_RANK: 5 is not below", str(raised.exception))
+
+    def test_count_steps_is_the_servers_run_length(self):
+        with open(CONFIG) as file:
+            text = file.read()
+        self.assertIn("epochs: 2", text)
+        capped = tamp.load_config(text.replace("epochs: 2", "epochs: 3 max_steps: 25"))
+        self.assertEqual([tamp.count_steps(capped, n) for n in (5, 10)], [15, 25])
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ int CodecsCommand(std::ostream* out) {
   // What trains (compress/registry.h CodecInfo::recommended), and what cannot pull. Before
   // the example specs: tests/codec_training_test.sh reads those from their header on.
   *out << "\nRecommended as the push codec (reach 0.85 test accuracy on the MLP of "
-          "examples/mlp_fashion.pbtxt,\n3 epochs, pull raw; docs/convergence.md, "
+          "bench/configs/base/mlp.pbtxt,\n3 epochs, pull raw; docs/convergence.md, "
           "bench/configs/recommended/NAME.pbtxt):\n";
   for (const compress::CodecInfo& info : compress::ListCodecs()) {
     *out << "  " << info.name << ": push { " << one_line(info.recommended.push())

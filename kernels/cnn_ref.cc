@@ -1,9 +1,11 @@
-#include "worker/internal/cnn_ops.h"
+#include "kernels/cnn_ref.h"
+
+#include <cblas.h>
 
 #include <algorithm>
 #include <cstddef>
 
-namespace tamp::internal {
+namespace tamp::kernels::ref {
 namespace {
 
 // For kernel column kx of a 'same' convolution: output x reads input x + kx - pad, which is
@@ -124,4 +126,67 @@ void MaxPoolReluBackward(const float* dout, const uint8_t* argmax, int planes, i
   }
 }
 
-}  // namespace tamp::internal
+void ConvForward(const float* x, const float* w, int in_channels, int out_channels, int batch,
+                 int side, int kernel, float* columns, float* z) {
+  const int k = in_channels * kernel * kernel;
+  const int n = batch * side * side;
+  Im2Col(x, in_channels, batch, side, kernel, columns);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, out_channels, n, k, 1.0f, w, k, columns,
+              n, 0.0f, z, n);
+}
+
+void ConvBackwardWeights(const float* dz, const float* columns, int in_channels, int out_channels,
+                         int batch, int side, int kernel, float* dw) {
+  const int k = in_channels * kernel * kernel;
+  const int n = batch * side * side;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, out_channels, k, n, 1.0f, dz, n, columns,
+              n, 0.0f, dw, k);
+}
+
+void ConvBackwardData(const float* w, const float* dz, int in_channels, int out_channels,
+                      int batch, int side, int kernel, float* columns, float* dx) {
+  const int k = in_channels * kernel * kernel;
+  const int n = batch * side * side;
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, out_channels, 1.0f, w, k, dz, n,
+              0.0f, columns, n);
+  Col2Im(columns, in_channels, batch, side, kernel, dx);
+}
+
+void ConvBiasRelu(float* z, const float* bias, int channels, size_t n) {
+  for (int c = 0; c < channels; ++c) {
+    float* row = z + static_cast<size_t>(c) * n;
+    const float b = bias[c];
+    for (size_t j = 0; j < n; ++j) row[j] = std::max(row[j] + b, 0.0f);
+  }
+}
+
+void ConvBiasGrad(const float* dz, int channels, size_t n, float* db) {
+  for (int c = 0; c < channels; ++c) {
+    const float* row = dz + static_cast<size_t>(c) * n;
+    double sum = 0.0;
+    for (size_t j = 0; j < n; ++j) sum += row[j];
+    db[c] = static_cast<float>(sum);
+  }
+}
+
+void FlattenChannelMajor(const float* in, int channels, int batch, size_t plane, float* out) {
+  const size_t features = static_cast<size_t>(channels) * plane;
+  for (int c = 0; c < channels; ++c) {
+    for (int i = 0; i < batch; ++i) {
+      const float* src = in + (static_cast<size_t>(c) * batch + i) * plane;
+      std::copy(src, src + plane, out + i * features + c * plane);
+    }
+  }
+}
+
+void UnflattenChannelMajor(const float* in, int channels, int batch, size_t plane, float* out) {
+  const size_t features = static_cast<size_t>(channels) * plane;
+  for (int c = 0; c < channels; ++c) {
+    for (int i = 0; i < batch; ++i) {
+      const float* src = in + i * features + c * plane;
+      std::copy(src, src + plane, out + (static_cast<size_t>(c) * batch + i) * plane);
+    }
+  }
+}
+
+}  // namespace tamp::kernels::ref

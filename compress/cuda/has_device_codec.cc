@@ -1,0 +1,14 @@
+#include "compress/cuda/has_device_codec.h"
+
+namespace tamp::compress::cuda {
+
+bool HasDeviceCodec(absl::string_view name) {
+  for (absl::string_view known :
+       {"none", "fp16", "bf16", "natural", "signsgd", "signum", "efsign", "qsgd", "terngrad",
+        "maxmin", "topk", "dgc", "randomblock", "randomk"}) {
+    if (name == known) return true;
+  }
+  return false;
+}
+
+}  // namespace tamp::compress::cuda

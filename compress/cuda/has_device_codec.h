@@ -1,0 +1,19 @@
+// HasDeviceCodec(): which codecs compress/cuda/ runs on the GPU, answerable without CUDA, so
+// that a CPU-only build plans the same way a CUDA build does (worker/device_backend.h).
+#ifndef TAMP_COMPRESS_CUDA_HAS_DEVICE_CODEC_H_
+#define TAMP_COMPRESS_CUDA_HAS_DEVICE_CODEC_H_
+
+#include "absl/strings/string_view.h"
+
+namespace tamp::compress::cuda {
+
+// HasDeviceCodec()
+//
+// Whether DeviceCodec::Create() (device_codec.h) supports codec `name` (a registry name):
+// none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad, maxmin, topk, dgc,
+// randomblock, randomk.
+bool HasDeviceCodec(absl::string_view name);
+
+}  // namespace tamp::compress::cuda
+
+#endif  // TAMP_COMPRESS_CUDA_HAS_DEVICE_CODEC_H_

@@ -1,0 +1,261 @@
+#include "worker/cuda_backend.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/device.h"
+
+#if TAMP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/status_macros.h"
+#include "compress/cuda/device_codec.h"
+#include "compress/wire_format.h"
+#include "kernels/cuda_check.h"
+#endif
+
+namespace tamp {
+namespace {
+
+// Why this process cannot run CUDA work on `device`; empty when it can.
+std::string CudaDeviceProblem(int device) {
+#if TAMP_HAVE_CUDA
+  if (!kernels::CudaDeviceAvailable()) {
+    return absl::StrCat("this process sees no CUDA device (",
+                        kernels::CudaDeviceUnavailableReason(), ")");
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  if (device < 0 || device >= count) {
+    return absl::StrCat("this process sees ", count, count == 1 ? " CUDA device" : " CUDA devices");
+  }
+  return "";
+#else
+  (void)device;
+  return "this build has no CUDA support (built without a CUDA toolkit: tools/cuda.bzl)";
+#endif
+}
+
+#if TAMP_HAVE_CUDA
+
+cudaStream_t AsStream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
+
+// Makes `device` the calling thread's current device while it lives, then restores the
+// caller's: the caller's framework keeps its own notion of the current device.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) {
+    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device) {
+      status_ =
+          kernels::CudaErrorToStatus(cudaSetDevice(device), "cudaSetDevice", __FILE__, __LINE__);
+      changed_ = status_.ok();
+    }
+  }
+  ~ScopedDevice() {
+    if (changed_) cudaSetDevice(previous_);
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+  absl::Status status_;
+};
+
+// Page-locked host memory (cudaMallocHost), grown on demand; copies from and to it run
+// asynchronously at full PCIe speed.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { Free(); }
+
+  absl::Status Reserve(size_t bytes) {
+    if (bytes <= bytes_) return absl::OkStatus();
+    Free();
+    TAMP_CUDA_RETURN_IF_ERROR(cudaMallocHost(&data_, bytes));
+    bytes_ = bytes;
+    return absl::OkStatus();
+  }
+  void* data() const { return data_; }
+
+ private:
+  void Free() {
+    if (data_ != nullptr) TAMP_CUDA_CHECK(cudaFreeHost(data_));
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceBackend>> Create(
+      const JobLayout& layout, absl::Span<const DeviceChunkPlan> plan, int device) {
+    ScopedDevice scoped(device);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    std::unique_ptr<CudaBackend> backend(new CudaBackend(device));
+    size_t body_bytes = 0;
+    for (const ChunkPlan& chunk : layout.chunks) {
+      const DeviceChunkPlan& where = plan[chunk.chunk.id];
+      const config::ChunkCompression& compression = chunk.compression;
+      Chunk codecs;
+      if (where.push_on_device()) {
+        TAMP_ASSIGN_OR_RETURN(codecs.push, compress::cuda::DeviceCodec::Create(compression.push(),
+                                                                               chunk.chunk.length));
+        body_bytes = std::max(body_bytes, codecs.push->BodyBytes());
+        const config::ErrorFeedback& feedback = compression.push_feedback();
+        if (feedback.kind() == config::ErrorFeedback::RESIDUAL) {
+          TAMP_ASSIGN_OR_RETURN(codecs.residual,
+                                kernels::DeviceArray<float>::Create(chunk.chunk.length));
+          TAMP_CUDA_RETURN_IF_ERROR(cudaMemset(codecs.residual.data(), 0, codecs.residual.bytes()));
+          codecs.residual_scale = feedback.has_scale() ? feedback.scale() : 1.0f;
+        }
+      }
+      if (where.pull_on_device()) {
+        TAMP_ASSIGN_OR_RETURN(codecs.pull, compress::cuda::DeviceCodec::Create(compression.pull(),
+                                                                               chunk.chunk.length));
+        body_bytes = std::max(body_bytes, codecs.pull->BodyBytes());
+      }
+      backend->chunks_.push_back(std::move(codecs));
+    }
+    TAMP_ASSIGN_OR_RETURN(backend->body_, kernels::DeviceArray<unsigned char>::Create(body_bytes));
+    TAMP_RETURN_IF_ERROR(backend->host_body_.Reserve(body_bytes));
+    return std::unique_ptr<DeviceBackend>(std::move(backend));
+  }
+
+  absl::Status CopyToHost(const float* device, float* host, size_t count,
+                          uintptr_t stream) override {
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, count * sizeof(float),
+                                              cudaMemcpyDeviceToHost, AsStream(stream)));
+    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyToDevice(const float* host, float* device, size_t count,
+                            uintptr_t stream) override {
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, count * sizeof(float),
+                                              cudaMemcpyHostToDevice, AsStream(stream)));
+    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<absl::Span<float>> Staging(size_t count) override {
+    TAMP_RETURN_IF_ERROR(staging_.Reserve(count * sizeof(float)));
+    return absl::MakeSpan(static_cast<float*>(staging_.data()), count);
+  }
+
+  absl::Status EncodePush(uint32_t id, const float* d_gradient, const RandomKey& key,
+                          std::string* payload, uintptr_t stream) override {
+    Chunk& chunk = chunks_[id];
+    if (chunk.push == nullptr) {
+      return absl::InternalError(absl::StrCat("chunk ", id, " has no GPU push codec"));
+    }
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    const cudaStream_t s = AsStream(stream);
+    TAMP_RETURN_IF_ERROR(chunk.push->Encode(d_gradient, chunk.residual.data(), chunk.residual_scale,
+                                            key, body_.data(), s));
+    const size_t bytes = chunk.push->BodyBytes();
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host_body_.data(), body_.data(), bytes, cudaMemcpyDeviceToHost, s));
+    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    payload->clear();
+    payload->reserve(compress::kHeaderBytes + bytes);
+    compress::AppendHeader(chunk.push->id(), chunk.push->version(), chunk.push->size(), payload);
+    payload->append(static_cast<const char*>(host_body_.data()), bytes);
+    return absl::OkStatus();
+  }
+
+  absl::Status ApplyPull(uint32_t id, absl::string_view payload, const RandomKey& key,
+                         float* d_target, bool overwrite, uintptr_t stream) override {
+    Chunk& chunk = chunks_[id];
+    if (chunk.pull == nullptr) {
+      return absl::InternalError(absl::StrCat("chunk ", id, " has no GPU pull codec"));
+    }
+    compress::cuda::DeviceCodec& codec = *chunk.pull;
+    TAMP_ASSIGN_OR_RETURN(
+        const absl::string_view body,
+        compress::ParseHeader(payload, codec.id(), codec.version(), codec.size()));
+    if (body.size() != codec.BodyBytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(compress::CodecName(codec.id()),
+                                                     " payload body is ", body.size(),
+                                                     " bytes, expected ", codec.BodyBytes()));
+    }
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    const cudaStream_t s = AsStream(stream);
+    std::memcpy(host_body_.data(), body.data(), body.size());
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(body_.data(), host_body_.data(), body.size(), cudaMemcpyHostToDevice, s));
+    TAMP_RETURN_IF_ERROR(codec.Decode(body_.data(), key, d_target, !overwrite, s));
+    // The next chunk reuses both body buffers.
+    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return absl::OkStatus();
+  }
+
+  absl::Status ResetResiduals(uintptr_t stream) override {
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    for (Chunk& chunk : chunks_) {
+      if (chunk.residual.size() == 0) continue;
+      TAMP_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(chunk.residual.data(), 0, chunk.residual.bytes(), AsStream(stream)));
+    }
+    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
+    return absl::OkStatus();
+  }
+
+ private:
+  // One chunk's GPU codecs; null where the plan puts that direction on the host.
+  struct Chunk {
+    std::unique_ptr<compress::cuda::DeviceCodec> push;
+    kernels::DeviceArray<float> residual;  // RESIDUAL error feedback; empty otherwise.
+    float residual_scale = 1.0f;
+    std::unique_ptr<compress::cuda::DeviceCodec> pull;
+  };
+
+  explicit CudaBackend(int device) : device_(device) {}
+
+  const int device_;
+  std::vector<Chunk> chunks_;                 // By chunk id.
+  kernels::DeviceArray<unsigned char> body_;  // One payload body on the device.
+  PinnedBuffer host_body_;                    // The same on the host.
+  PinnedBuffer staging_;                      // Staging().
+};
+
+#endif  // TAMP_HAVE_CUDA
+
+}  // namespace
+
+absl::Status CheckCudaTensor(absl::string_view name, int device) {
+  const std::string problem = CudaDeviceProblem(device);
+  if (problem.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("tensor \"", name, "\" is on cuda:", device, " but ", problem));
+}
+
+absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateCudaBackend(
+    const JobLayout& layout, absl::Span<const DeviceChunkPlan> plan, int device) {
+  const std::string problem = CudaDeviceProblem(device);
+  if (!problem.empty()) return absl::FailedPreconditionError(problem);
+#if TAMP_HAVE_CUDA
+  return CudaBackend::Create(layout, plan, device);
+#else
+  return absl::InternalError("CudaDeviceProblem() is never empty without CUDA");
+#endif
+}
+
+}  // namespace tamp

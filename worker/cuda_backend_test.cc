@@ -1,0 +1,124 @@
+// The CUDA DeviceBackend against its contract (worker/device_backend.h), which
+// worker/client_device_test.cc's host stand-in keeps on the CPU: a device chunk's push
+// payloads are the CPU codec's and error feedback's bytes, step after step (the residual
+// carries on the device) and after ResetResiduals(); ApplyPull() adds (or writes) exactly
+// the CPU's decoded update; the copies move values unchanged. Skips without a GPU.
+#include "worker/cuda_backend.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compress/codec.h"
+#include "compress/error_feedback.h"
+#include "compress/registry.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda_testing.h"
+#include "server/test_job.h"
+
+namespace tamp {
+namespace {
+
+#if TAMP_HAVE_CUDA
+
+using kernels::testing::CompareBitwise;
+using kernels::testing::CompareBytes;
+using kernels::testing::Download;
+using kernels::testing::Upload;
+
+// One worker, `push` + RESIDUAL and `pull` on every chunk (fc1.weight: 4 chunks of 784).
+config::RunConfig Codecs(const std::string& push, const std::string& pull) {
+  return testing::TestConfig([&](config::RunConfig& config) {
+    config.mutable_cluster()->set_num_workers(1);
+    config::Compression& compression = *config.mutable_compression();
+    compression.set_min_compress_bytes(0);
+    config::ChunkCompression& all = *compression.mutable_default_compression();
+    all.mutable_push()->set_name(push);
+    if (push == "topk") all.mutable_push()->set_ratio(0.25);
+    if (push == "qsgd") all.mutable_push()->set_levels(4);
+    all.mutable_push_feedback()->set_kind(config::ErrorFeedback::RESIDUAL);
+    all.mutable_push_feedback()->set_scale(0.75f);
+    all.mutable_pull()->set_name(pull);
+    if (pull == "topk") all.mutable_pull()->set_ratio(0.25);
+  });
+}
+
+class CudaBackendTest : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(CudaBackendTest, PushPayloadsAndAppliedUpdatesAreTheCpusBitForBit) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const config::RunConfig config = Codecs(GetParam().first, GetParam().second);
+  const JobLayout layout = testing::TestLayout(config);
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> backend =
+      CreateCudaBackend(layout, PlanDeviceChunks(config, layout), 0);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  constexpr uintptr_t kStream = 1;  // The legacy default stream, as DLPack numbers it.
+  for (const ChunkPlan& chunk : layout.chunks) {
+    const uint32_t id = chunk.chunk.id;
+    const size_t n = chunk.chunk.length;
+    SCOPED_TRACE(layout.tensor_of(chunk).name + " chunk " + std::to_string(id));
+    auto cpu_push = *compress::CreateCodec(chunk.compression.push(), n);
+    auto cpu_feedback = *compress::ErrorFeedback::Create(chunk.compression.push_feedback(), n);
+    // Three steps: the residual carries; then a reset forgets it on both sides.
+    for (uint64_t step = 0; step < 4; ++step) {
+      if (step == 3) {
+        ASSERT_TRUE((*backend)->ResetResiduals(kStream).ok());
+        cpu_feedback->Reset();
+      }
+      const std::vector<float> grad = testing::TestGradient(n, step, id);
+      const auto d_grad = Upload<float>(grad);
+      const RandomKey key = PushKey(config, step, id, 0);
+      std::string gpu, cpu;
+      ASSERT_TRUE((*backend)->EncodePush(id, d_grad.data(), key, &gpu, kStream).ok());
+      ASSERT_TRUE(cpu_feedback->Compress(*cpu_push, grad, key, &cpu).ok());
+      EXPECT_TRUE(CompareBytes("payload", gpu, cpu)) << "step " << step;
+    }
+    // An update, decoded onto device weights: added, then written.
+    auto cpu_pull = *compress::CreateCodec(chunk.compression.pull(), n);
+    const std::vector<float> update = testing::TestGradient(n, 9, id);
+    const RandomKey key = PullKey(config, 0, id);
+    std::string payload;
+    ASSERT_TRUE(cpu_pull->Encode(update, key, &payload).ok());
+    std::vector<float> decoded(n);
+    ASSERT_TRUE(cpu_pull->Decode(payload, key, absl::MakeSpan(decoded)).ok());
+    std::vector<float> weights = testing::TestGradient(n, 5, id);
+    auto d_weights = Upload<float>(weights);
+    ASSERT_TRUE((*backend)->ApplyPull(id, payload, key, d_weights.data(), false, kStream).ok());
+    for (size_t i = 0; i < n; ++i) weights[i] += decoded[i];
+    EXPECT_TRUE(CompareBitwise("added", Download(d_weights), weights));
+    ASSERT_TRUE((*backend)->ApplyPull(id, payload, key, d_weights.data(), true, kStream).ok());
+    EXPECT_TRUE(CompareBitwise("written", Download(d_weights), decoded));
+    // A corrupt payload is refused and leaves the weights alone.
+    std::string corrupt = payload.substr(0, payload.size() - 1);
+    EXPECT_FALSE((*backend)->ApplyPull(id, corrupt, key, d_weights.data(), false, kStream).ok());
+    EXPECT_TRUE(CompareBitwise("untouched", Download(d_weights), decoded));
+  }
+  // Copies through the staging buffer move values unchanged.
+  const std::vector<float> values = testing::TestGradient(1000, 1, 1);
+  auto d_values = Upload<float>(values);
+  absl::StatusOr<absl::Span<float>> staging = (*backend)->Staging(values.size());
+  ASSERT_TRUE(staging.ok()) << staging.status();
+  ASSERT_TRUE(
+      (*backend)->CopyToHost(d_values.data(), staging->data(), values.size(), kStream).ok());
+  EXPECT_TRUE(CompareBitwise("to host", *staging, values));
+  for (float& v : *staging) v = -v;
+  ASSERT_TRUE(
+      (*backend)->CopyToDevice(staging->data(), d_values.data(), values.size(), kStream).ok());
+  EXPECT_TRUE(CompareBitwise("to device", Download(d_values), *staging));
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, CudaBackendTest,
+                         ::testing::Values(std::make_pair("topk", "fp16"),
+                                           std::make_pair("qsgd", "topk"),
+                                           std::make_pair("terngrad", "bf16")));
+
+#else  // TAMP_HAVE_CUDA
+
+TEST(CudaBackendTest, PushPayloadsAndAppliedUpdatesAreTheCpusBitForBit) {
+  GTEST_SKIP() << "no CUDA device: skipping (built without CUDA)";
+}
+
+#endif  // TAMP_HAVE_CUDA
+
+}  // namespace
+}  // namespace tamp

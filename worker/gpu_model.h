@@ -1,0 +1,70 @@
+// The built-in MLP and CNN on a CUDA device (config `device: CUDA`, worker/worker_main.cc).
+//
+// Contents:
+//   SelectCudaDevice(local_rank)   the GPU this worker takes, made current; the first CUDA call
+//   CreateGpuModel(...)            the Model (worker/model.h) of the config on that GPU
+//
+// The math is worker/mlp_cpu.h's and worker/cnn_cpu.h's, layer for layer, on the GPU:
+// cuBLAS for the matrix work (kernels/layers.h), the kernels of kernels/cnn_layers.h for
+// convolution and pooling. Forward and backward run on a compute stream. Each tensor's
+// gradient stays on the device in its own slice of a flat device buffer; as backward produces
+// it, a copy stream (waiting on an event, not on the host) moves it to pinned host memory,
+// and TrainStep hands it to on_tensor_ready as soon as that copy is done, while the GPU goes
+// on with backward: the caller pushes it through the worker client (worker/client.h), whose
+// codecs run on the host.
+//
+// The replica the client keeps is params(): pinned host memory, which the client writes
+// (adding each decoded update, or replacing it at a resync or rejoin). LoadParams() copies it
+// to the device before the next step. So every worker, GPU or CPU, holds the same bytes.
+//
+// Not yet (docs/gpu.md): compressing on the GPU and applying the decoded answers there.
+// Both are the client's device path (TensorMemory::Cuda, compress/cuda/): GradientStaging
+// (worker/internal/gradient_staging.h) is the one place that then hands the client device
+// slices instead of host copies, and LoadParams() stops copying.
+//
+// Builds without CUDA (tools/cuda.bzl) keep both functions; they return FAILED_PRECONDITION
+// ("this tamp_worker was built without CUDA ...").
+//
+// Threading: as worker/model.h. CUDA starts in SelectCudaDevice(), never before it: a
+// process that forks (tamp run) does so before any CUDA call.
+//
+// Example:
+//   TAMP_ASSIGN_OR_RETURN(int gpu, SelectCudaDevice(placement.local_rank));
+//   TAMP_ASSIGN_OR_RETURN(auto model, CreateGpuModel(config.model(), tensors, 64));
+#ifndef TAMP_WORKER_GPU_MODEL_H_
+#define TAMP_WORKER_GPU_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model_layout.h"
+#include "proto/config.pb.h"
+#include "worker/model.h"
+
+namespace tamp {
+
+// SelectCudaDevice()
+//
+// Device local_rank % (visible devices): workers on one host each take their own GPU, and
+// wrap around when there are more workers than GPUs (logged). Makes it the calling thread's
+// current device. FAILED_PRECONDITION, the message the one-line cause ("cudaGetDeviceCount:
+// cudaErrorNoDevice (no CUDA-capable device is detected)", "device 0 (Tesla T4) is sm_75;
+// the kernels need sm_80 or newer", "this tamp_worker was built without CUDA ..."), when
+// there is no usable device.
+absl::StatusOr<int> SelectCudaDevice(uint32_t local_rank);
+
+// CreateGpuModel()
+//
+// The MLP or CNN of `config` (its tensors: ModelTensors(config), checked as the CPU models
+// check them, errors naming the tensor) for batches of up to max_batch, on the current
+// device. Parameters start at zero. RESOURCE_EXHAUSTED when the device is out of memory;
+// INVALID_ARGUMENT for another model kind.
+absl::StatusOr<std::unique_ptr<Model>> CreateGpuModel(const config::Model& config,
+                                                      std::vector<TensorSpec> tensors,
+                                                      int max_batch);
+
+}  // namespace tamp
+
+#endif  // TAMP_WORKER_GPU_MODEL_H_

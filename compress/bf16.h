@@ -8,8 +8,9 @@
 // subnormals included. Consequences:
 //   - |x| >= 0x1.fep127 (3.3961e38, halfway between the largest bfloat16 0x7f7f and 2^128)
 //     rounds to ±Inf, as fp32 arithmetic would; everything below stays finite.
-//   - ±0 and ±Inf are kept, sign included. NaN stays NaN: the top 16 bits with the quiet bit
-//     set, so a NaN whose payload lies only in the low bits does not turn into Inf.
+//   - ±0 and ±Inf are kept, sign included. Every NaN becomes the canonical 0x7fc0, whatever
+//     its sign and payload (compress/wire_format.h, canonical NaNs; version 2, where version
+//     1 kept the top 16 bits with the quiet bit set).
 // Decoding (x = bits << 16) is exact; every 16-bit code is valid, so the decoder checks only
 // the header and the length.
 //
@@ -32,13 +33,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compress/codec.h"
+#include "compress/wire_format.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress {
 
 // FloatToBf16()
 //
-// The bfloat16 bits of `x`, rounded to nearest even (NaN: quiet, top payload bits kept).
+// The bfloat16 bits of `x`, rounded to nearest even (every NaN: 0x7fc0).
 // Example: FloatToBf16(1.0f) == 0x3f80; FloatToBf16(1.00390625f) (1 + 2^-8, a tie)
 // == 0x3f80.
 inline uint16_t FloatToBf16(float x) {
@@ -48,10 +50,9 @@ inline uint16_t FloatToBf16(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof(bits));
   const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
   const int32_t magnitude = static_cast<int32_t>(bits & 0x7fffffffu);
   const int32_t is_nan = -static_cast<int32_t>(magnitude > 0x7f800000);
-  return static_cast<uint16_t>((quiet_nan & is_nan) | (rounded & ~is_nan));
+  return static_cast<uint16_t>((kWireBf16NaNBits & is_nan) | (rounded & ~is_nan));
 }
 
 // Bf16ToFloat()
@@ -77,7 +78,7 @@ void Bf16sToFloats(const char* in, size_t n, float* out);
 
 class Bf16Codec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
 
   // Bf16Codec::Create()
   //

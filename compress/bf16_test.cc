@@ -23,8 +23,8 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // Independent reference: round to 8 significant bits with double arithmetic (nearbyint rounds
 // ties to even), subnormals on the 2^-133 grid, overflow to Inf at 2^128.
 uint16_t ReferenceBf16(float x) {
+  if (std::isnan(x)) return 0x7fc0;  // The wire's one NaN (compress/wire_format.h).
   const uint32_t sign = std::signbit(x) ? 0x8000 : 0;
-  if (std::isnan(x)) return static_cast<uint16_t>((BitsOf(x) >> 16) | 0x40);
   if (std::isinf(x) || x == 0) return static_cast<uint16_t>(BitsOf(x) >> 16);
   const double a = std::fabs(static_cast<double>(x));
   int e;
@@ -59,9 +59,12 @@ TEST(Bf16ConversionTest, KnownValues) {
       {WithBits(0x00008000), 0x0000},    // Subnormal tie: to even 0.
       {WithBits(0x00018000), 0x0002},    // Subnormal tie: to even 2.
       {WithBits(0x007fffff), 0x0080},    // Rounds up to the smallest normal.
+      // Every NaN is the canonical 0x7fc0: sign and payload dropped.
       {kNaN, 0x7fc0},
-      {WithBits(0x7f800001), 0x7fc0},  // NaN with its payload in the low bits: stays NaN.
-      {WithBits(0xffbfffff), 0xffff},  // Signalling NaN, payload kept: quieted.
+      {-kNaN, 0x7fc0},
+      {WithBits(0x7f800001), 0x7fc0},  // Payload in the low bits only.
+      {WithBits(0xffbfffff), 0x7fc0},  // Negative signalling NaN with a payload.
+      {WithBits(0x7fffffff), 0x7fc0},  // The GPU's NaN.
   };
   for (const Case& c : cases) {
     EXPECT_EQ(FloatToBf16(c.x), c.value) << c.x << " (0x" << std::hex << BitsOf(c.x) << ")";
@@ -138,13 +141,29 @@ TEST(Bf16CodecTest, BodyIsTheConvertedValuesAndDecodesExactly) {
   }
 }
 
+// NaNs of any sign and payload, through the batch conversion: canonical bytes out.
+TEST(Bf16CodecTest, NaNsAreCanonicalOnTheWire) {
+  const uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7fffffffu, 0xffffffffu,
+                           0x7f800001u, 0xff800001u, 0x7fc01234u, 0xffa5a5a5u};
+  std::vector<float> input;
+  for (int copy = 0; copy < 5; ++copy) {  // 40 values: whole vectors and a tail.
+    for (const uint32_t bits : nans) input.push_back(WithBits(bits));
+  }
+  Bf16Codec codec(input.size());
+  std::string payload;
+  ASSERT_TRUE(codec.Encode(input, {}, &payload).ok());
+  std::string expected;
+  for (size_t i = 0; i < input.size(); ++i) expected += std::string("\xc0\x7f", 2);
+  EXPECT_EQ(payload.substr(12), expected);
+}
+
 TEST(Bf16CodecTest, HeaderAndKeyIndependence) {
   Bf16Codec codec(3);
   std::string a, b;
   ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, quantize_testing::Key(1), &a).ok());
   ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, quantize_testing::Key(2), &b).ok());
   EXPECT_EQ(a, b);
-  EXPECT_EQ(a, std::string("TP\x03\x01\x03\0\0\0\0\0\0\0\x80\x3f\x00\xc0\x00\x3f", 18));
+  EXPECT_EQ(a, std::string("TP\x03\x02\x03\0\0\0\0\0\0\0\x80\x3f\x00\xc0\x00\x3f", 18));
 }
 
 TEST(Bf16CodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {

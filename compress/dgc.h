@@ -17,7 +17,8 @@
 // same input: the k largest magnitudes, NaN counted as +inf, ties to the lowest indices. So
 // the payload equals topk's byte for byte apart from the codec id; the sample only decides
 // how fast the selection is found, never what it is, and the random key does not affect the
-// payload. NaN and +-inf: as topk (NaN selected first, sent bit-exact). topk itself finds its
+// payload. NaN and +-inf: as topk (NaN selected first, sent as the canonical
+// NaN; body version 2 like topk's). topk itself finds its
 // selection the same way at a 1% sample; dgc's `sample_ratio` sets the sample's size.
 //
 // Decoding ignores the key and checks length, index range, strict increase and zero padding.
@@ -42,7 +43,7 @@ namespace tamp::compress {
 
 class DgcCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
   static constexpr double kDefaultSampleRatio = 0.01;
 
   // DgcCodec::ValidateSpec()

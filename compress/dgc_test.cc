@@ -239,7 +239,7 @@ TEST(DgcCodecTest, Fp16ValuesAndDecodeAdd) {
 std::string MakePayload(size_t n, const std::vector<uint64_t>& indices,
                         const std::vector<float>& values, CodecId id = CodecId::kDgc) {
   std::string payload;
-  AppendHeader(id, 1, n, &payload);
+  AppendHeader(id, DgcCodec::kVersion, n, &payload);
   BitWriter writer(&payload);
   for (uint64_t index : indices) writer.Write(index, ReferenceIndexBits(n));
   writer.Finish();
@@ -256,7 +256,7 @@ TEST(DgcCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   std::string padding = good;
   padding[12] |= 0x40;
   std::string version = good;
-  version[3] = 2;
+  version[3] = 1;  // Version 1 kept NaN payloads (compress/wire_format.h).
   const std::vector<std::pair<std::string, std::string>> cases = {
       {good.substr(0, good.size() - 1),
        "dgc payload body is 8 bytes, expected 9 (k = 2, 3 bits per index)"},
@@ -268,7 +268,7 @@ TEST(DgcCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
        "dgc indices not strictly increasing: entry 1 is 2 after 2"},
       {MakePayload(5, {1, 7}, {2, -1}), "dgc index 7 (entry 1) is out of range for 5 elements"},
       {padding, "dgc index padding bits are not zero"},
-      {version, "unsupported dgc payload version 2 (this build reads 1)"},
+      {version, "unsupported dgc payload version 1 (this build reads 2)"},
       {MakePayload(5, {1, 4}, {2, -1}, CodecId::kTopK),
        "payload is for codec 1 (topk), expected 4 (dgc)"},
       {MakePayload(4, {1, 3}, {2, -1}), "element count 4 does not match chunk size 5"},

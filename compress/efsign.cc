@@ -1,11 +1,14 @@
 #include "compress/efsign.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compress/internal/segments.h"
 #include "compress/internal/sign_bits.h"
 #include "compress/wire_format.h"
 #include "glog/logging.h"
@@ -26,16 +29,66 @@ inline void AddBlockMagnitudes(const float* __restrict x, double* __restrict sum
   }
 }
 
-// sum |x| in double only, one value at a time: the slow path for when the fast sum is not
-// finite, which is either a non-finite input or finite values near FLT_MAX whose fp32
-// partial sums overflowed.
-double SumMagnitudesInDouble(absl::Span<const float> x) {
-  double sum = 0;
-  for (float v : x) sum += std::fabs(double{v});
-  return sum;
+// The same lanes in double only (each of the 4 values added in turn): the slow path for
+// when the fast sum is not finite, which is either a non-finite input or finite values near
+// FLT_MAX whose fp32 pairs overflowed.
+inline void AddBlockMagnitudesInDouble(const float* x, double* sums) {
+  for (size_t l = 0; l < kLanes; ++l) {
+    for (size_t q = 0; q < 4; ++q) sums[l] += std::fabs(double{x[l + 16 * q]});
+  }
+}
+
+// A segment's total: its 16 lane sums in lane order.
+double LaneTotal(const double* sums) {
+  double total = 0;
+  for (size_t l = 0; l < kLanes; ++l) total += sums[l];
+  return total;
+}
+
+// sum |x| over the chunk: per segment of kStatSegment values (whole 64-value blocks, the
+// chunk's last block padded with +0) the lanes of `add_block`, added in lane order; the
+// segments in PairwiseLevels()' tree (compress/internal/segments.h). `pack(w, block)` sees
+// each block on the way (the sign plane), or is null.
+template <typename AddBlock, typename Pack>
+double SumMagnitudes(absl::Span<const float> x, AddBlock add_block, Pack pack) {
+  constexpr size_t kBlocksPerSegment = internal::kStatSegment / internal::kSignBlock;
+  const size_t n = x.size();
+  const size_t blocks = (n + internal::kSignBlock - 1) / internal::kSignBlock;
+  thread_local std::vector<double> partials;
+  partials.assign(internal::NumSegments(n), 0.0);
+  for (size_t segment = 0; segment < partials.size(); ++segment) {
+    double sums[kLanes] = {};
+    const size_t end = std::min(blocks, (segment + 1) * kBlocksPerSegment);
+    for (size_t w = segment * kBlocksPerSegment; w < end; ++w) {
+      const size_t first = internal::kSignBlock * w;
+      if (first + internal::kSignBlock <= n) {
+        add_block(x.data() + first, sums);
+        pack(w, x.data() + first, internal::kSignBlock);
+      } else {  // The tail, padded with +0 (adds nothing, packs as +) to a whole block.
+        float tail[internal::kSignBlock] = {};
+        std::memcpy(tail, x.data() + first, sizeof(float) * (n - first));
+        add_block(tail, sums);
+        pack(w, tail, n - first);
+      }
+    }
+    partials[segment] = LaneTotal(sums);
+  }
+  return internal::PairwiseLevels(&partials, [](double a, double b) { return a + b; });
+}
+
+void NoPacking(size_t, const float*, size_t) {}
+
+// The fallback: the same order in double alone.
+double SumInDouble(absl::Span<const float> x) {
+  return SumMagnitudes(x, AddBlockMagnitudesInDouble, NoPacking);
 }
 
 }  // namespace
+
+double EfSignCodec::MagnitudeSum(absl::Span<const float> input) {
+  const double total = SumMagnitudes(input, AddBlockMagnitudes, NoPacking);
+  return std::isfinite(total) ? total : SumInDouble(input);
+}
 
 std::unique_ptr<Codec> EfSignCodec::Create(const config::Codec& /*spec*/, size_t num_elements) {
   return std::make_unique<EfSignCodec>(num_elements);
@@ -55,24 +108,16 @@ absl::Status EfSignCodec::Encode(absl::Span<const float> input, const RandomKey&
   char* plane = payload->data() + kHeaderBytes + sizeof(float);
 
   // One pass: each 64-value block is packed and its magnitudes summed while in cache.
-  double sums[kLanes] = {};
-  const size_t words = n / internal::kSignBlock;
-  for (size_t w = 0; w < words; ++w) {
-    const float* x = input.data() + internal::kSignBlock * w;
-    AddBlockMagnitudes(x, sums);
-    internal::StoreSignWord(internal::PackSignWord(x), 8, plane + 8 * w);
-  }
-  if (const size_t done = internal::kSignBlock * words; done < n) {
-    // The tail, padded with +0 (adds nothing, packs as +) to a whole block.
-    float tail[internal::kSignBlock] = {};
-    std::memcpy(tail, input.data() + done, sizeof(float) * (n - done));
-    AddBlockMagnitudes(tail, sums);
-    internal::PackSignTail(tail, n - done, plane + 8 * words);
-  }
-
-  double total = 0;
-  for (double s : sums) total += s;
-  if (!std::isfinite(total)) total = SumMagnitudesInDouble(input);
+  double total = SumMagnitudes(input, AddBlockMagnitudes,
+                               [plane](size_t w, const float* block, size_t count) {
+                                 if (count == internal::kSignBlock) {
+                                   internal::StoreSignWord(internal::PackSignWord(block), 8,
+                                                           plane + 8 * w);
+                                 } else {
+                                   internal::PackSignTail(block, count, plane + 8 * w);
+                                 }
+                               });
+  if (!std::isfinite(total)) total = SumInDouble(input);
   float scale = static_cast<float>(total / static_cast<double>(n));
   // One NaN on the wire whatever the input's NaN payload: deterministic bytes everywhere.
   if (std::isnan(scale)) scale = std::numeric_limits<float>::quiet_NaN();

@@ -7,12 +7,19 @@
 // x[i] < 0, padding bits 0). Payload bytes: 12 + 4 + ceil(n / 8).
 // Decode: scale * (+-1) per value. Aggregation: the mean (Codec's default).
 //
-// scale: sum |x| in a fixed order — in each 64-value block, lane l of 16 adds values l,
-// l + 16, l + 32 and l + 48 pairwise in fp32, and each lane accumulates that in double —
-// then divided by n and rounded once to fp32. Deterministic, and within 3 ulp of the exact
-// mean for n < 2^31 (2 from the fp32 pairs, 0.5 from the final rounding; usually < 1). When
-// that sum is not finite it is redone in double alone, so finite inputs always give a finite
-// scale, even next to FLT_MAX where fp32 pairs overflow.
+// scale: sum |x| in a fixed order — per segment of 8192 values, in each 64-value block lane
+// l of 16 adds values l, l + 16, l + 32 and l + 48 pairwise in fp32, each lane accumulates
+// that in double, and the segment's total is its 16 lanes added in order; the segments'
+// totals combine in a fixed pairwise tree (compress/internal/segments.h) — then divided by
+// n and rounded once to fp32. Deterministic, within 3 ulp of the exact mean for n < 2^31 (2
+// from the fp32 pairs, 0.5 from the final rounding; usually < 1), and computed by a GPU with
+// all its threads. When that sum is not finite it is redone with the same lanes in double
+// alone (each of the 4 values added in turn), so finite inputs always give a finite scale,
+// even next to FLT_MAX where fp32 pairs overflow.
+//
+// Versions: 2 (this one); 1 summed the whole chunk in 16 chains (the same for chunks of at
+// most 8192 values) and its fallback in one serial chain of doubles. Payloads of another
+// version are refused.
 //
 // Special values: 0 and -0 count as + (decode to +scale). Any +-inf in the chunk makes
 // scale +inf and any NaN makes it NaN (an inf and a NaN: NaN; always the quiet NaN
@@ -39,7 +46,7 @@ namespace tamp::compress {
 
 class EfSignCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
 
   // EfSignCodec::Create()
   //
@@ -50,6 +57,12 @@ class EfSignCodec final : public Codec {
   //
   // 12 + 4 + ceil(n / 8).
   static size_t PayloadBytes(size_t num_elements);
+
+  // EfSignCodec::MagnitudeSum()
+  //
+  // sum |x| as the scale computes it (the fast order, or the double-only one where that is
+  // not finite); scale = float(MagnitudeSum / n). Exposed for tests (and the GPU twin's).
+  static double MagnitudeSum(absl::Span<const float> input);
 
   explicit EfSignCodec(size_t num_elements) : Codec(num_elements) {}
 

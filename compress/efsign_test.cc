@@ -78,7 +78,7 @@ TEST(EfSignCodecTest, KnownVectorBytesAndDecode) {
   EfSignCodec codec(4);
   std::string payload;
   const std::vector<float> out = EncodeDecode(codec, {1, -2, 3, -4}, &payload);
-  EXPECT_EQ(payload, Header(11, 1, 4) + FloatBytes(2.5f) + std::string("\x0a", 1));
+  EXPECT_EQ(payload, Header(11, 2, 4) + FloatBytes(2.5f) + std::string("\x0a", 1));
   EXPECT_THAT(out, ElementsAre(2.5, -2.5, 2.5, -2.5));
 }
 
@@ -120,6 +120,23 @@ TEST(EfSignCodecTest, ScaleOfRandomDataIsWithinThreeUlpOfTheExactMean) {
 }
 
 // kMax + kMax overflows fp32; the double-only slow path gives the finite mean.
+// The summation order: per 8192-value segment, then the segments pairwise
+// (compress/internal/segments.h). x[0] = 1e16 (lane 0, ulp 2); lane 0 of every block of
+// segments 1 and 2 holds 1: 128 per segment, which survive as (D + 128) + 128. One chain
+// over the whole chunk (version 1) absorbs every one (D + 1 is a tie, to the even D).
+TEST(EfSignCodecTest, MagnitudeSumIsPerSegmentThenPairwise) {
+  std::vector<float> x(3 * 8192, 0.0f);
+  x[0] = 1e16f;
+  for (size_t i = 8192; i < x.size(); i += 64) x[i] = -1.0f;
+  EXPECT_EQ(EfSignCodec::MagnitudeSum(x), static_cast<double>(1e16f) + 256.0);
+  // Where an fp32 pair overflows, the double-only fallback (the ones vanish next to 2^129).
+  std::vector<float> huge(3 * 8192, 0.0f);
+  huge[0] = kMax;
+  huge[16] = kMax;  // Same lane and block: the fp32 pair overflows.
+  for (size_t i = 8192; i < huge.size(); i += 64) huge[i] = 1.0f;
+  EXPECT_EQ(EfSignCodec::MagnitudeSum(huge), 2 * static_cast<double>(kMax));
+}
+
 TEST(EfSignCodecTest, HugeValuesDoNotOverflowTheScale) {
   EfSignCodec codec(3);
   std::string payload;
@@ -165,7 +182,7 @@ TEST(EfSignCodecTest, SingleElementChunk) {
   EfSignCodec codec(1);
   std::string payload;
   EXPECT_THAT(EncodeDecode(codec, {-0.75f}, &payload), ElementsAre(-0.75f));
-  EXPECT_EQ(payload, Header(11, 1, 1) + FloatBytes(0.75f) + std::string("\x01", 1));
+  EXPECT_EQ(payload, Header(11, 2, 1) + FloatBytes(0.75f) + std::string("\x01", 1));
 }
 
 TEST(EfSignCodecTest, DecodeAddAndMeanAggregation) {
@@ -210,7 +227,7 @@ TEST(EfSignCodecTest, WithResidualErrorFeedback) {
 TEST(EfSignCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   EfSignCodec codec(10);  // Body: 4 scale bytes, 2 sign bytes, 6 padding bits.
   const std::string signs("\x0a\x01", 2);
-  const std::string good = Header(11, 1, 10) + FloatBytes(0.5f) + signs;
+  const std::string good = Header(11, 2, 10) + FloatBytes(0.5f) + signs;
   std::vector<float> out(10);
   ASSERT_TRUE(codec.Decode(good, {}, absl::MakeSpan(out)).ok());
   EXPECT_THAT(out, ElementsAre(0.5, -0.5, 0.5, -0.5, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5));
@@ -223,19 +240,19 @@ TEST(EfSignCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
       {good.substr(0, 17), "efsign payload body is 5 bytes, expected 6"},
       {good + "x", "efsign payload body is 7 bytes, expected 6"},
       {good.substr(0, 12), "efsign payload body is 0 bytes, expected 6"},
-      {Header(11, 1, 10) + FloatBytes(-0.5f) + signs,
+      {Header(11, 2, 10) + FloatBytes(-0.5f) + signs,
        "efsign scale 0xbf000000 (-0.5) has its sign bit set"},
-      {Header(11, 1, 10) + FloatBytes(-0.0f) + signs,
+      {Header(11, 2, 10) + FloatBytes(-0.0f) + signs,
        "efsign scale 0x80000000 (-0) has its sign bit set"},
-      {Header(11, 1, 10) + FloatBytes(-kInf) + signs,
+      {Header(11, 2, 10) + FloatBytes(-kInf) + signs,
        "efsign scale 0xff800000 (-inf) has its sign bit set"},
-      {Header(11, 1, 10) + FloatBytes(-kNaN) + signs,
+      {Header(11, 2, 10) + FloatBytes(-kNaN) + signs,
        "efsign scale 0xffc00000 (nan) has its sign bit set"},
-      {Header(11, 1, 10) + FloatBytes(0.5f) + std::string("\x0a\x41", 2),
+      {Header(11, 2, 10) + FloatBytes(0.5f) + std::string("\x0a\x41", 2),
        "efsign sign padding bits are not zero"},
       {Header(10, 1, 10) + FloatBytes(0.5f) + signs,
        "payload is for codec 10 (signsgd), expected 11 (efsign)"},
-      {Header(11, 1, 11) + FloatBytes(0.5f) + signs,
+      {Header(11, 2, 11) + FloatBytes(0.5f) + signs,
        "element count 11 does not match chunk size 10"},
   };
   for (const Case& c : cases) {

@@ -52,9 +52,14 @@ void PortableToFloats(const char* in, size_t n, float* out) {
 
 __attribute__((target("avx,f16c"))) void F16cToHalves(const float* in, size_t n, char* out) {
   size_t i = 0;
+  const __m256 wire_nan = _mm256_castsi256_ps(_mm256_set1_epi32(kWireNaNBits));
   for (; i + 8 <= n; i += 8) {
+    // vcvtps2ph keeps a NaN's sign and top payload bits; the wire's NaN is canonical, and
+    // 0x7fc00000 converts to it (0x7e00).
+    const __m256 x = _mm256_loadu_ps(in + i);
+    const __m256 canonical = _mm256_blendv_ps(x, wire_nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
     // The rounding mode is in the instruction, not taken from MXCSR.
-    const __m128i halves = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    const __m128i halves = _mm256_cvtps_ph(canonical, _MM_FROUND_TO_NEAREST_INT);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i), halves);
   }
   PortableToHalves(in + i, n - i, out + 2 * i);

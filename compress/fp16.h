@@ -12,8 +12,9 @@
 //     residual infinite, so a chunk that can exceed 65504 wants bf16 (or clipping) instead.
 //   - |x| <= 2^-25 becomes ±0 (2^-25 is a tie and goes to the even 0); subnormal halves
 //     (2^-24 .. 2^-14) keep what precision they have.
-//   - ±0 and ±Inf are kept, sign included. NaN stays NaN: a quiet NaN with the input's sign
-//     and the top 9 bits of its payload (0x7fc00000 -> 0x7e00).
+//   - ±0 and ±Inf are kept, sign included. Every NaN becomes the canonical 0x7e00, whatever
+//     its sign and payload (compress/wire_format.h, canonical NaNs; version 2, where version
+//     1 kept the sign and the top payload bits as vcvtps2ph does).
 // Decoding is exact (every half is a float; a NaN comes back quiet, payload kept). Every
 // 16-bit code is valid, so the decoder checks only the header and the length.
 //
@@ -36,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compress/codec.h"
+#include "compress/wire_format.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress {
@@ -54,7 +56,8 @@ inline int32_t Select(bool condition, int32_t a, int32_t b) {
 
 // FloatToFp16()
 //
-// The binary16 bits of `x`, rounded to nearest even, with the overflow and NaN rules above.
+// The binary16 bits of `x`, rounded to nearest even, with the overflow and NaN rules above
+// (x86's F16C keeps NaN payloads: the batch conversion canonicalises NaNs first).
 // Example: FloatToFp16(1.0f) == 0x3c00, FloatToFp16(65520.0f) == 0x7c00 (+Inf).
 inline uint16_t FloatToFp16(float x) {
   // Signed 32-bit arithmetic throughout: SSE has signed compares and conversions only, and
@@ -84,9 +87,8 @@ inline uint16_t FloatToFp16(float x) {
 
   int32_t half = fp16_internal::Select(magnitude < 0x38800000, subnormal, normal);
   half = fp16_internal::Select(magnitude >= 0x477ff000, 0x7c00, half);  // 65520 up, Inf.
-  // NaN: quiet, top payload bits kept (what vcvtps2ph does).
-  half = fp16_internal::Select(magnitude > 0x7f800000, 0x7e00 | ((magnitude >> 13) & 0x3ff), half);
-  return static_cast<uint16_t>(sign | half);
+  return static_cast<uint16_t>(
+      fp16_internal::Select(magnitude > 0x7f800000, kWireHalfNaNBits, sign | half));
 }
 
 // Fp16ToFloat()
@@ -140,7 +142,7 @@ void Fp16sToFloatsWith(Fp16Kernel kernel, const char* in, size_t n, float* out);
 
 class Fp16Codec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
 
   // Fp16Codec::Create()
   //

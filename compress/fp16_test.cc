@@ -24,8 +24,8 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // Independent reference: round |x| to the fp16 grid with double arithmetic (every fp32 and
 // every grid point is exact in double; nearbyint rounds ties to even), then build the bits.
 uint16_t ReferenceFp16(float x) {
+  if (std::isnan(x)) return 0x7e00;  // The wire's one NaN (compress/wire_format.h).
   const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  if (std::isnan(x)) return sign | 0x7e00 | ((BitsOf(x) >> 13) & 0x3ff);
   const double a = std::fabs(static_cast<double>(x));
   if (a >= 65520.0) return sign | 0x7c00;
   int e;
@@ -71,10 +71,12 @@ TEST(Fp16ConversionTest, KnownValues) {
       {2047.5f, 0x6800},  // Tie at the top of a binade: carries to 2048.
       {0.1f, 0x2e66},
       {std::ldexp(1.0f, -149), 0x0000},  // fp32 subnormal.
+      // Every NaN is the canonical 0x7e00: sign and payload dropped.
       {kNaN, 0x7e00},
-      {-kNaN, 0xfe00},
-      {WithBits(0x7f800001), 0x7e00},  // Signalling NaN, payload in low bits: quiet.
-      {WithBits(0x7fffffff), 0x7fff},  // Top payload bits kept.
+      {-kNaN, 0x7e00},
+      {WithBits(0x7f800001), 0x7e00},  // Signalling NaN, payload in low bits.
+      {WithBits(0x7fffffff), 0x7e00},  // The GPU's NaN.
+      {WithBits(0xffa5a5a5), 0x7e00},  // Negative signalling NaN with a payload.
   };
   for (const Case& c : cases) {
     EXPECT_EQ(FloatToFp16(c.x), c.half) << c.x << " (0x" << std::hex << BitsOf(c.x) << ")";
@@ -181,13 +183,35 @@ TEST(Fp16CodecTest, BodyIsTheConvertedValuesAndDecodesExactly) {
   }
 }
 
+// NaNs of any sign and payload, through both batch kernels: canonical bytes out.
+TEST(Fp16CodecTest, NaNsAreCanonicalOnTheWire) {
+  const uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7fffffffu, 0xffffffffu,
+                           0x7f800001u, 0xff800001u, 0x7fc01234u, 0xffa5a5a5u};
+  std::vector<float> input;
+  for (int copy = 0; copy < 5; ++copy) {  // 40 values: whole vectors and a tail.
+    for (const uint32_t bits : nans) input.push_back(WithBits(bits));
+  }
+  std::string expected;
+  for (size_t i = 0; i < input.size(); ++i) expected += std::string("\x00\x7e", 2);
+  for (const Fp16Kernel kernel : {Fp16Kernel::kPortable, Fp16Kernel::kF16c}) {
+    if (!Fp16KernelSupported(kernel)) continue;
+    std::string body(2 * input.size(), '\xff');
+    FloatsToFp16sWith(kernel, input.data(), input.size(), body.data());
+    EXPECT_EQ(body, expected) << "kernel " << static_cast<int>(kernel);
+  }
+  Fp16Codec codec(input.size());
+  std::string payload;
+  ASSERT_TRUE(codec.Encode(input, {}, &payload).ok());
+  EXPECT_EQ(payload.substr(12), expected);
+}
+
 TEST(Fp16CodecTest, HeaderAndKeyIndependence) {
   Fp16Codec codec(3);
   std::string a, b;
   ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, quantize_testing::Key(1), &a).ok());
   ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, quantize_testing::Key(2), &b).ok());
   EXPECT_EQ(a, b);  // Deterministic rounding: the key plays no part.
-  EXPECT_EQ(a, std::string("TP\x02\x01\x03\0\0\0\0\0\0\0\x00\x3c\x00\xc0\x00\x38", 18));
+  EXPECT_EQ(a, std::string("TP\x02\x02\x03\0\0\0\0\0\0\0\x00\x3c\x00\xc0\x00\x38", 18));
 }
 
 TEST(Fp16CodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {

@@ -21,7 +21,8 @@ absl::Status NoneCodec::Encode(absl::Span<const float> input, const RandomKey& /
   payload->clear();
   payload->reserve(MaxPayloadBytes());
   AppendHeader(CodecId::kNone, kVersion, size(), payload);
-  payload->append(reinterpret_cast<const char*>(input.data()), sizeof(float) * size());
+  payload->resize(MaxPayloadBytes());
+  StoreWireFloats(input.data(), size(), payload->data() + kHeaderBytes);
   return absl::OkStatus();
 }
 

@@ -1,7 +1,8 @@
 // Codec "none" (id 0): the chunk travels uncompressed.
 //
-// Body: n little-endian fp32 values, bit-exact (NaN payloads, infinities and -0 included).
-// Payload bytes: 12 + 4n. Takes no parameters.
+// Body: n little-endian fp32 values, bit-exact (infinities and -0 included) except that every
+// NaN travels as 0x7fc00000 (compress/wire_format.h, canonical NaNs; version 2, where
+// version 1 kept NaN payloads). Payload bytes: 12 + 4n. Takes no parameters.
 #ifndef TAMP_COMPRESS_NONE_H_
 #define TAMP_COMPRESS_NONE_H_
 
@@ -19,7 +20,7 @@ namespace tamp::compress {
 
 class NoneCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
 
   // NoneCodec::Create()
   //

@@ -18,8 +18,9 @@
 // are identical on every worker and the server for the same (seed, step, chunk), and move
 // from step to step. Integer-only, so a CUDA twin reproduces it.
 //
-// Body: the m values, block after block (ascending positions), fp32 (bit-exact: NaN, +-inf
-// and -0 travel as they are) or fp16 (compress/sparse.h FloatToHalf()).
+// Body: the m values, block after block (ascending positions), fp32 (bit-exact: +-inf
+// and -0 travel as they are; every NaN as 0x7fc00000, compress/wire_format.h; version 2)
+// or fp16 (compress/sparse.h FloatToHalf()).
 // Payload bytes: 12 + v * B * L, v = 4 (fp32) or 2 (fp16_values). No scaling by n / m (see
 // compress/randomk.h: this codec is meant for use with error feedback).
 #ifndef TAMP_COMPRESS_RANDOMBLOCK_H_
@@ -42,7 +43,7 @@ namespace tamp::compress {
 
 class RandomBlockCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
 
   // RandomBlockCodec::ValidateSpec()
   //

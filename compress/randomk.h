@@ -13,8 +13,9 @@
 // kept in a bitmap when n <= 1024 k (n / 8 bytes, scanned in order: O(n / 64) = O(k) words)
 // and in a hash set plus a sort otherwise. Positions are used in ascending order.
 //
-// Body: the k values at those positions, in ascending position order, fp32 (bit-exact: NaN,
-// +-inf and -0 travel as they are) or fp16 (compress/sparse.h FloatToHalf()).
+// Body: the k values at those positions, in ascending position order, fp32 (bit-exact: +-inf
+// and -0 travel as they are; every NaN as 0x7fc00000, compress/wire_format.h; version 2)
+// or fp16 (compress/sparse.h FloatToHalf()).
 // Payload bytes: 12 + v * k, v = 4 (fp32) or 2 (fp16_values).
 //
 // No scaling: values are sent as they are, not multiplied by n / k. Scaling would make a
@@ -44,7 +45,7 @@ namespace tamp::compress {
 
 class RandomKCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
 
   // How DrawPositions() keeps the set of positions drawn so far. Both give the same result.
   enum class Membership { kBitmap, kHashSet };

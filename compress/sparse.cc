@@ -30,9 +30,7 @@ uint16_t FloatToHalf(float x) {
   const uint32_t f = FloatBits(x);
   const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000);
   const uint32_t a = f & 0x7fffffffu;
-  if (a > 0x7f800000u) {  // NaN: quiet, top 9 payload bits kept.
-    return sign | 0x7e00 | static_cast<uint16_t>((a >> 13) & 0x3ff);
-  }
+  if (a > 0x7f800000u) return kWireHalfNaNBits;  // Canonical, whatever its sign and payload.
   if (a == 0x7f800000u) return sign | 0x7c00;  // inf.
   // 65520 (0x477ff000) and above would round to inf: saturate to 65504.
   if (a >= 0x477ff000u) return sign | 0x7bff;
@@ -67,11 +65,12 @@ float HalfToFloat(uint16_t h) {
 }
 
 void AppendValues(absl::Span<const float> values, ValueFormat format, std::string* out) {
+  const size_t start = out->size();
   if (format == ValueFormat::kFp32) {
-    out->append(reinterpret_cast<const char*>(values.data()), sizeof(float) * values.size());
+    out->resize(start + sizeof(float) * values.size());
+    StoreWireFloats(values.data(), values.size(), out->data() + start);
     return;
   }
-  const size_t start = out->size();
   out->resize(start + 2 * values.size());
   char* p = out->data() + start;
   for (size_t j = 0; j < values.size(); ++j) {
@@ -93,7 +92,8 @@ void GatherValues(absl::Span<const float> input, absl::Span<const size_t> indice
   char* p = out->data() + start;
   if (format == ValueFormat::kFp32) {
     for (size_t j = 0; j < indices.size(); ++j) {
-      std::memcpy(p + 4 * j, &input[indices[j]], 4);
+      const uint32_t bits = WireFloatBits(input[indices[j]]);
+      std::memcpy(p + 4 * j, &bits, 4);
     }
     return;
   }

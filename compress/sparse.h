@@ -41,8 +41,9 @@ namespace tamp::compress {
 
 // ValueFormat
 //
-// How a sparse codec's kept values travel: little-endian IEEE fp32 (bit-exact, NaN payloads
-// included) or IEEE fp16 (`fp16_values: true`; see FloatToHalf()).
+// How a sparse codec's kept values travel: little-endian IEEE fp32 (bit-exact, except that
+// every NaN is 0x7fc00000: compress/wire_format.h, canonical NaNs) or IEEE fp16
+// (`fp16_values: true`; see FloatToHalf()).
 enum class ValueFormat : uint8_t { kFp32, kFp16 };
 
 // ValueFormatOf()
@@ -62,8 +63,9 @@ inline size_t ValueBytes(ValueFormat format) { return format == ValueFormat::kFp
 // IEEE binary16 bits of `x`, rounded to nearest, ties to even. Finite values beyond the fp16
 // range saturate to +-65504 (the largest finite fp16) instead of becoming infinite, so error
 // feedback carries the excess to the next step rather than the receiver seeing an inf;
-// +-inf stay +-inf; NaN stays NaN (sign kept, quiet). Values below 2^-25 in magnitude flush
-// to a signed zero; subnormal fp16 results are rounded like any other.
+// +-inf stay +-inf; every NaN becomes the canonical 0x7e00 (sign and payload dropped).
+// Values below 2^-25 in magnitude flush to a signed zero; subnormal fp16 results are rounded
+// like any other.
 uint16_t FloatToHalf(float x);
 
 // HalfToFloat()

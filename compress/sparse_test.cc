@@ -114,15 +114,35 @@ TEST(HalfTest, SpecialValues) {
   EXPECT_EQ(FloatToHalf(-std::numeric_limits<float>::denorm_min()), 0x8000);
   // Rounding up out of the subnormals gives the smallest normal.
   EXPECT_EQ(FloatToHalf(std::ldexp(1023.5f, -24)), 0x0400);
-  // NaN stays NaN with its sign.
-  const uint16_t nan = FloatToHalf(kNaN);
-  EXPECT_EQ(nan & 0x7c00, 0x7c00);
-  EXPECT_NE(nan & 0x3ff, 0);
-  EXPECT_TRUE(std::isnan(HalfToFloat(nan)));
-  EXPECT_TRUE(std::signbit(HalfToFloat(FloatToHalf(-kNaN))));
-  // A signalling NaN whose payload sits in the low bits still comes out a (quiet) NaN.
-  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(FromBits(0x7f800001)))));
+  // Every NaN becomes the wire's canonical 0x7e00 (compress/wire_format.h), whatever its
+  // sign and payload, and decodes as the canonical fp32 NaN.
+  for (const uint32_t bits : {0x7fc00000u, 0xffc00000u, 0x7fffffffu, 0x7f800001u, 0xffa5a5a5u}) {
+    EXPECT_EQ(FloatToHalf(FromBits(bits)), 0x7e00) << std::hex << bits;
+  }
+  EXPECT_EQ(ToBits(HalfToFloat(0x7e00)), 0x7fc00000u);
   EXPECT_EQ(ToBits(HalfToFloat(0x7c00)), ToBits(kInf));
+}
+
+// NaNs of any sign and payload go out canonical, in both formats, appended or gathered.
+TEST(ValuesTest, NaNsAreCanonicalOnTheWire) {
+  const std::vector<float> input = {FromBits(0xffc00000u), FromBits(0x7fffffffu),
+                                    FromBits(0x7f800001u), FromBits(0xffa5a5a5u)};
+  const std::vector<size_t> all = {0, 1, 2, 3};
+  const std::string fp32(std::string("\x00\x00\xc0\x7f", 4) + std::string("\x00\x00\xc0\x7f", 4) +
+                         std::string("\x00\x00\xc0\x7f", 4) + std::string("\x00\x00\xc0\x7f", 4));
+  const std::string fp16("\x00\x7e\x00\x7e\x00\x7e\x00\x7e", 8);
+  std::string out;
+  AppendValues(input, ValueFormat::kFp32, &out);
+  EXPECT_EQ(out, fp32);
+  out.clear();
+  GatherValues(input, all, ValueFormat::kFp32, &out);
+  EXPECT_EQ(out, fp32);
+  out.clear();
+  AppendValues(input, ValueFormat::kFp16, &out);
+  EXPECT_EQ(out, fp16);
+  out.clear();
+  GatherValues(input, all, ValueFormat::kFp16, &out);
+  EXPECT_EQ(out, fp16);
 }
 
 TEST(ValuesTest, AppendLoadGatherScatterInBothFormats) {

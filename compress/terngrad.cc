@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compress/internal/quantize.h"
+#include "compress/internal/segments.h"
 #include "compress/wire_format.h"
 #include "glog/logging.h"
 
@@ -77,11 +79,10 @@ bool AllZero(const char* bytes, size_t size) {
 }
 
 // The statistics of x[0..n) by lane (element j goes to lane j % 8), of the shifted values
-// d = x - x[0]: sum[k] and squares[k] of d and d^2 in double, max_abs[k] of |x| (NaN lanes
+// d = x - shift: sum[k] and squares[k] of d and d^2 in double, max_abs[k] of |x| (NaN lanes
 // do not matter: see Scale()). Each lane's additions are in element order.
-TAMP_QUANTIZE_KERNEL void LaneStats(const float* x, size_t n, double* sum, double* squares,
-                                    float* max_abs) {
-  const double shift = x[0];
+TAMP_QUANTIZE_KERNEL void LaneStats(const float* x, size_t n, double shift, double* sum,
+                                    double* squares, float* max_abs) {
   internal::Double8 s = {}, q = {};
   internal::Float8 largest = {};
   size_t i = 0;
@@ -109,22 +110,43 @@ TAMP_QUANTIZE_KERNEL void LaneStats(const float* x, size_t n, double* sum, doubl
   }
 }
 
+double Pairwise8(const double* v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
 }  // namespace
 
-float TernGradCodec::Scale(absl::Span<const float> input) {
+TernGradCodec::Moments TernGradCodec::ShiftedMoments(absl::Span<const float> input) {
   CHECK(!input.empty());
   const size_t n = input.size();
-  double s[8], q[8];
-  float max_abs[8];
-  LaneStats(input.data(), n, s, q, max_abs);
-  const double sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  const double squares = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+  const double shift = input[0];
+  // One per segment (compress/internal/segments.h): its 8 lanes added pairwise.
+  thread_local std::vector<Moments> partials;
+  partials.resize(internal::NumSegments(n));
+  for (size_t segment = 0; segment < partials.size(); ++segment) {
+    const size_t first = segment * internal::kStatSegment;
+    double s[8], q[8];
+    float max_abs[8];
+    LaneStats(input.data() + first, std::min(internal::kStatSegment, n - first), shift, s, q,
+              max_abs);
+    partials[segment] = {Pairwise8(s), Pairwise8(q), *std::max_element(max_abs, max_abs + 8)};
+  }
+  return internal::PairwiseLevels(&partials, [](const Moments& a, const Moments& b) {
+    return Moments{a.sum + b.sum, a.squares + b.squares, std::max(a.max_abs, b.max_abs)};
+  });
+}
+
+float TernGradCodec::Scale(absl::Span<const float> input) {
+  const size_t n = input.size();
+  const Moments total = ShiftedMoments(input);
+  const double sum = total.sum;
+  const double squares = total.squares;
   // A NaN or ±Inf anywhere makes the sum of squares NaN or Inf (finite inputs cannot
   // overflow it: (2 * 3.4e38)^2 * 2^34 < 1.8e308).
   if (!std::isfinite(squares)) return std::numeric_limits<float>::quiet_NaN();
   const double count = static_cast<double>(n);
   const double variance = std::max(0.0, (squares - sum * sum / count) / count);
-  const float largest = *std::max_element(max_abs, max_abs + 8);
+  const float largest = total.max_abs;
   const double clip = kClipSigmas * std::sqrt(variance);
   if (clip == 0 || clip >= largest) return largest;
   return static_cast<float>(clip);  // < largest, so in range.

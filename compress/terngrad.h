@@ -14,15 +14,18 @@
 // grain of the uniforms: P(t != 0) is |clipped x| / scale rounded up to a multiple of 2^-16)
 // and Var[x'] = scale * |clipped x| - (clipped x)^2.
 // The statistics are sums in double over the values minus the first value (the "shifted
-// data" variance, robust to a large common offset), in 8 interleaved partial sums added
-// pairwise: a fixed order, so the encoding is deterministic on every platform.
+// data" variance, robust to a large common offset): per segment of 8192 values, 8
+// interleaved partial sums added pairwise, and the segments' sums combined in a fixed
+// pairwise tree (compress/internal/segments.h). A fixed order, so the encoding is
+// deterministic on every platform, and one a GPU computes with all its threads.
 //
 // Body: scale (fp32), then n codes of 2 bits (BitWriter order, 4 per byte, zero-padded):
 // 0 -> 0, 1 -> +1, 2 -> -1; 3 is invalid.
 // Payload bytes: 12 + 4 + ceil(2n / 8). Takes no parameters.
 //
-// Versions: 2 (this one); 1 drew 24-bit uniforms from PhiloxStream::Uniform(i) and compared
-// them with |clipped x| / scale. Payloads of another version are refused.
+// Versions: 3 (this one); 2 summed the whole chunk in 8 interleaved chains (the same for
+// chunks of at most 8192 values); 1 drew 24-bit uniforms from PhiloxStream::Uniform(i) and
+// compared them with |clipped x| / scale. Payloads of another version are refused.
 //
 // NaN/Inf: a chunk holding a NaN or ±Inf is sent with a NaN scale and all-zero codes, and
 // decodes to NaN everywhere (the problem shows instead of vanishing into a finite scale).
@@ -53,7 +56,7 @@ namespace tamp::compress {
 
 class TernGradCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 2;
+  static constexpr uint8_t kVersion = 3;
   static constexpr double kClipSigmas = 2.5;
 
   // TernGradCodec::Create()
@@ -71,6 +74,17 @@ class TernGradCodec final : public Codec {
   // The scale Encode() sends for `input`: min(max |x|, 2.5 sigma) (no clip when sigma is 0),
   // or NaN when `input` holds a NaN or ±Inf. Exposed for tests.
   static float Scale(absl::Span<const float> input);
+
+  // TernGradCodec::Moments, ShiftedMoments()
+  //
+  // What Scale() is computed from: with d = x - x[0], the sums of d and d^2 in double and the
+  // largest |x|, in the summation order above. Exposed for tests (and the GPU twin's).
+  struct Moments {
+    double sum;
+    double squares;
+    float max_abs;
+  };
+  static Moments ShiftedMoments(absl::Span<const float> input);
 
   // 1 <= num_elements <= 2^34.
   explicit TernGradCodec(size_t num_elements);

@@ -81,6 +81,21 @@ TEST(TernGradCodecTest, ScaleIsTheMaxMagnitudeClippedAtTwoAndAHalfSigma) {
   EXPECT_EQ(TernGradCodec::Scale(V{3e38f, -3e38f}), 3e38f);
 }
 
+// The summation order (compress/internal/segments.h): 8 lanes per 8192-value segment, the
+// segments added pairwise. Lane 0 of segment 0 holds 1e16 (ulp 2); lane 0 of segments 1 and 2
+// holds 1024 ones each. Summed per segment first, they survive: (D + 1024) + 1024. One chain
+// over the whole chunk (version 2) absorbs every one (D + 1 is a tie, to the even D).
+TEST(TernGradCodecTest, MomentsAreSummedPerSegmentThenPairwise) {
+  std::vector<float> x(3 * 8192, 0.0f);  // x[0] = 0: the shift.
+  x[8] = 1e16f;
+  for (size_t i = 8192; i < x.size(); i += 8) x[i] = 1.0f;
+  const double d = 1e16f;
+  const TernGradCodec::Moments moments = TernGradCodec::ShiftedMoments(x);
+  EXPECT_EQ(moments.sum, d + 2048.0);
+  EXPECT_EQ(moments.squares, d * d);  // The ones vanish next to 1e32 in any order.
+  EXPECT_EQ(moments.max_abs, 1e16f);
+}
+
 TEST(TernGradCodecTest, ExactCasesNeedNoRandomness) {
   std::string payload;
   TernGradCodec four(4);

@@ -10,7 +10,8 @@
 //
 // Body: count c (uint64, little-endian, c <= n), then the c indices, strictly ascending, in
 // b = max(1, ceil(log2 n)) bits each (BitWriter packing, zero-padded to a byte), then the c
-// values in index order, fp32 (bit-exact) or fp16 (compress/sparse.h FloatToHalf()).
+// values in index order, fp32 (bit-exact, NaN as 0x7fc00000: compress/wire_format.h; version 2)
+// or fp16 (compress/sparse.h FloatToHalf()).
 // Payload bytes: 12 + 8 + ceil(c * b / 8) + v * c, v = 4 (fp32) or 2 (fp16_values);
 // MaxPayloadBytes() is that at c = n. An empty selection is a valid 20-byte payload.
 //
@@ -35,7 +36,7 @@ namespace tamp::compress {
 
 class ThresholdCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
   static constexpr size_t kCountBytes = 8;
 
   // ThresholdCodec::ValidateSpec()

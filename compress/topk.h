@@ -3,13 +3,14 @@
 // Parameters: exactly one of `ratio` in (0, 1], k = clamp(round(ratio * n), 1, n), and
 // `count` >= 1, k = min(count, n) (EntriesKept() in compress/sparse.h). Optional
 // `fp16_values`: values travel as fp16 (compress/sparse.h FloatToHalf(): round to nearest
-// even, finite values saturate at +-65504, inf and NaN kept).
+// even, finite values saturate at +-65504, inf kept, NaN as 0x7e00).
 //
 // Body: the k indices, strictly ascending, each in b = max(1, ceil(log2 n)) bits (BitWriter
-// packing, zero-padded to a byte), then the k values in index order, fp32 or fp16.
+// packing, zero-padded to a byte), then the k values in index order, fp32 or fp16, every NaN
+// canonical (compress/wire_format.h; version 2, where version 1 kept NaN payloads).
 // Payload bytes: 12 + ceil(k * b / 8) + v * k, v = 4 (fp32) or 2 (fp16_values). k and v
-// follow from n and the spec, so they do not travel: the version stays 1 for both value
-// formats, and the decoder (built from the same spec) requires exactly this length.
+// follow from n and the spec, so they do not travel: one version for both value formats,
+// and the decoder (built from the same spec) requires exactly this length.
 //
 // Selection: compress/select.h, exact. Entries compare by |x|, with NaN counted as +inf so
 // that a NaN is always sent and shows up on the receiver instead of vanishing into the
@@ -38,7 +39,7 @@ namespace tamp::compress {
 
 class TopKCodec final : public Codec {
  public:
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;
   // Share of the entries sampled to estimate the selection's floor.
   static constexpr double kSampleRatio = 0.01;
 

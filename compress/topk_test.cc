@@ -23,6 +23,12 @@ using ::testing::ElementsAreArray;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
+uint32_t Bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return bits;
+}
+
 config::Codec Ratio(double ratio) {
   config::Codec spec;
   spec.set_name("topk");
@@ -183,8 +189,9 @@ TEST(TopKCodecTest, NaNCountsAsInfiniteMagnitudeAndIsSent) {
   EXPECT_THAT(SentIndices(payload, input.size(), 3), ElementsAre(1, 3, 5));
   EXPECT_EQ(out[1], -kInf);
   EXPECT_TRUE(std::isnan(out[3]));
-  EXPECT_TRUE(std::isnan(out[5]));
-  EXPECT_TRUE(std::signbit(out[5]));  // The NaN travels bit-exact.
+  // Every NaN travels as the canonical 0x7fc00000 (compress/wire_format.h), sign dropped.
+  EXPECT_EQ(Bits(out[3]), 0x7fc00000u);
+  EXPECT_EQ(Bits(out[5]), 0x7fc00000u);
   EXPECT_EQ(out[0], 0.0f);
   EXPECT_EQ(out[2], 0.0f);
   EXPECT_EQ(out[4], 0.0f);

@@ -57,6 +57,17 @@ absl::StatusOr<absl::string_view> ParseHeader(absl::string_view payload, CodecId
   return payload.substr(kHeaderBytes);
 }
 
+void StoreWireFloats(const float* in, size_t n, char* out) {
+  // A tile at a time through an aligned buffer, so the conversion loop vectorises.
+  constexpr size_t kTile = 1024;
+  uint32_t bits[kTile];
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = std::min(kTile, n - start);
+    for (size_t i = 0; i < count; ++i) bits[i] = WireFloatBits(in[start + i]);
+    std::memcpy(out + 4 * start, bits, 4 * count);
+  }
+}
+
 uint64_t BitReader::ReadTail(int bits) const {
   uint64_t value = 0;
   size_t position = position_;

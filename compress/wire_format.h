@@ -10,6 +10,14 @@
 // ParseHeader() checks all of it against what the receiver expects and hands back the body,
 // so a codec's decoder only has to validate its own body.
 //
+// NaNs travel canonical: every NaN a codec puts on the wire is the quiet NaN 0x7fc00000 as
+// fp32 (kWireNaNBits), 0x7e00 as fp16, 0x7fc0 as bf16, whatever sign and payload bits the
+// input's NaN had. GPU arithmetic returns one canonical NaN while x86 keeps an operand's
+// bits, so under error feedback (g + r computed on either) the bits differ between CPU and
+// GPU workers for the same gradient; canonical NaNs keep their payloads byte-identical
+// (compress/nan_wire_test.cc checks every codec). Codecs that changed for this carry body
+// version 2.
+//
 // BitWriter/BitReader pack fields of 1..64 bits, least significant bit first: bit p of the
 // stream is bit (p % 8) of byte p / 8, so a field may straddle bytes. The last byte is
 // zero-padded.
@@ -46,6 +54,29 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "Tamp payloads need a l
 namespace tamp::compress {
 
 inline constexpr size_t kHeaderBytes = 12;
+
+// The NaNs of the wire (see the file comment): fp32, fp16 and bf16 bits.
+inline constexpr uint32_t kWireNaNBits = 0x7fc00000u;
+inline constexpr uint16_t kWireHalfNaNBits = 0x7e00;
+inline constexpr uint16_t kWireBf16NaNBits = 0x7fc0;
+
+// WireFloatBits()
+//
+// The bits of `x` as fp32 on the wire: x's own, or kWireNaNBits for any NaN. Branch-free, so
+// loops over it vectorise.
+inline uint32_t WireFloatBits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  // Signed compare (what SSE has): |x|'s bits fit in 31 bits.
+  const int32_t is_nan = -static_cast<int32_t>(static_cast<int32_t>(bits & 0x7fffffffu) >
+                                               0x7f800000);
+  return (kWireNaNBits & static_cast<uint32_t>(is_nan)) | (bits & ~static_cast<uint32_t>(is_nan));
+}
+
+// StoreWireFloats()
+//
+// out = in[0..n) as little-endian fp32, WireFloatBits() each; `out` has any alignment.
+void StoreWireFloats(const float* in, size_t n, char* out);
 
 // AppendHeader()
 //

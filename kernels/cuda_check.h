@@ -4,7 +4,10 @@
 //   CudaErrorToStatus(), CublasErrorToStatus()   one error code -> Status (most specific code)
 //   TAMP_CUDA_RETURN_IF_ERROR(expr)              returns the Status of a failed cudaError_t call
 //   TAMP_CUBLAS_RETURN_IF_ERROR(expr)            the same for a cublasStatus_t call
-//   TAMP_CUDA_CHECK(expr)                        glog CHECK, for invariants and destructors only
+//   TAMP_CUDA_CHECK(expr)                        glog CHECK, for invariants only
+// Never CHECK a CUDA call in a destructor or a test helper: after a device fault every CUDA
+// call fails, and aborting there hides the fault's report (destructors log instead:
+// kernels/device.h FreeDeviceMemory(), PinnedBuffer, CudaEvent).
 //
 // Messages name the call, the error and where it happened, e.g.
 //   "cudaMalloc(&ptr, bytes) failed: cudaErrorMemoryAllocation (out of memory)

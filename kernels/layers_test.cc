@@ -3,7 +3,6 @@
 // checks, which return before touching the device, run everywhere.
 #include <cmath>
 #include <cstdint>
-#include <iostream>
 #include <limits>
 #include <random>
 #include <vector>
@@ -21,18 +20,13 @@
 namespace tamp::kernels {
 namespace {
 
-TEST(DeviceTest, AvailabilityHasAReasonWhenFalse) {
-  EXPECT_EQ(CudaDeviceAvailable(), CudaDeviceUnavailableReason().empty());
-  if (!CudaDeviceAvailable()) {
-    std::cout << "CudaDeviceUnavailableReason(): " << CudaDeviceUnavailableReason() << "\n";
-  }
-}
-
 #if TAMP_HAVE_CUDA
 
+using testing::Allocate;
 using testing::CompareBitwise;
 using testing::CompareClose;
 using testing::Download;
+using testing::Synchronize;
 using testing::Upload;
 
 std::vector<float> RandomVector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
@@ -42,8 +36,6 @@ std::vector<float> RandomVector(size_t n, uint32_t seed, float lo = -1.0f, float
   for (float& x : v) x = dist(rng);
   return v;
 }
-
-void Sync() { TAMP_CUDA_CHECK(cudaStreamSynchronize(nullptr)); }
 
 // GEMM tolerance: inputs in [-1, 1], K <= 1024 terms per output; fp32 summation order
 // differs between cuBLAS and OpenBLAS.
@@ -67,13 +59,19 @@ TEST_P(LinearTest, ForwardMatchesCpu) {
 
   auto cublas = CublasHandle::Create();
   ASSERT_TRUE(cublas.ok()) << cublas.status();
-  auto dx = Upload<float>(x), dw = Upload<float>(w), db = Upload<float>(b);
-  auto dy = DeviceArray<float>::Create(y_cpu.size()).value();
+  DeviceArray<float> dx;
+  DeviceArray<float> dw;
+  DeviceArray<float> db;
+  ASSERT_TRUE(Upload<float>(x, &dx));
+  ASSERT_TRUE(Upload<float>(w, &dw));
+  ASSERT_TRUE(Upload<float>(b, &db));
+  DeviceArray<float> dy;
+  ASSERT_TRUE(Allocate<float>(y_cpu.size(), &dy));
   ASSERT_TRUE(LinearForward(*cublas, dx.data(), dw.data(), db.data(), dy.data(), batch, in, out,
                             nullptr)
                   .ok());
-  Sync();
-  EXPECT_TRUE(CompareClose("y", Download(dy), y_cpu, kGemmAbs, kGemmRel));
+  ASSERT_TRUE(Synchronize());
+  EXPECT_TRUE(CompareClose("y", dy, y_cpu, kGemmAbs, kGemmRel));
 }
 
 TEST_P(LinearTest, BackwardMatchesCpu) {
@@ -90,26 +88,35 @@ TEST_P(LinearTest, BackwardMatchesCpu) {
 
   auto cublas = CublasHandle::Create();
   ASSERT_TRUE(cublas.ok()) << cublas.status();
-  auto d_x = Upload<float>(x), d_w = Upload<float>(w), d_grad_y = Upload<float>(grad_y);
-  auto d_dx = DeviceArray<float>::Create(dx_cpu.size()).value();
+  DeviceArray<float> d_x;
+  DeviceArray<float> d_w;
+  DeviceArray<float> d_grad_y;
+  ASSERT_TRUE(Upload<float>(x, &d_x));
+  ASSERT_TRUE(Upload<float>(w, &d_w));
+  ASSERT_TRUE(Upload<float>(grad_y, &d_grad_y));
+  DeviceArray<float> d_dx;
+  ASSERT_TRUE(Allocate<float>(dx_cpu.size(), &d_dx));
   ASSERT_TRUE(LinearBackwardInput(*cublas, d_grad_y.data(), d_w.data(), d_dx.data(), batch, in,
                                   out, nullptr)
                   .ok());
-  Sync();
-  EXPECT_TRUE(CompareClose("dx", Download(d_dx), dx_cpu, kGemmAbs, kGemmRel));
+  ASSERT_TRUE(Synchronize());
+  EXPECT_TRUE(CompareClose("dx", d_dx, dx_cpu, kGemmAbs, kGemmRel));
 
   for (const bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
     std::vector<float> dw_cpu = dw_start, db_cpu = db_start;
     ref::LinearBackwardParams(x.data(), grad_y.data(), dw_cpu.data(), db_cpu.data(), batch, in,
                               out, accumulate);
-    auto d_dw = Upload<float>(dw_start), d_db = Upload<float>(db_start);
+    DeviceArray<float> d_dw;
+    DeviceArray<float> d_db;
+    ASSERT_TRUE(Upload<float>(dw_start, &d_dw));
+    ASSERT_TRUE(Upload<float>(db_start, &d_db));
     ASSERT_TRUE(LinearBackwardParams(*cublas, d_x.data(), d_grad_y.data(), d_dw.data(),
                                      d_db.data(), batch, in, out, accumulate, nullptr)
                     .ok());
-    Sync();
-    EXPECT_TRUE(CompareClose("dW", Download(d_dw), dw_cpu, kGemmAbs, kGemmRel));
-    EXPECT_TRUE(CompareClose("db", Download(d_db), db_cpu, 1e-5, 1e-5));
+    ASSERT_TRUE(Synchronize());
+    EXPECT_TRUE(CompareClose("dW", d_dw, dw_cpu, kGemmAbs, kGemmRel));
+    EXPECT_TRUE(CompareClose("db", d_db, db_cpu, 1e-5, 1e-5));
   }
 }
 
@@ -124,18 +131,23 @@ TEST(LayersTest, BiasAddAndGradMatchCpu) {
     const auto b = RandomVector(cols, 11);
     std::vector<float> y_cpu = y;
     ref::BiasAdd(y_cpu.data(), b.data(), rows, cols);
-    auto d_y = Upload<float>(y), d_b = Upload<float>(b);
+    DeviceArray<float> d_y;
+    DeviceArray<float> d_b;
+    ASSERT_TRUE(Upload<float>(y, &d_y));
+    ASSERT_TRUE(Upload<float>(b, &d_b));
     ASSERT_TRUE(BiasAdd(d_y.data(), d_b.data(), rows, cols, nullptr).ok());
-    Sync();
-    EXPECT_TRUE(CompareBitwise("y", Download(d_y), y_cpu));  // One add per value.
+    ASSERT_TRUE(Synchronize());
+    EXPECT_TRUE(CompareBitwise("y", d_y, y_cpu));  // One add per value.
 
     std::vector<float> db_cpu(cols);
     ref::BiasGrad(y.data(), db_cpu.data(), rows, cols, false);
-    auto d_db = DeviceArray<float>::Create(cols).value();
-    auto d_y0 = Upload<float>(y);
+    DeviceArray<float> d_db;
+    ASSERT_TRUE(Allocate<float>(cols, &d_db));
+    DeviceArray<float> d_y0;
+    ASSERT_TRUE(Upload<float>(y, &d_y0));
     ASSERT_TRUE(BiasGrad(d_y0.data(), d_db.data(), rows, cols, false, nullptr).ok());
-    Sync();
-    EXPECT_TRUE(CompareClose("db", Download(d_db), db_cpu, 1e-5 * rows, 1e-5));
+    ASSERT_TRUE(Synchronize());
+    EXPECT_TRUE(CompareClose("db", d_db, db_cpu, 1e-5 * rows, 1e-5));
   }
 }
 
@@ -148,20 +160,23 @@ TEST(LayersTest, ReluMatchesCpuBitwiseIncludingSpecialValues) {
   std::copy(specials.begin(), specials.end(), z.begin());
   std::vector<float> a_cpu(z.size());
   ref::ReluForward(z.data(), a_cpu.data(), z.size());
-  auto d_z = Upload<float>(z);
-  auto d_a = DeviceArray<float>::Create(z.size()).value();
+  DeviceArray<float> d_z;
+  ASSERT_TRUE(Upload<float>(z, &d_z));
+  DeviceArray<float> d_a;
+  ASSERT_TRUE(Allocate<float>(z.size(), &d_a));
   ASSERT_TRUE(ReluForward(d_z.data(), d_a.data(), z.size(), nullptr).ok());
-  Sync();
-  EXPECT_TRUE(CompareBitwise("a", Download(d_a), a_cpu));
+  ASSERT_TRUE(Synchronize());
+  EXPECT_TRUE(CompareBitwise("a", d_a, a_cpu));
 
   const auto da = RandomVector(z.size(), 13);
   std::vector<float> dz_cpu(z.size());
   ref::ReluBackward(a_cpu.data(), da.data(), dz_cpu.data(), z.size());
-  auto d_da = Upload<float>(da);
+  DeviceArray<float> d_da;
+  ASSERT_TRUE(Upload<float>(da, &d_da));
   // In place: dz over da.
   ASSERT_TRUE(ReluBackward(d_a.data(), d_da.data(), d_da.data(), z.size(), nullptr).ok());
-  Sync();
-  EXPECT_TRUE(CompareBitwise("dz", Download(d_da), dz_cpu));
+  ASSERT_TRUE(Synchronize());
+  EXPECT_TRUE(CompareBitwise("dz", d_da, dz_cpu));
 }
 
 TEST(LayersTest, SoftmaxCrossEntropyMatchesCpu) {
@@ -178,16 +193,19 @@ TEST(LayersTest, SoftmaxCrossEntropyMatchesCpu) {
     ref::SoftmaxCrossEntropy(logits.data(), labels.data(), losses_cpu.data(), dlogits_cpu.data(),
                              batch, classes);
 
-    auto d_logits = Upload<float>(logits);
-    auto d_labels = Upload<int32_t>(labels);
-    auto d_losses = DeviceArray<float>::Create(batch).value();
+    DeviceArray<float> d_logits;
+    ASSERT_TRUE(Upload<float>(logits, &d_logits));
+    DeviceArray<int32_t> d_labels;
+    ASSERT_TRUE(Upload<int32_t>(labels, &d_labels));
+    DeviceArray<float> d_losses;
+    ASSERT_TRUE(Allocate<float>(batch, &d_losses));
     // In place: the gradient over the logits, as the MLP backward does.
     ASSERT_TRUE(SoftmaxCrossEntropy(d_logits.data(), d_labels.data(), d_losses.data(),
                                     d_logits.data(), batch, classes, nullptr)
                     .ok());
-    Sync();
-    EXPECT_TRUE(CompareClose("loss", Download(d_losses), losses_cpu, 1e-4, 1e-5));
-    EXPECT_TRUE(CompareClose("dlogits", Download(d_logits), dlogits_cpu, 1e-7, 1e-5));
+    ASSERT_TRUE(Synchronize());
+    EXPECT_TRUE(CompareClose("loss", d_losses, losses_cpu, 1e-4, 1e-5));
+    EXPECT_TRUE(CompareClose("dlogits", d_logits, dlogits_cpu, 1e-7, 1e-5));
   }
 }
 
@@ -195,16 +213,21 @@ TEST(LayersTest, SoftmaxCrossEntropyBadLabelGivesNaNRow) {
   TAMP_SKIP_WITHOUT_CUDA();
   const std::vector<float> logits = {1, 2, 3, 4, 5, 6};
   const std::vector<int32_t> labels = {2, 3};  // 3 is out of range for 3 classes.
-  auto d_logits = Upload<float>(logits);
-  auto d_labels = Upload<int32_t>(labels);
-  auto d_losses = DeviceArray<float>::Create(2).value();
-  auto d_grad = DeviceArray<float>::Create(6).value();
+  DeviceArray<float> d_logits;
+  ASSERT_TRUE(Upload<float>(logits, &d_logits));
+  DeviceArray<int32_t> d_labels;
+  ASSERT_TRUE(Upload<int32_t>(labels, &d_labels));
+  DeviceArray<float> d_losses;
+  ASSERT_TRUE(Allocate<float>(2, &d_losses));
+  DeviceArray<float> d_grad;
+  ASSERT_TRUE(Allocate<float>(6, &d_grad));
   ASSERT_TRUE(SoftmaxCrossEntropy(d_logits.data(), d_labels.data(), d_losses.data(),
                                   d_grad.data(), 2, 3, nullptr)
                   .ok());
-  Sync();
-  const auto losses = Download(d_losses);
-  const auto grad = Download(d_grad);
+  ASSERT_TRUE(Synchronize());
+  std::vector<float> losses, grad;
+  ASSERT_TRUE(Download(d_losses, &losses));
+  ASSERT_TRUE(Download(d_grad, &grad));
   EXPECT_FALSE(std::isnan(losses[0]));
   EXPECT_TRUE(std::isnan(losses[1]));
   for (int j = 3; j < 6; ++j) EXPECT_TRUE(std::isnan(grad[j])) << j;
@@ -231,23 +254,30 @@ TEST(LayersTest, SgdUpdateMatchesOptimizerBitwise) {
     auto cpu = CreateOptimizer(spec, n);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     std::vector<float> w_cpu = RandomVector(n, 20);
-    auto d_w = Upload<float>(w_cpu);
+    DeviceArray<float> d_w;
+    ASSERT_TRUE(Upload<float>(w_cpu, &d_w));
     std::vector<float> zeros(n, 0.0f);
-    auto d_buf = Upload<float>(zeros);
+    DeviceArray<float> d_buf;
+    ASSERT_TRUE(Upload<float>(zeros, &d_buf));
     const SgdParams params{0.1f, c.momentum, c.weight_decay, c.nesterov};
     for (int step = 0; step < 3; ++step) {
       const auto g = RandomVector(n, 30 + step);
       const float lr = 0.1f / (step + 1);
       (*cpu)->Apply(absl::MakeSpan(w_cpu), g, step, lr);
-      auto d_g = Upload<float>(g);
+      DeviceArray<float> d_g;
+      ASSERT_TRUE(Upload<float>(g, &d_g));
       SgdParams p = params;
       p.learning_rate = lr;
       ASSERT_TRUE(SgdUpdate(d_w.data(), d_g.data(), d_buf.data(), n, p, nullptr).ok());
-      Sync();
+      ASSERT_TRUE(Synchronize());
     }
-    EXPECT_TRUE(CompareBitwise("w", Download(d_w), w_cpu));
+    EXPECT_TRUE(CompareBitwise("w", d_w, w_cpu));
   }
 }
+
+#else  // !TAMP_HAVE_CUDA
+
+TEST(LayersTest, BuiltWithoutCuda) { TAMP_SKIP_WITHOUT_CUDA(); }
 
 #endif  // TAMP_HAVE_CUDA
 

@@ -14,6 +14,10 @@ nvcc sees the declared headers of `deps` (transitively) with their include paths
 defines, so .cu files may include project headers such as common/philox.h. Keep .cu files
 free of Abseil/glog: nvcc compiles slowly and host-side Status code belongs in `srcs`.
 
+With --config=cuda_lineinfo (.bazelrc) nvcc also gets -lineinfo: line tables for the device
+code, so compute-sanitizer reports and profiles name source lines. It changes no generated
+instruction; bench/gpu/run_on_device.sh packs the device binaries with it.
+
 Every cuda_library defines TAMP_HAVE_CUDA=1 for itself and its dependents and depends on
 @local_cuda//:cudart (the runtime; add @local_cuda//:cublas where cuBLAS is used).
 
@@ -123,7 +127,10 @@ def cuda_library(name, cu_srcs = [], srcs = [], hdrs = [], cu_hdrs = [], deps = 
             hdrs = hdrs + cu_hdrs,
             deps = cuda_deps,
             nvcc = CUDA_PATH + "/bin/nvcc",
-            nvcc_copts = nvcc_copts,
+            nvcc_copts = nvcc_copts + select({
+                "//tools:cuda_lineinfo": ["-lineinfo"],
+                "//conditions:default": [],
+            }),
             visibility = ["//visibility:private"],
             tags = kwargs.get("tags", []),
             testonly = kwargs.get("testonly", False),

@@ -15,17 +15,40 @@
 // (encode + decode time): 1.0 means compressing and decompressing a gradient costs as much
 // as copying it once.
 //
-// Host code only (the kernels are in //compress/cuda); without a device it prints
-// "no CUDA device: skipping (...)" and exits 0.
+// Host code only (the kernels are in //compress/cuda); without a device (or built without
+// CUDA) it prints "no CUDA device: skipping (...)" and exits 0, or with TAMP_REQUIRE_CUDA=1
+// (kernels::CudaRequired(), set by run_on_device.sh) says so on stderr and exits 1.
 //
 // Usage: codec_gpu_bench [--sizes=24,26] [--iters=20] [--warmup=3] [--codecs=qsgd,topk]
+#include <cstdio>
+#include <string>
+
+#include "kernels/device.h"
+
+namespace tamp {
+namespace {
+
+// Exit status without a usable device: 0 (a skip), or 1 where CUDA is required.
+int NoDevice() {
+  const std::string& reason = kernels::CudaDeviceUnavailableReason();
+  if (kernels::CudaRequired()) {
+    std::fprintf(stderr, "codec_gpu_bench: no CUDA device, and TAMP_REQUIRE_CUDA=1 (%s)\n",
+                 reason.c_str());
+    return 1;
+  }
+  std::printf("no CUDA device: skipping (%s)\n", reason.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace tamp
+
 #if TAMP_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -55,13 +78,15 @@ std::vector<BenchCodec> Codecs() {
     set(spec);
     codecs.push_back({label, spec});
   };
-  auto none = [](config::Codec&) {};
-  add("fp16", "fp16", none);
-  add("bf16", "bf16", none);
-  add("natural", "natural", none);
-  add("signsgd", "signsgd", none);
-  add("efsign", "efsign", none);
-  add("terngrad", "terngrad", none);
+  auto defaults = [](config::Codec&) {};
+  add("none", "none", defaults);
+  add("fp16", "fp16", defaults);
+  add("bf16", "bf16", defaults);
+  add("natural", "natural", defaults);
+  add("signsgd", "signsgd", defaults);
+  add("signum", "signum", defaults);
+  add("efsign", "efsign", defaults);
+  add("terngrad", "terngrad", defaults);
   add("qsgd s=127 d=512", "qsgd", [](config::Codec& s) {
     s.set_levels(127);
     s.set_bucket_size(512);
@@ -79,6 +104,11 @@ std::vector<BenchCodec> Codecs() {
     s.set_bucket_size(512);
     s.set_stochastic(true);
   });
+  add("randomblock 1% B=4", "randomblock", [](config::Codec& s) {
+    s.set_ratio(0.01);
+    s.set_num_blocks(4);
+  });
+  add("randomk 1%", "randomk", [](config::Codec& s) { s.set_ratio(0.01); });
   add("topk 1%", "topk", [](config::Codec& s) { s.set_ratio(0.01); });
   add("topk 1% fp16", "topk", [](config::Codec& s) {
     s.set_ratio(0.01);
@@ -229,11 +259,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!tamp::kernels::CudaDeviceAvailable()) {
-    std::printf("no CUDA device: skipping (%s)\n",
-                tamp::kernels::CudaDeviceUnavailableReason().c_str());
-    return 0;
-  }
+  if (!tamp::kernels::CudaDeviceAvailable()) return tamp::NoDevice();
   const absl::Status status = tamp::Run(sizes, iters, warmup, only);
   if (!status.ok()) {
     std::fprintf(stderr, "codec_gpu_bench: %s\n", status.ToString().c_str());
@@ -244,11 +270,6 @@ int main(int argc, char** argv) {
 
 #else  // !TAMP_HAVE_CUDA
 
-#include <cstdio>
-
-int main() {
-  std::printf("no CUDA device: skipping (built without CUDA)\n");
-  return 0;
-}
+int main() { return tamp::NoDevice(); }
 
 #endif  // TAMP_HAVE_CUDA

@@ -1,38 +1,69 @@
 #!/usr/bin/env bash
 # Runs the GPU tests and benchmarks on a device machine, with binaries built on this one.
 #
-# The device machine (see the workplace's device README) has a GPU, nvcc and PyTorch but no
-# Bazel and none of Debian's libraries, so the binaries are built here and travel with their
-# non-system shared libraries in the git-ignored folder .gpu_carry/:
+# The device machine (see the workplace's device README) has a GPU, nvcc, compute-sanitizer
+# and PyTorch but no Bazel and none of Debian's libraries, so the binaries are built here
+# (with nvcc -lineinfo: --config=cuda_lineinfo) and travel with their non-system shared
+# libraries in the git-ignored folder .gpu_carry/, as one carry.tar.gz (the device tool
+# carries at most 64 MiB; Debian's OpenBLAS alone is 36 MB unpacked), unpacked there:
 #
 #   bench/gpu/run_on_device.sh pack         # here: bazel build + collect (no GPU needed)
 #   device tool: run(command="bash bench/gpu/run_on_device.sh run", carry=[".gpu_carry"])
 #                                           # there: tests, codec_gpu_bench, torch_compare.py
 #   device tool: run(command="bash bench/gpu/run_on_device.sh sanitize", carry=[".gpu_carry"])
 #                                           # there: compute-sanitizer memcheck/racecheck
+#   bench/gpu/run_on_device.sh sanitize-plan   # anywhere: the sanitizer's steps and filters
+#
+# Each of `run` and `sanitize` fits one device call (10 minutes): every step has its own
+# time limit (below), and a step that runs out of time fails.
+#
+# A run that did not exercise a GPU fails; it never passes by skipping:
+#   - no GPU visible (nvidia-smi -L lists none): fails before running anything;
+#   - a carried binary that does not link the CUDA runtime (a CPU-only build): fails;
+#   - the binaries run with TAMP_REQUIRE_CUDA=1 (kernels/device.h CudaRequired()), so a test
+#     that would skip without a device fails and codec_gpu_bench exits 1; besides, any
+#     "[  SKIPPED ]" line, or no "[  PASSED  ]" line, fails the test binary;
+#   - torch_compare.py runs with --require-cuda.
+#
+# The carried libraries (Debian's libstdc++, Abseil, protobuf, ...) are on LD_LIBRARY_PATH
+# for the carried binaries alone; torch_compare.py runs with the device's own environment,
+# so they cannot shadow the libraries PyTorch was built against.
 #
 # `run` writes, into $OUT (the device tool's return folder) or else bench/gpu/out/:
-#   device.txt               nvidia-smi and the library paths used
-#   layers_test.log, device_codec_test.log, emulation_test.log   the GoogleTest output
+#   device.txt               nvidia-smi and the library path of the carried binaries
+#   <test>.log               the GoogleTest output of each test binary
 #   codec_gpu_bench.md       the Tamp table (bench/gpu/codec_gpu_bench.cc)
 #   torch_compare.md         the same columns for GRACE-style PyTorch codecs
-# ready to be copied into docs/. Exits non-zero if any test or benchmark failed.
+# ready to be copied into docs/. Exits non-zero if anything failed; the last lines summarise.
 #
-# cuBLAS (libcublasLt alone is over 500 MB) does not travel: `run` finds the device's own
-# libcublas.so.13 (CUDA toolkit, else PyTorch's nvidia-cublas wheel).
+# cuBLAS (libcublasLt alone is over 500 MB) does not travel: the carried binaries find the
+# device's own libcublas.so.13 (CUDA toolkit, else PyTorch's nvidia-cublas wheel).
+#
+# PYTHON (default python3) is the interpreter that runs torch_compare.py.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 
 CARRY=.gpu_carry
 TARGETS=(
+  //kernels:device_test
   //kernels:layers_test
+  //kernels:cnn_layers_test
   //compress/cuda:device_codec_test
-  //compress/cuda:emulation_test
+  //worker:cuda_backend_test
+  //worker:gpu_model_test
   //bench/gpu:codec_gpu_bench
 )
+# The carried binaries that hold kernels (and so must carry line tables).
+KERNEL_BINARIES=(layers_test cnn_layers_test device_codec_test codec_gpu_bench)
+# Test binaries and their time limits in seconds (the emulation tests are CPU-only: CI runs
+# them). With the benchmarks', 570 s of the 600 s call.
+TESTS=(device_test:20 layers_test:40 cnn_layers_test:40 device_codec_test:120
+  cuda_backend_test:40 gpu_model_test:70)
+BENCH_LIMIT_S=120
+TORCH_LIMIT_S=120
 
 pack() {
-  bazel build "${TARGETS[@]}" || return 1
+  bazel build --config=cuda_lineinfo "${TARGETS[@]}" || return 1
   rm -rf "$CARRY"
   mkdir -p "$CARRY/bin" "$CARRY/lib"
   local exclude
@@ -44,6 +75,17 @@ pack() {
     path="${path/://}"
     cp -L "$path" "$CARRY/bin/" || return 1
   done
+  local ok=0
+  for bin in "$CARRY"/bin/*; do
+    links_cuda_runtime "$bin" "" || ok=1
+  done
+  for name in "${KERNEL_BINARIES[@]}"; do
+    if ! grep -aq '\.nv_debug_line_sass' "$CARRY/bin/$name"; then
+      echo "FAIL: $name has no device line tables (built without --config=cuda_lineinfo?)"
+      ok=1
+    fi
+  done
+  [ "$ok" -eq 0 ] || return 1
   # Every shared library the binaries load, except the C runtime, the driver and cuBLAS.
   ldd "$CARRY"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
     while read -r lib; do
@@ -53,74 +95,231 @@ pack() {
         *) cp -L "$lib" "$CARRY/lib/" ;;
       esac
     done
-  du -sh "$CARRY"
   echo "packed: $(ls "$CARRY/bin" | tr '\n' ' ')"
+  tar -C "$CARRY" -czf "$CARRY/carry.tar.gz" bin lib || return 1
+  rm -rf "${CARRY:?}/bin" "${CARRY:?}/lib"
+  du -sh "$CARRY/carry.tar.gz"
 }
 
-# Sets LD_LIBRARY_PATH for the carried binaries; prints what it found.
-library_path() {
+# There: unpacks carry.tar.gz (once) into bin/ and lib/.
+unpack() {
+  [ -d "$CARRY/bin" ] || [ ! -e "$CARRY/carry.tar.gz" ] || tar -C "$CARRY" -xzf "$CARRY/carry.tar.gz"
+}
+
+# Prints the LD_LIBRARY_PATH for the carried binaries: the carried libraries, the device's
+# cuBLAS, then whatever the environment had. Exports nothing.
+carried_library_path() {
   local dirs="$PWD/$CARRY/lib"
   local cublas=""
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
     [ -e "$d/libcublas.so.13" ] && cublas="$d" && break
   done
   if [ -z "$cublas" ]; then
-    for site in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    local sites
+    sites="$("${PYTHON:-python3}" -c 'import site; print(" ".join(site.getsitepackages()))' \
+      2>/dev/null)"
+    for site in $sites; do
       [ -e "$site/nvidia/cublas/lib/libcublas.so.13" ] && cublas="$site/nvidia/cublas/lib" && break
       [ -e "$site/nvidia/cu13/lib/libcublas.so.13" ] && cublas="$site/nvidia/cu13/lib" && break
     done
   fi
-  [ -z "$cublas" ] && cublas="$(dirname "$(find / -name libcublas.so.13 -not -path '/proc/*' 2>/dev/null | head -1)" 2>/dev/null)"
+  if [ -z "$cublas" ]; then
+    cublas="$(find /usr /opt -xdev -name libcublas.so.13 2>/dev/null | head -1)"
+    [ -n "$cublas" ] && cublas="$(dirname "$cublas")"
+  fi
   [ -n "$cublas" ] && dirs="$dirs:$cublas"
-  export LD_LIBRARY_PATH="$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  echo "$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+# carried BINARY ARGS...: runs a carried binary with the carried libraries and
+# TAMP_REQUIRE_CUDA=1 in its environment only.
+carried() {
+  LD_LIBRARY_PATH="$CARRIED_LIBRARY_PATH" TAMP_REQUIRE_CUDA=1 "$@"
+}
+
+# Fails unless nvidia-smi lists at least one GPU.
+require_gpu() {
+  local listing
+  if ! listing="$(nvidia-smi -L 2>&1)" || ! grep -q '^GPU [0-9]' <<<"$listing"; then
+    echo "FAIL: no GPU visible: nvidia-smi -L says: ${listing:-nothing}"
+    return 1
+  fi
+  echo "$listing"
+}
+
+# links_cuda_runtime BINARY LIBRARY_PATH: fails unless BINARY loads libcudart from a file.
+links_cuda_runtime() {
+  local libraries  # Not piped into grep -q: ldd would die of SIGPIPE under pipefail.
+  libraries="$(LD_LIBRARY_PATH="$2" ldd "$1" 2>/dev/null)"
+  if ! grep -Eq '^\s*libcudart\.so[.0-9]* => /' <<<"$libraries"; then
+    echo "FAIL: $(basename "$1") does not link the CUDA runtime (a CPU-only build? pack where" \
+      "nvcc is, without TAMP_DISABLE_CUDA)"
+    return 1
+  fi
+}
+
+# gtest_verdict LOG STATUS: prints why a test binary failed, or "passed".
+gtest_verdict() {
+  local log=$1 status=$2
+  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    echo "FAILED: timed out"
+  elif [ "$status" -ne 0 ]; then
+    echo "FAILED: exit status $status"
+  elif grep -q '^\[  SKIPPED \]' "$log"; then
+    echo "FAILED: skipped tests (a skip on the device is a failure):" \
+      "$(grep '^\[  SKIPPED \] [A-Za-z]' "$log" | head -3 | tr '\n' ' ')"
+  elif ! grep -q '^\[  PASSED  \] [1-9]' "$log"; then
+    echo "FAILED: no test passed"
+  else
+    echo "passed ($(grep '^\[  PASSED  \]' "$log"))"
+    return 0
+  fi
+  return 1
 }
 
 run() {
-  [ -d "$CARRY/bin" ] || { echo "no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
+  unpack
+  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
   local out="${OUT:-bench/gpu/out}"
   mkdir -p "$out"
-  local status=0
+  require_gpu >"$out/device.txt" 2>&1 || { cat "$out/device.txt"; return 1; }
+  CARRIED_LIBRARY_PATH="$(carried_library_path)"
   {
     nvidia-smi || true
-    library_path
-  } >"$out/device.txt" 2>&1
-  library_path >/dev/null
-  for test in layers_test device_codec_test emulation_test; do
-    echo "== $test"
-    timeout 420 "$CARRY/bin/$test" >"$out/$test.log" 2>&1 || status=1
-    grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]+ test|no CUDA device' "$out/$test.log" |
-      sort -u | head -20
+    echo "carried binaries: LD_LIBRARY_PATH=$CARRIED_LIBRARY_PATH"
+  } >>"$out/device.txt" 2>&1
+  local status=0 summary="" total=$((BENCH_LIMIT_S + TORCH_LIMIT_S))
+  for entry in "${TESTS[@]}"; do total=$((total + ${entry##*:})); done
+  echo "run: ${#TESTS[@]} test binaries and 2 benchmarks, ${total} s of time limits" \
+    "(one device call: 600 s)"
+  for bin in "$CARRY"/bin/*; do
+    links_cuda_runtime "$bin" "$CARRIED_LIBRARY_PATH" || return 1
   done
-  echo "== codec_gpu_bench"
-  timeout 300 "$CARRY/bin/codec_gpu_bench" 2>&1 | tee "$out/codec_gpu_bench.md" || status=1
-  echo "== torch_compare.py"
-  PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/torch_compare.py 2>&1 |
-    tee "$out/torch_compare.md" || status=1
+  for entry in "${TESTS[@]}"; do
+    local test="${entry%%:*}" limit="${entry##*:}" verdict
+    echo "== $test (limit ${limit} s)"
+    carried timeout -k 5 "$limit" "$CARRY/bin/$test" >"$out/$test.log" 2>&1
+    verdict="$(gtest_verdict "$out/$test.log" $?)" || status=1
+    grep -E '^\[  FAILED  \] [A-Za-z]' "$out/$test.log" | head -10
+    summary+="$test: $verdict"$'\n'
+  done
+  echo "== codec_gpu_bench (limit ${BENCH_LIMIT_S} s)"
+  carried timeout -k 5 "$BENCH_LIMIT_S" "$CARRY/bin/codec_gpu_bench" 2>&1 | tee "$out/codec_gpu_bench.md"
+  local bench=$?
+  if [ "$bench" -ne 0 ]; then
+    summary+="codec_gpu_bench: FAILED: exit status $bench"$'\n'
+    status=1
+  elif grep -q 'skipping' "$out/codec_gpu_bench.md"; then
+    summary+="codec_gpu_bench: FAILED: it skipped"$'\n'
+    status=1
+  else
+    summary+="codec_gpu_bench: passed"$'\n'
+  fi
+  echo "== torch_compare.py (limit ${TORCH_LIMIT_S} s; the device's own environment)"
+  PYTHONUNBUFFERED=1 timeout -k 5 "$TORCH_LIMIT_S" "${PYTHON:-python3}" bench/gpu/torch_compare.py \
+    --require-cuda 2>&1 | tee "$out/torch_compare.md"
+  local torch=$?
+  if [ "$torch" -ne 0 ]; then
+    summary+="torch_compare.py: FAILED: exit status $torch"$'\n'
+    status=1
+  else
+    summary+="torch_compare.py: passed"$'\n'
+  fi
+  echo "== summary"
+  printf '%s' "$summary"
   return $status
 }
 
+# gtest_filter TEST SPEC...: TEST of the AllCodecs suite for each spec label
+# (compress/cuda/internal/test_cases.h), ':'-joined.
+gtest_filter() {
+  local test=$1 filter="" spec
+  shift
+  for spec in "$@"; do filter+="${filter:+:}AllCodecs/DeviceCodecTest.$test/$spec"; done
+  echo "$filter"
+}
+
+# Specs that between them take every kernel path: the quantize tile (elementwise, signum's
+# state), fused and two-pass bucket stats, chunk stats, top-k (and dgc), random-block,
+# random-k.
+MEMCHECK_SPECS=(none fp16 natural signum efsign terngrad qsgd_s127_d512 qsgd_s7_d100
+  maxmin_b3_stoch_d37 maxmin_b8_near_d512 topk_r1 topk_r30_fp16 dgc_r1 randomblock_r1_b4_fp16
+  randomblock_r30_b1000 randomk_r1 randomk_r30_fp16)
+# The kernels that share memory between threads: the tile (every quantize codec), fused
+# stats, chunk stats, top-k's histograms and scans.
+RACECHECK_SPECS=(fp16 qsgd_s127_d512 maxmin_b8_near_d512 terngrad efsign topk_r1)
+
+# The sanitizer steps: tool, binary, time limit in seconds, gtest filter.
+# 240 + 180 + 90 = 510 s of the 600 s call.
+SANITIZE_STEPS=(
+  "memcheck|device_codec_test|240|$(gtest_filter MatchesCpuCodec "${MEMCHECK_SPECS[@]}"):$(
+    gtest_filter RejectsWhatCpuRejects topk_r1 qsgd_s127_d512 maxmin_b8_near_d512
+  ):DeviceCodecEdgeTest.*:DeviceCodecAsyncTest.*"
+  "racecheck|device_codec_test|180|$(gtest_filter MatchesCpuCodec "${RACECHECK_SPECS[@]}")"
+  "memcheck|layers_test|90|*"
+)
+
 sanitize() {
-  [ -d "$CARRY/bin" ] || { echo "no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
-  library_path >/dev/null
-  local status=0
-  local filter='AllCodecs/DeviceCodecTest.MatchesCpuCodec/*:DeviceCodecEdgeTest.TopKWithMassiveTies'
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool"
-    timeout 280 compute-sanitizer --tool "$tool" --error-exitcode 3 \
-      "$CARRY/bin/device_codec_test" --gtest_filter="$filter" 2>&1 | tail -15 || status=1
+  unpack
+  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
+  require_gpu || return 1
+  local sanitizer
+  sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
+  [ -n "$sanitizer" ] || { echo "FAIL: no compute-sanitizer on this machine"; return 1; }
+  CARRIED_LIBRARY_PATH="$(carried_library_path)"
+  local out="${OUT:-bench/gpu/out}"
+  mkdir -p "$out"
+  local total=0
+  for step in "${SANITIZE_STEPS[@]}"; do
+    IFS='|' read -r _ _ limit _ <<<"$step"
+    total=$((total + limit))
   done
-  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$CARRY/bin/layers_test" 2>&1 |
-    tail -5 || status=1
+  echo "sanitize: ${#SANITIZE_STEPS[@]} steps, ${total} s of time limits (one device call: 600 s)"
+  local status=0 summary="" index=0
+  for step in "${SANITIZE_STEPS[@]}"; do
+    local tool binary limit filter log
+    IFS='|' read -r tool binary limit filter <<<"$step"
+    # SANITIZE_LIMIT_CAP_S (tests) lowers every limit.
+    [ "${SANITIZE_LIMIT_CAP_S:-$limit}" -lt "$limit" ] && limit=$SANITIZE_LIMIT_CAP_S
+    index=$((index + 1))
+    log="$out/sanitize$index-$tool-$binary.log"
+    echo "== compute-sanitizer --tool $tool $binary (limit ${limit} s)"
+    carried timeout -k 5 "$limit" "$sanitizer" --tool "$tool" --error-exitcode 3 \
+      "$CARRY/bin/$binary" --gtest_filter="$filter" >"$log" 2>&1
+    local code=$? verdict
+    tail -8 "$log"
+    if [ "$code" -eq 124 ] || [ "$code" -eq 137 ]; then
+      verdict="FAILED: timed out after ${limit} s (over budget: narrow its filter here)"
+    elif grep -q 'Device not supported' "$log"; then
+      verdict="FAILED: compute-sanitizer cannot use this device (a gVisor machine?)"
+    elif [ "$code" -eq 3 ]; then
+      verdict="FAILED: $tool reported errors (see $(basename "$log"))"
+    else
+      verdict="$(gtest_verdict "$log" "$code")" && verdict="passed"
+    fi
+    [ "$verdict" = passed ] || status=1
+    summary+="$tool $binary: $verdict"$'\n'
+  done
+  echo "== summary"
+  printf '%s' "$summary"
   return $status
+}
+
+# One line per sanitizer step: tool, binary, time limit, gtest filter (what sanitize runs).
+sanitize_plan() {
+  for step in "${SANITIZE_STEPS[@]}"; do
+    IFS='|' read -r tool binary limit filter <<<"$step"
+    echo "$tool $binary $limit $filter"
+  done
 }
 
 case "${1:-}" in
   pack) pack ;;
   run) run ;;
   sanitize) sanitize ;;
+  sanitize-plan) sanitize_plan ;;
   *)
-    echo "usage: $0 pack|run|sanitize" >&2
+    echo "usage: $0 pack|run|sanitize|sanitize-plan" >&2
     exit 2
     ;;
 esac

@@ -21,12 +21,14 @@ encode+EF is what error feedback costs written the GRACE way: c = g + r, encode(
 r = c - decode(...) (so it includes a decode; Tamp's kernels fuse the residual update into
 the encode instead).
 
-Usage: python3 torch_compare.py [--sizes 24 26] [--iters 20] [--warmup 3]
-Without a CUDA device it prints "no CUDA device: skipping" and exits 0.
+Usage: python3 torch_compare.py [--sizes 24 26] [--iters 20] [--warmup 3] [--require-cuda]
+Without a CUDA device it prints "no CUDA device: skipping" and exits 0, or with
+--require-cuda (what run_on_device.sh passes on the device machine) exits 1.
 """
 
 import argparse
 import statistics
+import sys
 
 import torch
 
@@ -119,10 +121,12 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", default=[24, 26], help="log2 of n")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--require-cuda", action="store_true",
+                        help="exit 1 instead of skipping when torch sees no CUDA device")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device: skipping (torch.cuda.is_available() is False)")
-        return
+        return 1 if args.require_cuda else 0
     props = torch.cuda.get_device_properties(0)
     print(f"device: {props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}, "
           f"CUDA {torch.version.cuda}\n")
@@ -153,7 +157,8 @@ def main():
                   f"{encode_ef_ms:.3f} | {decode_ms:.3f} | {memcpy_ms:.3f} | "
                   f"{4.0 * n / total_s / 1e9:.1f} | {memcpy_ms / (encode_ms + decode_ms):.3f} |",
                   flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,13 +10,18 @@
 #include "common/status_macros.h"
 #include "compress/bf16.h"
 #include "compress/cuda/internal/launch.h"
+#include "compress/dgc.h"
 #include "compress/efsign.h"
 #include "compress/fp16.h"
 #include "compress/maxmin.h"
 #include "compress/natural.h"
+#include "compress/none.h"
 #include "compress/qsgd.h"
+#include "compress/randomblock.h"
+#include "compress/randomk.h"
 #include "compress/registry.h"
 #include "compress/signsgd.h"
+#include "compress/signum.h"
 #include "compress/terngrad.h"
 #include "compress/topk.h"
 #include "compress/wire_format.h"
@@ -86,7 +91,9 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     codec->quant_ = layout;
     codec->body_bytes_ = layout.body_bytes();
   };
-  if (name == "fp16") {
+  if (name == "none") {
+    quant(CodecId::kNone, NoneCodec::kVersion, MakeQuantLayout(QuantKind::kNone, n));
+  } else if (name == "fp16") {
     quant(CodecId::kFp16, Fp16Codec::kVersion, MakeQuantLayout(QuantKind::kFp16, n));
   } else if (name == "bf16") {
     quant(CodecId::kBf16, Bf16Codec::kVersion, MakeQuantLayout(QuantKind::kBf16, n));
@@ -94,6 +101,14 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     quant(CodecId::kNatural, NaturalCodec::kVersion, MakeQuantLayout(QuantKind::kNatural, n));
   } else if (name == "signsgd") {
     quant(CodecId::kSignSgd, SignSgdCodec::kVersion, MakeQuantLayout(QuantKind::kSignSgd, n));
+  } else if (name == "signum") {  // SignumCodec's constants; the momentum starts at zero.
+    const double beta = spec.has_momentum() ? spec.momentum() : SignumCodec::kDefaultMomentum;
+    cuda_internal::QuantLayout layout = MakeQuantLayout(QuantKind::kSignum, n);
+    layout.decay = static_cast<float>(beta);
+    layout.gain = static_cast<float>(1.0 - beta);
+    quant(CodecId::kSignum, SignumCodec::kVersion, layout);
+    TAMP_ASSIGN_OR_RETURN(codec->state_, kernels::DeviceArray<float>::Create(n));
+    TAMP_CUDA_RETURN_IF_ERROR(cudaMemset(codec->state_.data(), 0, sizeof(float) * n));
   } else if (name == "efsign") {
     quant(CodecId::kEfSign, EfSignCodec::kVersion, MakeQuantLayout(QuantKind::kEfSign, n));
   } else if (name == "terngrad") {
@@ -109,9 +124,30 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     quant(CodecId::kMaxMin, MaxMinCodec::kVersion,
           MakeQuantLayout(QuantKind::kMaxMin, n, 0, bucket, static_cast<int>(spec.bits()),
                           spec.stochastic()));
-  } else {  // topk
-    codec.reset(new DeviceCodec(CodecId::kTopK, TopKCodec::kVersion, n));
-    codec->is_topk_ = true;
+  } else if (name == "randomblock") {
+    codec.reset(new DeviceCodec(CodecId::kRandomBlock, RandomBlockCodec::kVersion, n));
+    codec->family_ = Family::kRandomBlock;
+    codec->randomblock_ = cuda_internal::MakeRandomBlockLayout(
+        n, EntriesKept(spec, n), spec.has_num_blocks() ? spec.num_blocks() : 1,
+        spec.fp16_values());
+    codec->body_bytes_ = codec->randomblock_.body_bytes();
+  } else if (name == "randomk") {
+    codec.reset(new DeviceCodec(CodecId::kRandomK, RandomKCodec::kVersion, n));
+    codec->family_ = Family::kRandomK;
+    codec->randomk_ = cuda_internal::RandomKLayout{n, EntriesKept(spec, n), spec.fp16_values()};
+    codec->body_bytes_ = codec->randomk_.body_bytes();
+    const uint64_t k = codec->randomk_.k;
+    TAMP_ASSIGN_OR_RETURN(codec->positions_, kernels::DeviceArray<uint32_t>::Create(k));
+    TAMP_ASSIGN_OR_RETURN(codec->positions_host_,
+                          kernels::PinnedBuffer::Create(sizeof(uint32_t) * k));
+    TAMP_ASSIGN_OR_RETURN(codec->positions_uploaded_, kernels::CudaEvent::Create());
+  } else {  // topk, and dgc: the same selection and body (compress/dgc.h), another id.
+    if (name == "dgc") {
+      codec.reset(new DeviceCodec(CodecId::kDgc, DgcCodec::kVersion, n));
+    } else {
+      codec.reset(new DeviceCodec(CodecId::kTopK, TopKCodec::kVersion, n));
+    }
+    codec->family_ = Family::kTopK;
     codec->topk_ = cuda_internal::MakeTopKLayout(n, TopKCodec::EntriesKept(spec, n),
                                                  spec.fp16_values());
     codec->body_bytes_ = codec->topk_.body_bytes();
@@ -119,20 +155,41 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
 
   // Two-pass scratch sizing (the launchers' null-temp call), then one allocation.
   size_t temp_bytes = 0;
-  if (codec->is_topk_) {
+  if (codec->family_ == Family::kRandomBlock) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomBlock(
+        nullptr, &temp_bytes, codec->randomblock_, RandomKey{}, nullptr, nullptr, 1.0f, nullptr,
+        nullptr));
+  } else if (codec->family_ == Family::kRandomK) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomK(nullptr, &temp_bytes, codec->randomk_,
+                                                           nullptr, nullptr, nullptr, 1.0f,
+                                                           nullptr, nullptr));
+  } else if (codec->family_ == Family::kTopK) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(nullptr, &temp_bytes, codec->topk_,
                                                         nullptr, nullptr, 1.0f, nullptr,
                                                         nullptr));
   } else {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeQuant(nullptr, &temp_bytes, codec->quant_,
                                                          RandomKey{}, nullptr, nullptr, 1.0f,
-                                                         nullptr, nullptr));
+                                                         nullptr, nullptr, nullptr));
   }
   codec->temp_bytes_ = temp_bytes;
   TAMP_ASSIGN_OR_RETURN(codec->temp_, kernels::DeviceArray<unsigned char>::Create(temp_bytes));
-  TAMP_ASSIGN_OR_RETURN(codec->body_,
+  TAMP_ASSIGN_OR_RETURN(codec->outgoing_,
+                        kernels::DeviceArray<unsigned char>::Create(codec->body_bytes_));
+  TAMP_ASSIGN_OR_RETURN(codec->incoming_,
                         kernels::DeviceArray<unsigned char>::Create(codec->body_bytes_));
   TAMP_ASSIGN_OR_RETURN(codec->verdict_, kernels::DeviceArray<unsigned long long>::Create(1));
+  TAMP_ASSIGN_OR_RETURN(codec->outgoing_payload_,
+                        kernels::PinnedBuffer::Create(codec->PayloadBytes()));
+  TAMP_ASSIGN_OR_RETURN(codec->incoming_body_, kernels::PinnedBuffer::Create(codec->body_bytes_));
+  TAMP_ASSIGN_OR_RETURN(codec->verdict_host_,
+                        kernels::PinnedBuffer::Create(sizeof(unsigned long long)));
+  TAMP_ASSIGN_OR_RETURN(codec->encoded_, kernels::CudaEvent::Create());
+  TAMP_ASSIGN_OR_RETURN(codec->checked_, kernels::CudaEvent::Create());
+  // The header never changes: written once, the body lands behind it.
+  std::string header;
+  AppendHeader(codec->id_, codec->version_, codec->size_, &header);
+  std::memcpy(codec->outgoing_payload_.data(), header.data(), kHeaderBytes);
   return codec;
 }
 
@@ -146,20 +203,46 @@ absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float 
     return absl::InvalidArgumentError("Encode: d_body must be 4-byte aligned");
   }
   size_t temp_bytes = temp_bytes_;
-  if (is_topk_) {
+  if (family_ == Family::kRandomK) {
+    TAMP_RETURN_IF_ERROR(UploadPositions(key, stream));
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomK(temp_.data(), &temp_bytes, randomk_,
+                                                           positions_.data(), d_input,
+                                                           d_residual, residual_scale, d_body,
+                                                           stream));
+  } else if (family_ == Family::kRandomBlock) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomBlock(temp_.data(), &temp_bytes,
+                                                               randomblock_, key, d_input,
+                                                               d_residual, residual_scale,
+                                                               d_body, stream));
+  } else if (family_ == Family::kTopK) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(temp_.data(), &temp_bytes, topk_,
                                                         d_input, d_residual, residual_scale,
                                                         d_body, stream));
   } else {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeQuant(temp_.data(), &temp_bytes, quant_, key,
                                                          d_input, d_residual, residual_scale,
-                                                         d_body, stream));
+                                                         state_.data(), d_body, stream));
   }
   return absl::OkStatus();
 }
 
+absl::Status DeviceCodec::UploadPositions(const RandomKey& key, cudaStream_t stream) {
+  const absl::Span<const size_t> positions = RandomKCodec::Positions(key, size_, randomk_.k);
+  // The previous upload from the pinned buffer must be done before it is refilled.
+  TAMP_RETURN_IF_ERROR(positions_uploaded_.Wait());
+  auto* host = reinterpret_cast<uint32_t*>(positions_host_.data());
+  for (size_t j = 0; j < positions.size(); ++j) host[j] = static_cast<uint32_t>(positions[j]);
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(positions_.data(), host,
+                                            sizeof(uint32_t) * positions.size(),
+                                            cudaMemcpyHostToDevice, stream));
+  return positions_uploaded_.Record(stream);
+}
+
 bool DeviceCodec::NeedsCheck() const {
-  return is_topk_ || (quant_.kind != QuantKind::kFp16 && quant_.kind != QuantKind::kBf16);
+  if (family_ == Family::kTopK) return true;
+  if (family_ == Family::kRandomBlock || family_ == Family::kRandomK) return false;  // Any value.
+  return quant_.kind != QuantKind::kNone && quant_.kind != QuantKind::kFp16 &&
+         quant_.kind != QuantKind::kBf16;
 }
 
 absl::Status DeviceCodec::ErrorFor(unsigned long long verdict) const {
@@ -172,8 +255,8 @@ absl::Status DeviceCodec::ErrorFor(unsigned long long verdict) const {
                                                  ReasonText(reason)));
 }
 
-absl::Status DeviceCodec::Decode(const unsigned char* d_body, const RandomKey& /*key*/,
-                                 float* d_out, bool accumulate, cudaStream_t stream) {
+absl::Status DeviceCodec::DecodeAsync(const unsigned char* d_body, const RandomKey& key,
+                                      float* d_out, bool accumulate, cudaStream_t stream) {
   if (d_body == nullptr || d_out == nullptr) {
     return absl::InvalidArgumentError("Decode: d_body and d_out must not be null");
   }
@@ -182,7 +265,14 @@ absl::Status DeviceCodec::Decode(const unsigned char* d_body, const RandomKey& /
   }
   const bool check = NeedsCheck();
   unsigned long long* verdict = check ? verdict_.data() : nullptr;
-  if (is_topk_) {
+  if (family_ == Family::kRandomK) {
+    TAMP_RETURN_IF_ERROR(UploadPositions(key, stream));
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::DecodeRandomK(randomk_, positions_.data(), d_body,
+                                                           d_out, accumulate, stream));
+  } else if (family_ == Family::kRandomBlock) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::DecodeRandomBlock(
+        temp_.data(), temp_bytes_, randomblock_, key, d_body, d_out, accumulate, stream));
+  } else if (family_ == Family::kTopK) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::CheckTopK(topk_, d_body, verdict, stream));
     TAMP_CUDA_RETURN_IF_ERROR(
         cuda_internal::DecodeTopK(topk_, d_body, d_out, accumulate, verdict, stream));
@@ -191,26 +281,55 @@ absl::Status DeviceCodec::Decode(const unsigned char* d_body, const RandomKey& /
     TAMP_CUDA_RETURN_IF_ERROR(
         cuda_internal::DecodeQuant(quant_, d_body, d_out, accumulate, verdict, stream));
   }
-  if (!check) return absl::OkStatus();
-  unsigned long long host_verdict = cuda_internal::kValid;
-  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&host_verdict, verdict, sizeof(host_verdict),
-                                            cudaMemcpyDeviceToHost, stream));
-  TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  if (host_verdict != cuda_internal::kValid) return ErrorFor(host_verdict);
+  auto* host_verdict = reinterpret_cast<unsigned long long*>(verdict_host_.data());
+  if (check) {
+    TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_verdict, verdict, sizeof(*host_verdict),
+                                              cudaMemcpyDeviceToHost, stream));
+  } else {
+    *host_verdict = cuda_internal::kValid;
+  }
+  return checked_.Record(stream);
+}
+
+absl::Status DeviceCodec::Checked() {
+  TAMP_RETURN_IF_ERROR(checked_.Wait());
+  const unsigned long long verdict =
+      *reinterpret_cast<const unsigned long long*>(verdict_host_.data());
+  if (verdict != cuda_internal::kValid) return ErrorFor(verdict);
   return absl::OkStatus();
+}
+
+absl::Status DeviceCodec::Decode(const unsigned char* d_body, const RandomKey& key, float* d_out,
+                                 bool accumulate, cudaStream_t stream) {
+  TAMP_RETURN_IF_ERROR(DecodeAsync(d_body, key, d_out, accumulate, stream));
+  return Checked();
+}
+
+absl::Status DeviceCodec::EncodeToHost(const float* d_input, float* d_residual,
+                                       float residual_scale, const RandomKey& key,
+                                       cudaStream_t stream) {
+  // The previous payload may still be in flight into the pinned buffer.
+  TAMP_RETURN_IF_ERROR(encoded_.Wait());
+  TAMP_RETURN_IF_ERROR(
+      Encode(d_input, d_residual, residual_scale, key, outgoing_.data(), stream));
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(outgoing_payload_.data() + kHeaderBytes,
+                                            outgoing_.data(), body_bytes_,
+                                            cudaMemcpyDeviceToHost, stream));
+  return encoded_.Record(stream);
+}
+
+absl::StatusOr<absl::string_view> DeviceCodec::Payload() {
+  TAMP_RETURN_IF_ERROR(encoded_.Wait());
+  return absl::string_view(reinterpret_cast<const char*>(outgoing_payload_.data()),
+                           PayloadBytes());
 }
 
 absl::Status DeviceCodec::EncodeToPayload(const float* d_input, float* d_residual,
                                           float residual_scale, const RandomKey& key,
                                           std::string* payload, cudaStream_t stream) {
-  TAMP_RETURN_IF_ERROR(Encode(d_input, d_residual, residual_scale, key, body_.data(), stream));
-  payload->clear();
-  payload->reserve(PayloadBytes());
-  AppendHeader(id_, version_, size_, payload);
-  payload->resize(PayloadBytes());
-  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(payload->data() + kHeaderBytes, body_.data(),
-                                            body_bytes_, cudaMemcpyDeviceToHost, stream));
-  TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  TAMP_RETURN_IF_ERROR(EncodeToHost(d_input, d_residual, residual_scale, key, stream));
+  TAMP_ASSIGN_OR_RETURN(const absl::string_view bytes, Payload());
+  payload->assign(bytes.data(), bytes.size());
   return absl::OkStatus();
 }
 
@@ -223,9 +342,12 @@ absl::Status DeviceCodec::DecodePayload(absl::string_view payload, const RandomK
                                                    body.size(), " bytes, expected ",
                                                    body_bytes_));
   }
-  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(body_.data(), body.data(), body_bytes_,
+  // The previous upload from the pinned buffer is done once its verdict is.
+  TAMP_RETURN_IF_ERROR(checked_.Wait());
+  std::memcpy(incoming_body_.data(), body.data(), body_bytes_);
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(incoming_.data(), incoming_body_.data(), body_bytes_,
                                             cudaMemcpyHostToDevice, stream));
-  return Decode(body_.data(), key, d_out, accumulate, stream);
+  return Decode(incoming_.data(), key, d_out, accumulate, stream);
 }
 
 }  // namespace tamp::compress::cuda

@@ -26,20 +26,24 @@ namespace {
 
 using cuda_testing::Flavor;
 using kernels::DeviceArray;
+using kernels::testing::Allocate;
 using kernels::testing::CompareBitwise;
 using kernels::testing::CompareBytes;
-using kernels::testing::Download;
 using kernels::testing::Upload;
 
 // Runs without a device: the checks before any device work.
 TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
-  config::Codec none;
-  none.set_name("none");
-  EXPECT_EQ(DeviceCodec::Create(none, 10).status().code(), absl::StatusCode::kUnimplemented);
+  config::Codec powersgd;
+  powersgd.set_name("powersgd");
+  powersgd.set_rank(2);
+  EXPECT_EQ(DeviceCodec::Create(powersgd, 10).status().code(), absl::StatusCode::kUnimplemented);
   config::Codec bad;
   bad.set_name("qsgd");  // 'levels' missing.
   EXPECT_EQ(DeviceCodec::Create(bad, 10).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(HasDeviceCodec("topk"));
+  EXPECT_TRUE(HasDeviceCodec("none"));
+  EXPECT_TRUE(HasDeviceCodec("randomblock"));
+  EXPECT_TRUE(HasDeviceCodec("randomk"));
   EXPECT_FALSE(HasDeviceCodec("powersgd"));
   if (!kernels::CudaDeviceAvailable()) {
     config::Codec fp16;
@@ -60,7 +64,8 @@ void ExpectMatchesCpu(const config::Codec& spec, size_t n, Flavor flavor) {
   ASSERT_EQ((*gpu)->PayloadBytes(), (*cpu)->MaxPayloadBytes());
   const std::vector<float> x = cuda_testing::Values(n, 1000 + n, flavor);
   const RandomKey key = cuda_testing::Key(static_cast<uint32_t>(n));
-  DeviceArray<float> d_x = Upload<float>(x);
+  DeviceArray<float> d_x;
+  ASSERT_TRUE(Upload<float>(x, &d_x));
 
   // Encode.
   std::string cpu_payload, gpu_payload;
@@ -71,14 +76,16 @@ void ExpectMatchesCpu(const config::Codec& spec, size_t n, Flavor flavor) {
   // Decode (=, +=).
   std::vector<float> cpu_out(n);
   ASSERT_TRUE((*cpu)->Decode(cpu_payload, key, absl::MakeSpan(cpu_out)).ok());
-  auto d_out = DeviceArray<float>::Create(n).value();
+  DeviceArray<float> d_out;
+  ASSERT_TRUE(Allocate<float>(n, &d_out));
   ASSERT_TRUE((*gpu)->DecodePayload(cpu_payload, key, d_out.data(), false, nullptr).ok());
-  EXPECT_TRUE(CompareBitwise("decoded", Download(d_out), cpu_out));
+  EXPECT_TRUE(CompareBitwise("decoded", d_out, cpu_out));
   std::vector<float> acc = cuda_testing::Values(n, 7, Flavor::kGradient);
-  DeviceArray<float> d_acc = Upload<float>(acc);
+  DeviceArray<float> d_acc;
+  ASSERT_TRUE(Upload<float>(acc, &d_acc));
   ASSERT_TRUE((*cpu)->DecodeAdd(cpu_payload, key, absl::MakeSpan(acc)).ok());
   ASSERT_TRUE((*gpu)->DecodePayload(cpu_payload, key, d_acc.data(), true, nullptr).ok());
-  EXPECT_TRUE(CompareBitwise("accumulated", Download(d_acc), acc));
+  EXPECT_TRUE(CompareBitwise("accumulated", d_acc, acc));
 
   // Fused error feedback: two steps against ErrorFeedback RESIDUAL.
   for (const float scale : {1.0f, 0.5f}) {
@@ -88,17 +95,19 @@ void ExpectMatchesCpu(const config::Codec& spec, size_t n, Flavor flavor) {
     ef.set_scale(scale);
     auto memory = ErrorFeedback::Create(ef, n);
     ASSERT_TRUE(memory.ok());
-    DeviceArray<float> d_residual = Upload<float>(std::vector<float>(n, 0.0f));
+    DeviceArray<float> d_residual;
+    ASSERT_TRUE(Upload<float>(std::vector<float>(n, 0.0f), &d_residual));
     for (int step = 0; step < 2; ++step) {
       const std::vector<float> g = step == 0 ? x : cuda_testing::Values(n, 2000 + n, Flavor::kGradient);
       const RandomKey step_key{.seed = 42, .step = static_cast<uint64_t>(step), .chunk = 1, .worker = 0};
-      DeviceArray<float> d_g = Upload<float>(g);
+      DeviceArray<float> d_g;
+      ASSERT_TRUE(Upload<float>(g, &d_g));
       ASSERT_TRUE((*memory)->Compress(**cpu, g, step_key, &cpu_payload).ok());
       ASSERT_TRUE((*gpu)->EncodeToPayload(d_g.data(), d_residual.data(), scale, step_key,
                                           &gpu_payload, nullptr)
                       .ok());
       ASSERT_TRUE(CompareBytes("EF payload", gpu_payload, cpu_payload)) << "step " << step;
-      ASSERT_TRUE(CompareBitwise("residual", Download(d_residual), (*memory)->residual()))
+      ASSERT_TRUE(CompareBitwise("residual", d_residual, (*memory)->residual()))
           << "step " << step;
     }
   }
@@ -141,16 +150,18 @@ TEST_P(DeviceCodecTest, RejectsWhatCpuRejects) {
       bad[at] = static_cast<char>(rng());
       std::vector<float> out(n);
       const bool cpu_ok = (*cpu)->Decode(bad, key, absl::MakeSpan(out)).ok();
-      DeviceArray<float> d_out = Upload<float>(sentinel);
+      DeviceArray<float> d_out;
+      ASSERT_TRUE(Upload<float>(sentinel, &d_out));
       const absl::Status status = (*gpu)->DecodePayload(bad, key, d_out.data(), false, nullptr);
       ASSERT_EQ(status.ok(), cpu_ok) << "trial " << trial << ": " << status;
       if (!cpu_ok) {
         EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-        EXPECT_TRUE(CompareBitwise("untouched", Download(d_out), sentinel));
+        EXPECT_TRUE(CompareBitwise("untouched", d_out, sentinel));
       }
     }
     // A truncated payload never reaches the device.
-    DeviceArray<float> d_out = Upload<float>(sentinel);
+    DeviceArray<float> d_out;
+    ASSERT_TRUE(Upload<float>(sentinel, &d_out));
     EXPECT_EQ((*gpu)->DecodePayload(absl::string_view(payload).substr(0, payload.size() - 1), key,
                                     d_out.data(), false, nullptr)
                   .code(),
@@ -161,6 +172,55 @@ TEST_P(DeviceCodecTest, RejectsWhatCpuRejects) {
 INSTANTIATE_TEST_SUITE_P(
     AllCodecs, DeviceCodecTest, ::testing::ValuesIn(cuda_testing::AllSpecs()),
     [](const ::testing::TestParamInfo<cuda_testing::SpecCase>& info) { return info.param.label; });
+
+// The asynchronous calls: two encodes in flight on one stream wait for each other's pinned
+// copy; Payload() is the CPU payload; DecodeAsync() of a corrupted body reports it from
+// Checked() and writes nothing.
+TEST(DeviceCodecAsyncTest, PinnedPayloadsAndDeferredVerdicts) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  for (const char* name : {"qsgd", "topk", "fp16"}) {
+    SCOPED_TRACE(name);
+    config::Codec spec = cuda_testing::NamedSpec(name);
+    if (spec.name() == "qsgd") spec.set_levels(127);
+    if (spec.name() == "topk") spec.set_ratio(0.01);
+    const size_t n = 100003;
+    auto cpu = CreateCodec(spec, n);
+    auto gpu = DeviceCodec::Create(spec, n);
+    ASSERT_TRUE(cpu.ok() && gpu.ok());
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    for (uint32_t step = 0; step < 2; ++step) {
+      const std::vector<float> x = cuda_testing::Values(n, 50 + step, Flavor::kSpecial);
+      const RandomKey key = cuda_testing::Key(step);
+      DeviceArray<float> d_x;
+      ASSERT_TRUE(Upload<float>(x, &d_x));
+      std::string cpu_payload;
+      ASSERT_TRUE((*cpu)->Encode(x, key, &cpu_payload).ok());
+      ASSERT_TRUE((*gpu)->EncodeToHost(d_x.data(), nullptr, 1.0f, key, stream).ok());
+      auto payload = (*gpu)->Payload();
+      ASSERT_TRUE(payload.ok()) << payload.status();
+      EXPECT_TRUE(CompareBytes("payload", *payload, cpu_payload)) << "step " << step;
+    }
+    if (spec.name() != "fp16") {  // fp16 bodies have no invalid form.
+      std::string bad;
+      const std::vector<float> x = cuda_testing::Values(n, 9, Flavor::kGradient);
+      ASSERT_TRUE((*cpu)->Encode(x, {}, &bad).ok());
+      std::memset(&bad[kHeaderBytes], 0xff, 8);  // Indices out of order / norms negative.
+      DeviceArray<unsigned char> d_body;
+      ASSERT_TRUE(Upload<unsigned char>(
+          absl::MakeConstSpan(reinterpret_cast<const unsigned char*>(bad.data()) + kHeaderBytes,
+                              bad.size() - kHeaderBytes),
+          &d_body));
+      const std::vector<float> sentinel(n, 3.0f);
+      DeviceArray<float> d_out;
+      ASSERT_TRUE(Upload<float>(sentinel, &d_out));
+      ASSERT_TRUE((*gpu)->DecodeAsync(d_body.data(), {}, d_out.data(), true, stream).ok());
+      EXPECT_EQ((*gpu)->Checked().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_TRUE(CompareBitwise("untouched", d_out, sentinel));
+    }
+    EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  }
+}
 
 // Top-k when the k-th magnitude is shared by most of the chunk (all ties resolved by index),
 // and fp16/bf16 over a wide sample of bit patterns.
@@ -176,7 +236,8 @@ TEST(DeviceCodecEdgeTest, TopKWithMassiveTies) {
     auto cpu = CreateCodec(spec, n);
     auto gpu = DeviceCodec::Create(spec, n);
     ASSERT_TRUE(cpu.ok() && gpu.ok());
-    DeviceArray<float> d_x = Upload<float>(x);
+    DeviceArray<float> d_x;
+    ASSERT_TRUE(Upload<float>(x, &d_x));
     std::string cpu_payload, gpu_payload;
     ASSERT_TRUE((*cpu)->Encode(x, {}, &cpu_payload).ok());
     ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), nullptr, 1.0f, {}, &gpu_payload, nullptr).ok());
@@ -202,7 +263,8 @@ TEST(DeviceCodecEdgeTest, HalfConversionsOverManyBitPatterns) {
     auto cpu = CreateCodec(spec, n);
     auto gpu = DeviceCodec::Create(spec, n);
     ASSERT_TRUE(cpu.ok() && gpu.ok());
-    DeviceArray<float> d_x = Upload<float>(x);
+    DeviceArray<float> d_x;
+    ASSERT_TRUE(Upload<float>(x, &d_x));
     std::string cpu_payload, gpu_payload;
     ASSERT_TRUE((*cpu)->Encode(x, {}, &cpu_payload).ok());
     ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), nullptr, 1.0f, {}, &gpu_payload, nullptr).ok());
@@ -212,7 +274,7 @@ TEST(DeviceCodecEdgeTest, HalfConversionsOverManyBitPatterns) {
 
 #else  // !TAMP_HAVE_CUDA
 
-TEST(DeviceCodecTest, BuiltWithoutCuda) { GTEST_SKIP() << "no CUDA device: skipping (built without CUDA)"; }
+TEST(DeviceCodecTest, BuiltWithoutCuda) { TAMP_SKIP_WITHOUT_CUDA(); }
 
 #endif  // TAMP_HAVE_CUDA
 

@@ -4,7 +4,8 @@ namespace tamp::compress::cuda {
 
 bool HasDeviceCodec(absl::string_view name) {
   for (absl::string_view known :
-       {"fp16", "bf16", "natural", "signsgd", "efsign", "qsgd", "terngrad", "maxmin", "topk"}) {
+       {"none", "fp16", "bf16", "natural", "signsgd", "signum", "efsign", "qsgd", "terngrad",
+        "maxmin", "topk", "dgc", "randomblock", "randomk"}) {
     if (name == known) return true;
   }
   return false;

@@ -10,7 +10,8 @@ namespace tamp::compress::cuda {
 // HasDeviceCodec()
 //
 // Whether DeviceCodec::Create() (device_codec.h) supports codec `name` (a registry name):
-// fp16, bf16, natural, signsgd, efsign, qsgd, terngrad, maxmin, topk.
+// none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad, maxmin, topk, dgc,
+// randomblock, randomk.
 bool HasDeviceCodec(absl::string_view name);
 
 }  // namespace tamp::compress::cuda

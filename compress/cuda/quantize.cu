@@ -1,5 +1,6 @@
-// GPU encode/decode of the quantizing codecs: fp16, bf16, natural, signsgd, efsign, qsgd,
-// terngrad, maxmin. Payload bodies are byte-identical to the CPU codecs' (compress/*.cc).
+// GPU encode/decode of the quantizing codecs: none, fp16, bf16, natural, signsgd, signum,
+// efsign, qsgd, terngrad, maxmin. Payload bodies are byte-identical to the CPU codecs'
+// (compress/*.cc).
 //
 // Contract (n values, body as compress/cuda/internal/quantize_agent.h lays it out):
 //   encode   body =, and with error feedback c = input + residual, residual =
@@ -8,16 +9,21 @@
 //   decode   out = or += decode(body), only if *verdict is kValid
 //
 // Kernels, in the order an encode runs them:
-//   bucket stats, fused    qsgd/maxmin, power-of-two bucket_size in [128, 8192]: one block per
-//                          8192 values stages c in shared memory, computes its buckets' stats
-//                          (8 lanes each, the CPU's summation order) and quantizes from there:
-//                          one read of input and residual.
-//   bucket stats, 2-pass   other bucket sizes: lane stats (thread per bucket and lane), then
-//                          stats per bucket, then the group kernel (input read twice).
-//   chunk stats            terngrad, efsign: one block; its scale is 8 (16) serial chains of
-//                          double additions by definition (compress/cuda/README.md),
-//                          fed from double-buffered shared memory.
-//   groups                 thread per 32 values: codes, word stores, residual.
+//   bucket stats, 2-pass   qsgd/maxmin with bucket sizes the tile kernel cannot take: lane
+//                          stats (thread per bucket and lane), then stats per bucket.
+//   chunk stats            terngrad, efsign (compress/internal/segments.h's order): a thread
+//                          per lane of each 8192-value segment, a segment's partial from
+//                          its lanes in shared memory; then one block adds the partials in
+//                          the pairwise tree, level by level, and stores the scale.
+//   encode tile            one block per 8192 values: stages c = input (+ residual) in shared
+//                          memory with coalesced loads; for qsgd/maxmin with a power-of-two
+//                          bucket_size in [128, 8192] computes its buckets' stats there (8
+//                          lanes each, the CPU's summation order: one read of input and
+//                          residual in all); then a thread per 32 values writes the codes
+//                          (word stores) and the new residual into the tile, which goes back
+//                          to device memory with coalesced stores.
+// Decode runs the same tile kernel the other way (coalesced loads of the accumulator,
+// coalesced stores of the output).
 // Per-thread work lives in the agents (quantize_agent.h), shared with the host emulation
 // test; this file only maps them onto threads.
 
@@ -32,12 +38,12 @@ namespace tamp::compress::cuda_internal {
 namespace {
 
 // Tuning constants.
-// (kFusedTile, kFusedMinBucket, kChainTile: quantize_agent.h, shared with the emulation.)
+// (kFusedTile, kFusedMinBucket: quantize_agent.h, shared with the emulation.)
 constexpr int kThreads = 256;
-static_assert(kFusedTile == kThreads * kGroup, "a fused block is one group per thread");
-constexpr uint32_t kFusedPadded = kFusedTile + kFusedTile / 32;  // one pad float per 32
+static_assert(kFusedTile == kThreads * kGroup, "a tile block is one group per thread");
 constexpr uint32_t kFusedLanes = kFusedTile / kFusedMinBucket * 8;
 constexpr unsigned kMaxGrid = 1u << 20;
+constexpr int kTreeThreads = 1024;  // The one block of the chunk stats' tree.
 
 inline unsigned GridFor(uint64_t work, int threads = kThreads) {
   const uint64_t blocks = (work + threads - 1) / threads;
@@ -48,47 +54,49 @@ inline unsigned GridFor(uint64_t work, int threads = kThreads) {
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;      \
        i < (count); i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
 
-// Position of value j of a fused tile in shared memory: one pad float per 32 keeps a warp
-// reading 32 different groups (stride 33) free of bank conflicts.
-__device__ __forceinline__ uint32_t Padded(uint64_t j) { return static_cast<uint32_t>(j + (j >> 5)); }
-
-struct TileSource {
-  const float* tile;
-  uint64_t first;
-  __device__ float operator()(uint64_t i) const { return tile[Padded(i - first)]; }
-};
-
 // ---------------------------------------------------------------------------------------
 // CUDA kernels
 // ---------------------------------------------------------------------------------------
 
+// The tile of block `blockIdx.x`: its first element and its length.
+__device__ __forceinline__ uint32_t TileLength(const QuantLayout& l, uint64_t first) {
+  return l.n - first < kFusedTile ? static_cast<uint32_t>(l.n - first) : kFusedTile;
+}
+
 __global__ void __launch_bounds__(kThreads)
-    encode_fused_kernel(QuantLayout l, RandomKey key, GlobalSource source, float* residual,
-                        float residual_scale, unsigned char* body) {
-  __shared__ float tile[kFusedPadded];
+    encode_tile_kernel(QuantLayout l, RandomKey key, GlobalSource source, float* residual,
+                       float residual_scale, float* state, unsigned char* body) {
+  __shared__ float tile[kTilePadded];
   __shared__ LaneStat lanes[kFusedLanes];
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
-  const uint32_t length = l.n - first < kFusedTile ? static_cast<uint32_t>(l.n - first) : kFusedTile;
+  const uint32_t length = TileLength(l, first);
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) tile[Padded(j)] = source(first + j);
   __syncthreads();
+  const TileValues values{tile, first};
 
-  // Stats of the tile's buckets (the tile holds whole buckets: bucket_size divides 8192).
-  const TileSource values{tile, first};
-  const uint64_t bucket0 = first / l.bucket_size;
-  const uint32_t buckets = (length + l.bucket_size - 1) / l.bucket_size;
-  for (uint32_t p = threadIdx.x; p < 8 * buckets; p += kThreads) {
-    const uint64_t b = bucket0 + p / 8;
-    const BucketView<TileSource> view{&values, b * l.bucket_size};
-    lanes[p] = BucketLaneStat(l, view, BucketLength(l, b), static_cast<int>(p % 8));
+  if (UsesFusedStats(l)) {  // The tile holds whole buckets: bucket_size divides 8192.
+    const uint64_t bucket0 = first / l.bucket_size;
+    const uint32_t buckets = (length + l.bucket_size - 1) / l.bucket_size;
+    for (uint32_t p = threadIdx.x; p < 8 * buckets; p += kThreads) {
+      const uint64_t b = bucket0 + p / 8;
+      const BucketView<TileValues> view{&values, b * l.bucket_size};
+      lanes[p] = BucketLaneStat(l, view, BucketLength(l, b), static_cast<int>(p % 8));
+    }
+    __syncthreads();
+    for (uint32_t lb = threadIdx.x; lb < buckets; lb += kThreads) {
+      StoreBucketStats(l, lanes + 8 * lb, bucket0 + lb, body);
+    }
+    __syncthreads();  // Also orders the stats' global stores before the reads below.
   }
-  __syncthreads();
-  for (uint32_t lb = threadIdx.x; lb < buckets; lb += kThreads) {
-    StoreBucketStats(l, lanes + 8 * lb, bucket0 + lb, body);
-  }
-  __syncthreads();  // Also orders the stats' global stores before the reads below.
 
   const uint64_t g = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (g < l.groups()) EncodeGroup(l, key, g, values, residual, residual_scale, body);
+  const bool with_residual = residual != nullptr;
+  if (g < l.groups()) {
+    EncodeGroup(l, key, g, values, with_residual, residual_scale, state, body);
+  }
+  if (!with_residual) return;
+  __syncthreads();
+  for (uint32_t j = threadIdx.x; j < length; j += kThreads) residual[first + j] = tile[Padded(j)];
 }
 
 __global__ void bucket_lanes_kernel(QuantLayout l, GlobalSource source, LaneStat* lanes) {
@@ -103,63 +111,49 @@ __global__ void bucket_stats_kernel(QuantLayout l, const LaneStat* lanes, unsign
   TAMP_GRID_STRIDE(b, l.buckets) { StoreBucketStats(l, lanes + 8 * b, b, body); }
 }
 
-// One block. Warps 1.. load tile t + 1 while lanes 0..7 (terngrad) or 0..15 (efsign) of
-// warp 0 run their chains over tile t.
+// A block covers kThreads / ChunkLanes() whole segments: each thread runs one lane, then
+// each segment's first thread combines its lanes into the segment's partial.
 __global__ void __launch_bounds__(kThreads)
-    chunk_stats_kernel(QuantLayout l, GlobalSource source, unsigned char* body) {
-  __shared__ float buffer[2][kChainTile];
-  __shared__ int any_nan, any_inf;
-  __shared__ TernLane tern[8];
-  __shared__ double ef[16];
-  const bool is_tern = l.kind == QuantKind::kTernGrad;
-  const uint64_t tiles = (l.n + kChainTile - 1) / kChainTile;
-  if (threadIdx.x == 0) any_nan = any_inf = 0;
-  __syncthreads();  // Before any loader may set them.
-
-  auto load = [&](uint64_t t, int first_thread) {
-    float* dst = buffer[t & 1];
-    const uint64_t first = t * kChainTile;
-    const uint32_t count = l.n - first < kChainTile ? static_cast<uint32_t>(l.n - first) : kChainTile;
-    const uint32_t padded = (count + 63) / 64 * 64;  // efsign: whole blocks, +0 padding
-    for (uint32_t j = threadIdx.x - first_thread; j < padded; j += kThreads - first_thread) {
-      const float v = j < count ? source(first + j) : 0.0f;
-      dst[j] = v;
-      if (isnan(v)) any_nan = 1;
-      else if (isinf(v)) any_inf = 1;
+    chunk_segments_kernel(QuantLayout l, GlobalSource source, ChunkPartial* partials) {
+  __shared__ TernLane tern[kThreads];
+  __shared__ EfSignPartial ef[kThreads];
+  const int lanes = ChunkLanes(l);
+  const uint64_t segment =
+      static_cast<uint64_t>(blockIdx.x) * (kThreads / lanes) + threadIdx.x / lanes;
+  const int lane = static_cast<int>(threadIdx.x % lanes);
+  const bool active = segment < NumSegments(l);
+  if (active) {
+    if (l.kind == QuantKind::kTernGrad) {
+      tern[threadIdx.x] =
+          TernSegmentLane(l, source, segment, lane, static_cast<double>(source(0)));
+    } else {
+      ef[threadIdx.x] = EfSignSegmentLane(l, source, segment, lane);
     }
-  };
-
-  load(0, 0);
-  __syncthreads();
-  const double shift = is_tern ? static_cast<double>(buffer[0][0]) : 0.0;
-  TernLane lane_tern = ZeroTernLane();
-  double lane_ef = 0;
-  const int chains = is_tern ? 8 : 16;
-  for (uint64_t t = 0; t < tiles; ++t) {
-    if (threadIdx.x >= 32) {
-      if (t + 1 < tiles) load(t + 1, 32);
-    } else if (threadIdx.x < chains) {
-      const uint64_t first = t * kChainTile;
-      const uint32_t count = l.n - first < kChainTile ? static_cast<uint32_t>(l.n - first) : kChainTile;
-      if (is_tern) {
-        TernLaneTile(buffer[t & 1], count, shift, threadIdx.x, &lane_tern);
-      } else {
-        EfSignLaneTile(buffer[t & 1], (count + 63) / 64, threadIdx.x, &lane_ef);
-      }
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x < chains) {
-    if (is_tern) tern[threadIdx.x] = lane_tern;
-    else ef[threadIdx.x] = lane_ef;
   }
   __syncthreads();
-  if (threadIdx.x == 0) FinishChunkStats(l, tern, ef, any_nan != 0, any_inf != 0, source, body);
+  if (active && lane == 0) {
+    partials[segment] = SegmentPartial(l, tern + threadIdx.x, ef + threadIdx.x);
+  }
 }
 
-__global__ void encode_groups_kernel(QuantLayout l, RandomKey key, GlobalSource source,
-                                     float* residual, float residual_scale, unsigned char* body) {
-  TAMP_GRID_STRIDE(g, l.groups()) { EncodeGroup(l, key, g, source, residual, residual_scale, body); }
+// One block: the pairwise tree over the segments' partials, alternating between `a` and `b`
+// (global memory; __syncthreads() orders a level's stores before the next level's loads),
+// then the scale.
+__global__ void __launch_bounds__(kTreeThreads)
+    chunk_tree_kernel(QuantLayout l, ChunkPartial* a, ChunkPartial* b, unsigned char* body) {
+  const AddChunkPartials add{l.kind == QuantKind::kTernGrad};
+  ChunkPartial* in = a;
+  ChunkPartial* out = b;
+  for (uint64_t m = NumSegments(l); m > 1; m = (m + 1) / 2) {
+    for (uint64_t i = threadIdx.x; i < (m + 1) / 2; i += kTreeThreads) {
+      PairwiseStep(in, out, m, i, add);
+    }
+    __syncthreads();
+    ChunkPartial* const done = out;
+    out = in;
+    in = done;
+  }
+  if (threadIdx.x == 0) StoreChunkScale(l, in[0], body);
 }
 
 __global__ void check_kernel(QuantLayout l, const unsigned char* body,
@@ -181,10 +175,25 @@ __global__ void check_kernel(QuantLayout l, const unsigned char* body,
   }
 }
 
-__global__ void decode_groups_kernel(QuantLayout l, const unsigned char* body, float* out,
-                                     bool accumulate, const unsigned long long* verdict) {
+__global__ void __launch_bounds__(kThreads)
+    decode_tile_kernel(QuantLayout l, const unsigned char* body, float* out, bool accumulate,
+                       const unsigned long long* verdict) {
   if (verdict != nullptr && *verdict != kValid) return;
-  TAMP_GRID_STRIDE(g, l.groups()) { DecodeGroup(l, g, body, out, accumulate); }
+  __shared__ float tile[kTilePadded];
+  const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
+  const uint32_t length = TileLength(l, first);
+  if (accumulate) {
+    for (uint32_t j = threadIdx.x; j < length; j += kThreads) tile[Padded(j)] = out[first + j];
+    __syncthreads();
+  }
+  const uint64_t g = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (g < l.groups()) DecodeGroup(l, g, body, TileValues{tile, first}, accumulate);
+  __syncthreads();
+  for (uint32_t j = threadIdx.x; j < length; j += kThreads) out[first + j] = tile[Padded(j)];
+}
+
+inline unsigned TilesFor(const QuantLayout& l) {
+  return static_cast<unsigned>((l.n + kFusedTile - 1) / kFusedTile);
 }
 
 }  // namespace
@@ -195,23 +204,21 @@ __global__ void decode_groups_kernel(QuantLayout l, const unsigned char* body, f
 
 cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
                         const RandomKey& key, const float* input, float* residual,
-                        float residual_scale, unsigned char* body, cudaStream_t stream) {
+                        float residual_scale, float* state, unsigned char* body,
+                        cudaStream_t stream) {
   const bool bucketed = l.kind == QuantKind::kQsgd || l.kind == QuantKind::kMaxMin;
   const bool two_pass = bucketed && !UsesFusedStats(l);
+  const bool chunk = l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign;
   // Never 0 (as CUB): a null `temp` means "size it", so real calls need a real buffer.
-  const size_t needed = two_pass ? sizeof(LaneStat) * 8 * l.buckets : 256;
+  size_t needed = 256;
+  if (two_pass) needed = sizeof(LaneStat) * 8 * l.buckets;
+  if (chunk) needed = 2 * sizeof(ChunkPartial) * NumSegments(l);
   if (temp == nullptr) {
     *temp_bytes = needed;
     return cudaSuccess;
   }
   if (*temp_bytes < needed) return cudaErrorInvalidValue;
   const GlobalSource source{input, residual};
-  if (bucketed && !two_pass) {
-    const unsigned blocks = static_cast<unsigned>((l.n + kFusedTile - 1) / kFusedTile);
-    encode_fused_kernel<<<blocks, kThreads, 0, stream>>>(l, key, source, residual,
-                                                         residual_scale, body);
-    return cudaGetLastError();
-  }
   if (two_pass) {
     auto* lanes = static_cast<LaneStat*>(temp);
     bucket_lanes_kernel<<<GridFor(8 * l.buckets), kThreads, 0, stream>>>(l, source, lanes);
@@ -219,12 +226,18 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
     bucket_stats_kernel<<<GridFor(l.buckets), kThreads, 0, stream>>>(l, lanes, body);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  if (l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign) {
-    chunk_stats_kernel<<<1, kThreads, 0, stream>>>(l, source, body);
+  if (chunk) {
+    auto* partials = static_cast<ChunkPartial*>(temp);
+    const uint64_t per_block = kThreads / ChunkLanes(l);
+    const unsigned blocks = static_cast<unsigned>((NumSegments(l) + per_block - 1) / per_block);
+    chunk_segments_kernel<<<blocks, kThreads, 0, stream>>>(l, source, partials);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    chunk_tree_kernel<<<1, kTreeThreads, 0, stream>>>(l, partials, partials + NumSegments(l),
+                                                      body);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  encode_groups_kernel<<<GridFor(l.groups()), kThreads, 0, stream>>>(l, key, source, residual,
-                                                                     residual_scale, body);
+  encode_tile_kernel<<<TilesFor(l), kThreads, 0, stream>>>(l, key, source, residual,
+                                                           residual_scale, state, body);
   return cudaGetLastError();
 }
 
@@ -242,8 +255,7 @@ cudaError_t CheckQuant(const QuantLayout& l, const unsigned char* body,
 
 cudaError_t DecodeQuant(const QuantLayout& l, const unsigned char* body, float* out,
                         bool accumulate, const unsigned long long* verdict, cudaStream_t stream) {
-  decode_groups_kernel<<<GridFor(l.groups()), kThreads, 0, stream>>>(l, body, out, accumulate,
-                                                                     verdict);
+  decode_tile_kernel<<<TilesFor(l), kThreads, 0, stream>>>(l, body, out, accumulate, verdict);
   return cudaGetLastError();
 }
 

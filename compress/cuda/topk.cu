@@ -20,6 +20,7 @@
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/block/block_store.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include "compress/cuda/internal/launch.h"
@@ -150,10 +151,15 @@ __global__ void __launch_bounds__(kThreads)
     select_kernel(TopKLayout l, const float* values, const SelectState* state,
                   const unsigned long long* tile_offsets, float* residual, float residual_scale,
                   uint32_t* indices, unsigned char* body) {
+  // Blocked order in registers (thread t: tile entries t*16 .. t*16+15, so each thread's
+  // selections are in index order), coalesced in device memory: the transposes go through
+  // shared memory.
   using BlockLoad = cub::BlockLoad<float, kThreads, kItems, cub::BLOCK_LOAD_TRANSPOSE>;
+  using BlockStore = cub::BlockStore<float, kThreads, kItems, cub::BLOCK_STORE_TRANSPOSE>;
   using BlockScan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ union {
     typename BlockLoad::TempStorage load;
+    typename BlockStore::TempStorage store;
     typename BlockScan::TempStorage scan;
   } storage;
   const SelectState s = *state;
@@ -195,18 +201,20 @@ __global__ void __launch_bounds__(kThreads)
 
   uint64_t position = gt_before_tile + (eq_before_tile < s.ties ? eq_before_tile : s.ties) +
                       taken_before_thread;
+  float next_residual[kItems];
   for (int j = 0; j < kItems; ++j) {
     const uint32_t local = threadIdx.x * kItems + j;
-    if (local >= valid) break;
-    const uint64_t i = first + local;
     float decoded = 0.0f;
-    if (selected[j]) {
-      indices[position] = static_cast<uint32_t>(i);
+    if (local < valid && selected[j]) {
+      indices[position] = static_cast<uint32_t>(first + local);
       StoreValue(l, body, position, c[j], &decoded);
       ++position;
     }
-    if (residual != nullptr) residual[i] = NextResidual(residual_scale, c[j], decoded);
+    next_residual[j] = NextResidual(residual_scale, c[j], decoded);
   }
+  if (residual == nullptr) return;
+  __syncthreads();  // The scan's storage is the store's.
+  BlockStore(storage.store).Store(residual + first, next_residual, static_cast<int>(valid));
 }
 
 __global__ void pack_kernel(TopKLayout l, const uint32_t* indices, unsigned char* body) {

@@ -8,7 +8,9 @@
 //     host plain operators (compress/BUILD compiles the CPU codecs with -ffp-contract=off,
 //     and the host users of this header do the same);
 //   - conversions float -> int truncate and int -> float round to nearest, on both sides;
-//   - NaN bit patterns that reach the wire are constants (kQuietNaN), never computed.
+//   - NaN bit patterns that reach the wire are constants (kQuietNaNBits, kQuietHalfNaNBits,
+//     kQuietBf16NaNBits: compress/wire_format.h's canonical NaNs), never computed or copied
+//     from the input, since the device's arithmetic returns its own canonical NaN.
 // compress/cuda/emulation_test.cc runs these on the host against the CPU codecs (no GPU
 // needed); compress/cuda/device_codec_test.cc runs the kernels built from them.
 #ifndef TAMP_COMPRESS_CUDA_INTERNAL_CODEC_MATH_H_
@@ -25,7 +27,10 @@
 
 namespace tamp::compress::cuda_internal {
 
+// The wire's NaNs (compress/wire_format.h kWireNaNBits, kWireHalfNaNBits, kWireBf16NaNBits).
 inline constexpr uint32_t kQuietNaNBits = 0x7fc00000u;  // std::numeric_limits<float>::quiet_NaN()
+inline constexpr uint16_t kQuietHalfNaNBits = 0x7e00;
+inline constexpr uint16_t kQuietBf16NaNBits = 0x7fc0;
 inline constexpr float kFloatMax = 3.402823466e38f;
 
 // ---------------------------------------------------------------------------------------
@@ -53,6 +58,12 @@ TAMP_HD float BitsFloat(uint32_t bits) {
 }
 
 TAMP_HD float QuietNaN() { return BitsFloat(kQuietNaNBits); }
+
+// compress/wire_format.h WireFloatBits(): x's bits, any NaN as kQuietNaNBits.
+TAMP_HD uint32_t WireFloatBits(float x) {
+  const uint32_t bits = FloatBits(x);
+  return (bits & 0x7fffffffu) > 0x7f800000u ? kQuietNaNBits : bits;
+}
 
 #if defined(__CUDA_ARCH__)
 TAMP_HD float AddRn(float a, float b) { return __fadd_rn(a, b); }
@@ -149,8 +160,7 @@ TAMP_HD uint16_t FloatToFp16(float x) {
   const int32_t subnormal = whole_int + round_up;
   int32_t half = Select(magnitude < 0x38800000, subnormal, normal);
   half = Select(magnitude >= 0x477ff000, 0x7c00, half);
-  half = Select(magnitude > 0x7f800000, 0x7e00 | ((magnitude >> 13) & 0x3ff), half);
-  return static_cast<uint16_t>(sign | half);
+  return static_cast<uint16_t>(Select(magnitude > 0x7f800000, kQuietHalfNaNBits, sign | half));
 }
 
 TAMP_HD float Fp16ToFloat(uint16_t half) {
@@ -174,9 +184,8 @@ TAMP_HD float Fp16ToFloat(uint16_t half) {
 TAMP_HD uint16_t FloatToBf16(float x) {
   const uint32_t bits = FloatBits(x);
   const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
   const int32_t magnitude = static_cast<int32_t>(bits & 0x7fffffffu);
-  return static_cast<uint16_t>(magnitude > 0x7f800000 ? quiet_nan : rounded);
+  return static_cast<uint16_t>(magnitude > 0x7f800000 ? kQuietBf16NaNBits : rounded);
 }
 
 TAMP_HD float Bf16ToFloat(uint16_t half) { return BitsFloat(static_cast<uint32_t>(half) << 16); }
@@ -190,7 +199,7 @@ TAMP_HD uint16_t FloatToHalfSaturating(float x) {
   const uint32_t f = FloatBits(x);
   const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000);
   const uint32_t a = f & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00 | static_cast<uint16_t>((a >> 13) & 0x3ff);
+  if (a > 0x7f800000u) return kQuietHalfNaNBits;
   if (a == 0x7f800000u) return sign | 0x7c00;
   if (a >= 0x477ff000u) return sign | 0x7bff;
   if (a >= 0x38800000u) {
@@ -215,6 +224,27 @@ TAMP_HD float HalfToFloat(uint16_t h) {
   if (exponent == 0x1f) return BitsFloat(sign | 0x7f800000u | (mantissa << 13));
   if (exponent != 0) return BitsFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
   return BitsFloat(sign | FloatBits(MulRn(static_cast<float>(mantissa), 1.0f / 16777216.0f)));
+}
+
+// Value j of an aligned value array (the bodies of randomblock and randomk): stores c, and
+// *decoded is what the receiver decodes (sparse.cc's rules: fp32 with the wire's NaN, or
+// saturating fp16).
+TAMP_HD void StoreSparseValue(bool fp16, unsigned char* values, uint64_t j, float c,
+                              float* decoded) {
+  if (fp16) {
+    const uint16_t h = FloatToHalfSaturating(c);
+    reinterpret_cast<uint16_t*>(values)[j] = h;
+    *decoded = HalfToFloat(h);
+  } else {
+    const uint32_t bits = WireFloatBits(c);
+    reinterpret_cast<uint32_t*>(values)[j] = bits;
+    *decoded = BitsFloat(bits);
+  }
+}
+
+TAMP_HD float LoadSparseValue(bool fp16, const unsigned char* values, uint64_t j) {
+  if (fp16) return HalfToFloat(reinterpret_cast<const uint16_t*>(values)[j]);
+  return BitsFloat(reinterpret_cast<const uint32_t*>(values)[j]);
 }
 
 // The key of compress/select.h MagnitudeKey(): |x|'s bits, NaN as +inf.
@@ -303,7 +333,7 @@ TAMP_HD float QsgdValue(uint32_t code, float scale, uint32_t level_mask, int lev
 
 inline constexpr double kTernClipSigmas = 2.5;  // TernGradCodec::kClipSigmas
 
-// Partial statistics of lane k (values k, k + 8, ... of the chunk, in order).
+// Partial statistics of lane k of a segment (its values k, k + 8, ..., in order).
 // Plain data (no initialisers), so it can live in shared memory; start from ZeroTernLane().
 struct TernLane {
   double sum;      // of d = x - shift
@@ -321,19 +351,41 @@ TAMP_HD void TernAccumulate(float x, double shift, TernLane* lane) {
   lane->max_abs = a > lane->max_abs ? a : lane->max_abs;
 }
 
-// TernGradCodec::Scale() from the 8 lanes of an n-value chunk.
-TAMP_HD float TernScaleFromLanes(const TernLane* l, uint64_t n) {
-  const double sum = DAddRn(DAddRn(DAddRn(l[0].sum, l[1].sum), DAddRn(l[2].sum, l[3].sum)),
-                            DAddRn(DAddRn(l[4].sum, l[5].sum), DAddRn(l[6].sum, l[7].sum)));
-  const double squares =
+// A segment's statistics, or several segments' (terngrad.cc's Partial).
+struct TernPartial {
+  double sum;
+  double squares;
+  float max_abs;
+};
+
+// A segment's partial from its 8 lanes: sums pairwise, the first largest magnitude.
+TAMP_HD TernPartial TernSegmentPartial(const TernLane* l) {
+  TernPartial p;
+  p.sum = DAddRn(DAddRn(DAddRn(l[0].sum, l[1].sum), DAddRn(l[2].sum, l[3].sum)),
+                 DAddRn(DAddRn(l[4].sum, l[5].sum), DAddRn(l[6].sum, l[7].sum)));
+  p.squares =
       DAddRn(DAddRn(DAddRn(l[0].squares, l[1].squares), DAddRn(l[2].squares, l[3].squares)),
              DAddRn(DAddRn(l[4].squares, l[5].squares), DAddRn(l[6].squares, l[7].squares)));
+  p.max_abs = l[0].max_abs;  // *std::max_element(...)
+  for (int k = 1; k < 8; ++k) p.max_abs = p.max_abs < l[k].max_abs ? l[k].max_abs : p.max_abs;
+  return p;
+}
+
+// Two partials combined in the tree (std::max for the magnitudes).
+TAMP_HD TernPartial AddTernPartials(const TernPartial& a, const TernPartial& b) {
+  return TernPartial{DAddRn(a.sum, b.sum), DAddRn(a.squares, b.squares),
+                     a.max_abs < b.max_abs ? b.max_abs : a.max_abs};
+}
+
+// TernGradCodec::Scale() from the whole chunk's partial (n values).
+TAMP_HD float TernScale(const TernPartial& total, uint64_t n) {
+  const double sum = total.sum;
+  const double squares = total.squares;
   if (!IsFiniteD(squares)) return QuietNaN();
   const double count = static_cast<double>(n);
   double variance = DDivRn(DSubRn(squares, DDivRn(DMulRn(sum, sum), count)), count);
   variance = 0.0 < variance ? variance : 0.0;  // std::max(0.0, variance)
-  float largest = l[0].max_abs;                // *std::max_element(...)
-  for (int k = 1; k < 8; ++k) largest = largest < l[k].max_abs ? l[k].max_abs : largest;
+  const float largest = total.max_abs;
   const double clip = DMulRn(kTernClipSigmas, DSqrtRn(variance));
   if (clip == 0 || clip >= static_cast<double>(largest)) return largest;
   return DoubleToFloat(clip);
@@ -417,10 +469,31 @@ TAMP_HD float MaxMinValue(uint32_t code, float min, float step) {
 // efsign (compress/efsign.cc): the scale's partial sums
 // ---------------------------------------------------------------------------------------
 
-// The quad of lane l (0..15) of a 64-value block x: (|x_l| + |x_l+16|) + (|x_l+32| + |x_l+48|).
-TAMP_HD float EfSignQuad(const float* block, int l) {
-  return AddRn(AddRn(AbsF(block[l]), AbsF(block[l + 16])),
-               AddRn(AbsF(block[l + 32]), AbsF(block[l + 48])));
+// A segment's sums of |x| (efsign.cc's SumMagnitudes() partials): the fast one (fp32 quads)
+// and the double-only one, used when the fast total is not finite.
+struct EfSignPartial {
+  double fast;
+  double slow;
+};
+
+TAMP_HD EfSignPartial AddEfSignPartials(const EfSignPartial& a, const EfSignPartial& b) {
+  return EfSignPartial{DAddRn(a.fast, b.fast), DAddRn(a.slow, b.slow)};
+}
+
+// Lane l (0..15) of a 64-value block holding q[0..3] = x_l, x_l+16, x_l+32, x_l+48: the fast
+// sum adds (|q0| + |q1|) + (|q2| + |q3|) (fp32) as one double, the slow one each |q| in turn.
+TAMP_HD void EfSignAddQuad(const float* q, EfSignPartial* lane) {
+  const float quad = AddRn(AddRn(AbsF(q[0]), AbsF(q[1])), AddRn(AbsF(q[2]), AbsF(q[3])));
+  lane->fast = DAddRn(lane->fast, static_cast<double>(quad));
+  for (int j = 0; j < 4; ++j) lane->slow = DAddRn(lane->slow, AbsD(static_cast<double>(q[j])));
+}
+
+// One level of compress/internal/segments.h PairwiseLevels(): out[i] from the m partials of
+// `in` (i < (m + 1) / 2). The levels alternate between two buffers, so every i of a level
+// can run at once.
+template <typename T, typename Add>
+TAMP_HD void PairwiseStep(const T* in, T* out, uint64_t m, uint64_t i, const Add& add) {
+  out[i] = 2 * i + 1 < m ? add(in[2 * i], in[2 * i + 1]) : in[2 * i];
 }
 
 // The scale from the total (sum of the 16 lanes in order, or the double-only fallback).

@@ -1,4 +1,4 @@
-// Raw launchers of compress/cuda/quantize.cu and compress/cuda/topk.cu. Internal to
+// Raw launchers of compress/cuda/quantize.cu, topk.cu, randomblock.cu and randomk.cu. Internal to
 // compress/cuda/: use compress/cuda/device_codec.h.
 //
 // CUB's conventions: host functions that enqueue kernels on `stream` and return
@@ -16,6 +16,8 @@
 
 #include "common/philox.h"
 #include "compress/cuda/internal/quantize_agent.h"
+#include "compress/cuda/internal/randomblock_agent.h"
+#include "compress/cuda/internal/randomk_agent.h"
 #include "compress/cuda/internal/topk_agent.h"
 
 namespace tamp::compress::cuda_internal {
@@ -27,10 +29,12 @@ namespace tamp::compress::cuda_internal {
 // Encodes `input` (layout.n values) into `body` (layout.body_bytes(), 4-byte aligned). With
 // `residual` (else null): c = input + residual is encoded and residual = residual_scale *
 // (c - decode(body)) written back, in the same pass (UsesFusedStats() for qsgd/maxmin says
-// whether their stats share it). `input` and `residual` need only float alignment.
+// whether their stats share it). `input` and `residual` need only float alignment. `state`:
+// signum's momentum (layout.n values, stepped), null for the others.
 cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& layout,
                         const RandomKey& key, const float* input, float* residual,
-                        float residual_scale, unsigned char* body, cudaStream_t stream);
+                        float residual_scale, float* state, unsigned char* body,
+                        cudaStream_t stream);
 
 // Sets *verdict (device) to kValid or the smallest verdict (quantize_agent.h QuantReason)
 // of `body`.
@@ -61,6 +65,39 @@ cudaError_t CheckTopK(const TopKLayout& layout, const unsigned char* body,
 // kValid.
 cudaError_t DecodeTopK(const TopKLayout& layout, const unsigned char* body, float* out,
                        bool accumulate, const unsigned long long* verdict, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// randomblock (layout: randomblock_agent.h)
+// ---------------------------------------------------------------------------------------
+
+// Writes the body of c = input (+ residual) for `key`'s blocks; with `residual`, residual =
+// residual_scale * (c - decode(body)) over the whole chunk. Scratch: the block starts.
+cudaError_t EncodeRandomBlock(void* temp, size_t* temp_bytes, const RandomBlockLayout& layout,
+                              const RandomKey& key, const float* input, float* residual,
+                              float residual_scale, unsigned char* body, cudaStream_t stream);
+
+// out = decode(body) (zeros outside the blocks), or out += the values; `temp` as sized by
+// EncodeRandomBlock(). Every body of the right length is valid.
+cudaError_t DecodeRandomBlock(void* temp, size_t temp_bytes, const RandomBlockLayout& layout,
+                              const RandomKey& key, const unsigned char* body, float* out,
+                              bool accumulate, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// randomk (layout: randomk_agent.h)
+// ---------------------------------------------------------------------------------------
+
+// Writes the body of c = input (+ residual) at `positions` (device, layout.k ascending
+// indices: RandomKCodec::Positions()); with `residual`, residual = residual_scale * (c -
+// decode(body)) over the whole chunk. Scratch: a bitmap of the chunk.
+cudaError_t EncodeRandomK(void* temp, size_t* temp_bytes, const RandomKLayout& layout,
+                          const uint32_t* positions, const float* input, float* residual,
+                          float residual_scale, unsigned char* body, cudaStream_t stream);
+
+// out = decode(body) (zeros elsewhere), or out += the values at `positions`. Every body of
+// the right length is valid.
+cudaError_t DecodeRandomK(const RandomKLayout& layout, const uint32_t* positions,
+                          const unsigned char* body, float* out, bool accumulate,
+                          cudaStream_t stream);
 
 }  // namespace tamp::compress::cuda_internal
 

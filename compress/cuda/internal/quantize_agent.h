@@ -1,5 +1,5 @@
-// Per-thread work of the GPU quantizing codecs (fp16, bf16, natural, signsgd, efsign, qsgd,
-// terngrad, maxmin), written once for host and device. Internal to compress/cuda/.
+// Per-thread work of the GPU quantizing codecs (none, fp16, bf16, natural, signsgd, signum,
+// efsign, qsgd, terngrad, maxmin), written once for host and device. Internal to compress/cuda/.
 //
 // The kernels of compress/cuda/quantize.cu are thin loops over these "agents", and
 // compress/cuda/emulation_test.cc runs the very same agents on the host, one simulated
@@ -8,13 +8,16 @@
 //
 // Body layout (the CPU codecs'): [stats][codes]. stats: qsgd 4 bytes (norm) per bucket,
 // maxmin 8 (min, max) per bucket, terngrad and efsign 4 (one scale), others none. codes: n
-// codes of `bits` bits, PackCodes order. Every stats size is a multiple of 4, so the code
-// stream is 4-byte aligned whenever the body is.
+// codes of `bits` bits, PackCodes order (none: 32-bit codes, the values' wire bits). Every
+// stats size is a multiple of 4, so the code stream is 4-byte aligned whenever the body is.
 //
 // Work split: a group is 32 consecutive values [32g, 32g + 32) ∩ [0, n); its codes fill
 // exactly `bits` 32-bit words (4 * bits bytes at 4 * bits * g into the code stream), so a
 // thread encodes or decodes a group with word-sized stores and no cooperation, and a group
-// covers 8 whole Philox blocks (4 of the 16-bit stream).
+// covers 8 whole Philox blocks (4 of the 16-bit stream). The values themselves (input,
+// residual, decoded output) move between device memory and a block's tile of kFusedTile
+// values in shared memory with coalesced loads and stores (consecutive threads, consecutive
+// values); the groups read and write the tile (TileValues), never device memory.
 #ifndef TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 #define TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 
@@ -29,17 +32,20 @@ inline constexpr uint32_t kGroup = 32;  // Values per thread.
 
 // Tuning constants shared with the kernels (quantize.cu): the fused stats path stages
 // kFusedTile values per block (256 threads x kGroup) and takes power-of-two buckets of at
-// least kFusedMinBucket values (at most 64 buckets per tile); the chunk-stats kernel feeds
-// its chains kChainTile values (a multiple of 64) at a time.
+// least kFusedMinBucket values (at most 64 buckets per tile).
 inline constexpr uint32_t kFusedTile = 8192;
 inline constexpr uint32_t kFusedMinBucket = 128;
-inline constexpr uint32_t kChainTile = 4096;
+// Not a tuning constant: the segment of terngrad's and efsign's statistics is part of their
+// wire format (compress/internal/segments.h kStatSegment).
+inline constexpr uint32_t kStatSegment = 8192;
 
 enum class QuantKind : int {
+  kNone,
   kFp16,
   kBf16,
   kNatural,
   kSignSgd,
+  kSignum,  // signsgd's body of the momentum m, kept in device memory (EncodeGroup's `state`).
   kEfSign,
   kQsgd,
   kTernGrad,
@@ -57,6 +63,8 @@ struct QuantLayout {
   uint64_t buckets = 0;        // qsgd, maxmin: ceil(n / bucket_size).
   uint32_t levels = 0;         // qsgd s.
   bool stochastic = false;     // maxmin.
+  float decay = 0.0f;          // signum: m = decay * m + gain * c (signum.cc's b and c).
+  float gain = 0.0f;
   uint64_t stats_bytes = 0;    // Bytes before the code stream.
   uint64_t code_bytes = 0;     // PackedBytes(n, bits).
 
@@ -72,6 +80,9 @@ inline QuantLayout MakeQuantLayout(QuantKind kind, uint64_t n, uint32_t levels =
   l.kind = kind;
   l.n = n;
   switch (kind) {
+    case QuantKind::kNone:
+      l.bits = 32;
+      break;
     case QuantKind::kFp16:
     case QuantKind::kBf16:
       l.bits = 16;
@@ -80,6 +91,7 @@ inline QuantLayout MakeQuantLayout(QuantKind kind, uint64_t n, uint32_t levels =
       l.bits = kNaturalBits;
       break;
     case QuantKind::kSignSgd:
+    case QuantKind::kSignum:
       l.bits = 1;
       break;
     case QuantKind::kEfSign:
@@ -125,6 +137,20 @@ TAMP_HD bool UsesRandom16(const QuantLayout& l) {
          l.kind == QuantKind::kTernGrad;
 }
 
+// A tile of kFusedTile values of the chunk, from element `first`, in shared memory (or a host
+// array in the emulation): element i at Padded(i - first), one pad float per 32 so that a warp
+// reading 32 different groups (stride 33) is free of bank conflicts. Serves as Source (value
+// of element i) and as the sink of residuals and decoded values (At()).
+inline constexpr uint32_t kTilePadded = kFusedTile + kFusedTile / 32;
+TAMP_HD uint32_t Padded(uint64_t j) { return static_cast<uint32_t>(j + (j >> 5)); }
+
+struct TileValues {
+  float* tile;
+  uint64_t first;
+  TAMP_HD float& At(uint64_t i) const { return tile[Padded(i - first)]; }
+  TAMP_HD float operator()(uint64_t i) const { return At(i); }
+};
+
 // Values of a group come from `Source`: an object with `float operator()(uint64_t i)` giving
 // the compensated value c_i (input, or input + residual) of chunk element i.
 struct GlobalSource {
@@ -149,10 +175,15 @@ TAMP_HD void StoreStat(unsigned char* body, uint64_t index, float value) {
 
 // The code of value c (element i) and, through *decoded, what the receiver will decode it to.
 // `stats` is the body (stats first); `random` the element's Philox word, or its 16-bit value
-// where UsesRandom16().
+// where UsesRandom16(); `state` signum's momentum (n values; null for the others), stepped.
 TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, uint64_t i,
-                             float c, uint32_t random, float* decoded) {
+                             float c, uint32_t random, float* state, float* decoded) {
   switch (l.kind) {
+    case QuantKind::kNone: {  // compress/none.cc: the wire bits (NaN canonical).
+      const uint32_t bits = WireFloatBits(c);
+      *decoded = BitsFloat(bits);
+      return bits;
+    }
     case QuantKind::kFp16: {
       const uint16_t h = FloatToFp16(c);
       *decoded = Fp16ToFloat(h);
@@ -171,6 +202,13 @@ TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, u
     case QuantKind::kSignSgd: {
       const bool negative = c < 0.0f;
       *decoded = negative ? -1.0f : 1.0f;  // UnpackSigns(plane, 1.0f): 1 * (+-1)
+      return negative ? 1u : 0u;
+    }
+    case QuantKind::kSignum: {  // signum.cc Step(), then signsgd's sign (NaN counts as +).
+      const float m = AddRn(MulRn(l.decay, state[i]), MulRn(l.gain, c));
+      state[i] = m;
+      const bool negative = m < 0.0f;
+      *decoded = negative ? -1.0f : 1.0f;
       return negative ? 1u : 0u;
     }
     case QuantKind::kEfSign: {
@@ -208,13 +246,12 @@ TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, u
   return 0;
 }
 
-// Encodes group g: codes into the body, and (residual != null) the new residual
-// residual_scale * (c - decoded). `values` gives c for element i (a GlobalSource, or a view
-// of a shared-memory tile). The stats of the group's buckets are already in the body.
-template <typename Source>
+// Encodes group g: codes into the body, and (with_residual) the new residual
+// residual_scale * (c - decoded) over c in the tile (tile.At(i)). The group's values are in
+// `tile`; the stats of its buckets are already in the body; `state` as for EncodeValue().
 TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
-                         const Source& values, float* residual, float residual_scale,
-                         unsigned char* body) {
+                         const TileValues& tile, bool with_residual, float residual_scale,
+                         float* state, unsigned char* body) {
   const uint64_t first = g * kGroup;
   const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
   BitSink sink(body + l.stats_bytes + 4 * static_cast<uint64_t>(l.bits) * g);
@@ -227,12 +264,12 @@ TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
     if (random) words = stream.Block(static_cast<uint32_t>(first / per_block + q));
     for (uint32_t e = 0; e < per_block && per_block * q + e < count; ++e) {
       const uint64_t i = first + per_block * q + e;
-      const float c = values(i);
+      const float c = tile(i);
       // Bits16(i): half e & 1 of word e >> 1; Bits(i): word e.
       const uint32_t r = random16 ? (words.v[e >> 1] >> (16 * (e & 1))) & 0xFFFFu : words.v[e];
       float decoded;
-      sink.Put(EncodeValue(l, body, i, c, r, &decoded), l.bits);
-      if (residual != nullptr) residual[i] = NextResidual(residual_scale, c, decoded);
+      sink.Put(EncodeValue(l, body, i, c, r, state, &decoded), l.bits);
+      if (with_residual) tile.At(i) = NextResidual(residual_scale, c, decoded);
     }
   }
   sink.Finish();
@@ -245,6 +282,8 @@ TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
 TAMP_HD float DecodeValue(const QuantLayout& l, const unsigned char* body, uint64_t i,
                           uint32_t code) {
   switch (l.kind) {
+    case QuantKind::kNone:
+      return BitsFloat(code);
     case QuantKind::kFp16:
       return Fp16ToFloat(static_cast<uint16_t>(code));
     case QuantKind::kBf16:
@@ -252,6 +291,7 @@ TAMP_HD float DecodeValue(const QuantLayout& l, const unsigned char* body, uint6
     case QuantKind::kNatural:
       return NaturalValue(code);
     case QuantKind::kSignSgd:
+    case QuantKind::kSignum:
       return code ? -1.0f : 1.0f;
     case QuantKind::kEfSign:
       return MulRn(LoadStat(body, 0), code ? -1.0f : 1.0f);
@@ -272,9 +312,10 @@ TAMP_HD float DecodeValue(const QuantLayout& l, const unsigned char* body, uint6
   return 0;
 }
 
-// out[i] = (or +=) the decoded values of group g.
-TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* body, float* out,
-                         bool accumulate) {
+// tile.At(i) = (or +=) the decoded values of group g; with `accumulate` the tile holds the
+// accumulator's values first.
+TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* body,
+                         const TileValues& out, bool accumulate) {
   const uint64_t first = g * kGroup;
   const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
   const uint64_t offset = 4 * static_cast<uint64_t>(l.bits) * g;
@@ -282,7 +323,7 @@ TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* 
   for (uint32_t j = 0; j < count; ++j) {
     const uint64_t i = first + j;
     const float v = DecodeValue(l, body, i, source.Get(l.bits));
-    out[i] = accumulate ? AddRn(out[i], v) : v;
+    out.At(i) = accumulate ? AddRn(out.At(i), v) : v;
   }
 }
 
@@ -423,28 +464,90 @@ TAMP_HD void StoreBucketStats(const QuantLayout& l, const LaneStat* lanes, uint6
   }
 }
 
-// Whole-chunk statistics (terngrad, efsign) are serial by definition: 8 (terngrad) or 16
-// (efsign) chains of double additions in element order. The accumulator below is fed the
-// chunk's values in order, a tile at a time, by one thread per lane (lanes start from
-// ZeroTernLane() and 0.0).
-// terngrad lane k over tile values tile[0..count), chunk elements first..first+count, where
-// first is a multiple of 8.
-TAMP_HD void TernLaneTile(const float* tile, uint32_t count, double shift, int k, TernLane* lane) {
-  for (uint32_t j = k; j < count; j += 8) TernAccumulate(tile[j], shift, lane);
+// Whole-chunk statistics (terngrad, efsign), compress/internal/segments.h's order: per
+// segment of kStatSegment values, ChunkLanes() lanes (a thread each on the device), the
+// segment's partial from its lanes, then the partials' pairwise tree (PairwiseStep()).
+TAMP_HD uint64_t NumSegments(const QuantLayout& l) {
+  return (l.n + kStatSegment - 1) / kStatSegment;
+}
+TAMP_HD int ChunkLanes(const QuantLayout& l) { return l.kind == QuantKind::kTernGrad ? 8 : 16; }
+
+// A segment's partial or the tree's: terngrad's or efsign's.
+union ChunkPartial {
+  TernPartial tern;
+  EfSignPartial ef;
+};
+
+// terngrad lane k of segment `segment`: its values k, k + 8, ... minus `shift` (the chunk's
+// first value), in order.
+template <typename Source>
+TAMP_HD TernLane TernSegmentLane(const QuantLayout& l, const Source& source, uint64_t segment,
+                                 int k, double shift) {
+  TernLane lane = ZeroTernLane();
+  const uint64_t first = segment * kStatSegment;
+  const uint64_t end = l.n - first < kStatSegment ? l.n : first + kStatSegment;
+  for (uint64_t i = first + k; i < end; i += 8) TernAccumulate(source(i), shift, &lane);
+  return lane;
 }
 
-// efsign lane l over a tile of whole 64-value blocks (zero-padded past the chunk's end).
-TAMP_HD void EfSignLaneTile(const float* tile, uint32_t blocks, int l, double* sum) {
-  for (uint32_t w = 0; w < blocks; ++w) {
-    *sum = DAddRn(*sum, static_cast<double>(EfSignQuad(tile + 64 * w, l)));
+// efsign lane `lane` (0..15) of segment `segment`: over its 64-value blocks (the chunk's last
+// one padded with +0), the values lane, lane + 16, lane + 32, lane + 48 of each.
+template <typename Source>
+TAMP_HD EfSignPartial EfSignSegmentLane(const QuantLayout& l, const Source& source,
+                                        uint64_t segment, int lane) {
+  EfSignPartial sums{0.0, 0.0};
+  const uint64_t first = segment * kStatSegment;
+  const uint64_t end = l.n - first < kStatSegment ? l.n : first + kStatSegment;
+  for (uint64_t block = first; block < end; block += 64) {
+    float q[4];
+    for (int j = 0; j < 4; ++j) {
+      const uint64_t i = block + lane + 16 * j;
+      q[j] = i < l.n ? source(i) : 0.0f;
+    }
+    EfSignAddQuad(q, &sums);
   }
+  return sums;
 }
 
-// efsign total: the 16 lane sums in order; the caller handles a non-finite total.
-TAMP_HD double EfSignTotal(const double* ef) {
-  double total = 0;
-  for (int l = 0; l < 16; ++l) total = DAddRn(total, ef[l]);
-  return total;
+// A segment's partial from its ChunkLanes() lanes (terngrad: TernLane; efsign: the lane
+// sums, added in lane order from 0).
+TAMP_HD ChunkPartial SegmentPartial(const QuantLayout& l, const TernLane* tern,
+                                    const EfSignPartial* ef) {
+  ChunkPartial p;
+  if (l.kind == QuantKind::kTernGrad) {
+    p.tern = TernSegmentPartial(tern);
+  } else {
+    p.ef = EfSignPartial{0.0, 0.0};
+    for (int k = 0; k < 16; ++k) p.ef = AddEfSignPartials(p.ef, ef[k]);
+  }
+  return p;
+}
+
+// The tree's addition.
+struct AddChunkPartials {
+  bool tern;
+  TAMP_HD ChunkPartial operator()(const ChunkPartial& a, const ChunkPartial& b) const {
+    ChunkPartial r;
+    if (tern) {
+      r.tern = AddTernPartials(a.tern, b.tern);
+    } else {
+      r.ef = AddEfSignPartials(a.ef, b.ef);
+    }
+    return r;
+  }
+};
+
+// Stores the scale from the whole chunk's partial. efsign uses the double-only sum when the
+// fast one is not finite (efsign.cc): NaN if any value is NaN, +inf if any is infinite, else
+// finite.
+TAMP_HD void StoreChunkScale(const QuantLayout& l, const ChunkPartial& total,
+                             unsigned char* body) {
+  if (l.kind == QuantKind::kTernGrad) {
+    StoreStat(body, 0, TernScale(total.tern, l.n));
+    return;
+  }
+  const double sum = IsFiniteD(total.ef.fast) ? total.ef.fast : total.ef.slow;
+  StoreStat(body, 0, EfSignScale(sum, l.n));
 }
 
 // Whether qsgd/maxmin compute their bucket stats inside the quantize kernel: buckets that
@@ -453,34 +556,6 @@ TAMP_HD bool UsesFusedStats(const QuantLayout& l) {
   if (l.kind != QuantKind::kQsgd && l.kind != QuantKind::kMaxMin) return false;
   const uint32_t d = l.bucket_size;
   return d >= kFusedMinBucket && d <= kFusedTile && (d & (d - 1)) == 0;
-}
-
-// Stores the whole-chunk stat (terngrad or efsign scale) from the finished lanes. efsign's
-// fallback when the fast total is not finite is efsign.cc's double-only sum: NaN if any value
-// is NaN, else +inf if any is infinite, else (finite values whose fp32 pairs overflowed) the
-// serial double sum, read again through `source`.
-template <typename Source>
-TAMP_HD void FinishChunkStats(const QuantLayout& l, const TernLane* tern, const double* ef,
-                              bool any_nan, bool any_inf, const Source& source,
-                              unsigned char* body) {
-  if (l.kind == QuantKind::kTernGrad) {
-    StoreStat(body, 0, TernScaleFromLanes(tern, l.n));
-    return;
-  }
-  double total = EfSignTotal(ef);
-  if (!IsFiniteD(total)) {
-    if (any_nan) {
-      total = static_cast<double>(QuietNaN());
-    } else if (any_inf) {
-      total = static_cast<double>(BitsFloat(0x7f800000u));
-    } else {
-      total = 0;
-      for (uint64_t i = 0; i < l.n; ++i) {
-        total = DAddRn(total, AbsD(static_cast<double>(source(i))));
-      }
-    }
-  }
-  StoreStat(body, 0, EfSignScale(total, l.n));
 }
 
 }  // namespace tamp::compress::cuda_internal

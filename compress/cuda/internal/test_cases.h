@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -35,9 +36,13 @@ inline config::Codec NamedSpec(const std::string& name) {
 // buckets of 1 and of odd sizes, all maxmin widths, fp16 top-k values.
 inline std::vector<SpecCase> AllSpecs() {
   std::vector<SpecCase> cases;
-  for (const char* name : {"fp16", "bf16", "natural", "signsgd", "efsign", "terngrad"}) {
+  for (const char* name : {"none", "fp16", "bf16", "natural", "signsgd", "efsign", "terngrad"}) {
     cases.push_back({name, NamedSpec(name)});
   }
+  cases.push_back({"signum", NamedSpec("signum")});  // Default momentum 0.9.
+  config::Codec signum = NamedSpec("signum");
+  signum.set_momentum(0.3);
+  cases.push_back({"signum_m30", signum});
   for (const auto& [levels, bucket] : std::vector<std::pair<uint32_t, uint32_t>>{
            {1, 512}, {127, 512}, {255, 128}, {7, 100}, {32767, 1}, {3, 8192}, {15, 20000}}) {
     config::Codec spec = NamedSpec("qsgd");
@@ -68,6 +73,33 @@ inline std::vector<SpecCase> AllSpecs() {
   config::Codec one = NamedSpec("topk");
   one.set_count(1);
   cases.push_back({"topk_count1", one});
+  for (const bool fp16 : {false, true}) {  // topk's selection under dgc's id.
+    config::Codec spec = NamedSpec("dgc");
+    spec.set_ratio(0.01);
+    spec.set_fp16_values(fp16);
+    cases.push_back({fp16 ? "dgc_r1_fp16" : "dgc_r1", spec});
+  }
+  for (const double ratio : {0.01, 0.3, 1.0}) {
+    for (const bool fp16 : {false, true}) {
+      config::Codec spec = NamedSpec("randomk");
+      spec.set_ratio(ratio);
+      spec.set_fp16_values(fp16);
+      cases.push_back({absl::StrCat("randomk_r", static_cast<int>(ratio * 100),
+                                    fp16 ? "_fp16" : ""),
+                       spec});
+    }
+  }
+  for (const double ratio : {0.01, 0.3, 1.0}) {
+    for (const uint64_t blocks : {1, 4, 1000}) {
+      config::Codec spec = NamedSpec("randomblock");
+      spec.set_ratio(ratio);
+      spec.set_num_blocks(blocks);
+      spec.set_fp16_values(blocks == 4);
+      cases.push_back({absl::StrCat("randomblock_r", static_cast<int>(ratio * 100), "_b", blocks,
+                                    blocks == 4 ? "_fp16" : ""),
+                       spec});
+    }
+  }
   return cases;
 }
 
@@ -76,9 +108,24 @@ inline std::vector<size_t> Sizes() { return {1, 3, 8, 31, 32, 33, 1000, 4097, 81
 
 enum class Flavor {
   kGradient,  // Normal values with a wide range of magnitudes, some exact zeros and ties.
-  kSpecial,   // The same plus NaN, +-inf, -0, subnormals and huge values.
+  kSpecial,   // The same plus NaNs (signs and payloads), +-inf, -0, subnormals and huge values.
   kHuge,      // Values near FLT_MAX (efsign's double-only fallback, maxmin range overflow).
 };
+
+inline float FromBits(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
+// What the device makes of x: the same values, every NaN as the device's arithmetic returns
+// it (0x7fffffff: what c = g + r gives on the GPU for a NaN g, whatever g's bits).
+inline std::vector<float> WithDeviceNaNs(std::vector<float> x) {
+  for (float& v : x) {
+    if (std::isnan(v)) v = FromBits(0x7fffffffu);
+  }
+  return x;
+}
 
 inline std::vector<float> Values(size_t n, uint32_t seed, Flavor flavor) {
   std::mt19937 rng(seed);
@@ -97,7 +144,8 @@ inline std::vector<float> Values(size_t n, uint32_t seed, Flavor flavor) {
     const float specials[] = {-0.0f, std::numeric_limits<float>::quiet_NaN(),
                               std::numeric_limits<float>::infinity(),
                               -std::numeric_limits<float>::infinity(), 1e-40f, -3e-45f, 6.5e4f,
-                              -65519.0f, 65520.0f, 3.4e38f};
+                              -65519.0f, 65520.0f, 3.4e38f, FromBits(0xffc01234u),
+                              FromBits(0x7f800001u)};
     for (size_t j = 0; j < sizeof(specials) / sizeof(specials[0]) && j * 97 < n; ++j) {
       x[j * 97] = specials[j];
     }

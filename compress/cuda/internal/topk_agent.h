@@ -106,9 +106,9 @@ TAMP_HD void StoreValue(const TopKLayout& l, unsigned char* body, uint64_t j, fl
     p[1] = static_cast<unsigned char>(h >> 8);
     *decoded = HalfToFloat(h);
   } else {
-    const uint32_t bits = FloatBits(c);
+    const uint32_t bits = WireFloatBits(c);
     for (int b = 0; b < 4; ++b) p[b] = static_cast<unsigned char>(bits >> (8 * b));
-    *decoded = c;
+    *decoded = BitsFloat(bits);
   }
 }
 

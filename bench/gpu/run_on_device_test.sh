@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# bench/gpu/run_on_device.sh's verdicts, here, without a GPU: the script runs in a scratch
+# tree whose .gpu_carry/bin holds fake test binaries, with fake nvidia-smi, ldd,
+# compute-sanitizer and python3 first on PATH. A device run must fail when no GPU is
+# visible, when a binary does not link the CUDA runtime, and when anything skips; the
+# carried libraries must reach the carried binaries and not PyTorch; the sanitizer pass must
+# plan within one device call and fail when a step runs out of time. Then the real
+# codec_gpu_bench and torch_compare.py: without a device they skip (exit 0), and fail where
+# CUDA is required.
+set -uo pipefail
+
+SCRIPT="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/run_on_device.sh"
+TORCH_COMPARE="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/torch_compare.py"
+BENCH="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/codec_gpu_bench"
+CODEC_TEST="$TEST_SRCDIR/$TEST_WORKSPACE/compress/cuda/device_codec_test"
+ROOT="$TEST_TMPDIR/tree"
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# A fresh scratch tree; every fake behaves normally (a GPU, CUDA-linked binaries, passing
+# tests) until a test writes a mode file under $ROOT/mode.
+setup() {
+  rm -rf "$ROOT"
+  mkdir -p "$ROOT/bench/gpu" "$ROOT/.gpu_carry/bin" "$ROOT/.gpu_carry/lib" "$ROOT/fake" \
+    "$ROOT/mode" "$ROOT/seen" "$ROOT/out"
+  cp "$SCRIPT" "$ROOT/bench/gpu/run_on_device.sh"
+  touch "$ROOT/bench/gpu/torch_compare.py"
+  for name in device_test layers_test cnn_layers_test device_codec_test cuda_backend_test \
+    gpu_model_test codec_gpu_bench; do
+    cat >"$ROOT/.gpu_carry/bin/$name" <<EOF
+#!/usr/bin/env bash
+echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} TAMP_REQUIRE_CUDA=\${TAMP_REQUIRE_CUDA:-}" >"$ROOT/seen/$name"
+case "\$(cat "$ROOT/mode/$name" 2>/dev/null)" in
+  skip)
+    echo "[  SKIPPED ] 1 test, listed below:"
+    echo "[  SKIPPED ] Suite.NeedsGpu"
+    echo "[  PASSED  ] 3 tests."
+    exit 0 ;;
+  fail) echo "[  FAILED  ] Suite.Broken"; exit 1 ;;
+  benchskip) echo "no CUDA device: skipping (fake)"; exit 0 ;;
+esac
+echo "[  PASSED  ] 4 tests."
+EOF
+    chmod +x "$ROOT/.gpu_carry/bin/$name"
+  done
+  cat >"$ROOT/fake/nvidia-smi" <<EOF
+#!/usr/bin/env bash
+if [ -e "$ROOT/mode/nogpu" ]; then
+  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+  exit 9
+fi
+echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-fake)"
+EOF
+  cat >"$ROOT/fake/ldd" <<EOF
+#!/usr/bin/env bash
+echo "	libstdc++.so.6 => /usr/lib/x86_64-linux-gnu/libstdc++.so.6 (0x0)"
+[ -e "$ROOT/mode/nocudart" ] || echo "	libcudart.so.13 => /fake/lib/libcudart.so.13 (0x0)"
+EOF
+  cat >"$ROOT/fake/python3" <<EOF
+#!/usr/bin/env bash
+[ "\${1:-}" = -c ] && exit 0  # The site-packages query.
+echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} args=\$*" >"$ROOT/seen/python3"
+[ -e "$ROOT/mode/torchfail" ] && { echo "no CUDA device: skipping"; exit 1; }
+echo "| codec | n |"
+EOF
+  cat >"$ROOT/fake/compute-sanitizer" <<EOF
+#!/usr/bin/env bash
+[ -e "$ROOT/mode/slowsanitizer" ] && sleep 30
+echo "========= ERROR SUMMARY: 0 errors"
+echo "[  PASSED  ] 2 tests."
+EOF
+  chmod +x "$ROOT/fake/"*
+}
+
+# device COMMAND: runs the copied script as the device tool would; output in $ROOT/log.
+device() {
+  (cd "$ROOT" && PATH="$ROOT/fake:$PATH" OUT="$ROOT/out" PYTHON="$ROOT/fake/python3" \
+    LD_LIBRARY_PATH=/device/own/lib bash bench/gpu/run_on_device.sh "$1") >"$ROOT/log" 2>&1
+}
+
+expect_exit() {  # expect_exit WHAT WANT GOT
+  if [ "$2" = 0 ] && [ "$3" != 0 ]; then fail "$1: exit $3, expected 0"; sed 's/^/  | /' "$ROOT/log"; fi
+  if [ "$2" != 0 ] && [ "$3" = 0 ]; then fail "$1: exit 0, expected failure"; sed 's/^/  | /' "$ROOT/log"; fi
+}
+
+expect_log() {  # expect_log WHAT PATTERN
+  grep -q -- "$2" "$ROOT/log" || { fail "$1: no '$2' in the output"; sed 's/^/  | /' "$ROOT/log"; }
+}
+
+# Everything passes: exit 0, each carried binary saw the carried libraries and
+# TAMP_REQUIRE_CUDA=1, and torch_compare.py saw the device's own LD_LIBRARY_PATH and
+# --require-cuda.
+setup
+device run
+expect_exit "all passing" 0 $?
+planned="$(sed -n 's/^run: .*, \([0-9]*\) s of time limits.*/\1/p' "$ROOT/log")"
+if [ -z "$planned" ] || [ "$planned" -gt 570 ]; then
+  fail "run plans '${planned}' s; one device call is 600 s"
+fi
+for name in device_test layers_test cnn_layers_test device_codec_test cuda_backend_test \
+  gpu_model_test codec_gpu_bench; do
+  grep -q "LD_LIBRARY_PATH=$ROOT/.gpu_carry/lib" "$ROOT/seen/$name" ||
+    fail "$name did not get the carried libraries: $(cat "$ROOT/seen/$name" 2>/dev/null)"
+  grep -q "TAMP_REQUIRE_CUDA=1" "$ROOT/seen/$name" || fail "$name ran without TAMP_REQUIRE_CUDA=1"
+done
+grep -qx "LD_LIBRARY_PATH=/device/own/lib args=bench/gpu/torch_compare.py --require-cuda" \
+  "$ROOT/seen/python3" || fail "torch_compare.py's environment: $(cat "$ROOT/seen/python3")"
+
+# The same from a packed carry (pack leaves one carry.tar.gz): unpacked, then run.
+setup
+tar -C "$ROOT/.gpu_carry" -czf "$ROOT/carry.tar.gz" bin lib
+rm -rf "$ROOT/.gpu_carry/bin" "$ROOT/.gpu_carry/lib"
+mv "$ROOT/carry.tar.gz" "$ROOT/.gpu_carry/carry.tar.gz"
+device run
+expect_exit "packed carry" 0 $?
+[ -e "$ROOT/seen/gpu_model_test" ] || fail "packed carry: gpu_model_test did not run"
+
+# A test binary that reports a skip (and exits 0) fails the run.
+setup
+echo skip >"$ROOT/mode/device_codec_test"
+device run
+expect_exit "a skipped test" 1 $?
+expect_log "a skipped test" "device_codec_test: FAILED: skipped tests"
+
+# A failing test binary fails the run.
+setup
+echo fail >"$ROOT/mode/layers_test"
+device run
+expect_exit "a failed test" 1 $?
+expect_log "a failed test" "layers_test: FAILED: exit status 1"
+
+# No GPU visible: fails before any binary runs.
+setup
+touch "$ROOT/mode/nogpu"
+device run
+expect_exit "no GPU" 1 $?
+expect_log "no GPU" "FAIL: no GPU visible"
+[ -z "$(ls "$ROOT/seen")" ] || fail "no GPU: binaries ran anyway: $(ls "$ROOT/seen")"
+device sanitize
+expect_exit "no GPU, sanitize" 1 $?
+expect_log "no GPU, sanitize" "FAIL: no GPU visible"
+
+# A CPU-only build (no libcudart): fails before any binary runs.
+setup
+touch "$ROOT/mode/nocudart"
+device run
+expect_exit "CPU-only build" 1 $?
+expect_log "CPU-only build" "does not link the CUDA runtime"
+[ -z "$(ls "$ROOT/seen")" ] || fail "CPU-only build: binaries ran anyway: $(ls "$ROOT/seen")"
+
+# The benchmark skipping, or torch_compare.py failing, fails the run.
+setup
+echo benchskip >"$ROOT/mode/codec_gpu_bench"
+device run
+expect_exit "benchmark skipped" 1 $?
+expect_log "benchmark skipped" "codec_gpu_bench: FAILED: it skipped"
+setup
+touch "$ROOT/mode/torchfail"
+device run
+expect_exit "torch_compare failed" 1 $?
+expect_log "torch_compare failed" "torch_compare.py: FAILED: exit status 1"
+
+# The sanitizer pass: plans within one 600 s device call with margin, passes when the tool
+# does, and a step out of time fails.
+setup
+device sanitize
+expect_exit "sanitize" 0 $?
+planned="$(sed -n 's/^sanitize: [0-9]* steps, \([0-9]*\) s of time limits.*/\1/p' "$ROOT/log")"
+if [ -z "$planned" ] || [ "$planned" -gt 540 ]; then
+  fail "sanitize plans '${planned}' s; one device call is 600 s with the machine's start"
+fi
+touch "$ROOT/mode/slowsanitizer"
+(cd "$ROOT" && SANITIZE_LIMIT_CAP_S=1 PATH="$ROOT/fake:$PATH" OUT="$ROOT/out" \
+  bash bench/gpu/run_on_device.sh sanitize) >"$ROOT/log" 2>&1
+expect_exit "sanitize out of time" 1 $?
+expect_log "sanitize out of time" "FAILED: timed out after 1 s"
+
+# Every pattern of the sanitizer's filters names tests that exist (a typo would run nothing
+# and pass): the real device_codec_test lists them without a device (a CUDA build; a build
+# without CUDA holds only BuiltWithoutCuda).
+codec_tests="$("$CODEC_TEST" --gtest_list_tests)"
+if grep -q BuiltWithoutCuda <<<"$codec_tests"; then
+  echo "note: device_codec_test built without CUDA; sanitizer filters not checked"
+else
+  while read -r _ binary _ filter; do
+    [ "$binary" = device_codec_test ] || continue
+    IFS=':' read -r -a patterns <<<"$filter"
+    for pattern in "${patterns[@]}"; do
+      listed="$("$CODEC_TEST" --gtest_list_tests --gtest_filter="$pattern" | grep -c '^  ')"
+      [ "$listed" -ge 1 ] || fail "sanitizer filter pattern '$pattern' matches no test"
+    done
+  done < <(bash "$SCRIPT" sanitize-plan)
+fi
+
+# The real benchmark: a skip without a device, a failure where CUDA is required.
+if out="$("$BENCH" 2>&1)"; then
+  grep -q "no CUDA device: skipping" <<<"$out" || echo "note: codec_gpu_bench ran on a device: $out"
+else
+  fail "codec_gpu_bench without TAMP_REQUIRE_CUDA: $out"
+fi
+if out="$(TAMP_REQUIRE_CUDA=1 "$BENCH" --sizes=10 --iters=1 --warmup=0 2>&1)"; then
+  grep -q "| codec |" <<<"$out" || fail "codec_gpu_bench with TAMP_REQUIRE_CUDA=1 passed without a device: $out"
+fi
+
+# torch_compare.py, where Debian's torch is installed: --require-cuda fails without a device.
+if /usr/bin/python3 -c 'import torch; assert not torch.cuda.is_available()' 2>/dev/null; then
+  /usr/bin/python3 "$TORCH_COMPARE" >/dev/null 2>&1 || fail "torch_compare.py without a device failed"
+  /usr/bin/python3 "$TORCH_COMPARE" --require-cuda >/dev/null 2>&1 &&
+    fail "torch_compare.py --require-cuda passed without a device"
+else
+  echo "note: no CPU-only torch at /usr/bin/python3; torch_compare.py's exit codes not checked"
+fi
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all checks passed"

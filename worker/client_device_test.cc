@@ -119,8 +119,8 @@ class HostStandIn final : public DeviceBackend {
 // server/test_job.h's job for one worker (fc1.weight: four chunks of 784 values), with codecs
 // that put some chunks on the device and some on the host, each way:
 //   fc1.weight  push topk + RESIDUAL (device), pull fp16 (device)
-//   fc2.weight  push randomk (host: no GPU version), pull none (host)
-//   biases      none both ways (under min_compress_bytes; host)
+//   fc2.weight  push threshold (host: no GPU version), pull threshold (host)
+//   biases      none both ways (under min_compress_bytes; device, as none has a GPU version)
 config::RunConfig MixedConfig() {
   return testing::TestConfig([](config::RunConfig& config) {
     config.mutable_cluster()->set_num_workers(1);
@@ -133,10 +133,11 @@ config::RunConfig MixedConfig() {
     fallback.mutable_pull()->set_name("fp16");
     config::TensorOverride& fc2 = *compression.add_tensor_overrides();
     fc2.set_pattern("fc2.weight");
-    fc2.mutable_compression()->mutable_push()->set_name("randomk");
-    fc2.mutable_compression()->mutable_push()->set_ratio(0.5);
+    fc2.mutable_compression()->mutable_push()->set_name("threshold");
+    fc2.mutable_compression()->mutable_push()->set_threshold(0.001);
     fc2.mutable_compression()->mutable_push_feedback()->set_kind(config::ErrorFeedback::RESIDUAL);
-    fc2.mutable_compression()->mutable_pull()->set_name("none");
+    fc2.mutable_compression()->mutable_pull()->set_name("threshold");
+    fc2.mutable_compression()->mutable_pull()->set_threshold(0.001);
   });
 }
 
@@ -221,13 +222,13 @@ TEST(ClientDeviceTest, ADeviceWorkersReplicaIsBitForBitAHostWorkers) {
   EXPECT_EQ(std::memcmp(device.data(), host.data(), host.size() * sizeof(float)), 0)
       << "the device worker's weights differ from the host worker's";
   EXPECT_NE(host, std::vector<float>(host.size(), 0.0f));
-  // Per step: fc1.weight's 4 chunks encode and apply through the backend's codecs; fc2.weight
-  // and the two biases are copied to the host once per push, and each of their 3 chunks makes
-  // a round trip for its update. Start() copies every chunk's initial weights (7) down.
-  EXPECT_EQ(calls.encodes, 4 * kSteps);
-  EXPECT_EQ(calls.applies, 4 * kSteps);
-  EXPECT_EQ(calls.to_host, (3 + 3) * kSteps);
-  EXPECT_EQ(calls.to_device, 7 + 3 * kSteps);
+  // Per step: fc1.weight's 4 chunks and the 2 biases encode and apply through the backend's
+  // codecs; fc2.weight (one chunk) is copied to the host once per push and makes a round trip
+  // for its update. Start() copies every chunk's initial weights (7) down.
+  EXPECT_EQ(calls.encodes, (4 + 2) * kSteps);
+  EXPECT_EQ(calls.applies, (4 + 2) * kSteps);
+  EXPECT_EQ(calls.to_host, (1 + 1) * kSteps);
+  EXPECT_EQ(calls.to_device, 7 + 1 * kSteps);
   EXPECT_EQ(calls.resets, 0);
 }
 

@@ -67,33 +67,20 @@ class ScopedDevice {
   absl::Status status_;
 };
 
-// Page-locked host memory (cudaMallocHost), grown on demand; copies from and to it run
-// asynchronously at full PCIe speed.
-class PinnedBuffer {
+// Page-locked host memory grown on demand (kernels::PinnedBuffer, which frees it without
+// aborting on a device fault); copies from and to it run asynchronously at full PCIe speed.
+class GrowingPinnedBuffer {
  public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { Free(); }
-
   absl::Status Reserve(size_t bytes) {
-    if (bytes <= bytes_) return absl::OkStatus();
-    Free();
-    TAMP_CUDA_RETURN_IF_ERROR(cudaMallocHost(&data_, bytes));
-    bytes_ = bytes;
+    if (bytes <= buffer_.size()) return absl::OkStatus();
+    buffer_ = kernels::PinnedBuffer();  // Free the old one before pinning more.
+    TAMP_ASSIGN_OR_RETURN(buffer_, kernels::PinnedBuffer::Create(bytes));
     return absl::OkStatus();
   }
-  void* data() const { return data_; }
+  void* data() { return buffer_.data(); }
 
  private:
-  void Free() {
-    if (data_ != nullptr) TAMP_CUDA_CHECK(cudaFreeHost(data_));
-    data_ = nullptr;
-    bytes_ = 0;
-  }
-
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
+  kernels::PinnedBuffer buffer_;
 };
 
 class CudaBackend final : public DeviceBackend {
@@ -232,8 +219,8 @@ class CudaBackend final : public DeviceBackend {
   const int device_;
   std::vector<Chunk> chunks_;                 // By chunk id.
   kernels::DeviceArray<unsigned char> body_;  // One payload body on the device.
-  PinnedBuffer host_body_;                    // The same on the host.
-  PinnedBuffer staging_;                      // Staging().
+  GrowingPinnedBuffer host_body_;             // The same on the host.
+  GrowingPinnedBuffer staging_;               // Staging().
 };
 
 #endif  // TAMP_HAVE_CUDA

@@ -82,7 +82,7 @@ write_config "$dir/job.pbtxt" model="kind: MLP hidden: [1024, 1024] init_seed: 3
   training="eval_every_epoch: false"
 sed -i 's/epochs: 2 /epochs: 3 /' "$dir/job.pbtxt"  # 192 steps.
 PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --restart_workers=1 --run_dir="$dir/run" \
-  --server_binary="$SERVER_BIN" -- /usr/bin/python3 examples/pytorch/mlp.py > "$dir/out" 2>&1 &
+  --server_binary="$SERVER_BIN" -- "${PYTHON3_COMMAND[@]}" examples/pytorch/mlp.py > "$dir/out" 2>&1 &
 launcher=$!
 STARTED_PIDS+=($launcher)
 victim=""

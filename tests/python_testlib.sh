@@ -6,15 +6,14 @@ export PYTHONPATH="$PWD/python"
 # run_python3 ARGS...: Debian's python3. Under --config=asan the extension carries
 # AddressSanitizer and UBSan, whose runtimes must be loaded before anything else: they are
 # preloaded, with leak checking off (the interpreter and torch keep their allocations).
+# PYTHON3_COMMAND is that command, for a launcher to start (`tamp run CONFIG -- ...`).
 SANITIZER_RUNTIMES=$(ldd python/tamp/_tamp.so | awk '/lib(asan|ubsan)\.so/ { print $3 }' | tr '\n' ' ')
-run_python3() {
-  if [ -n "$SANITIZER_RUNTIMES" ]; then
-    LD_PRELOAD="$SANITIZER_RUNTIMES" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
-      /usr/bin/python3 "$@"
-  else
-    /usr/bin/python3 "$@"
-  fi
-}
+PYTHON3_COMMAND=(/usr/bin/python3)
+if [ -n "$SANITIZER_RUNTIMES" ]; then
+  PYTHON3_COMMAND=(env "LD_PRELOAD=$SANITIZER_RUNTIMES"
+                   "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" /usr/bin/python3)
+fi
+run_python3() { "${PYTHON3_COMMAND[@]}" "$@"; }
 
 # write_exact_config PATH [WORKERS [TEXT]]: the MLP 784-64-10, WORKERS workers (default 1),
 # codec none both ways, SGD at 0.125 without momentum on the servers, so that one step

@@ -107,10 +107,6 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // A crash prints the signal and a stack trace to stderr (the launcher shows the log tail).
   google::InstallFailureSignalHandler();
-  // Every step frees and allocates the same megabytes again: keep them instead of faulting
-  // fresh pages in each time (common/malloc_settings.h).
-  if (absl::Status kept = tamp::KeepFreedMemory(); !kept.ok()) LOG(WARNING) << kept;
-
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) {
     std::cerr << "tamp_worker: --config is required\n";
@@ -174,6 +170,10 @@ int main(int argc, char** argv) {
     LOG(INFO) << "worker " << rank << " (local rank " << placement->local_rank << ") runs on GPU "
               << *gpu;
   }
+  // Every step frees and allocates the same megabytes again: keep them instead of faulting
+  // fresh pages in each time (common/malloc_settings.h). Only now, once the worker will
+  // train: a refusal above stays the one line it prints.
+  if (absl::Status kept = tamp::KeepFreedMemory(); !kept.ok()) LOG(WARNING) << kept;
   absl::StatusOr<std::unique_ptr<tamp::Trainer>> trainer =
       tamp::Trainer::Create(*std::move(config), rank, servers, WriteEvent);
   if (!trainer.ok()) {

@@ -496,6 +496,32 @@ def write_recommended_configs(results, directory):
             f.write(header + e["config"])
 
 
+# A figure the reading names, filled in from the results: {{RUN.FIELD}} or
+# {{RUN.points_below:OTHER}} (how many points RUN's final accuracy is below OTHER's).
+READING_FIGURE = re.compile(r"\{\{(\w+)\.(\w+)(?::(\w+))?\}\}")
+
+
+def fill_reading(reading, results):
+    """The hand-written reading with its figures taken from `results`, so that its prose is
+    the one thing written by hand; exits naming a placeholder the results cannot fill."""
+    def figure(match):
+        run, field, other = match.groups()
+        if run not in results or (other and other not in results):
+            sys.exit(f"convergence.py: the reading names {match.group(0)}, not in the results")
+        entry = results[run]
+        if field == "points_below":
+            return f"{100 * (results[other]['final_accuracy'] - entry['final_accuracy']):.1f}"
+        value = entry.get(field)
+        if value is None:
+            return "never" if field == "steps_to_target" else "none"
+        if isinstance(value, list):
+            return " / ".join(f"{v:.4f}" for v in value)
+        if field == "compression_ratio":
+            return f"{value:.0f}x"
+        return f"{value:.4f}" if isinstance(value, float) and value < 1 else str(value)
+    return READING_FIGURE.sub(figure, reading)
+
+
 def write_doc(path, results, plots, meta):
     order = {f"{m}_{name}": i for i, (m, name, _, _) in enumerate(all_runs())}
     lines = [
@@ -553,7 +579,7 @@ def write_doc(path, results, plots, meta):
                       + ", ".join(missing) + ".", ""]
         for title, file_name in plots.get(model, []):
             lines += [f"![{title}](plots/{file_name})", ""]
-    lines += ["## Reading", "", meta["reading"], ""]
+    lines += ["## Reading", "", fill_reading(meta["reading"], results), ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
 

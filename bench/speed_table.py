@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 
+import convergence  # fill_reading(): the reading's figures from the convergence table
 import tamp_files
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -284,9 +285,14 @@ def write_doc(path, meta, results, command):
                 f"{fmt(r['time_to_target_s'])} |")
         lines.append("")
     reading = os.path.join(REPO, "bench/speed_reading.md")
-    if os.path.exists(reading):  # Hand-written: what the figures mean, measured by hand.
-        with open(reading) as f:
-            lines += ["## Reading", "", f.read().strip(), ""]
+    if os.path.exists(reading):  # Hand-written prose; its accuracy figures come from the
+        with open(reading) as f:  # convergence table (bench/convergence.py fill_reading).
+            text = f.read().strip()
+        convergence_path = os.path.join(REPO, "bench/results/convergence.json")
+        if os.path.exists(convergence_path):
+            with open(convergence_path) as f:
+                text = convergence.fill_reading(text, json.load(f)["runs"])
+        lines += ["## Reading", "", text, ""]
     lines += ["## Columns", "",
               "- link ms: the time the link needs to carry one step's bytes (both workers' pushes and",
               "  pulls, payloads only) at its rate: the step time a perfectly overlapped job could reach",

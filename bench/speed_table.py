@@ -64,14 +64,14 @@ def load_average():
         return " ".join(f.read().split()[:3])
 
 
-def timed_config(text, steps, path):
-    """The config with training cut to `steps` steps and a small test set."""
+def timed_config(text, steps, path, test_limit=TEST_LIMIT):
+    """The config with training cut to `steps` steps and a test set of `test_limit` images."""
     text, count = re.subn(r"training\s*\{[^}]*\}",
                           f"training {{ epochs: 1 max_steps: {steps} eval_every_epoch: false }}",
                           text, count=1)
     if count != 1:
         fail(f"{path}: no 'training {{ ... }}' block to cut to {steps} steps")
-    text, count = re.subn(r"data\s*\{", f"data {{ test_limit: {TEST_LIMIT}", text, count=1)
+    text, count = re.subn(r"data\s*\{", f"data {{ test_limit: {test_limit}", text, count=1)
     if count != 1:
         fail(f"{path}: no 'data {{ ... }}' block")
     return text

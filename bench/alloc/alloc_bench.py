@@ -30,6 +30,9 @@ import sys
 import textwrap
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import speed_table  # noqa: E402  (timed_config)
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TEST_LIMIT = 1000
 FIGURES = ("faults_per_step", "user_ms_per_step", "sys_ms_per_step", "step_ms_median")
@@ -62,19 +65,6 @@ def head_commit():
     return commit + (" (with uncommitted changes)" if git("status", "--porcelain") else "")
 
 
-def cut_config(text, steps, path):
-    """The config cut to `steps` steps, with one small evaluation at the end."""
-    text, count = re.subn(r"training\s*\{[^}]*\}",
-                          f"training {{ epochs: 1 max_steps: {steps} eval_every_epoch: false }}",
-                          text, count=1)
-    if count != 1:
-        fail(f"{path}: no 'training {{ ... }}' block to cut to {steps} steps")
-    text, count = re.subn(r"data\s*\{", f"data {{ test_limit: {TEST_LIMIT}", text, count=1)
-    if count != 1:
-        fail(f"{path}: no 'data {{ ... }}' block")
-    return text
-
-
 def pull_codec(text):
     match = re.search(r"pull\s*\{\s*name:\s*\"([^\"]+)\"(?:\s*ratio:\s*([0-9.e-]+))?", text)
     if not match or match.group(1) == "none":
@@ -88,7 +78,7 @@ def run_job(args, binaries, name, text, steps, tag):
     summary = os.path.join(args.work, f"{tag}.summary.json")
     log = os.path.join(args.work, f"{tag}.log")
     with open(config, "w") as f:
-        f.write(cut_config(text, steps, name))
+        f.write(speed_table.timed_config(text, steps, name, test_limit=TEST_LIMIT))
     command = [args.launcher, "run", config,
                f"--server_binary={os.path.join(binaries, 'tamp_server')}",
                f"--worker_binary={os.path.join(binaries, 'tamp_worker')}",

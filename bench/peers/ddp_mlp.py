@@ -68,15 +68,7 @@ def parse_args(argv):
     peers_common.add_ddp_arguments(p, hook_required=True)
     p.add_argument("--output", required=True, help="JSON result file (written by rank 0)")
     args = p.parse_args(argv)
-    for name in ("batch_size", "epochs"):
-        if getattr(args, name) <= 0:
-            p.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
-    for name in ("max_steps", "skip_steps", "eval_every"):
-        if getattr(args, name) < 0:
-            p.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
-    if not 0 < args.target <= 1:
-        p.error(f"--target must be in (0, 1], got {args.target}")
-    peers_common.check_ddp_arguments(p, args)
+    peers_common.check_training_arguments(p, args)
     return args
 
 

@@ -65,6 +65,20 @@ def add_ddp_arguments(p: argparse.ArgumentParser, hook_required: bool) -> None:
     p.add_argument("--port", type=int, default=0, help="rendezvous port (0: a free one)")
 
 
+def check_training_arguments(p: argparse.ArgumentParser, args) -> None:
+    """The run's own flags (--batch-size, --epochs, --max-steps, --skip-steps, --eval-every,
+    --target) and the DDP ones (check_ddp_arguments); p.error() names the first bad one."""
+    for name in ("batch_size", "epochs"):
+        if getattr(args, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
+    for name in ("max_steps", "skip_steps", "eval_every"):
+        if getattr(args, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if not 0 < args.target <= 1:
+        p.error(f"--target must be in (0, 1], got {args.target}")
+    check_ddp_arguments(p, args)
+
+
 def check_ddp_arguments(p: argparse.ArgumentParser, args) -> None:
     if args.powersgd_rank <= 0:
         p.error(f"--powersgd-rank must be > 0, got {args.powersgd_rank}")

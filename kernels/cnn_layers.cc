@@ -47,6 +47,20 @@ absl::Status CheckPoolShape(int planes, int side) {
   return absl::OkStatus();
 }
 
+// FlattenChannelMajor() and UnflattenChannelMajor(): the same checks, the one transpose kernel
+// in either direction.
+absl::Status ChannelMajorTranspose(const float* in, int channels, int batch, size_t plane,
+                                   bool unflatten, float* out, cudaStream_t stream) {
+  TAMP_CHECK_ARG(CheckPositive("channels", channels));
+  TAMP_CHECK_ARG(CheckPositive("batch", batch));
+  TAMP_CHECK_ARG(CheckPositive("plane", static_cast<int64_t>(plane)));
+  TAMP_CHECK_ARG(CheckNotNull("in", in));
+  TAMP_CHECK_ARG(CheckNotNull("out", out));
+  TAMP_CUDA_RETURN_IF_ERROR(internal::LaunchChannelMajorTranspose(in, channels, batch, plane,
+                                                                  unflatten, out, stream));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Im2Col(const float* in, int channels, int batch, int side, int kernel, float* col,
@@ -159,26 +173,12 @@ absl::Status MaxPoolReluBackward(const float* dout, const uint8_t* argmax, int p
 
 absl::Status FlattenChannelMajor(const float* in, int channels, int batch, size_t plane,
                                  float* out, cudaStream_t stream) {
-  TAMP_CHECK_ARG(CheckPositive("channels", channels));
-  TAMP_CHECK_ARG(CheckPositive("batch", batch));
-  TAMP_CHECK_ARG(CheckPositive("plane", static_cast<int64_t>(plane)));
-  TAMP_CHECK_ARG(CheckNotNull("in", in));
-  TAMP_CHECK_ARG(CheckNotNull("out", out));
-  TAMP_CUDA_RETURN_IF_ERROR(internal::LaunchChannelMajorTranspose(in, channels, batch, plane,
-                                                                  /*unflatten=*/false, out, stream));
-  return absl::OkStatus();
+  return ChannelMajorTranspose(in, channels, batch, plane, /*unflatten=*/false, out, stream);
 }
 
 absl::Status UnflattenChannelMajor(const float* in, int channels, int batch, size_t plane,
                                    float* out, cudaStream_t stream) {
-  TAMP_CHECK_ARG(CheckPositive("channels", channels));
-  TAMP_CHECK_ARG(CheckPositive("batch", batch));
-  TAMP_CHECK_ARG(CheckPositive("plane", static_cast<int64_t>(plane)));
-  TAMP_CHECK_ARG(CheckNotNull("in", in));
-  TAMP_CHECK_ARG(CheckNotNull("out", out));
-  TAMP_CUDA_RETURN_IF_ERROR(internal::LaunchChannelMajorTranspose(in, channels, batch, plane,
-                                                                  /*unflatten=*/true, out, stream));
-  return absl::OkStatus();
+  return ChannelMajorTranspose(in, channels, batch, plane, /*unflatten=*/true, out, stream);
 }
 
 }  // namespace tamp::kernels

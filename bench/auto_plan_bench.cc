@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/config.h"
+#include "job/config.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/cpu_time.h"
 

@@ -51,7 +51,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/span.h"
-#include "common/philox.h"
+#include "base/philox.h"
 #include "compress/codec.h"
 #include "compress/registry.h"
 #include "google/protobuf/text_format.h"

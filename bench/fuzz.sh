@@ -8,7 +8,7 @@
 #   config   bench/fuzz/config_fuzzer.cc: ParseConfig -> ApplyDefaults -> ValidateConfig ->
 #            BuildJobLayout on arbitrary text
 # The sources compiled are those Bazel says the targets depend on (bazel query; a glob of
-# compress/, common/, optim/ when bazel is unavailable), so new codecs are fuzzed as soon as
+# compress/, base/, job/, optim/ when bazel is unavailable), so new codecs are fuzzed as soon as
 # the registry links them. proto/config.proto is compiled with protoc into the build dir.
 # Seeds: valid payloads from each codec's example spec and valid configs (fuzz_seeds), plus
 # examples/*.pbtxt; a dictionary of config.proto's field and enum names for the config target.
@@ -97,8 +97,8 @@ sources_of() {
       sed -n 's#^//\([^:]*\):\(.*\.cc\)$#\1/\2#p' || true)
   fi
   if [ -z "$listed" ]; then
-    log "bazel query failed; compiling every non-test source of compress/, common/, optim/"
-    listed=$(ls compress/*.cc compress/internal/*.cc common/*.cc optim/*.cc 2>/dev/null |
+    log "bazel query failed; compiling every non-test source of compress/, base/, job/, optim/"
+    listed=$(ls compress/*.cc compress/internal/*.cc base/*.cc job/*.cc optim/*.cc 2>/dev/null |
       grep -v '_test\.cc$')
   fi
   # A CUDA twin, should one appear in these packages, is not for this host build.
@@ -107,7 +107,7 @@ sources_of() {
   done | sort -u
 }
 payload_sources=$(sources_of //compress:registry)
-config_sources=$(sources_of //common:config //common:job_layout)
+config_sources=$(sources_of //job:config //job:job_layout)
 [ -n "$payload_sources" ] && [ -n "$config_sources" ] || die "no sources found"
 
 # ---------------------------------------------------------------------------------------

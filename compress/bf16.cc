@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/internal/quantize.h"
 #include "compress/wire_format.h"
 #include "glog/logging.h"

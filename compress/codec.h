@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "common/philox.h"
+#include "base/philox.h"
 
 namespace tamp::compress {
 

@@ -4,7 +4,7 @@
 
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "glog/logging.h"
 
 namespace tamp::compress {

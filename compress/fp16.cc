@@ -1,7 +1,7 @@
 #include "compress/fp16.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/internal/quantize.h"
 #include "compress/wire_format.h"
 #include "glog/logging.h"

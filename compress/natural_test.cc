@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/philox.h"
+#include "base/philox.h"
 #include "compress/internal/quantize_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/philox.h"
-#include "common/status_macros.h"
+#include "base/philox.h"
+#include "base/status_macros.h"
 #include "compress/wire_format.h"
 #include "glog/logging.h"
 

@@ -7,7 +7,7 @@
 
 #include "absl/numeric/bits.h"
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/internal/quantize.h"
 #include "compress/wire_format.h"
 #include "glog/logging.h"

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/philox.h"
+#include "base/philox.h"
 #include "compress/internal/quantize_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "absl/memory/memory.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/registry.h"
 
 namespace tamp::compress {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/bf16.h"
 #include "compress/dgc.h"
 #include "compress/efsign.h"

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "common/philox.h"
+#include "base/philox.h"
 
 namespace tamp::compress {
 

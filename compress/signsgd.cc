@@ -1,6 +1,6 @@
 #include "compress/signsgd.h"
 
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/internal/sign_bits.h"
 #include "compress/wire_format.h"
 #include "glog/logging.h"

@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "common/philox.h"
+#include "base/philox.h"
 #include "compress/codec.h"
 #include "proto/config.pb.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/internal/quantize.h"
 #include "compress/internal/segments.h"
 #include "compress/wire_format.h"

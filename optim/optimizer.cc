@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "optim/adam.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "glog/logging.h"
 
 namespace tamp {

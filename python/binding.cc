@@ -25,10 +25,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "common/config.h"
-#include "common/job_layout.h"
-#include "common/placement.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
+#include "job/config.h"
+#include "job/job_layout.h"
+#include "job/placement.h"
 #include "python/tensor_arg.h"
 #include "worker/client.h"
 
@@ -99,12 +99,12 @@ T CheckPlacement(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
-// common/placement.h WorkerConfigPathFromEnv().
+// job/placement.h WorkerConfigPathFromEnv().
 std::string ConfigPathFromEnv(std::map<std::string, std::string> overrides) {
   return CheckPlacement(WorkerConfigPathFromEnv(EnvWith(std::move(overrides))));
 }
 
-// common/placement.h WorkerPlacementFromEnv(), as a dict.
+// job/placement.h WorkerPlacementFromEnv(), as a dict.
 py::dict PlacementFromEnv(const Config& config, std::map<std::string, std::string> overrides) {
   const Placement placement = CheckPlacement(
       WorkerPlacementFromEnv(config.proto.cluster(), EnvWith(std::move(overrides))));
@@ -300,10 +300,10 @@ PYBIND11_MODULE(_tamp, m) {
       });
 
   m.def("config_path_from_env", &ConfigPathFromEnv, py::arg("overrides"),
-        "TAMP_CONFIG (common/placement.h WorkerConfigPathFromEnv); ValueError naming it.");
+        "TAMP_CONFIG (job/placement.h WorkerConfigPathFromEnv); ValueError naming it.");
   m.def("placement_from_env", &PlacementFromEnv, py::arg("config"), py::arg("overrides"),
         "{rank, local_rank, servers, source} from tamp run's, torchrun's, Slurm's or "
-        "Kubernetes' variables, `overrides` standing in for some (common/placement.h "
+        "Kubernetes' variables, `overrides` standing in for some (job/placement.h "
         "WorkerPlacementFromEnv); ValueError naming the variable.");
   m.def(
       "total_steps",
@@ -311,7 +311,7 @@ PYBIND11_MODULE(_tamp, m) {
         return TotalSteps(config.proto.training(), steps_per_epoch);
       },
       py::arg("config"), py::arg("steps_per_epoch"),
-      "Steps in the run, as the servers check them (common/config.h TotalSteps).");
+      "Steps in the run, as the servers check them (job/config.h TotalSteps).");
 
   py::class_<PyClient>(m, "Client")
       .def(py::init<const Config&, uint32_t, std::vector<std::string>,

@@ -36,7 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/job_layout.h"
+#include "job/job_layout.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/config.pb.h"
 

@@ -3,8 +3,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/security.h"
 #include "grpc/support/log.h"
+#include "job/security.h"
 
 namespace tamp {
 

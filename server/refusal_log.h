@@ -3,7 +3,7 @@
 // A request the server refuses may be worth a log line, but a peer can send refused requests
 // as fast as the network carries them, so their lines go through one limiter for the whole
 // process: at most kRefusalLinesPerSecond lines in each second, each cut to
-// kMaxRefusalLineBytes (QuoteRequest, common/security.h), and the first line after some were
+// kMaxRefusalLineBytes (QuoteRequest, job/security.h), and the first line after some were
 // dropped says how many. gRPC's own log lines (a disabled compression algorithm, a failed TLS
 // handshake, a malformed frame: also provoked by peers) take the same path once
 // RouteGrpcLogsThroughRefusalLog() ran.

@@ -30,19 +30,19 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "common/config.h"
-#include "common/grpc_security.h"
-#include "common/job_layout.h"
-#include "common/malloc_settings.h"
-#include "common/security.h"
-#include "common/placement.h"
-#include "common/placement_flags.h"
-#include "common/status_macros.h"
+#include "base/malloc_settings.h"
+#include "base/status_macros.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
+#include "job/config.h"
+#include "job/job_layout.h"
+#include "job/placement.h"
+#include "job/placement_flags.h"
+#include "job/security.h"
+#include "protocol/grpc_security.h"
 #include "server/barrier_watchdog.h"
 #include "server/checkpointer.h"
 #include "server/refusal_log.h"
@@ -170,7 +170,7 @@ int Main(int argc, char** argv) {
   // A crash prints the signal and a stack trace to stderr (the launcher shows the log tail).
   google::InstallFailureSignalHandler();
   // Every step frees and allocates the same megabytes again: keep them instead of faulting
-  // fresh pages in each time (common/malloc_settings.h).
+  // fresh pages in each time (base/malloc_settings.h).
   if (absl::Status kept = tamp::KeepFreedMemory(); !kept.ok()) LOG(WARNING) << kept;
   // gRPC's own lines about bad requests and connections are bounded like the server's.
   RouteGrpcLogsThroughRefusalLog();
@@ -220,7 +220,7 @@ int Main(int argc, char** argv) {
     std::lock_guard<std::mutex> lock(watchdog_mu);
     watchdog.reset();
   };
-  // Admission and transport (common/security.h): the job token, TLS or allowed plaintext.
+  // Admission and transport (job/security.h): the job token, TLS or allowed plaintext.
   absl::StatusOr<std::string> token = LoadJobToken(setup->config.cluster());
   if (!token.ok()) {
     std::fprintf(stderr, "tamp_server: %s\n", std::string(token.status().message()).c_str());

@@ -4,10 +4,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_security.h"
-#include "common/security.h"
 #include "glog/logging.h"
-#include "server/handshake.h"
+#include "job/security.h"
+#include "protocol/grpc_security.h"
+#include "protocol/handshake.h"
 #include "server/refusal_log.h"
 
 namespace tamp {

@@ -55,7 +55,7 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
   // outlive the service and every call in flight (Shard::Close() answers the ones parked in
   // an unfinished step).
   explicit ParameterServerService(Shard* shard) : ParameterServerService(shard, "") {}
-  // With a non-empty `job_token` (common/security.h LoadJobToken), every call must carry it
+  // With a non-empty `job_token` (job/security.h LoadJobToken), every call must carry it
   // ("authorization: Bearer <token>" or "x-tamp-token: <token>", compared in constant time);
   // one that does not is answered UNAUTHENTICATED before anything else is read or changed.
   ParameterServerService(Shard* shard, std::string job_token)

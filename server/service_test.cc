@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/handshake.h"
+#include "protocol/handshake.h"
 #include "server/test_job.h"
 
 namespace tamp {

@@ -10,17 +10,18 @@
 
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
-#include "common/config.h"
-#include "common/model_layout.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/codec.h"
 #include "compress/error_feedback.h"
 #include "compress/ratio_warmup.h"
 #include "compress/registry.h"
 #include "glog/logging.h"
+#include "job/config.h"
+#include "job/model_layout.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "server/chunk_update.h"
+#include "protocol/chunk_update.h"
+#include "protocol/keys.h"
 
 // PullWeights sends weights as raw host floats; the wire format says little-endian.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "Tamp needs a little-endian host");

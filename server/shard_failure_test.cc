@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "job/config.h"
 #include "server/barrier_watchdog.h"
 #include "server/shard.h"
 #include "server/test_job.h"

@@ -3,10 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_layout.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "glog/logging.h"
-#include "server/handshake.h"
+#include "job/job_layout.h"
+#include "protocol/handshake.h"
 
 namespace tamp {
 

@@ -14,13 +14,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/config.h"
 #include "compress/powersgd.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "job/config.h"
+#include "protocol/keys.h"
 #include "server/shard.h"
 #include "server/test_job.h"
 

@@ -10,6 +10,7 @@
 #include "compress/registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "protocol/keys.h"
 #include "server/shard.h"
 #include "server/test_job.h"
 

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_security.h"
-#include "common/security.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/handshake.h"
+#include "job/security.h"
+#include "protocol/grpc_security.h"
+#include "protocol/handshake.h"
 #include "server/service.h"
 #include "server/shard.h"
 #include "server/test_job.h"

@@ -29,7 +29,7 @@ assert entry["steps"] == 20, entry["steps"]
 assert [step for step, _ in entry["accuracy_curve"]] == [10, 20], entry["accuracy_curve"]
 assert entry["final_accuracy"] == entry["accuracy_curve"][-1][1]
 assert entry["diverged_at_step"] is None
-# The weight tensors in near-equal chunks of at most 1 MiB (common/partition.h), each top-k
+# The weight tensors in near-equal chunks of at most 1 MiB (job/partition.h), each top-k
 # 1%: 12 + ceil(k * b / 8) + 4k bytes for k = round(0.01 n), b = ceil(log2 n) index bits;
 # the biases go raw (12 + 4n).
 chunks = [200704] * 4 + [262144] * 4 + [10240]  # fc1 (784 x 1024), fc2, fc3.

@@ -5,7 +5,7 @@
 #      TAMP_LOCAL_RANK and TAMP_SERVERS (the servers tamp started, which it can connect
 #      to); its WorkerEvent lines make the summary, its print()s go to its log.
 #   2. tamp_worker itself as the COMMAND, without --rank or --servers: it trains, placed by
-#      the TAMP_* variables alone (common/placement.h).
+#      the TAMP_* variables alone (job/placement.h).
 #   3. A program that prints no events ends cleanly with the wall time in the summary.
 #   4. Rank 1 exiting 3 stops the job, naming worker 1; a COMMAND that cannot be executed
 #      and a "--" without a COMMAND are named errors. Nothing is left running.

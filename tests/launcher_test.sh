@@ -38,7 +38,7 @@ for field in test_accuracy steps epochs wall_seconds step_ms_median bytes_pushed
     compression_ratio; do
   echo "$summary" | grep -q "\"$field\"" || fail "summary lacks $field"
 done
-# One JSON style (common/proto_json.h): versioned, snake_case, integers as numbers.
+# One JSON style (base/proto_json.h): versioned, snake_case, integers as numbers.
 echo "$summary" | grep -q '^{"format_version":2,' || fail "summary lacks format_version 2 first"
 echo "$summary" | grep -q '"steps":40,' || fail "summary steps != 40 (as a JSON number)"
 ratio=$(echo "$summary" | grep -oE '"compression_ratio":[0-9.e+]+' | grep -oE '[0-9.e+]+$')

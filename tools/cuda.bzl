@@ -11,7 +11,7 @@
     )
 
 nvcc sees the declared headers of `deps` (transitively) with their include paths and
-defines, so .cu files may include project headers such as common/philox.h. Keep .cu files
+defines, so .cu files may include project headers such as base/philox.h. Keep .cu files
 free of Abseil/glog: nvcc compiles slowly and host-side Status code belongs in `srcs`.
 
 With --config=cuda_lineinfo (.bazelrc) nvcc also gets -lineinfo: line tables for the device

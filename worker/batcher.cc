@@ -3,7 +3,7 @@
 #include <numeric>
 #include <utility>
 
-#include "common/philox.h"
+#include "base/philox.h"
 #include "glog/logging.h"
 
 namespace tamp {

@@ -5,9 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/registry.h"
 #include "glog/logging.h"
+#include "protocol/keys.h"
 #include "worker/grad_clip.h"
 
 namespace tamp {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/codec.h"
 #include "compress/error_feedback.h"
 #include "compress/registry.h"

@@ -1,4 +1,4 @@
-// CnnCpu: the CNN of common/model_layout.h on the CPU, with OpenBLAS sgemm.
+// CnnCpu: the CNN of job/model_layout.h on the CPU, with OpenBLAS sgemm.
 //
 // Model (n conv layers with channels c_1 .. c_n, c_0 = 1, square odd kernels; then L fully
 // connected layers with widths w_0 = c_n * s_n^2, w_1 .. w_{L-1} hidden, w_L = 10), for a
@@ -40,7 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/model_layout.h"
+#include "job/model_layout.h"
 #include "worker/model.h"
 
 namespace tamp {

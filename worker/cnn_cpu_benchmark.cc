@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "common/model_layout.h"
 #include "glog/logging.h"
+#include "job/model_layout.h"
 #include "proto/config.pb.h"
 #include "worker/cnn_cpu.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/model_layout.h"
+#include "job/model_layout.h"
 #include "proto/config.pb.h"
 #include "worker/model.h"
 

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/cuda/device_codec.h"
 #include "compress/wire_format.h"
 #include "kernels/cuda_check.h"

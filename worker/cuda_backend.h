@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "common/job_layout.h"
+#include "job/job_layout.h"
 #include "worker/device_backend.h"
 
 namespace tamp {

@@ -14,7 +14,8 @@
 #include "compress/registry.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_testing.h"
-#include "server/test_job.h"
+#include "protocol/keys.h"
+#include "protocol/test_job.h"
 
 namespace tamp {
 namespace {

@@ -31,8 +31,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "common/job_layout.h"
-#include "common/philox.h"
+#include "base/philox.h"
+#include "job/job_layout.h"
 #include "proto/config.pb.h"
 
 namespace tamp {

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/device.h"
-#include "server/test_job.h"
+#include "protocol/test_job.h"
 #include "worker/cuda_backend.h"
 
 namespace tamp {

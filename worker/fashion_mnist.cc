@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "worker/idx_reader.h"
 
 namespace tamp {

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "glog/logging.h"
 #include "kernels/cnn_layers.h"
 #include "kernels/cuda_check.h"

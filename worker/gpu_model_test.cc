@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/model_layout.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "job/model_layout.h"
 #include "kernels/cuda_testing.h"
 #include "kernels/device.h"
 #include "proto/config.pb.h"

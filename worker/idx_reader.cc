@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tamp {
 namespace {

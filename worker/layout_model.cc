@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/philox.h"
+#include "base/philox.h"
 
 namespace tamp {
 namespace {

@@ -1,4 +1,4 @@
-// LayoutModel: model.kind LAYOUT's stand-in for a real model (common/layout_file.h). It has
+// LayoutModel: model.kind LAYOUT's stand-in for a real model (job/layout_file.h). It has
 // the real model's tensors but none of its compute: a step sleeps for the profile's
 // forward and backward time and writes synthetic gradients, so the client, the codecs, gRPC
 // and the servers do exactly the work a job of that model would give them.
@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/layout_file.h"
-#include "common/model_layout.h"
+#include "job/layout_file.h"
+#include "job/model_layout.h"
 #include "proto/config.pb.h"
 #include "worker/model.h"
 

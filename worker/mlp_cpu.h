@@ -1,4 +1,4 @@
-// MlpCpu: the MLP of common/model_layout.h on the CPU, with OpenBLAS sgemm.
+// MlpCpu: the MLP of job/model_layout.h on the CPU, with OpenBLAS sgemm.
 //
 // Model (L layers, widths w_0 = 784, w_1 .. w_{L-1} hidden, w_L = 10), for a batch of B:
 //   a_0 = x                                   [B, w_0]
@@ -34,7 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/model_layout.h"
+#include "job/model_layout.h"
 #include "worker/model.h"
 
 namespace tamp {

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/model_layout.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "job/model_layout.h"
 #include "proto/config.pb.h"
 
 namespace tamp {

@@ -7,12 +7,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_security.h"
-#include "common/security.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
-#include "server/handshake.h"
+#include "job/security.h"
+#include "protocol/grpc_security.h"
+#include "protocol/handshake.h"
 
 namespace tamp {
 namespace {
@@ -42,7 +42,7 @@ PsClient::PsClient(const config::RunConfig& config, const JobLayout& layout, uin
     : config_(config), layout_(layout), worker_rank_(worker_rank), addresses_(std::move(addresses)) {}
 
 absl::Status PsClient::OpenChannels() {
-  // Admission and transport (common/security.h): the job token, TLS or allowed plaintext.
+  // Admission and transport (job/security.h): the job token, TLS or allowed plaintext.
   TAMP_ASSIGN_OR_RETURN(job_token_, LoadJobToken(config_.cluster()));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);

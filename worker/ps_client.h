@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "common/job_layout.h"
+#include "job/job_layout.h"
 #include "proto/config.pb.h"
 #include "proto/tamp.grpc.pb.h"
 
@@ -44,7 +44,7 @@ class PsClient {
   ~PsClient();
 
   // `server_addresses[s]` is shard s ("host:port"). `steps_per_epoch` and `total_steps` are
-  // the run's length as this worker computed it (see FillHandshake in server/handshake.h).
+  // the run's length as this worker computed it (see FillHandshake in protocol/handshake.h).
   static absl::StatusOr<std::unique_ptr<PsClient>> Connect(
       const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
       const std::vector<std::string>& server_addresses, uint64_t steps_per_epoch,
@@ -134,7 +134,7 @@ class PsClient {
   uint64_t steps_per_epoch_ = 0;  // Sent in every handshake; set by Connect().
   uint64_t total_steps_ = 0;
   uint64_t latest_step_at_connect_ = 0;  // Set by Connect().
-  std::string job_token_;  // Sent with every call when not empty (common/security.h).
+  std::string job_token_;  // Sent with every call when not empty (job/security.h).
   std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
   // By shard: what its last handshake returned, sent with every push. Written by Handshake()
   // and read by PushPullRound(), both on the calling (training) thread.

@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
-#include "server/test_job.h"
+#include "gtest/gtest.h"
+#include "protocol/test_job.h"
 
 namespace tamp {
 namespace {

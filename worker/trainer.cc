@@ -4,8 +4,8 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "common/config.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
+#include "job/config.h"
 #include "worker/cpu_models.h"
 #include "worker/gpu_model.h"
 #include "worker/layout_model.h"

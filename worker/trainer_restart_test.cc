@@ -25,10 +25,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/config.h"
-#include "common/job_layout.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "job/config.h"
+#include "job/job_layout.h"
 #include "proto/checkpoint.pb.h"
 #include "server/service.h"
 #include "server/shard.h"

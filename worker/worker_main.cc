@@ -20,12 +20,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/placement.h"
-#include "common/placement_flags.h"
-#include "common/config.h"
-#include "common/malloc_settings.h"
-#include "common/proto_json.h"
+#include "base/malloc_settings.h"
+#include "base/proto_json.h"
 #include "glog/logging.h"
+#include "job/config.h"
+#include "job/placement.h"
+#include "job/placement_flags.h"
 #include "worker/gpu_model.h"
 #include "worker/openblas_kernels.h"
 #include "worker/trainer.h"
@@ -85,7 +85,7 @@ absl::Status ApplyDeviceFlag(tamp::config::RunConfig* config) {
   return absl::OkStatus();
 }
 
-// One line per event, in the style of every JSON file Tamp writes (common/proto_json.h).
+// One line per event, in the style of every JSON file Tamp writes (base/proto_json.h).
 void WriteEvent(const tamp::events::WorkerEvent& event) {
   const std::string line = tamp::ProtoToJson(event);
   std::fwrite(line.data(), 1, line.size(), stdout);
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
               << *gpu;
   }
   // Every step frees and allocates the same megabytes again: keep them instead of faulting
-  // fresh pages in each time (common/malloc_settings.h). Only now, once the worker will
+  // fresh pages in each time (base/malloc_settings.h). Only now, once the worker will
   // train: a refusal above stays the one line it prints.
   if (absl::Status kept = tamp::KeepFreedMemory(); !kept.ok()) LOG(WARNING) << kept;
   absl::StatusOr<std::unique_ptr<tamp::Trainer>> trainer =

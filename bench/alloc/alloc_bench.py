@@ -134,7 +134,7 @@ def write_doc(path, meta, results):
         "kernel each time, so every step faulted them in again. Now each shard chunk reuses its",
         "pull payload buffer (server/shard.cc), PushPull calls take pooled messages",
         "(server/message_pool.h), and tamp_server and tamp_worker keep freed memory",
-        "(common/malloc_settings.h). A compressed pull faulted little even before: its",
+        "(base/malloc_settings.h). A compressed pull faulted little even before: its",
         "answers are a small fraction of a chunk, below the sizes glibc maps afresh.",
         "",
         setup,

@@ -15,8 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/config.h"
-#include "common/job_layout.h"
+#include "job/config.h"
+#include "job/job_layout.h"
 #include "proto/config.pb.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

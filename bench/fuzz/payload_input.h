@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "common/philox.h"
+#include "base/philox.h"
 #include "compress/codec.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/config.pb.h"

@@ -56,7 +56,7 @@ int NoDevice() {
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/cuda/device_codec.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"

@@ -9,7 +9,7 @@ worker processes over gloo on 127.0.0.1, matching examples/mlp_fashion.pbtxt:
     generator, not Tamp's Philox stream), 64 examples per worker per step, so an epoch is
     30000 // 64 = 468 steps;
   - init: weights He-uniform U(-sqrt(6 / fan_in), +sqrt(6 / fan_in)), biases 0
-    (common/model_layout.h), the same on both ranks (DDP broadcasts rank 0's anyway);
+    (job/model_layout.h), the same on both ranks (DDP broadcasts rank 0's anyway);
   - optimizer: torch.optim.SGD lr 0.05 momentum 0.9, which is Tamp's optim/sgd.cc
     (buf = m * buf + g, w -= lr * buf); the rate follows optim/schedule.cc's cosine,
     lr(s) = 0.05 * (1 + cos(pi * s / total_steps)) / 2, set before step s;

@@ -87,7 +87,7 @@ def check_ddp_arguments(p: argparse.ArgumentParser, args) -> None:
 
 
 def he_uniform_(model: torch.nn.Module) -> torch.nn.Module:
-    """Tamp's initialisation (common/model_layout.h) of every Linear layer: weights
+    """Tamp's initialisation (job/model_layout.h) of every Linear layer: weights
     U(-sqrt(6 / fan_in), +sqrt(6 / fan_in)), biases 0."""
     with torch.no_grad():
         for layer in model.modules():

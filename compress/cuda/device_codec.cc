@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/bf16.h"
 #include "compress/cuda/internal/launch.h"
 #include "compress/dgc.h"

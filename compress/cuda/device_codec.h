@@ -50,7 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/philox.h"
+#include "base/philox.h"
 #include "compress/codec.h"
 #include "compress/cuda/has_device_codec.h"
 #include "compress/cuda/internal/quantize_agent.h"

@@ -21,7 +21,7 @@ namespace {
 // Philox
 // ---------------------------------------------------------------------------------------
 
-// The words PhiloxStream builds from a RandomKey (common/philox.h): key (k0, k1) and the
+// The words PhiloxStream builds from a RandomKey (base/philox.h): key (k0, k1) and the
 // constant counter words c1..c3 after the block number c0.
 struct PhiloxWords {
   uint32_t k0, k1, c1, c2, c3;

@@ -34,7 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "common/philox.h"
+#include "base/philox.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress::internal {

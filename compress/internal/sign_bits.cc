@@ -3,7 +3,7 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/wire_format.h"
 
 namespace tamp::compress::internal {

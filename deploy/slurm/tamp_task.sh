@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One task of a Tamp job under Slurm: every task of one `srun -n S+W` step runs this script
 # with the same arguments, and it becomes the server or the worker its SLURM_PROCID makes it
-# (tasks 0..S-1 are the shards; common/placement.h has the rules).
+# (tasks 0..S-1 are the shards; job/placement.h has the rules).
 #
 #   srun --ntasks=$((S+W)) --distribution=block deploy/slurm/tamp_task.sh CONFIG OUT_DIR
 #

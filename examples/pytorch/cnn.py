@@ -1,7 +1,7 @@
 """The CNN of examples/cnn_fashion.pbtxt in PyTorch, trained through Tamp.
 
 `model { kind: CNN conv_channels: [32, 64] kernel_size: 5 fc_hidden: [128] }` is, in
-common/model_layout.h's terms: conv1 (1 -> 32, 5x5, 'same' padding), ReLU, 2x2 max-pool;
+job/model_layout.h's terms: conv1 (1 -> 32, 5x5, 'same' padding), ReLU, 2x2 max-pool;
 conv2 (32 -> 64), ReLU, pool; flattened as (channel, y, x); fc1 (64*7*7 -> 128), ReLU;
 fc2 (128 -> 10). The tensors carry PyTorch's names and layouts, so the servers initialise
 them and run the config's optimizer.

@@ -75,7 +75,7 @@ def init(config: Union[Config, str, None] = None, rank: Optional[int] = None,
          num_workers: Optional[int] = None) -> Placement:
     """Reads this worker's placement; keyword arguments stand in for the environment.
 
-    The C++ workers' rules (common/placement.h WorkerPlacementFromEnv, README "Using it"):
+    The C++ workers' rules (job/placement.h WorkerPlacementFromEnv, README "Using it"):
     config: TAMP_CONFIG (a path); the rest from `tamp run`'s TAMP_RANK, TAMP_NUM_WORKERS,
     TAMP_LOCAL_RANK and TAMP_SERVERS, else torchrun's RANK, WORLD_SIZE and LOCAL_RANK (servers
     from TAMP_SERVERS or the config's cluster.server_addresses), else Slurm's or Kubernetes'.
@@ -129,7 +129,7 @@ def restarted() -> bool:
 def count_steps(config: Config, steps_per_epoch: int) -> int:
     """Steps in the run: training.epochs passes of steps_per_epoch, cut at training.max_steps.
 
-    The servers' own computation (common/config.h TotalSteps), which they check every
+    The servers' own computation (job/config.h TotalSteps), which they check every
     worker's total against.
     """
     return _tamp.total_steps(config, steps_per_epoch)

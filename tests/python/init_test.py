@@ -1,5 +1,5 @@
 """tamp.init(): the placement from the environment by the C++ workers' rules
-(common/placement.h), under tamp run's, torchrun's and Slurm's variables, keyword arguments
+(job/placement.h), under tamp run's, torchrun's and Slurm's variables, keyword arguments
 standing in for them, refusals that name the variable and keep the previous placement; and
 count_steps(), the servers' run length. No servers needed: argv[1] is a config path of a job
 of 2 servers and 2 workers."""

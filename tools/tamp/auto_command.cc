@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "tools/tamp/cpu_time.h"
 #include "tools/tamp/perf_calibrate.h"

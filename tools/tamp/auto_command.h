@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/job_layout.h"
+#include "job/job_layout.h"
 #include "proto/config.pb.h"
 #include "tools/tamp/auto_plan.h"
 #include "tools/tamp/perf_model.h"

@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/job_layout.h"
+#include "job/job_layout.h"
 #include "proto/config.pb.h"
 #include "tools/tamp/perf_model.h"
 

@@ -2,10 +2,10 @@
 
 #include <string>
 
-#include "common/config.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "job/config.h"
 
 namespace tamp::launcher {
 namespace {

@@ -17,7 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/job_layout.h"
+#include "job/job_layout.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/interrupt.h"
 #include "tools/tamp/process_group.h"
@@ -77,7 +77,7 @@ class Job {
   Outcome WaitForServers(std::vector<std::string>* addresses);
   absl::Status StartWorkers();
   // How worker `rank` is started: tamp_worker with flags, or the COMMAND with its placement
-  // in the environment (TAMP_*, as common/placement.h reads it). `restart` > 0: the process
+  // in the environment (TAMP_*, as job/placement.h reads it). `restart` > 0: the process
   // replaces a dead one and rejoins the run (tamp_worker --resume, TAMP_RESTART=<restart>).
   ChildSpec WorkerSpec(uint32_t rank, int restart) const;
   // Starts worker child `child`'s rank again (--restart_workers), or returns false when no

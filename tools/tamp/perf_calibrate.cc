@@ -11,13 +11,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/layout_file.h"
-#include "common/model_layout.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "compress/error_feedback.h"
 #include "compress/registry.h"
+#include "job/layout_file.h"
+#include "job/model_layout.h"
 #include "optim/optimizer.h"
-#include "server/chunk_update.h"
+#include "protocol/chunk_update.h"
+#include "protocol/keys.h"
 #include "worker/cpu_models.h"
 #include "worker/layout_model.h"
 

@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/job_layout.h"
+#include "job/job_layout.h"
 #include "proto/config.pb.h"
 #include "tools/tamp/perf_model.h"
 

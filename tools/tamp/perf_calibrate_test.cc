@@ -4,9 +4,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/config.h"
 #include "compress/registry.h"
 #include "gtest/gtest.h"
+#include "job/config.h"
 
 namespace tamp::perf {
 namespace {

@@ -5,9 +5,9 @@
 #include <iostream>
 
 #include "absl/status/statusor.h"
-#include "common/config.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "google/protobuf/text_format.h"
+#include "job/config.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
 #include "tools/tamp/cpu_time.h"

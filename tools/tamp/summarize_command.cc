@@ -6,10 +6,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/config.h"
+#include "job/config.h"
 #include "tools/tamp/files.h"
-#include "tools/tamp/progress.h"
 #include "tools/tamp/job.h"
+#include "tools/tamp/progress.h"
 #include "tools/tamp/summary.h"
 
 namespace tamp::launcher {

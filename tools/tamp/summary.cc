@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/proto_json.h"
+#include "base/proto_json.h"
 #include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
 

@@ -24,7 +24,7 @@ namespace tamp::launcher {
 
 // ParseWorkerEvent()
 //
-// Parses one line a worker wrote to stdout: a tamp.events.WorkerEvent as common/proto_json.h
+// Parses one line a worker wrote to stdout: a tamp.events.WorkerEvent as base/proto_json.h
 // writes it (with protobuf's JSON parser, which also takes older workers' lowerCamelCase names
 // and integers as strings; unknown fields ignored). INVALID_ARGUMENT if the line is not JSON,
 // not a WorkerEvent, or has no kind or one events.proto does not define; the caller then
@@ -109,7 +109,7 @@ std::string EvalMetricsJson(int worker, const events::WorkerEvent& eval);
 
 // SummaryToJson()
 //
-// The summary as one line of JSON (common/proto_json.h), its format_version set to
+// The summary as one line of JSON (base/proto_json.h), its format_version set to
 // kJsonFormatVersion, e.g. {"format_version":2,"name":"mlp","test_accuracy":0.8823,
 // "steps":1404,...}.
 std::string SummaryToJson(const events::RunSummary& summary);

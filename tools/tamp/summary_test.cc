@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "common/proto_json.h"
+#include "base/proto_json.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"

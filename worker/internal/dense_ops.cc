@@ -5,8 +5,8 @@
 
 #include <cblas.h>
 
-#include "common/model_layout.h"
 #include "glog/logging.h"
+#include "job/model_layout.h"
 
 namespace tamp::internal {
 

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/cuda_check.h"
 
 namespace tamp::internal {

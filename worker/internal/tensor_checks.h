@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "common/model_layout.h"
+#include "job/model_layout.h"
 
 namespace tamp::internal {
 

@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/philox.h"
+#include "base/philox.h"
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/randomblock_agent.h"
 #include "compress/cuda/internal/randomk_agent.h"

@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "common/philox.h"
+#include "base/philox.h"
 #include "compress/cuda/internal/codec_math.h"
 
 namespace tamp::compress::cuda_internal {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/philox.h"
+#include "base/philox.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress::cuda_testing {

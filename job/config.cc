@@ -1,0 +1,488 @@
+#include "job/config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "compress/error_feedback.h"
+#include "compress/registry.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "job/job_layout.h"
+#include "job/layout_file.h"
+#include "job/model_layout.h"
+#include "job/security.h"
+#include "optim/adam.h"
+#include "optim/optimizer.h"
+
+namespace tamp {
+namespace {
+
+constexpr uint32_t kMaxProcesses = 1024;
+constexpr uint64_t kMaxChunks = 1 << 16;
+
+// Collects the parser's complaints as "source:line:col: message" (1-based positions).
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit ErrorCollector(absl::string_view source) : source_(source) {}
+  void AddError(int line, int column, const std::string& message) override {
+    errors_.push_back(absl::StrCat(source_, ":", line + 1, ":", column + 1, ": ", message));
+  }
+  void AddWarning(int line, int column, const std::string& message) override {
+    AddError(line, column, message);
+  }
+  std::string Joined() const { return absl::StrJoin(errors_, "\n"); }
+
+ private:
+  std::string source_;
+  std::vector<std::string> errors_;
+};
+
+absl::Status FieldError(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+absl::Status ValidateAddress(absl::string_view address, absl::string_view field) {
+  std::vector<absl::string_view> parts = absl::StrSplit(address, absl::MaxSplits(':', 1));
+  uint32_t port = 0;
+  if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &port) || port == 0 ||
+      port > 65535) {
+    return FieldError(field, absl::StrCat("'", address, "' is not host:port with a port in [1, 65535]"));
+  }
+  return absl::OkStatus();
+}
+
+// config.validation: max_message_bytes fits gRPC's int limit and a useful minimum.
+absl::Status ValidateValidation(const config::Validation& validation) {
+  if (!config::Validation::NonfinitePolicy_IsValid(validation.nonfinite_policy())) {
+    return FieldError("validation.nonfinite_policy",
+                      absl::StrCat("unknown policy ", static_cast<int>(validation.nonfinite_policy())));
+  }
+  // 0 before ApplyDefaults() means the default.
+  if (validation.max_message_bytes() != 0 &&
+      (validation.max_message_bytes() < 4096 || validation.max_message_bytes() > 0x7fffffffu)) {
+    return FieldError("validation.max_message_bytes",
+                      absl::StrCat("must be in [4096, 2147483647], got ",
+                                   validation.max_message_bytes()));
+  }
+  return absl::OkStatus();
+}
+
+// Rounds per step of the registered codec `name` (1 when unknown: ValidateCodecSpec reports it).
+int CodecRounds(const std::string& name) {
+  for (const compress::CodecInfo& info : compress::ListCodecs()) {
+    if (info.name == name) return info.rounds;
+  }
+  return 1;
+}
+
+// OK when every push codec of `compression` takes one round per step; else an error naming
+// the first that does not, the rounds it takes, then `why_not`.
+// Calls check(block, field) for every compression block (the default, each shard override,
+// each tensor override) with its field path, e.g. "compression.shard_overrides[1].compression";
+// the first error.
+template <typename Check>
+absl::Status ForEachChunkCompression(const config::Compression& compression, Check check) {
+  TAMP_RETURN_IF_ERROR(
+      check(compression.default_compression(), std::string("compression.default_compression")));
+  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
+    TAMP_RETURN_IF_ERROR(check(compression.shard_overrides(i).compression(),
+                               absl::StrCat("compression.shard_overrides[", i, "].compression")));
+  }
+  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+    TAMP_RETURN_IF_ERROR(check(compression.tensor_overrides(i).compression(),
+                               absl::StrCat("compression.tensor_overrides[", i, "].compression")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSingleRoundPush(const config::Compression& compression,
+                                  absl::string_view why_not) {
+  return ForEachChunkCompression(
+      compression, [&](const config::ChunkCompression& chunk, const std::string& field) {
+        const int rounds = CodecRounds(chunk.push().name());
+        if (rounds == 1) return absl::OkStatus();
+        return FieldError(absl::StrCat(field, ".push.name"),
+                          absl::StrCat("codec '", chunk.push().name(), "' takes ", rounds,
+                                       " rounds per step, ", why_not));
+      });
+}
+
+// consistency: staleness only with SSP and >= 1 there; multi-round push codecs are SYNC-only
+// (their rounds need every worker's push of the same step). Run after the compression check.
+absl::Status ValidateConsistency(const config::RunConfig& config) {
+  const config::Consistency& consistency = config.consistency();
+  const config::Consistency::Mode mode = consistency.mode();
+  if (!config::Consistency::Mode_IsValid(mode)) {
+    return FieldError("consistency.mode", absl::StrCat("unknown mode ", static_cast<int>(mode)));
+  }
+  if (mode == config::Consistency::SSP && consistency.staleness() == 0) {
+    return FieldError("consistency.staleness", "must be >= 1 with mode SSP (tau, in steps)");
+  }
+  if (mode != config::Consistency::SSP && consistency.staleness() != 0) {
+    return FieldError("consistency.staleness",
+                      absl::StrCat("is only used by mode SSP; mode is ",
+                                   config::Consistency::Mode_Name(mode)));
+  }
+  if (consistency.worker_timeout_ms() != 0) {
+    if (mode != config::Consistency::SYNC) {
+      return FieldError("consistency.worker_timeout_ms",
+                        absl::StrCat("is only used by mode SYNC (its barriers); mode is ",
+                                     config::Consistency::Mode_Name(mode)));
+    }
+    // rpc_timeout_ms is 0 before ApplyDefaults(), which then sets it.
+    const uint32_t rpc_timeout = config.cluster().rpc_timeout_ms();
+    if (rpc_timeout != 0 && consistency.worker_timeout_ms() >= rpc_timeout) {
+      return FieldError("consistency.worker_timeout_ms",
+                        absl::StrCat(consistency.worker_timeout_ms(),
+                                     " must be below cluster.rpc_timeout_ms (", rpc_timeout,
+                                     "), or the other workers' pushes time out first"));
+    }
+  }
+  if (mode == config::Consistency::SYNC) return absl::OkStatus();
+  return CheckSingleRoundPush(
+      config.compression(),
+      absl::StrCat("which needs every worker's push of the step; it works only with "
+                   "consistency.mode SYNC, not ", config::Consistency::Mode_Name(mode)));
+}
+
+// The built-in models' tensors must fit the compression settings; registered ones are
+// checked when the workers register them (BuildJobLayout(config, tensors)).
+absl::Status ValidateModel(const config::RunConfig& config) {
+  const config::Model& model = config.model();
+  if (model.kind() == config::Model::LAYOUT) {
+    TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(model));
+    TAMP_RETURN_IF_ERROR(ValidateTensors(config, tensors));
+    absl::StatusOr<LayerProfile> profile = LoadProfileFile(model.profile_file(), tensors);
+    if (!profile.ok()) return FieldError("model.profile_file", profile.status().message());
+    // No data set: the run's length is a step count, and there is nothing to evaluate.
+    if (config.training().max_steps() == 0) {
+      return FieldError("training.max_steps", "required (> 0) with model.kind LAYOUT");
+    }
+    if (config.training().epochs() != 1) {
+      return FieldError("training.epochs",
+                        "must be 1 with model.kind LAYOUT: the max_steps steps are one epoch");
+    }
+    if (config.training().eval_every_steps() != 0) {
+      return FieldError("training.eval_every_steps",
+                        "must be 0 with model.kind LAYOUT: synthetic gradients have no accuracy");
+    }
+    return absl::OkStatus();
+  }
+  if (model.kind() != config::Model::REGISTERED) {
+    TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(model));
+    return ValidateTensors(config, tensors);
+  }
+  if (model.hidden_size() != 0 || model.conv_channels_size() != 0 || model.kernel_size() != 0 ||
+      model.fc_hidden_size() != 0) {
+    return FieldError("model", "kind REGISTERED takes its tensors from the workers; "
+                               "hidden, conv_channels, kernel_size and fc_hidden must be unset");
+  }
+  if (config.has_checkpoint()) {
+    return FieldError("checkpoint", "not yet supported with model.kind REGISTERED (a checkpoint "
+                                    "does not hold the registered layout)");
+  }
+  return absl::OkStatus();
+}
+
+// AGGREGATE servers hold only the initial weights: nothing to resync with, resume from or
+// rejoin into, and no per-worker views for ASYNC/SSP.
+absl::Status ValidateServerMode(const config::RunConfig& config) {
+  if (config.server().mode() != config::Server::AGGREGATE) return absl::OkStatus();
+  const config::Consistency::Mode mode = config.consistency().mode();
+  if (mode != config::Consistency::SYNC) {
+    return FieldError("server.mode", absl::StrCat("AGGREGATE needs consistency.mode SYNC, not ",
+                                                  config::Consistency::Mode_Name(mode)));
+  }
+  if (config.training().resync_steps() != 0) {
+    return FieldError("training.resync_steps",
+                      "must be 0 with server.mode AGGREGATE: the servers hold no trained weights");
+  }
+  if (config.has_checkpoint()) {
+    return FieldError("checkpoint", "not supported with server.mode AGGREGATE: the servers hold "
+                                    "no trained weights");
+  }
+  return absl::OkStatus();
+}
+
+// device: CUDA runs the built-in models only; a REGISTERED model's tensors are the front
+// end's, which puts them on the GPU itself (through the client).
+absl::Status ValidateDevice(const config::RunConfig& config) {
+  if (!config::Device_IsValid(config.device())) {
+    return FieldError("device", absl::StrCat("unknown device ", static_cast<int>(config.device())));
+  }
+  if (config.device() != config::CUDA) return absl::OkStatus();
+  const config::Model::Kind kind = config.model().kind();
+  if (kind == config::Model::MLP || kind == config::Model::CNN) return absl::OkStatus();
+  return FieldError("device", absl::StrCat("CUDA runs model.kind MLP or CNN, not ",
+                                           config::Model::Kind_Name(kind)));
+}
+
+// One direction's codecs and memories. The pull carries the servers' update, so its codec
+// must decode to the update's scale and take one round (ValidatePullCodecSpec()), and its
+// memory may not be DGC_MOMENTUM: the servers' optimizer has already applied its momentum to
+// the update, and a second momentum on the workers' copy would apply it twice.
+absl::Status ValidateChunkCompression(const config::ChunkCompression& compression,
+                                      absl::string_view field) {
+  TAMP_RETURN_IF_ERROR(compress::ValidateCodecSpec(compression.push(), absl::StrCat(field, ".push")));
+  TAMP_RETURN_IF_ERROR(compress::ValidateErrorFeedbackSpec(compression.push_feedback(),
+                                                           absl::StrCat(field, ".push_feedback")));
+  TAMP_RETURN_IF_ERROR(
+      compress::ValidatePullCodecSpec(compression.pull(), absl::StrCat(field, ".pull")));
+  TAMP_RETURN_IF_ERROR(compress::ValidateErrorFeedbackSpec(compression.pull_feedback(),
+                                                           absl::StrCat(field, ".pull_feedback")));
+  if (compression.pull_feedback().kind() == config::ErrorFeedback::DGC_MOMENTUM) {
+    return FieldError(absl::StrCat(field, ".pull_feedback.kind"),
+                      "DGC_MOMENTUM cannot wrap the pull: it adds momentum to what it sends, and "
+                      "the servers' update already carries the optimizer's momentum; use "
+                      "RESIDUAL (or NONE)");
+  }
+  return absl::OkStatus();
+}
+
+// DGC's momentum correction (push_feedback DGC_MOMENTUM) keeps the momentum on the
+// workers; a momentum optimizer on the servers would apply it a second time (an effective
+// step ~10x larger at 0.9), and the job diverges.
+absl::Status CheckMomentumAppliedOnce(const config::RunConfig& config) {
+  const config::Optimizer& optimizer = config.optimizer();
+  if (optimizer.name() != "sgd" || optimizer.momentum() == 0 ||
+      config.server().mode() == config::Server::AGGREGATE) {  // The servers run no optimizer.
+    return absl::OkStatus();
+  }
+  return ForEachChunkCompression(
+      config.compression(),
+      [&](const config::ChunkCompression& block, const std::string& field) {
+        if (block.push_feedback().kind() != config::ErrorFeedback::DGC_MOMENTUM) {
+          return absl::OkStatus();
+        }
+        return FieldError(
+            "optimizer.momentum",
+            absl::StrCat("is ", optimizer.momentum(), " but ", field,
+                         ".push_feedback is DGC_MOMENTUM, whose momentum correction already "
+                         "applies momentum on the workers; applied twice, the job diverges. "
+                         "Set optimizer { momentum: 0 } (plain SGD on the servers, as in DGC)"));
+      });
+}
+
+void DefaultCodecNames(config::ChunkCompression* compression) {
+  if (compression->push().name().empty()) compression->mutable_push()->set_name("none");
+  if (compression->pull().name().empty()) compression->mutable_pull()->set_name("none");
+}
+
+// `path` from the working directory when relative.
+std::string AbsolutePath(const std::string& path) {
+  if (!path.empty() && path.front() == '/') return path;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return path;  // Left relative: errors name it.
+  return absl::StrCat(cwd, "/", path);
+}
+
+}  // namespace
+
+absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::string_view source) {
+  config::RunConfig config;
+  ErrorCollector errors(source);
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &config)) {
+    return absl::InvalidArgumentError(errors.Joined());
+  }
+  return config;
+}
+
+void ApplyDefaults(config::RunConfig* config) {
+  config::Cluster* cluster = config->mutable_cluster();
+  if (cluster->host().empty()) cluster->set_host("127.0.0.1");
+  if (cluster->connect_timeout_ms() == 0) cluster->set_connect_timeout_ms(10000);
+  if (cluster->rpc_timeout_ms() == 0) cluster->set_rpc_timeout_ms(120000);
+  if (config->validation().max_message_bytes() == 0) {
+    config->mutable_validation()->set_max_message_bytes(256 << 20);
+  }
+  if (config->has_checkpoint() && !config->checkpoint().has_reconnect_timeout_ms()) {
+    config->mutable_checkpoint()->set_reconnect_timeout_ms(60000);
+  }
+
+  if (config->device() == config::DEVICE_UNSPECIFIED) config->set_device(config::CPU);
+
+  if (config->server().mode() == config::Server::MODE_UNSPECIFIED) {
+    config->mutable_server()->set_mode(config::Server::OPTIMIZER);
+  }
+
+  config::Model* model = config->mutable_model();
+  if (model->kind() == config::Model::CNN) {
+    if (model->conv_channels_size() == 0) {
+      for (uint32_t channels : kDefaultConvChannels) model->add_conv_channels(channels);
+    }
+    if (model->kernel_size() == 0) model->set_kernel_size(kDefaultKernelSize);
+  }
+
+  config::Data* data = config->mutable_data();
+  if (data->dir().empty()) data->set_dir(kDefaultDataDir);
+  if (data->batch_size() == 0) data->set_batch_size(64);
+
+  config::Training* training = config->mutable_training();
+  if (training->epochs() == 0) training->set_epochs(1);
+  if (!training->has_eval_every_epoch()) training->set_eval_every_epoch(true);
+
+  config::Optimizer* optimizer = config->mutable_optimizer();
+  if (optimizer->name().empty()) optimizer->set_name("sgd");
+  if (optimizer->name() == "adam") {
+    if (!optimizer->has_beta1()) optimizer->set_beta1(kAdamDefaultBeta1);
+    if (!optimizer->has_beta2()) optimizer->set_beta2(kAdamDefaultBeta2);
+    if (!optimizer->has_epsilon()) optimizer->set_epsilon(kAdamDefaultEpsilon);
+  }
+
+  config::Compression* compression = config->mutable_compression();
+  if (compression->partition_bytes() == 0) compression->set_partition_bytes(4 << 20);
+  DefaultCodecNames(compression->mutable_default_compression());
+  for (auto& override : *compression->mutable_shard_overrides()) {
+    DefaultCodecNames(override.mutable_compression());
+  }
+  for (auto& override : *compression->mutable_tensor_overrides()) {
+    DefaultCodecNames(override.mutable_compression());
+  }
+  if (compression->has_automatic()) {  // mutable_automatic() would make it present.
+    for (auto& candidate : *compression->mutable_automatic()->mutable_candidates()) {
+      DefaultCodecNames(&candidate);
+    }
+  }
+}
+
+absl::Status ValidateConfig(const config::RunConfig& config) {
+  if (config.version() != kConfigVersion) {
+    return FieldError("version", config.version() == 0
+                                     ? absl::StrCat("missing; add `version: ", kConfigVersion, "`")
+                                     : absl::StrCat("this build reads version ", kConfigVersion,
+                                                    ", the file says ", config.version()));
+  }
+  const config::Cluster& cluster = config.cluster();
+  if (cluster.num_servers() < 1 || cluster.num_servers() > kMaxProcesses) {
+    return FieldError("cluster.num_servers",
+                      absl::StrCat("must be in [1, ", kMaxProcesses, "], got ", cluster.num_servers()));
+  }
+  if (cluster.num_workers() < 1 || cluster.num_workers() > kMaxProcesses) {
+    return FieldError("cluster.num_workers",
+                      absl::StrCat("must be in [1, ", kMaxProcesses, "], got ", cluster.num_workers()));
+  }
+  if (cluster.server_addresses_size() != 0) {
+    if (static_cast<uint32_t>(cluster.server_addresses_size()) != cluster.num_servers()) {
+      return FieldError("cluster.server_addresses",
+                        absl::StrCat("has ", cluster.server_addresses_size(),
+                                     " entries but cluster.num_servers is ", cluster.num_servers()));
+    }
+    for (int i = 0; i < cluster.server_addresses_size(); ++i) {
+      TAMP_RETURN_IF_ERROR(ValidateAddress(cluster.server_addresses(i),
+                                           absl::StrCat("cluster.server_addresses[", i, "]")));
+    }
+  }
+
+  TAMP_RETURN_IF_ERROR(ValidateModel(config));
+  TAMP_RETURN_IF_ERROR(ValidateDevice(config));
+
+  if (config.data().batch_size() > 65536) {
+    return FieldError("data.batch_size",
+                      absl::StrCat("must be in [1, 65536], got ", config.data().batch_size()));
+  }
+  TAMP_RETURN_IF_ERROR(ValidateOptimizerSpec(config.optimizer()));
+
+  const config::Compression& compression = config.compression();
+  if (compression.partition_bytes() < sizeof(float)) {
+    return FieldError("compression.partition_bytes", "must be >= 4");
+  }
+  // Written so that NaN fails too; inf would clip nothing and is refused as a likely typo.
+  if (compression.has_clip_norm() &&
+      !(compression.clip_norm() > 0 && compression.clip_norm() < HUGE_VAL)) {
+    return FieldError("compression.clip_norm",
+                      absl::StrCat("must be > 0 and finite, got ", compression.clip_norm()));
+  }
+  TAMP_RETURN_IF_ERROR(
+      ValidateChunkCompression(compression.default_compression(), "compression.default_compression"));
+  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
+    const auto& override = compression.shard_overrides(i);
+    const std::string field = absl::StrCat("compression.shard_overrides[", i, "]");
+    if (override.shards_size() == 0) return FieldError(absl::StrCat(field, ".shards"), "is empty");
+    for (uint32_t shard : override.shards()) {
+      if (shard >= cluster.num_servers()) {
+        return FieldError(absl::StrCat(field, ".shards"),
+                          absl::StrCat("shard ", shard, " does not exist (cluster.num_servers is ",
+                                       cluster.num_servers(), ")"));
+      }
+    }
+    TAMP_RETURN_IF_ERROR(
+        ValidateChunkCompression(override.compression(), absl::StrCat(field, ".compression")));
+  }
+  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+    const std::string field = absl::StrCat("compression.tensor_overrides[", i, "]");
+    TAMP_RETURN_IF_ERROR(
+        ValidateChunkCompression(compression.tensor_overrides(i).compression(),
+                                 absl::StrCat(field, ".compression")));
+  }
+  if (compression.has_automatic()) {
+    const config::AutoCompression& automatic = compression.automatic();
+    if (automatic.candidates_size() == 0) {
+      return FieldError("compression.automatic.candidates", "is empty; list at least one");
+    }
+    for (int i = 0; i < automatic.candidates_size(); ++i) {
+      TAMP_RETURN_IF_ERROR(ValidateChunkCompression(
+          automatic.candidates(i), absl::StrCat("compression.automatic.candidates[", i, "]")));
+    }
+    if (automatic.bandwidth().empty()) {
+      return FieldError("compression.automatic.bandwidth",
+                        "required: the link the job runs on (\"1gbit\", \"unshaped\", ...)");
+    }
+  }
+  TAMP_RETURN_IF_ERROR(ValidateServerMode(config));
+  TAMP_RETURN_IF_ERROR(CheckMomentumAppliedOnce(config));
+  TAMP_RETURN_IF_ERROR(ValidateSecurity(config));
+  TAMP_RETURN_IF_ERROR(ValidateValidation(config.validation()));
+  return ValidateConsistency(config);
+}
+
+absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
+                                                 absl::string_view source) {
+  TAMP_ASSIGN_OR_RETURN(config::RunConfig config, ParseConfig(text, source));
+  // Relative model files are relative to the config's directory (the working directory for
+  // a source without one); made absolute here so that every process, and every config
+  // written from this one, finds the same files.
+  const size_t slash = source.rfind('/');
+  const std::string dir =
+      slash == absl::string_view::npos ? "" : std::string(source.substr(0, slash + 1));
+  config::Model* model = config.mutable_model();
+  for (std::string* file : {model->mutable_layout_file(), model->mutable_profile_file()}) {
+    if (!file->empty() && file->front() != '/') *file = AbsolutePath(dir + *file);
+  }
+  ApplyDefaults(&config);
+  absl::Status valid = ValidateConfig(config);
+  if (!valid.ok()) {
+    return absl::Status(valid.code(), absl::StrCat(source, ": ", valid.message()));
+  }
+  return config;
+}
+
+absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("config file '", path, "' cannot be read"));
+  std::stringstream text;
+  text << file.rdbuf();
+  return LoadConfigText(text.str(), path);
+}
+
+uint64_t TotalSteps(const config::Training& training, uint64_t steps_per_epoch) {
+  const uint64_t epochs = training.epochs();
+  const uint64_t total = epochs != 0 && steps_per_epoch > UINT64_MAX / epochs
+                             ? UINT64_MAX
+                             : steps_per_epoch * epochs;
+  return training.max_steps() != 0 ? std::min<uint64_t>(total, training.max_steps()) : total;
+}
+
+}  // namespace tamp

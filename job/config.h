@@ -1,0 +1,53 @@
+// Loading and validating run configurations (proto/config.proto, text format).
+//
+// LoadConfigFile() parses, fills defaults and validates; every error names the file and the
+// field, e.g.
+//   "examples/x.pbtxt:7:3: Message type "tamp.config.Training" has no field named "epohcs"."
+//   "examples/x.pbtxt: cluster.num_workers: must be >= 1"
+// A config that loads is complete: every default is filled in, so processes that load the
+// same file agree on every value.
+#ifndef TAMP_JOB_CONFIG_H_
+#define TAMP_JOB_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/config.pb.h"
+
+namespace tamp {
+
+// The RunConfig.version this build reads.
+inline constexpr uint32_t kConfigVersion = 1;
+
+inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
+
+// Parses text-format `text`; `source` (a path) prefixes error messages.
+absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::string_view source);
+
+// Reads, parses, fills defaults and validates the file at `path`.
+absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path);
+
+// Parses, fills defaults and validates `text`, as LoadConfigFile() does a file's; `source`
+// (a path, "<text>") prefixes error messages.
+absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
+                                                 absl::string_view source);
+
+// TotalSteps()
+//
+// Steps in the whole run: training.epochs passes of `steps_per_epoch` steps, cut at
+// training.max_steps when it is set. The servers check the total_steps every worker
+// announces against this (server/shard.cc), and every front end computes it here, so no two
+// can disagree. Saturates at 2^64 - 1 rather than wrapping.
+uint64_t TotalSteps(const config::Training& training, uint64_t steps_per_epoch);
+
+// Fills unset fields with their documented defaults.
+void ApplyDefaults(config::RunConfig* config);
+
+// Checks a defaulted config; the error names the first bad field.
+absl::Status ValidateConfig(const config::RunConfig& config);
+
+}  // namespace tamp
+
+#endif  // TAMP_JOB_CONFIG_H_

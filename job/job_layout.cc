@@ -1,0 +1,191 @@
+#include "job/job_layout.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+
+namespace tamp {
+namespace {
+
+config::ChunkCompression ResolveCompression(const config::Compression& compression,
+                                            const std::string& tensor_name, const Chunk& chunk) {
+  config::ChunkCompression resolved = compression.default_compression();
+  for (const auto& override : compression.shard_overrides()) {
+    for (uint32_t shard : override.shards()) {
+      if (shard == chunk.shard) resolved = override.compression();
+    }
+  }
+  for (const auto& override : compression.tensor_overrides()) {
+    if (TensorNameMatches(override.pattern(), tensor_name)) resolved = override.compression();
+  }
+  if (chunk.length * sizeof(float) < compression.min_compress_bytes()) {
+    resolved.Clear();
+    resolved.mutable_push()->set_name("none");
+    resolved.mutable_pull()->set_name("none");
+  }
+  return resolved;
+}
+
+constexpr uint64_t kMaxChunks = 1 << 16;
+constexpr uint64_t kMaxElements = uint64_t{1} << 40;
+
+// A tensor as a refusal names it, with a bounded name (it may come from the wire).
+std::string Named(const std::string& name) {
+  return name.size() <= kMaxTensorNameBytes
+             ? absl::StrCat("\"", name, "\"")
+             : absl::StrCat("\"", name.substr(0, 64), "...\" (", name.size(), " bytes)");
+}
+
+}  // namespace
+
+std::string DescribeTensor(const TensorSpec& tensor) {
+  return absl::StrCat(Named(tensor.name), " [", absl::StrJoin(tensor.shape, ", "), "]");
+}
+
+std::string FirstTensorDifference(const std::vector<TensorSpec>& ours,
+                                  const std::vector<TensorSpec>& theirs,
+                                  absl::string_view ours_name, absl::string_view theirs_name) {
+  const size_t common = std::min(ours.size(), theirs.size());
+  for (size_t t = 0; t < common; ++t) {
+    if (ours[t].name != theirs[t].name || ours[t].shape != theirs[t].shape) {
+      return absl::StrCat("tensor ", t, ": ", ours_name, " ", DescribeTensor(ours[t]), " vs ",
+                          theirs_name, " ", DescribeTensor(theirs[t]));
+    }
+  }
+  if (ours.size() == theirs.size()) return "";
+  const bool ours_longer = ours.size() > theirs.size();
+  return absl::StrCat(ours_name, " has ", ours.size(), " tensors, ", theirs_name, " ",
+                      theirs.size(), "; the first extra is tensor ", common, " (",
+                      ours_longer ? ours_name : theirs_name, ") ",
+                      DescribeTensor(ours_longer ? ours[common] : theirs[common]));
+}
+
+absl::Status ValidateTensors(const config::RunConfig& config,
+                             const std::vector<TensorSpec>& tensors) {
+  if (tensors.empty()) return absl::InvalidArgumentError("the model has no tensors");
+  if (tensors.size() > kMaxTensors) {
+    return absl::InvalidArgumentError(absl::StrCat("the model has ", tensors.size(),
+                                                   " tensors; at most ", kMaxTensors,
+                                                   " are allowed"));
+  }
+  absl::flat_hash_set<absl::string_view> names;
+  uint64_t total = 0;
+  uint64_t chunks = 0;
+  const uint64_t chunk_elements =
+      std::max<uint64_t>(1, config.compression().partition_bytes() / sizeof(float));
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const TensorSpec& tensor = tensors[t];
+    const std::string which = absl::StrCat("tensor ", t, " ", Named(tensor.name));
+    if (tensor.name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", t, " has an empty name"));
+    }
+    if (tensor.name.size() > kMaxTensorNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(which, ": the name is longer than ",
+                                                     kMaxTensorNameBytes, " bytes"));
+    }
+    if (!names.insert(tensor.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(which, ": the name is taken by an earlier tensor"));
+    }
+    uint64_t elements = 1;
+    for (int64_t dim : tensor.shape) {
+      if (dim < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(which, ": shape [", absl::StrJoin(tensor.shape, ", "),
+                         "] has a dimension below 1"));
+      }
+      if (static_cast<uint64_t>(dim) > kMaxElements / elements) {
+        return absl::InvalidArgumentError(absl::StrCat(which, ": more than 2^40 elements"));
+      }
+      elements *= static_cast<uint64_t>(dim);
+    }
+    total += elements;
+    if (total > kMaxElements) {
+      return absl::InvalidArgumentError("the model has more than 2^40 elements");
+    }
+    chunks += (elements + chunk_elements - 1) / chunk_elements;
+  }
+  if (chunks > kMaxChunks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compression.partition_bytes: ", config.compression().partition_bytes(),
+                     " splits the model into ", chunks, " chunks; at most ", kMaxChunks,
+                     " are allowed"));
+  }
+  const config::Compression& compression = config.compression();
+  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+    const std::string& pattern = compression.tensor_overrides(i).pattern();
+    bool matches = false;
+    for (const TensorSpec& tensor : tensors) {
+      matches = matches || TensorNameMatches(pattern, tensor.name);
+    }
+    if (!matches) {
+      std::vector<std::string> listed;
+      for (size_t t = 0; t < tensors.size() && t < 16; ++t) listed.push_back(tensors[t].name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compression.tensor_overrides[", i, "].pattern: '", pattern,
+          "' matches no tensor (tensors: ", absl::StrJoin(listed, ", "),
+          tensors.size() > 16 ? ", ..." : "", ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<uint32_t> JobLayout::ChunksOfShard(uint32_t shard) const {
+  std::vector<uint32_t> ids;
+  for (const ChunkPlan& plan : chunks) {
+    if (plan.chunk.shard == shard) ids.push_back(plan.chunk.id);
+  }
+  return ids;
+}
+
+absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config) {
+  if (config.model().kind() == config::Model::REGISTERED) {
+    return absl::InvalidArgumentError(
+        "model.kind REGISTERED: the layout comes from the tensors the workers register");
+  }
+  TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(config.model()));
+  return BuildJobLayout(config, std::move(tensors));
+}
+
+absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config,
+                                         std::vector<TensorSpec> tensors) {
+  if (config.compression().has_automatic()) {
+    return absl::FailedPreconditionError(
+        "compression.automatic: `tamp run` resolves it into per-tensor overrides before "
+        "starting the processes (docs/auto.md); run the job with `tamp run`");
+  }
+  if (config.model().kind() == config::Model::REGISTERED) {
+    TAMP_RETURN_IF_ERROR(ValidateTensors(config, tensors));
+  } else {
+    TAMP_ASSIGN_OR_RETURN(const std::vector<TensorSpec> model, ModelTensors(config.model()));
+    const std::string difference =
+        FirstTensorDifference(tensors, model, "registered", "model");
+    if (!difference.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the registered tensors are not model.kind ",
+          config::Model::Kind_Name(config.model().kind()), "'s: ", difference));
+    }
+    tensors = model;  // With the initialisation details the registration does not carry.
+  }
+  JobLayout layout;
+  layout.tensors = std::move(tensors);
+  std::vector<uint64_t> sizes;
+  for (const TensorSpec& tensor : layout.tensors) {
+    layout.tensor_offsets.push_back(layout.total_elements);
+    layout.total_elements += tensor.elements();
+    sizes.push_back(tensor.elements());
+  }
+  TAMP_ASSIGN_OR_RETURN(Partition partition,
+                        PartitionTensors(sizes, config.compression().partition_bytes(),
+                                         config.cluster().num_servers()));
+  layout.shard_bytes = std::move(partition.shard_bytes);
+  for (const Chunk& chunk : partition.chunks) {
+    layout.chunks.push_back(
+        {chunk, ResolveCompression(config.compression(), layout.tensors[chunk.tensor].name, chunk)});
+  }
+  return layout;
+}
+
+}  // namespace tamp

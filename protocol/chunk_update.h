@@ -1,0 +1,34 @@
+// The update a shard applies to one chunk once every push is in, and the answer it sends:
+// the optimizer's step on the weights, then w_new - w_old through the pull codec and its
+// memory. The shard (server/shard.h) and the performance model's calibration
+// (tools/tamp/perf_calibrate.h) both run it, so the model times what the shard does.
+#ifndef TAMP_PROTOCOL_CHUNK_UPDATE_H_
+#define TAMP_PROTOCOL_CHUNK_UPDATE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "base/philox.h"
+#include "compress/codec.h"
+#include "compress/error_feedback.h"
+#include "optim/optimizer.h"
+
+namespace tamp {
+
+// UpdateChunk()
+//
+// optimizer.Apply(weights, gradient, step, learning_rate), then *payload = the pull memory's
+// Compress(codec, w_new - w_old, key). A RESIDUAL memory has the update added straight into
+// it by the optimizer's pass (compress::ErrorFeedback::AddTarget()), which spares a pass
+// over the chunk; other memories get it through `update` (scratch, weights.size() values).
+// The weights move even if encoding fails (a codec bug), as Compress() says.
+absl::Status UpdateChunk(Optimizer& optimizer, absl::Span<float> weights,
+                         absl::Span<const float> gradient, int64_t step, float learning_rate,
+                         compress::ErrorFeedback& memory, compress::Codec& codec,
+                         const RandomKey& key, absl::Span<float> update, std::string* payload);
+
+}  // namespace tamp
+
+#endif  // TAMP_PROTOCOL_CHUNK_UPDATE_H_

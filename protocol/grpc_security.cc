@@ -1,0 +1,114 @@
+#include "protocol/grpc_security.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "job/security.h"
+
+namespace tamp {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view field) {
+  std::ifstream file(path);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat(field, ": '", path, "' cannot be read"));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  if (text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", path, "' is empty"));
+  }
+  return text.str();
+}
+
+struct Pems {
+  std::string cert, key, ca;
+};
+
+// The server's files, or the client's (client_cert_file / client_key_file when set).
+absl::StatusOr<Pems> ReadPems(const config::Tls& tls, bool client) {
+  Pems pems;
+  const bool own = client && !tls.client_cert_file().empty();
+  absl::StatusOr<std::string> cert =
+      own ? ReadPem(tls.client_cert_file(), "cluster.tls.client_cert_file")
+          : ReadPem(tls.cert_file(), "cluster.tls.cert_file");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key =
+      own ? ReadPem(tls.client_key_file(), "cluster.tls.client_key_file")
+          : ReadPem(tls.key_file(), "cluster.tls.key_file");
+  if (!key.ok()) return key.status();
+  absl::StatusOr<std::string> ca = ReadPem(tls.ca_file(), "cluster.tls.ca_file");
+  if (!ca.ok()) return ca.status();
+  pems.cert = *std::move(cert);
+  pems.key = *std::move(key);
+  pems.ca = *std::move(ca);
+  return pems;
+}
+
+absl::Status PlaintextRefused(absl::string_view host) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "'", host, "' is not a loopback address and cluster.tls is not set: configure "
+      "cluster.tls, or set cluster.plaintext: true to allow unencrypted connections"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const config::Cluster& cluster, absl::string_view host) {
+  if (!cluster.has_tls()) {
+    if (!PlaintextAllowed(cluster, host)) return PlaintextRefused(host);
+    return grpc::InsecureServerCredentials();
+  }
+  absl::StatusOr<Pems> pems = ReadPems(cluster.tls(), /*client=*/false);
+  if (!pems.ok()) return pems.status();
+  grpc::SslServerCredentialsOptions options(
+      cluster.tls().require_client_cert()
+          ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+          : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  options.pem_root_certs = pems->ca;
+  options.pem_key_cert_pairs.push_back({pems->key, pems->cert});
+  return grpc::SslServerCredentials(options);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+    const config::Cluster& cluster, absl::string_view address) {
+  if (!cluster.has_tls()) {
+    const std::string host = HostOfAddress(address);
+    if (!PlaintextAllowed(cluster, host)) return PlaintextRefused(host);
+    return grpc::InsecureChannelCredentials();
+  }
+  absl::StatusOr<Pems> pems = ReadPems(cluster.tls(), /*client=*/true);
+  if (!pems.ok()) return pems.status();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = pems->ca;
+  options.pem_private_key = pems->key;
+  options.pem_cert_chain = pems->cert;
+  return grpc::SslCredentials(options);
+}
+
+void AddTlsChannelArguments(const config::Cluster& cluster, grpc::ChannelArguments* args) {
+  if (cluster.has_tls() && !cluster.tls().server_name_override().empty()) {
+    args->SetSslTargetNameOverride(cluster.tls().server_name_override());
+  }
+}
+
+void AttachJobToken(const std::string& token, grpc::ClientContext* context) {
+  if (!token.empty()) context->AddMetadata(kAuthorizationKey, absl::StrCat("Bearer ", token));
+}
+
+std::string PresentedToken(const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find(kAuthorizationKey); it != metadata.end()) {
+    absl::string_view value(it->second.data(), it->second.size());
+    if (absl::ConsumePrefix(&value, "Bearer ")) return std::string(value);
+  }
+  if (auto it = metadata.find(kTokenKey); it != metadata.end()) {
+    return std::string(it->second.data(), it->second.size());
+  }
+  return std::string();
+}
+
+}  // namespace tamp

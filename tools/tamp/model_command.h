@@ -58,8 +58,8 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
 // ModelCommand()
 //
 // Loads the config, measures compute, codec and transport CPU costs, prints one prediction per codec (a
-// table, or JSON with --json) to `out`, errors to `err`. Returns the exit code: 0, or 2 for
-// a bad config.
+// table, or with --json an events::ModelPrediction as one line of JSON, base/proto_json.h)
+// to `out`, errors to `err`. Returns the exit code: 0, or 2 for a bad config.
 int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* err);
 
 }  // namespace tamp::launcher

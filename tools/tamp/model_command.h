@@ -50,9 +50,9 @@ struct ModelOptions {
 // --topology shared|hosts (perf::ParseTopology; default shared), --codecs all|config, --json,
 // --compute_ms MS, --latency_ms MS, --transport_gbit GBIT, --cores N, --calibration_job, --auto
 // (then --bandwidth is optional),
-// --job_cpu A,B,U (not with --calibration_job); each
-// as --flag=VALUE or --flag VALUE (--json and --calibration_job take none). INVALID_ARGUMENT with a one-line
-// reason otherwise.
+// --job_cpu A,B,U,R (not with --calibration_job); each as --flag=VALUE or --flag VALUE
+// (tools/tamp/command_line.h; --json, --calibration_job and --auto take none).
+// INVALID_ARGUMENT with a one-line reason naming the flag and the value otherwise.
 absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args);
 
 // ModelCommand()

@@ -18,6 +18,7 @@
 #include "tools/tamp/codecs_command.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/model_command.h"
+#include "tools/tamp/model_options.h"
 #include "tools/tamp/run_command.h"
 #include "tools/tamp/run_options.h"
 #include "tools/tamp/summarize_command.h"

@@ -9,6 +9,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/events.pb.h"
+#include "tools/tamp/model_options.h"
 #include "tools/tamp/summary.h"
 
 namespace tamp::launcher {

@@ -1,16 +1,19 @@
 // Plans compression.automatic for a config on each of several links and prints one JSON
 // object per link: the decision's own time (measurements excluded), the predictions it made,
 // the plan's predicted step against every candidate on every tensor, and how many tensors
-// each candidate got. bench/auto_plan.py runs it and writes bench/results/auto_plan.json.
+// each candidate got, an events::AutoPlanPrediction. bench/auto_plan.py runs it and writes
+// bench/results/auto_plan.json.
 //
 //   auto_plan_bench CONFIG LINK...   (LINK as `tamp model --bandwidth`: 1gbit, unshaped)
 #include <iostream>
+#include <string>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "base/proto_json.h"
 #include "job/config.h"
+#include "proto/events.pb.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/cpu_time.h"
+#include "tools/tamp/summary.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -37,17 +40,20 @@ int main(int argc, char** argv) {
       return 1;
     }
     const tamp::launcher::CompressionPlan& plan = result->plan;
-    std::vector<int> tensors(plan.uniform_ms.size(), 0);
-    for (int c : plan.tensor_candidate) ++tensors[c];
-    std::cout << "{\"config\": \"" << argv[1] << "\", \"link\": \"" << argv[i]
-              << "\", \"tensors\": " << plan.tensor_candidate.size()
-              << ", \"decision_ms\": " << result->decision_ms
-              << ", \"decision_cpu_ms\": " << result->decision_cpu_ms
-              << ", \"predictions\": " << plan.predictions
-              << ", \"auto_ms\": " << plan.prediction.step_ms << ", \"bound\": \""
-              << tamp::perf::BoundName(plan.prediction.bound) << "\", \"uniform_ms\": ["
-              << absl::StrJoin(plan.uniform_ms, ", ") << "], \"tensors_per_candidate\": ["
-              << absl::StrJoin(tensors, ", ") << "]}" << std::endl;
+    tamp::events::AutoPlanPrediction line;
+    line.set_format_version(tamp::launcher::kJsonFormatVersion);
+    line.set_config(argv[1]);
+    line.set_link(argv[i]);
+    line.set_tensors(plan.tensor_candidate.size());
+    line.set_decision_ms(result->decision_ms);
+    line.set_decision_cpu_ms(result->decision_cpu_ms);
+    line.set_predictions(plan.predictions);
+    line.set_auto_ms(plan.prediction.step_ms);
+    line.set_bound(std::string(tamp::perf::BoundName(plan.prediction.bound)));
+    for (double ms : plan.uniform_ms) line.add_uniform_ms(ms);
+    line.mutable_tensors_per_candidate()->Resize(plan.uniform_ms.size(), 0);
+    for (int c : plan.tensor_candidate) ++*line.mutable_tensors_per_candidate()->Mutable(c);
+    std::cout << tamp::ProtoToJson(line) << std::endl;
   }
   return 0;
 }

@@ -1,4 +1,4 @@
-// Tests of the small launcher helpers: files, binaries, run_options, table.
+// Tests of the small launcher helpers: files, binaries, command_line, run_options, table.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -6,11 +6,15 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/tamp/binaries.h"
+#include "tools/tamp/command_line.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/run_options.h"
 #include "tools/tamp/table.h"
@@ -171,6 +175,81 @@ TEST_F(FindBinaryTest, BadExplicitValuesAreErrors) {
   lookup.env_value = root_ + "/not_exec";
   EXPECT_THAT(std::string(FindBinary(lookup).status().message()),
               HasSubstr("$TAMP_SERVER_BINARY="));
+}
+
+// ---------------------------------------------------------------------------------------
+// command_line
+
+absl::StatusOr<int> Even(const std::string& value) {
+  int number = 0;
+  if (!absl::SimpleAtoi(value, &number) || number % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--even: got \"", value, "\""));
+  }
+  return number;
+}
+
+TEST(CommandLineTest, FlagsSwitchesAndPositionalInAnyOrder) {
+  bool verbose = false, quiet = false;
+  std::string name;
+  int even = 0;
+  std::vector<std::string> seen;
+  CommandLine flags;
+  flags.Switch("verbose", &verbose)
+      .Switch("quiet", &quiet)
+      .Flag("name", &name)
+      .Flag("even", &even, Even)
+      .Flag("seen", [&](const std::string& value) {
+        seen.push_back(value);
+        return absl::OkStatus();
+      });
+  absl::StatusOr<std::vector<std::string>> positional =
+      flags.Parse({"a", "--name", "x", "-", "-verbose", "--even=4", "--seen", "--quiet", "b",
+                   "--seen=", "--name=y"});
+  ASSERT_TRUE(positional.ok()) << positional.status();
+  EXPECT_THAT(*positional, ElementsAre("a", "-", "b"));
+  EXPECT_TRUE(verbose);
+  EXPECT_FALSE(quiet);  // "--quiet" was --seen's value.
+  EXPECT_EQ(name, "y");  // The last one.
+  EXPECT_EQ(even, 4);
+  EXPECT_THAT(seen, ElementsAre("--quiet", ""));
+}
+
+TEST(CommandLineTest, ErrorsNameTheFlag) {
+  bool on = false;
+  std::string name;
+  int even = 0;
+  CommandLine flags;
+  flags.Switch("on", &on).Flag("name", &name).Flag("even", &even, Even);
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--speed=3"}, "unknown flag --speed=3"},
+      {{"-speed"}, "unknown flag -speed"},
+      {{"a", "--"}, "unknown flag --"},
+      {{"--name"}, "--name needs a value"},
+      {{"--name="}, "--name is empty"},
+      {{"--on=1"}, "--on takes no value"},
+      {{"--even", "3"}, "--even: got \"3\""},
+  };
+  for (const auto& [args, message] : cases) {
+    absl::StatusOr<std::vector<std::string>> parsed = flags.Parse(args);
+    ASSERT_FALSE(parsed.ok()) << message;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(parsed.status().message(), message);
+  }
+  EXPECT_EQ(even, 0);
+}
+
+TEST(CommandLineTest, CommandAfterDashDash) {
+  std::string name;
+  std::vector<std::string> command;
+  CommandLine flags;
+  flags.Flag("name", &name).Command(&command, "a COMMAND");
+  absl::StatusOr<std::vector<std::string>> positional =
+      flags.Parse({"a", "--name=n", "--", "run", "--name=m", "--"});
+  ASSERT_TRUE(positional.ok()) << positional.status();
+  EXPECT_THAT(*positional, ElementsAre("a"));
+  EXPECT_EQ(name, "n");
+  EXPECT_THAT(command, ElementsAre("run", "--name=m", "--"));
+  EXPECT_EQ(flags.Parse({"a", "--"}).status().message(), "\"--\" must be followed by a COMMAND");
 }
 
 // ---------------------------------------------------------------------------------------

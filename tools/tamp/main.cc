@@ -18,6 +18,7 @@
 #include "tools/tamp/codecs_command.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/model_command.h"
+#include "tools/tamp/model_options.h"
 #include "tools/tamp/run_command.h"
 #include "tools/tamp/run_options.h"
 #include "tools/tamp/summarize_command.h"
@@ -69,7 +70,8 @@ Commands:
                              server and worker behind its own link of RATE each way.
       --codecs all|config    all: the push codec swapped for each codec's example spec;
                              config: the config's own compression (default).
-      --json                 One JSON object instead of the table.
+      --json                 One JSON object, a tamp.events.ModelPrediction, instead of
+                             the table.
       --compute_ms MS        Use this forward/backward time instead of the measured one.
       --latency_ms MS        Per-message latency (default 0.05, an estimate).
       --transport_gbit GBIT  gRPC's throughput ceiling (default 6, fitted on this machine).

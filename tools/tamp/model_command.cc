@@ -4,23 +4,23 @@
 #include <cstdio>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/proto_json.h"
 #include "base/status_macros.h"
 #include "compress/registry.h"
 #include "google/protobuf/text_format.h"
 #include "job/config.h"
 #include "job/job_layout.h"
+#include "proto/events.pb.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
 #include "tools/tamp/cpu_time.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/job_calibration.h"
 #include "tools/tamp/perf_calibrate.h"
+#include "tools/tamp/summary.h"
 #include "tools/tamp/table.h"
 #include "tools/tamp/transport_probe.h"
 
@@ -31,15 +31,6 @@ namespace {
 // for stable medians in well under a second per codec on the example MLP.
 constexpr int kComputeSteps = 10;
 constexpr int kCodecRepetitions = 5;
-
-absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string& value) {
-  double number = 0;
-  if (!absl::SimpleAtod(value, &number) || !(number > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " must be a positive number, got \"", value, "\""));
-  }
-  return number;
-}
 
 // One job to predict: the config with one compression choice.
 struct Variant {
@@ -70,25 +61,26 @@ config::RunConfig Uncompressed(const config::RunConfig& config) {
   return none;
 }
 
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+// A row's figures: `p`, and its speedup over none's `none_ms` (0 without one).
+void SetFigures(const perf::StepPrediction& p, double none_ms,
+                events::ModelPrediction::Codec* row) {
+  row->set_step_ms(p.step_ms);
+  row->set_bound(std::string(perf::BoundName(p.bound)));
+  row->set_timeline_ms(p.timeline_ms);
+  row->set_cpu_work_ms(p.cpu_work_ms);
+  row->set_cpu_bound_ms(p.cpu_bound_ms);
+  row->set_usable_cores(p.usable_cores);
+  row->set_compute_ms(p.compute_ms);
+  row->set_encode_ms(p.encode_ms);
+  row->set_wire_ms(p.wire_ms);
+  row->set_decode_ms(p.decode_ms);
+  row->set_apply_ms(p.apply_ms);
+  row->set_server_ms(p.server_ms);
+  row->set_link_busy_ms(p.link_busy_ms);
+  row->set_bytes_pushed_per_step(p.push_bytes);
+  row->set_bytes_pulled_per_step(p.pull_bytes);
+  row->set_speedup_vs_none(p.step_ms > 0 ? none_ms / p.step_ms : 0.0);
 }
-
-struct Row {
-  std::string codec, spec, error;
-  perf::StepPrediction prediction;
-};
 
 absl::string_view TopologyName(perf::Topology topology) {
   return topology == perf::Topology::kShared ? "shared" : "hosts";
@@ -157,99 +149,6 @@ int AutoPlanCommand(const ModelOptions& options, const config::RunConfig& config
 }
 
 }  // namespace
-
-absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args) {
-  ModelOptions options;
-  std::vector<std::string> positional;
-  bool has_bandwidth = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (!absl::StartsWith(arg, "--")) {
-      positional.push_back(arg);
-      continue;
-    }
-    std::string name = arg.substr(2), value;
-    const size_t eq = name.find('=');
-    const bool inline_value = eq != std::string::npos;
-    if (inline_value) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    }
-    if (name == "json" || name == "calibration_job" || name == "auto") {
-      if (inline_value) return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
-      (name == "json" ? options.json
-                      : name == "auto" ? options.auto_plan : options.calibration_job) = true;
-      continue;
-    }
-    if (name != "bandwidth" && name != "topology" && name != "codecs" && name != "compute_ms" &&
-        name != "latency_ms" && name != "transport_gbit" && name != "cores" &&
-        name != "job_cpu") {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
-    }
-    if (!inline_value) {
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
-      value = args[++i];
-    }
-    if (name == "bandwidth") {
-      TAMP_ASSIGN_OR_RETURN(options.link, perf::ParseBandwidth(value));
-      has_bandwidth = true;
-    } else if (name == "topology") {
-      TAMP_ASSIGN_OR_RETURN(options.topology, perf::ParseTopology(value));
-      options.topology_given = true;
-    } else if (name == "codecs") {
-      if (value != "all" && value != "config") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--codecs must be \"all\" or \"config\", got \"", value, "\""));
-      }
-      options.all_codecs = value == "all";
-    } else if (name == "compute_ms") {
-      TAMP_ASSIGN_OR_RETURN(options.compute_ms, PositiveNumber(name, value));
-    } else if (name == "latency_ms") {
-      double latency = 0;
-      if (!absl::SimpleAtod(value, &latency) || !(latency >= 0)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--latency_ms must be a number >= 0, got \"", value, "\""));
-      }
-      options.latency_ms = latency;
-    } else if (name == "job_cpu") {
-      const std::vector<std::string> parts = absl::StrSplit(value, ',');
-      perf::JobCpuCalibration job;
-      if (parts.size() != 4 || !absl::SimpleAtod(parts[0], &job.ms_per_step) ||
-          !absl::SimpleAtod(parts[1], &job.ms_per_byte) ||
-          !absl::SimpleAtod(parts[2], &job.core_utilization) ||
-          !absl::SimpleAtod(parts[3], &job.payload_bytes_per_ms) || !(job.ms_per_step >= 0) ||
-          !(job.ms_per_byte >= 0) || !(job.core_utilization > 0 && job.core_utilization <= 1) ||
-          !(job.payload_bytes_per_ms >= 0)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--job_cpu must be MS_PER_STEP,MS_PER_BYTE,CORE_UTILIZATION,PAYLOAD_BYTES_PER_MS "
-            "(>= 0, >= 0, in (0, 1], >= 0), got \"", value, "\""));
-      }
-      options.job_cpu = job;
-    } else if (name == "cores") {
-      int cores = 0;
-      if (!absl::SimpleAtoi(value, &cores) || cores < 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--cores must be a whole number >= 1, got \"", value, "\""));
-      }
-      options.cores = cores;
-    } else {
-      TAMP_ASSIGN_OR_RETURN(options.transport_gbit, PositiveNumber(name, value));
-    }
-  }
-  if (positional.empty()) return absl::InvalidArgumentError("missing CONFIG");
-  if (positional.size() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected one CONFIG, got also \"", positional[1], "\""));
-  }
-  if (!has_bandwidth && !options.auto_plan) {
-    return absl::InvalidArgumentError("missing --bandwidth (e.g. 1gbit, 10gbit, unshaped)");
-  }
-  if (options.calibration_job && options.job_cpu.has_value()) {
-    return absl::InvalidArgumentError("--job_cpu gives the calibration --calibration_job measures: pass one");
-  }
-  options.config_path = positional[0];
-  return options;
-}
 
 int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* err) {
   auto fail = [&](const absl::Status& status) {
@@ -338,64 +237,51 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
     job_cpu = *fitted;
   }
 
-  std::vector<Row> rows;
+  events::ModelPrediction prediction;
+  prediction.set_format_version(kJsonFormatVersion);
+  prediction.set_config(options.config_path);
+  prediction.set_link(options.link.name);
+  prediction.set_bits_per_second(options.link.bits_per_second);
+  prediction.set_topology(std::string(TopologyName(options.topology)));
+  prediction.set_workers(workers);
+  prediction.set_servers(config->cluster().num_servers());
+  prediction.set_measured_compute_ms(measured_compute_ms);
+  events::ModelPrediction::Transport& transport_json = *prediction.mutable_transport();
+  transport_json.set_message_latency_ms(transport.message_latency_ms);
+  transport_json.set_message_overhead_bytes(transport.message_overhead_bytes);
+  transport_json.set_max_bytes_per_ms(transport.max_bytes_per_ms);
+  transport_json.set_cpu_ms_per_message(transport_cpu->ms_per_message);
+  transport_json.set_cpu_ms_per_byte(transport_cpu->ms_per_byte);
+  prediction.set_cores(cores);
+  const bool calibrated = options.calibration_job || options.job_cpu.has_value();
+  events::ModelPrediction::JobCpu& job_cpu_json = *prediction.mutable_job_cpu();
+  job_cpu_json.set_calibrated(calibrated);
+  job_cpu_json.set_ms_per_step(job_cpu.ms_per_step);
+  job_cpu_json.set_ms_per_byte(job_cpu.ms_per_byte);
+  job_cpu_json.set_core_utilization(job_cpu.core_utilization);
+  job_cpu_json.set_payload_bytes_per_ms(job_cpu.payload_bytes_per_ms);
+
+  // variants[0] is none: the speedups' reference, so predicted first.
+  double none_ms = 0;
   for (size_t i = 0; i < variants.size(); ++i) {
-    Row row{variants[i].codec, variants[i].spec, "", {}};
+    events::ModelPrediction::Codec& row = *prediction.add_codecs();
+    row.set_codec(variants[i].codec);
+    row.set_push(variants[i].spec);
     absl::Status status = inputs[i].status();
     if (status.ok()) {
       inputs[i]->job_cpu = job_cpu;
-      absl::StatusOr<perf::StepPrediction> prediction = perf::PredictStep(*inputs[i]);
-      if (prediction.ok()) row.prediction = *prediction;
-      status = prediction.status();
+      absl::StatusOr<perf::StepPrediction> predicted = perf::PredictStep(*inputs[i]);
+      if (predicted.ok()) {
+        if (i == 0) none_ms = predicted->step_ms;
+        SetFigures(*predicted, none_ms, &row);
+      }
+      status = predicted.status();
     }
-    if (!status.ok()) row.error = std::string(status.message());
-    rows.push_back(std::move(row));
+    if (!status.ok()) row.set_error(std::string(status.message()));
   }
-  const double none_ms = rows[0].error.empty() ? rows[0].prediction.step_ms : 0;
-  auto speedup = [&](const Row& row) {
-    return row.prediction.step_ms > 0 ? none_ms / row.prediction.step_ms : 0.0;
-  };
 
   if (options.json) {
-    *out << "{\"config\": " << JsonString(options.config_path)
-         << ", \"link\": " << JsonString(options.link.name)
-         << ", \"bits_per_second\": " << options.link.bits_per_second
-         << ", \"topology\": " << JsonString(TopologyName(options.topology))
-         << ", \"workers\": " << workers << ", \"servers\": " << config->cluster().num_servers()
-         << ", \"measured_compute_ms\": " << measured_compute_ms
-         << ", \"transport\": {\"message_latency_ms\": " << transport.message_latency_ms
-         << ", \"message_overhead_bytes\": " << transport.message_overhead_bytes
-         << ", \"max_bytes_per_ms\": " << transport.max_bytes_per_ms
-         << ", \"cpu_ms_per_message\": " << transport_cpu->ms_per_message
-         << ", \"cpu_ms_per_byte\": " << transport_cpu->ms_per_byte << "}, \"cores\": " << cores
-         << ", \"job_cpu\": {\"calibrated\": "
-         << (options.calibration_job || options.job_cpu.has_value() ? "true" : "false")
-         << ", \"ms_per_step\": " << job_cpu.ms_per_step
-         << ", \"ms_per_byte\": " << job_cpu.ms_per_byte
-         << ", \"core_utilization\": " << job_cpu.core_utilization
-         << ", \"payload_bytes_per_ms\": " << job_cpu.payload_bytes_per_ms << "}"
-         << ", \"codecs\": [";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& row = rows[i];
-      const perf::StepPrediction& p = row.prediction;
-      *out << (i == 0 ? "" : ", ") << "{\"codec\": " << JsonString(row.codec)
-           << ", \"push\": " << JsonString(row.spec);
-      if (!row.error.empty()) {
-        *out << ", \"error\": " << JsonString(row.error) << "}";
-        continue;
-      }
-      *out << ", \"step_ms\": " << p.step_ms << ", \"bound\": " << JsonString(perf::BoundName(p.bound))
-           << ", \"timeline_ms\": " << p.timeline_ms << ", \"cpu_work_ms\": " << p.cpu_work_ms
-           << ", \"cpu_bound_ms\": " << p.cpu_bound_ms << ", \"usable_cores\": " << p.usable_cores
-           << ", \"compute_ms\": " << p.compute_ms
-           << ", \"encode_ms\": " << p.encode_ms << ", \"wire_ms\": " << p.wire_ms
-           << ", \"decode_ms\": " << p.decode_ms << ", \"apply_ms\": " << p.apply_ms
-           << ", \"server_ms\": " << p.server_ms << ", \"link_busy_ms\": " << p.link_busy_ms
-           << ", \"bytes_pushed_per_step\": " << p.push_bytes
-           << ", \"bytes_pulled_per_step\": " << p.pull_bytes
-           << ", \"speedup_vs_none\": " << speedup(row) << "}";
-    }
-    *out << "]}\n";
+    *out << ProtoToJson(prediction) << "\n";
     return kExitOk;
   }
 
@@ -412,7 +298,7 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
                                      : "",
       transport.max_bytes_per_ms * 8e3 / 1e9, transport_cpu->ms_per_message * 1e3,
       transport_cpu->ms_per_byte * 1e6, cores,
-      options.calibration_job || options.job_cpu.has_value()
+      calibrated
           ? absl::StrFormat("; job calibration: +%.2f ms CPU per step + %.2f ns per byte, cores "
                             "%.0f%% busy, %.2f Gbit/s seen",
                             job_cpu.ms_per_step, job_cpu.ms_per_byte * 1e6,
@@ -420,18 +306,18 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
                             job_cpu.payload_bytes_per_ms * 8e3 / 1e9)
           : "");
   std::vector<std::vector<std::string>> table;
-  for (const Row& row : rows) {
-    if (!row.error.empty()) {
-      table.push_back({row.codec, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                       "error: " + row.error});
+  for (const events::ModelPrediction::Codec& row : prediction.codecs()) {
+    if (row.has_error()) {
+      table.push_back({row.codec(), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                       "error: " + row.error()});
       continue;
     }
-    const perf::StepPrediction& p = row.prediction;
-    table.push_back({row.codec, Ms(p.step_ms), std::string(perf::BoundName(p.bound)),
-                     Ms(p.cpu_work_ms), Ms(p.compute_ms), Ms(p.encode_ms), Ms(p.wire_ms),
-                     Ms(p.decode_ms), Ms(p.apply_ms),
-                     absl::StrFormat("%.3f", (p.push_bytes + p.pull_bytes) / 1e6),
-                     absl::StrFormat("%.2fx", speedup(row)), row.spec});
+    table.push_back(
+        {row.codec(), Ms(row.step_ms()), row.bound(), Ms(row.cpu_work_ms()),
+         Ms(row.compute_ms()), Ms(row.encode_ms()), Ms(row.wire_ms()), Ms(row.decode_ms()),
+         Ms(row.apply_ms()),
+         absl::StrFormat("%.3f", (row.bytes_pushed_per_step() + row.bytes_pulled_per_step()) / 1e6),
+         absl::StrFormat("%.2fx", row.speedup_vs_none()), row.push()});
   }
   *out << FormatTable({"CODEC", "STEP MS", "BOUND", "CPU MS", "COMPUTE", "ENCODE", "WIRE",
                        "DECODE", "APPLY", "MB/STEP", "VS NONE", "PUSH"},

@@ -48,8 +48,7 @@ struct RunOptions {
 //
 // Parses the arguments after "run": one CONFIG and the flags --summary_json, --metrics_file,
 // --run_dir, --server_binary, --worker_binary, --restart_servers and --restart_workers (counts
-// >= 0), each as
-// --flag=VALUE or --flag VALUE, then optionally "--" and a COMMAND: everything after the
+// >= 0), each as --flag=VALUE or --flag VALUE (tools/tamp/command_line.h), then optionally "--" and a COMMAND: everything after the
 // first "--" is the COMMAND, which replaces tamp_worker (so it excludes --worker_binary).
 // INVALID_ARGUMENT with a one-line reason otherwise.
 absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args);

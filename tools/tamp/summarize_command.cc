@@ -2,11 +2,11 @@
 
 #include <fstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "job/config.h"
+#include "tools/tamp/command_line.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/progress.h"
@@ -15,25 +15,24 @@
 namespace tamp::launcher {
 
 int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, std::ostream* err) {
-  std::vector<std::string> positional;
   std::string summary_json;
   double wall_seconds = 0;
-  for (const std::string& arg : args) {
-    if (absl::StartsWith(arg, "--summary_json=")) {
-      summary_json = arg.substr(arg.find('=') + 1);
-    } else if (absl::StartsWith(arg, "--wall_seconds=")) {
-      if (!absl::SimpleAtod(arg.substr(arg.find('=') + 1), &wall_seconds) || wall_seconds < 0) {
-        *err << "tamp summarize: --wall_seconds needs a non-negative number, got '"
-             << arg.substr(arg.find('=') + 1) << "'\n";
-        return kExitUsage;
-      }
-    } else if (absl::StartsWith(arg, "--")) {
-      *err << "tamp summarize: unknown flag '" << arg << "'\n";
-      return kExitUsage;
-    } else {
-      positional.push_back(arg);
-    }
+  CommandLine flags;
+  flags.Flag("summary_json", &summary_json)
+      .Flag("wall_seconds", &wall_seconds, [](const std::string& value) -> absl::StatusOr<double> {
+        double seconds = 0;
+        if (!absl::SimpleAtod(value, &seconds) || !(seconds >= 0)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--wall_seconds needs a non-negative number, got '", value, "'"));
+        }
+        return seconds;
+      });
+  absl::StatusOr<std::vector<std::string>> parsed = flags.Parse(args);
+  if (!parsed.ok()) {
+    *err << "tamp summarize: " << parsed.status().message() << "\n";
+    return kExitUsage;
   }
+  const std::vector<std::string>& positional = *parsed;
   if (positional.empty()) {
     *err << "tamp summarize: usage: tamp summarize CONFIG EVENTS_0 ... [--summary_json=PATH]\n";
     return kExitUsage;

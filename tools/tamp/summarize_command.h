@@ -2,6 +2,7 @@
 // the run summary of a job that a cluster engine (Slurm, Kubernetes) started, from each
 // worker's stdout saved to a file (file i holds worker i's lines; lines that are not worker
 // events, such as logs, are skipped). The same figures `tamp run --summary_json` writes.
+// Flags as tools/tamp/command_line.h reads them (--flag=VALUE or --flag VALUE).
 #ifndef TAMP_TOOLS_TAMP_SUMMARIZE_COMMAND_H_
 #define TAMP_TOOLS_TAMP_SUMMARIZE_COMMAND_H_
 

@@ -87,8 +87,10 @@ class SummaryBuilder {
 double Median(std::vector<double> values);
 
 // The format_version of the JSON files the launcher writes (RunSummary, StepMetrics,
-// EvalMetrics in events.proto): 2, snake_case names and integers as JSON numbers. Version 1
-// (no format_version field) printed 64-bit integers as strings.
+// EvalMetrics in events.proto; also `tamp model --json`'s ModelPrediction and
+// bench/auto_plan_bench's AutoPlanPrediction): 2, snake_case names and integers as JSON
+// numbers. Version 1 (no format_version field) printed 64-bit integers as strings; the
+// last two had no format_version before 2, and the same fields.
 inline constexpr uint32_t kJsonFormatVersion = 2;
 
 // StepMetricsJson()

@@ -67,22 +67,6 @@ class ScopedDevice {
   absl::Status status_;
 };
 
-// Page-locked host memory grown on demand (kernels::PinnedBuffer, which frees it without
-// aborting on a device fault); copies from and to it run asynchronously at full PCIe speed.
-class GrowingPinnedBuffer {
- public:
-  absl::Status Reserve(size_t bytes) {
-    if (bytes <= buffer_.size()) return absl::OkStatus();
-    buffer_ = kernels::PinnedBuffer();  // Free the old one before pinning more.
-    TAMP_ASSIGN_OR_RETURN(buffer_, kernels::PinnedBuffer::Create(bytes));
-    return absl::OkStatus();
-  }
-  void* data() { return buffer_.data(); }
-
- private:
-  kernels::PinnedBuffer buffer_;
-};
-
 class CudaBackend final : public DeviceBackend {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceBackend>> Create(
@@ -141,7 +125,7 @@ class CudaBackend final : public DeviceBackend {
 
   absl::StatusOr<absl::Span<float>> Staging(size_t count) override {
     TAMP_RETURN_IF_ERROR(staging_.Reserve(count * sizeof(float)));
-    return absl::MakeSpan(static_cast<float*>(staging_.data()), count);
+    return absl::MakeSpan(reinterpret_cast<float*>(staging_.data()), count);
   }
 
   absl::Status EncodePush(uint32_t id, const float* d_gradient, const RandomKey& key,
@@ -162,7 +146,7 @@ class CudaBackend final : public DeviceBackend {
     payload->clear();
     payload->reserve(compress::kHeaderBytes + bytes);
     compress::AppendHeader(chunk.push->id(), chunk.push->version(), chunk.push->size(), payload);
-    payload->append(static_cast<const char*>(host_body_.data()), bytes);
+    payload->append(reinterpret_cast<const char*>(host_body_.data()), bytes);
     return absl::OkStatus();
   }
 
@@ -219,8 +203,8 @@ class CudaBackend final : public DeviceBackend {
   const int device_;
   std::vector<Chunk> chunks_;                 // By chunk id.
   kernels::DeviceArray<unsigned char> body_;  // One payload body on the device.
-  GrowingPinnedBuffer host_body_;             // The same on the host.
-  GrowingPinnedBuffer staging_;               // Staging().
+  kernels::PinnedBuffer host_body_;           // The same on the host, grown by Reserve().
+  kernels::PinnedBuffer staging_;             // Staging(), grown by Reserve().
 };
 
 #endif  // TAMP_HAVE_CUDA

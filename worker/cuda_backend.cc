@@ -105,22 +105,12 @@ class CudaBackend final : public DeviceBackend {
 
   absl::Status CopyToHost(const float* device, float* host, size_t count,
                           uintptr_t stream) override {
-    ScopedDevice scoped(device_);
-    TAMP_RETURN_IF_ERROR(scoped.status());
-    TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, count * sizeof(float),
-                                              cudaMemcpyDeviceToHost, AsStream(stream)));
-    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
-    return absl::OkStatus();
+    return CopyAndWait(host, device, count, cudaMemcpyDeviceToHost, stream);
   }
 
   absl::Status CopyToDevice(const float* host, float* device, size_t count,
                             uintptr_t stream) override {
-    ScopedDevice scoped(device_);
-    TAMP_RETURN_IF_ERROR(scoped.status());
-    TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, count * sizeof(float),
-                                              cudaMemcpyHostToDevice, AsStream(stream)));
-    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
-    return absl::OkStatus();
+    return CopyAndWait(device, host, count, cudaMemcpyHostToDevice, stream);
   }
 
   absl::StatusOr<absl::Span<float>> Staging(size_t count) override {
@@ -199,6 +189,17 @@ class CudaBackend final : public DeviceBackend {
   };
 
   explicit CudaBackend(int device) : device_(device) {}
+
+  // Copies `count` floats on `stream`, on this backend's device, and waits for the copy.
+  absl::Status CopyAndWait(float* to, const float* from, size_t count, cudaMemcpyKind kind,
+                           uintptr_t stream) {
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(to, from, count * sizeof(float), kind, AsStream(stream)));
+    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
+    return absl::OkStatus();
+  }
 
   const int device_;
   std::vector<Chunk> chunks_;                 // By chunk id.

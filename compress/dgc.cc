@@ -1,16 +1,11 @@
 #include "compress/dgc.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "compress/sampled_select.h"
 #include "compress/topk.h"
-#include "compress/wire_format.h"
 #include "glog/logging.h"
 
 namespace tamp::compress {
@@ -32,16 +27,17 @@ std::unique_ptr<Codec> DgcCodec::Create(const config::Codec& spec, size_t num_el
 }
 
 DgcCodec::DgcCodec(size_t num_elements, size_t k, double sample_ratio, ValueFormat values)
-    : Codec(num_elements),
+    : IndexedValuesCodec(num_elements, kVersion, values),
       k_(k),
-      sample_size_(SampleSize(sample_ratio, num_elements)),
-      values_(values) {
+      sample_size_(SampleSize(sample_ratio, num_elements)) {
   CHECK_GE(k, 1u);
   CHECK_LE(k, num_elements);
   CHECK(sample_ratio > 0 && sample_ratio <= 1) << sample_ratio;
 }
 
-size_t DgcCodec::MaxPayloadBytes() const { return TopKCodec::PayloadBytes(size(), k_, values_); }
+size_t DgcCodec::MaxPayloadBytes() const {
+  return TopKCodec::PayloadBytes(size(), k_, value_format());
+}
 
 absl::Status DgcCodec::Encode(absl::Span<const float> input, const RandomKey& key,
                               std::string* payload) {
@@ -49,43 +45,14 @@ absl::Status DgcCodec::Encode(absl::Span<const float> input, const RandomKey& ke
   thread_local std::vector<size_t> indices;
   SelectLargestSampled(input, k_, sample_size_, key, &indices, &stats_);
   DCHECK_EQ(indices.size(), k_);
-  payload->clear();
-  payload->reserve(MaxPayloadBytes());
-  AppendHeader(CodecId::kDgc, kVersion, size(), payload);
-  AppendIndices(indices, IndexBits(size()), payload);
-  GatherValues(input, indices, values_, payload);
+  StartPayload(MaxPayloadBytes(), payload);
+  AppendEntries(input, indices, payload);
   DCHECK_EQ(payload->size(), MaxPayloadBytes());
   return absl::OkStatus();
 }
 
-absl::StatusOr<IndexedValues> DgcCodec::Parse(absl::string_view payload) const {
-  TAMP_ASSIGN_OR_RETURN(const absl::string_view body,
-                        ParseHeader(payload, CodecId::kDgc, kVersion, size()));
-  return ParseIndexedValues(body, k_, size(), values_, "dgc");
-}
-
-absl::Status DgcCodec::Decode(absl::string_view payload, const RandomKey& /*key*/,
-                              absl::Span<float> out) const {
-  CHECK_EQ(out.size(), size());
-  TAMP_ASSIGN_OR_RETURN(const IndexedValues entries, Parse(payload));
-  std::fill(out.begin(), out.end(), 0.0f);
-  ScatterValues(entries.indices, entries.values, values_, out.data());
-  return absl::OkStatus();
-}
-
-absl::StatusOr<bool> DgcCodec::DecodeSparse(absl::string_view payload, const RandomKey& /*key*/,
-                                            SparseEntries* entries) const {
-  TAMP_ASSIGN_OR_RETURN(const IndexedValues parsed, Parse(payload));
-  ToSparseEntries(parsed, values_, entries);
-  return true;
-}
-
-absl::Status DgcCodec::DecodeAdd(absl::string_view payload, const RandomKey& /*key*/,
-                                 absl::Span<float> accumulator) const {
-  CHECK_EQ(accumulator.size(), size());
-  TAMP_ASSIGN_OR_RETURN(const IndexedValues entries, Parse(payload));
-  ScatterAddValues(entries.indices, entries.values, values_, accumulator.data());
-  return absl::OkStatus();
+absl::StatusOr<IndexedValues> DgcCodec::ParseBody(absl::string_view body) const {
+  return ParseIndexedValues(body, k_, size(), value_format(), "dgc");
 }
 
 }  // namespace tamp::compress

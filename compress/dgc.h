@@ -35,13 +35,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compress/codec.h"
+#include "compress/indexed_values_codec.h"
 #include "compress/sampled_select.h"
 #include "compress/sparse.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress {
 
-class DgcCodec final : public Codec {
+class DgcCodec final : public IndexedValuesCodec {
  public:
   static constexpr uint8_t kVersion = 2;
   static constexpr double kDefaultSampleRatio = 0.01;
@@ -70,20 +71,13 @@ class DgcCodec final : public Codec {
   size_t MaxPayloadBytes() const override;
   absl::Status Encode(absl::Span<const float> input, const RandomKey& key,
                       std::string* payload) override;
-  absl::Status Decode(absl::string_view payload, const RandomKey& key,
-                      absl::Span<float> out) const override;
-  // Scatter-adds the k values; no dense scratch.
-  absl::Status DecodeAdd(absl::string_view payload, const RandomKey& key,
-                         absl::Span<float> accumulator) const override;
-  absl::StatusOr<bool> DecodeSparse(absl::string_view payload, const RandomKey& key,
-                                    SparseEntries* entries) const override;
 
  private:
-  absl::StatusOr<IndexedValues> Parse(absl::string_view payload) const;
+  // Exactly k entries.
+  absl::StatusOr<IndexedValues> ParseBody(absl::string_view body) const override;
 
   const size_t k_;
   const size_t sample_size_;
-  const ValueFormat values_;
   SampledSelectStats stats_;
 };
 

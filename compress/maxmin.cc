@@ -162,36 +162,35 @@ absl::Status MaxMinCodec::Encode(absl::Span<const float> input, const RandomKey&
   char* const packed = ranges + 2 * sizeof(float) * buckets;
 
   uint32_t random[kTile];
-  uint32_t codes[kTile];
   size_t ranges_done = 0;
-  for (size_t start = 0; start < n; start += kTile) {
-    const size_t count = std::min(kTile, n - start);
-    // Ranges of the buckets this tile reaches, each computed once; the tile's values are
-    // then still in cache.
-    for (; ranges_done < buckets && ranges_done * bucket_size_ < start + count; ++ranges_done) {
-      const size_t begin = ranges_done * bucket_size_;
-      const Range range =
-          BucketRange(input.data() + begin, std::min<size_t>(bucket_size_, n - begin));
-      internal::StoreFloat(range.min, ranges + 8 * ranges_done);
-      internal::StoreFloat(range.max, ranges + 8 * ranges_done + 4);
-    }
-    if (stochastic_) internal::PhiloxBits(key, start, count, random);
-    internal::ForEachBucketSegment(
-        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
-          const Range range = LoadRange(ranges, b);
-          if (ZeroCodesOnly(range)) {
-            std::fill(codes + begin, codes + end, 0u);
+  internal::PackTilesByBucket(
+      n, bits_, bucket_size_, packed,
+      [&](size_t start, size_t count) {
+        // Ranges of the buckets this tile reaches, each computed once; the tile's values are
+        // then still in cache.
+        for (; ranges_done < buckets && ranges_done * bucket_size_ < start + count;
+             ++ranges_done) {
+          const size_t begin = ranges_done * bucket_size_;
+          const Range range =
+              BucketRange(input.data() + begin, std::min<size_t>(bucket_size_, n - begin));
+          internal::StoreFloat(range.min, ranges + 8 * ranges_done);
+          internal::StoreFloat(range.max, ranges + 8 * ranges_done + 4);
+        }
+        if (stochastic_) internal::PhiloxBits(key, start, count, random);
+      },
+      [&](uint64_t b, size_t start, size_t begin, size_t end, uint32_t* codes) {
+        const Range range = LoadRange(ranges, b);
+        if (ZeroCodesOnly(range)) {
+          std::fill(codes + begin, codes + end, 0u);
+        } else {
+          const float* x = input.data() + start + begin;
+          if (stochastic_) {
+            QuantizeSegment<true>(x, random + begin, end - begin, range, bits_, codes + begin);
           } else {
-            const float* x = input.data() + start + begin;
-            if (stochastic_) {
-              QuantizeSegment<true>(x, random + begin, end - begin, range, bits_, codes + begin);
-            } else {
-              QuantizeSegment<false>(x, nullptr, end - begin, range, bits_, codes + begin);
-            }
+            QuantizeSegment<false>(x, nullptr, end - begin, range, bits_, codes + begin);
           }
-        });
-    internal::PackCodes(codes, count, bits_, packed + start / 8 * bits_);
-  }
+        }
+      });
   return absl::OkStatus();
 }
 
@@ -220,28 +219,20 @@ absl::Status MaxMinCodec::Validate(absl::string_view body) const {
     return absl::InvalidArgumentError("maxmin padding bits are not zero");
   }
   if (!zero_buckets) return absl::OkStatus();  // Every code is valid elsewhere.
-  uint32_t codes[kTile];
-  for (size_t start = 0; start < n; start += kTile) {
-    const size_t count = std::min(kTile, n - start);
-    internal::UnpackCodes(packed + start / 8 * bits_, count, bits_, codes);
-    absl::Status status;
-    internal::ForEachBucketSegment(
-        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
-          const Range range = LoadRange(ranges, b);
-          if (!status.ok() || !ZeroCodesOnly(range) ||
-              !internal::AnyNonzero(codes + begin, end - begin)) {
-            return;
-          }
-          const size_t j =
-              std::find_if(codes + begin, codes + end, [](uint32_t code) { return code != 0; }) -
-              codes;
-          status = absl::InvalidArgumentError(absl::StrCat(
-              "maxmin element ", start + j, " has code ", codes[j], " in bucket ", b,
-              ", whose min and max are ", range.min, " and ", range.max, "; it must be 0"));
-        });
-    TAMP_RETURN_IF_ERROR(status);
-  }
-  return absl::OkStatus();
+  return internal::UnpackTilesByBucket(
+      packed, n, bits_, bucket_size_,
+      [&](uint64_t b, size_t start, size_t begin, size_t end, const uint32_t* codes) {
+        const Range range = LoadRange(ranges, b);
+        if (!ZeroCodesOnly(range) || !internal::AnyNonzero(codes + begin, end - begin)) {
+          return absl::OkStatus();
+        }
+        const size_t j =
+            std::find_if(codes + begin, codes + end, [](uint32_t code) { return code != 0; }) -
+            codes;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "maxmin element ", start + j, " has code ", codes[j], " in bucket ", b,
+            ", whose min and max are ", range.min, " and ", range.max, "; it must be 0"));
+      });
 }
 
 absl::Status MaxMinCodec::Decode(absl::string_view payload, const RandomKey& /*key*/,
@@ -254,19 +245,15 @@ absl::Status MaxMinCodec::Decode(absl::string_view payload, const RandomKey& /*k
   const size_t n = size();
   const char* const ranges = body.data();
   const char* const packed = ranges + 2 * sizeof(float) * NumBuckets();
-  uint32_t codes[kTile];
-  for (size_t start = 0; start < n; start += kTile) {
-    const size_t count = std::min(kTile, n - start);
-    internal::UnpackCodes(packed + start / 8 * bits_, count, bits_, codes);
-    internal::ForEachBucketSegment(
-        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
-          // NaN buckets give NaN everywhere; max = min gives min (codes 0, step 0).
-          const Range range = LoadRange(ranges, b);
-          DequantizeSegment(codes + begin, end - begin, range.min, Step(range, bits_),
-                            out.data() + start + begin);
-        });
-  }
-  return absl::OkStatus();
+  return internal::UnpackTilesByBucket(
+      packed, n, bits_, bucket_size_,
+      [&](uint64_t b, size_t start, size_t begin, size_t end, const uint32_t* codes) {
+        // NaN buckets give NaN everywhere; max = min gives min (codes 0, step 0).
+        const Range range = LoadRange(ranges, b);
+        DequantizeSegment(codes + begin, end - begin, range.min, Step(range, bits_),
+                          out.data() + start + begin);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace tamp::compress

@@ -179,40 +179,38 @@ absl::Status QsgdCodec::Encode(absl::Span<const float> input, const RandomKey& k
   const float levels = static_cast<float>(levels_);
   const int32_t sign_bit = int32_t{1} << (code_bits_ - 1);
   uint16_t random[kTile];
-  uint32_t codes[kTile];
   const size_t full_buckets = n / bucket_size_;
   size_t norms_done = 0;
-  for (size_t start = 0; start < n; start += kTile) {
-    const size_t count = std::min(kTile, n - start);
-    // Norms of the buckets this tile reaches, each computed once (four at a time while four
-    // whole buckets are left); the tile's values are then still in cache.
-    while (norms_done < buckets && norms_done * bucket_size_ < start + count) {
-      const float* const x = input.data() + norms_done * bucket_size_;
-      char* const out = norms + sizeof(float) * norms_done;
-      if (norms_done + kNormBatch <= full_buckets) {
-        float batch[kNormBatch];
-        BucketNorms4(x, bucket_size_, batch);
-        std::memcpy(out, batch, sizeof(batch));
-        norms_done += kNormBatch;
-      } else {
-        const size_t length = std::min<size_t>(bucket_size_, n - norms_done * bucket_size_);
-        internal::StoreFloat(BucketNorm(x, length), out);
-        ++norms_done;
-      }
-    }
-    internal::PhiloxBits16(key, start, count, random);
-    internal::ForEachBucketSegment(
-        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
-          const float norm = internal::LoadFloat(norms + sizeof(float) * b);
-          if (norm > 0) {  // Not 0 and not NaN: the values are all finite.
-            QuantizeSegment(input.data() + start + begin, random + begin, end - begin,
-                            levels / norm, levels, sign_bit, codes + begin);
+  internal::PackTilesByBucket(
+      n, code_bits_, bucket_size_, packed,
+      [&](size_t start, size_t count) {
+        // Norms of the buckets this tile reaches, each computed once (four at a time while
+        // four whole buckets are left); the tile's values are then still in cache.
+        while (norms_done < buckets && norms_done * bucket_size_ < start + count) {
+          const float* const x = input.data() + norms_done * bucket_size_;
+          char* const out = norms + sizeof(float) * norms_done;
+          if (norms_done + kNormBatch <= full_buckets) {
+            float batch[kNormBatch];
+            BucketNorms4(x, bucket_size_, batch);
+            std::memcpy(out, batch, sizeof(batch));
+            norms_done += kNormBatch;
           } else {
-            std::fill(codes + begin, codes + end, 0u);
+            const size_t length = std::min<size_t>(bucket_size_, n - norms_done * bucket_size_);
+            internal::StoreFloat(BucketNorm(x, length), out);
+            ++norms_done;
           }
-        });
-    internal::PackCodes(codes, count, code_bits_, packed + start / 8 * code_bits_);
-  }
+        }
+        internal::PhiloxBits16(key, start, count, random);
+      },
+      [&](uint64_t b, size_t start, size_t begin, size_t end, uint32_t* codes) {
+        const float norm = internal::LoadFloat(norms + sizeof(float) * b);
+        if (norm > 0) {  // Not 0 and not NaN: the values are all finite.
+          QuantizeSegment(input.data() + start + begin, random + begin, end - begin,
+                          levels / norm, levels, sign_bit, codes + begin);
+        } else {
+          std::fill(codes + begin, codes + end, 0u);
+        }
+      });
   return absl::OkStatus();
 }
 
@@ -241,45 +239,34 @@ absl::Status QsgdCodec::Validate(absl::string_view body) const {
   const int32_t levels = static_cast<int32_t>(levels_);
   const int32_t sign_bit = int32_t{1} << (code_bits_ - 1);
   const int32_t level_mask = sign_bit - 1;
-  uint32_t codes[kTile];
-  for (size_t start = 0; start < n; start += kTile) {
-    const size_t count = std::min(kTile, n - start);
-    internal::UnpackCodes(packed + start / 8 * code_bits_, count, code_bits_, codes);
-    absl::Status status;
-    internal::ForEachBucketSegment(
-        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
-          if (!status.ok()) return;
-          const float norm = internal::LoadFloat(norms + sizeof(float) * b);
-          const bool zero_only = !(norm > 0);
-          if (zero_only ? !internal::AnyNonzero(codes + begin, end - begin)
-                        : !HasBadCode(codes + begin, end - begin, levels, level_mask, sign_bit)) {
-            return;
+  return internal::UnpackTilesByBucket(
+      packed, n, code_bits_, bucket_size_,
+      [&](uint64_t b, size_t start, size_t begin, size_t end, const uint32_t* codes) {
+        const float norm = internal::LoadFloat(norms + sizeof(float) * b);
+        const bool zero_only = !(norm > 0);
+        if (zero_only ? !internal::AnyNonzero(codes + begin, end - begin)
+                      : !HasBadCode(codes + begin, end - begin, levels, level_mask, sign_bit)) {
+          return absl::OkStatus();
+        }
+        // Name the first bad value.
+        for (size_t j = begin; j < end; ++j) {
+          const uint64_t i = start + j;
+          const int32_t code = static_cast<int32_t>(codes[j]);
+          if (zero_only && code != 0) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "qsgd element ", i, " has a nonzero code in bucket ", b, ", whose norm is ", norm));
           }
-          // Name the first bad value.
-          for (size_t j = begin; j < end; ++j) {
-            const uint64_t i = start + j;
-            const int32_t code = static_cast<int32_t>(codes[j]);
-            if (zero_only && code != 0) {
-              status = absl::InvalidArgumentError(absl::StrCat("qsgd element ", i,
-                                                               " has a nonzero code in bucket ", b,
-                                                               ", whose norm is ", norm));
-              return;
-            }
-            if ((code & level_mask) > levels) {
-              status = absl::InvalidArgumentError(absl::StrCat(
-                  "qsgd level ", code & level_mask, " of element ", i, " exceeds levels ", levels));
-              return;
-            }
-            if (code == sign_bit) {
-              status = absl::InvalidArgumentError(
-                  absl::StrCat("qsgd element ", i, " has a sign bit but level 0"));
-              return;
-            }
+          if ((code & level_mask) > levels) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "qsgd level ", code & level_mask, " of element ", i, " exceeds levels ", levels));
           }
-        });
-    TAMP_RETURN_IF_ERROR(status);
-  }
-  return absl::OkStatus();
+          if (code == sign_bit) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("qsgd element ", i, " has a sign bit but level 0"));
+          }
+        }
+        return absl::OkStatus();
+      });
 }
 
 absl::Status QsgdCodec::Decode(absl::string_view payload, const RandomKey& /*key*/,
@@ -295,19 +282,15 @@ absl::Status QsgdCodec::Decode(absl::string_view payload, const RandomKey& /*key
   const int level_bits = code_bits_ - 1;
   const int32_t level_mask = (int32_t{1} << level_bits) - 1;
   const float levels = static_cast<float>(levels_);
-  uint32_t codes[kTile];
-  for (size_t start = 0; start < n; start += kTile) {
-    const size_t count = std::min(kTile, n - start);
-    internal::UnpackCodes(packed + start / 8 * code_bits_, count, code_bits_, codes);
-    internal::ForEachBucketSegment(
-        start, count, bucket_size_, [&](uint64_t b, size_t begin, size_t end) {
-          // A NaN norm gives NaN everywhere (the codes are 0), a zero norm zeros.
-          const float scale = internal::LoadFloat(norms + sizeof(float) * b) / levels;
-          DequantizeSegment(codes + begin, end - begin, scale, level_mask, level_bits,
-                            out.data() + start + begin);
-        });
-  }
-  return absl::OkStatus();
+  return internal::UnpackTilesByBucket(
+      packed, n, code_bits_, bucket_size_,
+      [&](uint64_t b, size_t start, size_t begin, size_t end, const uint32_t* codes) {
+        // A NaN norm gives NaN everywhere (the codes are 0), a zero norm zeros.
+        const float scale = internal::LoadFloat(norms + sizeof(float) * b) / levels;
+        DequantizeSegment(codes + begin, end - begin, scale, level_mask, level_bits,
+                          out.data() + start + begin);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace tamp::compress

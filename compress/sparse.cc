@@ -165,12 +165,6 @@ void ScatterAddValues(absl::Span<const size_t> indices, const char* values, Valu
   Scatter<true>(indices, values, format, out);
 }
 
-void ToSparseEntries(const IndexedValues& parsed, ValueFormat format, SparseEntries* entries) {
-  entries->indices.assign(parsed.indices.begin(), parsed.indices.end());
-  entries->values.resize(parsed.indices.size());
-  LoadValues(parsed.values, parsed.indices.size(), format, entries->values.data());
-}
-
 int IndexBits(size_t n) { return std::max(1, static_cast<int>(absl::bit_width(uint64_t{n} - 1))); }
 
 void AppendIndices(absl::Span<const size_t> indices, int bits, std::string* out) {

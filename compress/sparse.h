@@ -168,12 +168,6 @@ struct IndexedValues {
 absl::StatusOr<IndexedValues> ParseIndexedValues(absl::string_view body, size_t k, size_t n,
                                                  ValueFormat format, absl::string_view codec);
 
-// ToSparseEntries()
-//
-// The checked `parsed` body (its k values in `format`) as SparseEntries: what
-// Codec::DecodeSparse() returns for the codecs built on ParseIndexedValues().
-void ToSparseEntries(const IndexedValues& parsed, ValueFormat format, SparseEntries* entries);
-
 // ---------------------------------------------------------------------------------------------
 // k from a spec
 // ---------------------------------------------------------------------------------------------

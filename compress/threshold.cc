@@ -1,13 +1,11 @@
 #include "compress/threshold.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "compress/select.h"
 #include "compress/wire_format.h"
 #include "glog/logging.h"
@@ -45,13 +43,13 @@ uint32_t ThresholdCodec::KeyFloor(double threshold) {
 }
 
 ThresholdCodec::ThresholdCodec(size_t num_elements, double threshold, ValueFormat values)
-    : Codec(num_elements),
+    : IndexedValuesCodec(num_elements, kVersion, values),
       threshold_(threshold),
-      key_floor_(KeyFloor(threshold)),
-      index_bits_(IndexBits(num_elements)),
-      values_(values) {}
+      key_floor_(KeyFloor(threshold)) {}
 
-size_t ThresholdCodec::MaxPayloadBytes() const { return PayloadBytes(size(), size(), values_); }
+size_t ThresholdCodec::MaxPayloadBytes() const {
+  return PayloadBytes(size(), size(), value_format());
+}
 
 absl::Status ThresholdCodec::Encode(absl::Span<const float> input, const RandomKey& /*key*/,
                                     std::string* payload) {
@@ -63,19 +61,14 @@ absl::Status ThresholdCodec::Encode(absl::Span<const float> input, const RandomK
     return true;
   });
   const uint64_t count = indices.size();
-  payload->clear();
-  payload->reserve(PayloadBytes(size(), count, values_));
-  AppendHeader(CodecId::kThreshold, kVersion, size(), payload);
+  StartPayload(PayloadBytes(size(), count, value_format()), payload);
   payload->append(reinterpret_cast<const char*>(&count), kCountBytes);
-  AppendIndices(indices, index_bits_, payload);
-  GatherValues(input, indices, values_, payload);
-  DCHECK_EQ(payload->size(), PayloadBytes(size(), count, values_));
+  AppendEntries(input, indices, payload);
+  DCHECK_EQ(payload->size(), PayloadBytes(size(), count, value_format()));
   return absl::OkStatus();
 }
 
-absl::StatusOr<IndexedValues> ThresholdCodec::Parse(absl::string_view payload) const {
-  TAMP_ASSIGN_OR_RETURN(const absl::string_view body,
-                        ParseHeader(payload, CodecId::kThreshold, kVersion, size()));
+absl::StatusOr<IndexedValues> ThresholdCodec::ParseBody(absl::string_view body) const {
   if (body.size() < kCountBytes) {
     return absl::InvalidArgumentError(absl::StrCat("threshold payload body is ", body.size(),
                                                    " bytes, too short for the 8-byte count"));
@@ -86,37 +79,14 @@ absl::StatusOr<IndexedValues> ThresholdCodec::Parse(absl::string_view payload) c
     return absl::InvalidArgumentError(
         absl::StrCat("threshold count ", count, " exceeds the chunk size ", size()));
   }
-  const size_t expected = PayloadBytes(size(), count, values_) - kHeaderBytes;
+  const size_t expected = PayloadBytes(size(), count, value_format()) - kHeaderBytes;
   if (body.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat("threshold payload body is ", body.size(),
                                                    " bytes, expected ", expected, " for count ",
-                                                   count, " (", index_bits_, " bits per index)"));
+                                                   count, " (", index_bits(), " bits per index)"));
   }
-  return ParseIndexedValues(body.substr(kCountBytes), count, size(), values_, "threshold");
-}
-
-absl::Status ThresholdCodec::Decode(absl::string_view payload, const RandomKey& /*key*/,
-                                    absl::Span<float> out) const {
-  CHECK_EQ(out.size(), size());
-  TAMP_ASSIGN_OR_RETURN(const IndexedValues entries, Parse(payload));
-  std::fill(out.begin(), out.end(), 0.0f);
-  ScatterValues(entries.indices, entries.values, values_, out.data());
-  return absl::OkStatus();
-}
-
-absl::StatusOr<bool> ThresholdCodec::DecodeSparse(absl::string_view payload, const RandomKey& /*key*/,
-                                                  SparseEntries* entries) const {
-  TAMP_ASSIGN_OR_RETURN(const IndexedValues parsed, Parse(payload));
-  ToSparseEntries(parsed, values_, entries);
-  return true;
-}
-
-absl::Status ThresholdCodec::DecodeAdd(absl::string_view payload, const RandomKey& /*key*/,
-                                       absl::Span<float> accumulator) const {
-  CHECK_EQ(accumulator.size(), size());
-  TAMP_ASSIGN_OR_RETURN(const IndexedValues entries, Parse(payload));
-  ScatterAddValues(entries.indices, entries.values, values_, accumulator.data());
-  return absl::OkStatus();
+  return ParseIndexedValues(body.substr(kCountBytes), count, size(), value_format(),
+                            "threshold");
 }
 
 }  // namespace tamp::compress

@@ -29,12 +29,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compress/codec.h"
+#include "compress/indexed_values_codec.h"
 #include "compress/sparse.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress {
 
-class ThresholdCodec final : public Codec {
+class ThresholdCodec final : public IndexedValuesCodec {
  public:
   static constexpr uint8_t kVersion = 2;
   static constexpr size_t kCountBytes = 8;
@@ -70,21 +71,13 @@ class ThresholdCodec final : public Codec {
   size_t MaxPayloadBytes() const override;
   absl::Status Encode(absl::Span<const float> input, const RandomKey& key,
                       std::string* payload) override;
-  absl::Status Decode(absl::string_view payload, const RandomKey& key,
-                      absl::Span<float> out) const override;
-  // Scatter-adds the c values; no dense scratch.
-  absl::Status DecodeAdd(absl::string_view payload, const RandomKey& key,
-                         absl::Span<float> accumulator) const override;
-  absl::StatusOr<bool> DecodeSparse(absl::string_view payload, const RandomKey& key,
-                                    SparseEntries* entries) const override;
 
  private:
-  absl::StatusOr<IndexedValues> Parse(absl::string_view payload) const;
+  // The count c in front, then c entries.
+  absl::StatusOr<IndexedValues> ParseBody(absl::string_view body) const override;
 
   const double threshold_;
   const uint32_t key_floor_;
-  const int index_bits_;
-  const ValueFormat values_;
 };
 
 }  // namespace tamp::compress

@@ -31,13 +31,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compress/codec.h"
+#include "compress/indexed_values_codec.h"
 #include "compress/sampled_select.h"
 #include "compress/sparse.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress {
 
-class TopKCodec final : public Codec {
+class TopKCodec final : public IndexedValuesCodec {
  public:
   static constexpr uint8_t kVersion = 2;
   // Share of the entries sampled to estimate the selection's floor.
@@ -75,30 +76,22 @@ class TopKCodec final : public Codec {
 
   // Entries sent per payload.
   size_t k() const { return k_; }
-  ValueFormat value_format() const { return values_; }
   // How this instance's selections were found.
   const SampledSelectStats& stats() const { return stats_; }
 
   CodecId id() const override { return CodecId::kTopK; }
-  size_t MaxPayloadBytes() const override { return PayloadBytes(size(), k_, values_); }
+  size_t MaxPayloadBytes() const override {
+    return PayloadBytes(size(), k_, value_format());
+  }
   absl::Status Encode(absl::Span<const float> input, const RandomKey& key,
                       std::string* payload) override;
-  absl::Status Decode(absl::string_view payload, const RandomKey& key,
-                      absl::Span<float> out) const override;
-  // Scatter-adds the k values; no dense scratch.
-  absl::Status DecodeAdd(absl::string_view payload, const RandomKey& key,
-                         absl::Span<float> accumulator) const override;
-  absl::StatusOr<bool> DecodeSparse(absl::string_view payload, const RandomKey& key,
-                                    SparseEntries* entries) const override;
 
  private:
-  // Checks header, length and indices.
-  absl::StatusOr<IndexedValues> Parse(absl::string_view payload) const;
+  // Exactly k entries.
+  absl::StatusOr<IndexedValues> ParseBody(absl::string_view body) const override;
 
   const size_t k_;
-  const int index_bits_;
   const size_t sample_size_;
-  const ValueFormat values_;
   SampledSelectStats stats_;
 };
 

@@ -90,6 +90,15 @@ absl::StatusOr<PinnedBuffer> PinnedBuffer::Create(size_t size) {
   return buffer;
 }
 
+absl::Status PinnedBuffer::Reserve(size_t size) {
+  if (size <= size_) return absl::OkStatus();
+  *this = PinnedBuffer();  // Free the old one before pinning more.
+  absl::StatusOr<PinnedBuffer> bigger = Create(size);
+  if (!bigger.ok()) return bigger.status();
+  *this = std::move(*bigger);
+  return absl::OkStatus();
+}
+
 CudaEvent::~CudaEvent() {
   if (event_ != nullptr) LogIfError(cudaEventDestroy(event_), "cudaEventDestroy", event_);
 }

@@ -170,6 +170,14 @@ class PinnedBuffer {
   // device.
   static absl::StatusOr<PinnedBuffer> Create(size_t size);
 
+  // PinnedBuffer::Reserve()
+  //
+  // Makes size() at least `size`, for an owner that grows one buffer on demand: a no-op when
+  // it already is; otherwise the old buffer (and its contents) is freed first, so the host
+  // never pins both, then `size` bytes are pinned. Errors as Create(), leaving the buffer
+  // empty (size 0).
+  absl::Status Reserve(size_t size);
+
   unsigned char* data() { return data_; }
   const unsigned char* data() const { return data_; }
   size_t size() const { return size_; }

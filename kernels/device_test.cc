@@ -107,6 +107,30 @@ TEST(DeviceTest, PinnedBufferAndEvent) {
   EXPECT_EQ(reinterpret_cast<const float*>(pinned->data())[15], 2.5f);
 }
 
+// Reserve grows a buffer only when asked for more; without a device it fails and leaves the
+// buffer empty.
+TEST(DeviceTest, PinnedBufferReserveGrowsOnlyWhenAskedForMore) {
+  PinnedBuffer buffer;
+  EXPECT_TRUE(buffer.Reserve(0).ok());  // Nothing to pin.
+  EXPECT_EQ(buffer.data(), nullptr);
+  const absl::Status status = buffer.Reserve(64);
+  if (!CudaDeviceAvailable()) {
+    EXPECT_NE(status.message().find("cudaMallocHost"), std::string::npos) << status;
+    EXPECT_EQ(buffer.size(), 0u);
+    EXPECT_EQ(buffer.data(), nullptr);
+    return;
+  }
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(buffer.size(), 64u);
+  const unsigned char* const first = buffer.data();
+  ASSERT_TRUE(buffer.Reserve(16).ok());  // Already large enough: the same memory.
+  EXPECT_EQ(buffer.data(), first);
+  EXPECT_EQ(buffer.size(), 64u);
+  ASSERT_TRUE(buffer.Reserve(4096).ok());
+  EXPECT_EQ(buffer.size(), 4096u);
+  EXPECT_NE(buffer.data(), nullptr);
+}
+
 // The value forms, which record failures instead of returning them.
 void UploadAsValue() {
   static const float kHost[] = {1.0f, 2.0f};

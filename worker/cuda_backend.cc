@@ -67,22 +67,6 @@ class ScopedDevice {
   absl::Status status_;
 };
 
-// Page-locked host memory grown on demand (kernels::PinnedBuffer, which frees it without
-// aborting on a device fault); copies from and to it run asynchronously at full PCIe speed.
-class GrowingPinnedBuffer {
- public:
-  absl::Status Reserve(size_t bytes) {
-    if (bytes <= buffer_.size()) return absl::OkStatus();
-    buffer_ = kernels::PinnedBuffer();  // Free the old one before pinning more.
-    TAMP_ASSIGN_OR_RETURN(buffer_, kernels::PinnedBuffer::Create(bytes));
-    return absl::OkStatus();
-  }
-  void* data() { return buffer_.data(); }
-
- private:
-  kernels::PinnedBuffer buffer_;
-};
-
 class CudaBackend final : public DeviceBackend {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceBackend>> Create(
@@ -121,27 +105,17 @@ class CudaBackend final : public DeviceBackend {
 
   absl::Status CopyToHost(const float* device, float* host, size_t count,
                           uintptr_t stream) override {
-    ScopedDevice scoped(device_);
-    TAMP_RETURN_IF_ERROR(scoped.status());
-    TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, count * sizeof(float),
-                                              cudaMemcpyDeviceToHost, AsStream(stream)));
-    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
-    return absl::OkStatus();
+    return CopyAndWait(host, device, count, cudaMemcpyDeviceToHost, stream);
   }
 
   absl::Status CopyToDevice(const float* host, float* device, size_t count,
                             uintptr_t stream) override {
-    ScopedDevice scoped(device_);
-    TAMP_RETURN_IF_ERROR(scoped.status());
-    TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, count * sizeof(float),
-                                              cudaMemcpyHostToDevice, AsStream(stream)));
-    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
-    return absl::OkStatus();
+    return CopyAndWait(device, host, count, cudaMemcpyHostToDevice, stream);
   }
 
   absl::StatusOr<absl::Span<float>> Staging(size_t count) override {
     TAMP_RETURN_IF_ERROR(staging_.Reserve(count * sizeof(float)));
-    return absl::MakeSpan(static_cast<float*>(staging_.data()), count);
+    return absl::MakeSpan(reinterpret_cast<float*>(staging_.data()), count);
   }
 
   absl::Status EncodePush(uint32_t id, const float* d_gradient, const RandomKey& key,
@@ -162,7 +136,7 @@ class CudaBackend final : public DeviceBackend {
     payload->clear();
     payload->reserve(compress::kHeaderBytes + bytes);
     compress::AppendHeader(chunk.push->id(), chunk.push->version(), chunk.push->size(), payload);
-    payload->append(static_cast<const char*>(host_body_.data()), bytes);
+    payload->append(reinterpret_cast<const char*>(host_body_.data()), bytes);
     return absl::OkStatus();
   }
 
@@ -216,11 +190,22 @@ class CudaBackend final : public DeviceBackend {
 
   explicit CudaBackend(int device) : device_(device) {}
 
+  // Copies `count` floats on `stream`, on this backend's device, and waits for the copy.
+  absl::Status CopyAndWait(float* to, const float* from, size_t count, cudaMemcpyKind kind,
+                           uintptr_t stream) {
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(to, from, count * sizeof(float), kind, AsStream(stream)));
+    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
+    return absl::OkStatus();
+  }
+
   const int device_;
   std::vector<Chunk> chunks_;                 // By chunk id.
   kernels::DeviceArray<unsigned char> body_;  // One payload body on the device.
-  GrowingPinnedBuffer host_body_;             // The same on the host.
-  GrowingPinnedBuffer staging_;               // Staging().
+  kernels::PinnedBuffer host_body_;           // The same on the host, grown by Reserve().
+  kernels::PinnedBuffer staging_;             // Staging(), grown by Reserve().
 };
 
 #endif  // TAMP_HAVE_CUDA

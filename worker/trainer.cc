@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "base/median.h"
 #include "base/status_macros.h"
 #include "job/config.h"
 #include "worker/cpu_models.h"
@@ -15,13 +16,6 @@ namespace {
 
 double MillisecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + mid, values.end());
-  return values[mid];
 }
 
 }  // namespace
@@ -211,7 +205,7 @@ absl::Status Trainer::Run(bool resume) {
   done.set_step(step);
   done.set_total_steps(total_steps);
   done.set_test_accuracy(accuracy);
-  done.set_step_ms_median(Median(step_ms));
+  done.set_step_ms_median(UpperMedian(step_ms));
   Emit(done);
   return absl::OkStatus();
 }

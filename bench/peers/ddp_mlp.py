@@ -3,11 +3,11 @@
 
 Trains the MLP 784-1024-1024-10 (ReLU, softmax cross-entropy) on Fashion-MNIST with 2
 worker processes over gloo on 127.0.0.1, matching examples/mlp_fashion.pbtxt:
-  - data: the IDX gz files read directly, pixels (p / 255 - 0.2860) / 0.3530 as in
-    worker/fashion_mnist.cc; worker r trains on the contiguous half r of the 60k training
-    set, reshuffled each epoch (worker/batcher.cc's scheme; the orders come from torch's
-    generator, not Tamp's Philox stream), 64 examples per worker per step, so an epoch is
-    30000 // 64 = 468 steps;
+  - data: the IDX gz files (examples/pytorch/fashion_mnist.py read_split()), pixels
+    (p / 255 - 0.2860) / 0.3530 as in worker/fashion_mnist.cc; worker r trains on the
+    contiguous half r of the 60k training set, reshuffled each epoch (worker/batcher.cc's
+    scheme; the orders come from torch's generator, not Tamp's Philox stream), 64 examples
+    per worker per step, so an epoch is 30000 // 64 = 468 steps;
   - init: weights He-uniform U(-sqrt(6 / fan_in), +sqrt(6 / fan_in)), biases 0
     (job/model_layout.h), the same on both ranks (DDP broadcasts rank 0's anyway);
   - optimizer: torch.optim.SGD lr 0.05 momentum 0.9, which is Tamp's optim/sgd.cc
@@ -27,19 +27,21 @@ no other traffic counts.
 """
 
 import argparse
-import gzip
-import math
 import os
-import struct
 import sys
 import time
 
 import numpy as np
 
-import peers_common  # Before torch: one OpenBLAS thread.
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
+_repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.append(os.path.join(_repo, "examples", "pytorch"))
+
+import peers_common  # noqa: E402  (before torch: one OpenBLAS thread)
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import fashion_mnist  # noqa: E402  (the IDX reader)
 
 WORLD_SIZE = 2
 PIXEL_MEAN = 0.2860  # worker/fashion_mnist.h
@@ -72,31 +74,11 @@ def parse_args(argv):
     return args
 
 
-def read_idx(path, expected_dims):
-    """The array in IDX file `path` (gzip), as uint8 numpy; exits naming the file if malformed."""
-    try:
-        with gzip.open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        sys.exit(f"{path}: cannot read: {e}")
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        sys.exit(f"{path}: not an unsigned-byte IDX file (bad magic)")
-    ndims = raw[3]
-    if ndims != expected_dims or len(raw) < 4 + 4 * ndims:
-        sys.exit(f"{path}: expected {expected_dims} dimensions, header says {ndims}")
-    dims = struct.unpack(f">{ndims}I", raw[4:4 + 4 * ndims])
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndims)
-    if data.size != math.prod(dims):
-        sys.exit(f"{path}: header promises {math.prod(dims)} bytes of data, file has {data.size}")
-    return data.reshape(dims)
-
-
 def load_split(data_dir, prefix):
-    images = read_idx(os.path.join(data_dir, f"{prefix}-images-idx3-ubyte.gz"), 3)
-    labels = read_idx(os.path.join(data_dir, f"{prefix}-labels-idx1-ubyte.gz"), 1)
-    if images.shape[1:] != (28, 28) or labels.shape[0] != images.shape[0]:
-        sys.exit(f"{data_dir}/{prefix}: expected N x 28 x 28 images and N labels, got "
-                 f"{images.shape} and {labels.shape}")
+    try:
+        images, labels = fashion_mnist.read_split(data_dir, prefix)
+    except ValueError as e:
+        sys.exit(str(e))
     x = (torch.from_numpy(images.reshape(len(images), -1).astype(np.float32)) / 255.0
          - PIXEL_MEAN) / PIXEL_STD
     return x, torch.from_numpy(labels.astype(np.int64))

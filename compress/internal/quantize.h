@@ -219,6 +219,50 @@ bool UnpackCodes(const char* in, size_t count, int bits, uint32_t* codes);
 // Whether any of codes[0..count) is nonzero.
 bool AnyNonzero(const uint32_t* codes, size_t count);
 
+// PackTilesByBucket()
+//
+// The encoding walk of the bucketed codecs (qsgd, maxmin) over n elements, a tile at a time:
+// tile(start, count) for the tile [start, start + count) (draw its random words, ready the
+// statistics of the buckets it reaches), then code(bucket, start, begin, end, codes) for each
+// piece of a bucket in it (ForEachBucketSegment()), which writes codes[begin..end) of the
+// tile's kTile codes; then the tile's codes are packed, `bits` wide, into `packed`.
+template <typename Tile, typename Code>
+inline void PackTilesByBucket(size_t n, int bits, uint64_t bucket_size, char* packed, Tile&& tile,
+                              Code&& code) {
+  uint32_t codes[kTile];
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = n - start < kTile ? n - start : kTile;
+    tile(start, count);
+    ForEachBucketSegment(start, count, bucket_size, [&](uint64_t bucket, size_t begin, size_t end) {
+      code(bucket, start, begin, end, codes);
+    });
+    PackCodes(codes, count, bits, packed + start / 8 * bits);
+  }
+}
+
+// UnpackTilesByBucket()
+//
+// The decoding walk: unpacks the n `bits`-wide codes at `packed` a tile at a time and calls
+// f(bucket, start, begin, end, codes) for each piece of a bucket in the tile that starts at
+// element `start`; codes[begin..end) (of the tile's kTile) are those of elements
+// start + begin .. start + end - 1. f returns an absl::Status: the first error ends the walk
+// and is returned. The padding is not checked here (PaddingIsZero()).
+template <typename F>
+inline absl::Status UnpackTilesByBucket(const char* packed, size_t n, int bits,
+                                        uint64_t bucket_size, F&& f) {
+  uint32_t codes[kTile];
+  for (size_t start = 0; start < n; start += kTile) {
+    const size_t count = n - start < kTile ? n - start : kTile;
+    UnpackCodes(packed + start / 8 * bits, count, bits, codes);
+    absl::Status status;
+    ForEachBucketSegment(start, count, bucket_size, [&](uint64_t bucket, size_t begin, size_t end) {
+      if (status.ok()) status = f(bucket, start, begin, end, static_cast<const uint32_t*>(codes));
+    });
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 // Bucketed codecs (qsgd, maxmin): checks an explicitly set `bucket_size` is in
 // [1, max_bucket_size], the error naming "<field_path>.bucket_size".
 absl::Status ValidateBucketSize(const config::Codec& spec, absl::string_view field_path,

@@ -8,7 +8,9 @@ same distribution of batches, not the same batches.
 """
 
 import gzip
+import math
 import os
+import struct
 
 import numpy as np
 import torch
@@ -17,18 +19,45 @@ DEFAULT_DIR = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = np.float32(0.2860), np.float32(0.3530)
 
 
-def _read_idx(path: str, header_bytes: int) -> np.ndarray:
-    with gzip.open(path, "rb") as f:
-        return np.frombuffer(f.read(), np.uint8, offset=header_bytes)
+def read_idx(path: str, expected_dims: int) -> np.ndarray:
+    """The array in IDX file `path` (gzip), as uint8 numpy shaped as its header says; raises
+    ValueError naming the file when it cannot be read or is not an unsigned-byte IDX file of
+    `expected_dims` dimensions whose data is exactly as long as they say."""
+    try:
+        with gzip.open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e}") from e
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file (bad magic)")
+    ndims = raw[3]
+    if ndims != expected_dims or len(raw) < 4 + 4 * ndims:
+        raise ValueError(f"{path}: expected {expected_dims} dimensions, header says {ndims}")
+    dims = struct.unpack(f">{ndims}I", raw[4:4 + 4 * ndims])
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndims)
+    if data.size != math.prod(dims):
+        raise ValueError(
+            f"{path}: header promises {math.prod(dims)} bytes of data, file has {data.size}")
+    return data.reshape(dims)
+
+
+def read_split(directory: str, split: str):
+    """(images [N, 28, 28], labels [N]) of split "train" or "t10k", raw uint8; raises
+    ValueError naming what is wrong (read_idx())."""
+    images = read_idx(os.path.join(directory, f"{split}-images-idx3-ubyte.gz"), 3)
+    labels = read_idx(os.path.join(directory, f"{split}-labels-idx1-ubyte.gz"), 1)
+    if images.shape[1:] != (28, 28) or labels.shape[0] != images.shape[0]:
+        raise ValueError(f"{directory}/{split}: expected N x 28 x 28 images and N labels, got "
+                         f"{images.shape} and {labels.shape}")
+    return images, labels
 
 
 def load(split: str, directory: str = DEFAULT_DIR, limit: int = 0):
     """(images [N, 784] normalised fp32, labels [N] int64) of split "train" or "t10k", the
     first `limit` examples (0: all), as data.train_limit."""
-    images = _read_idx(os.path.join(directory, f"{split}-images-idx3-ubyte.gz"), 16)
-    labels = _read_idx(os.path.join(directory, f"{split}-labels-idx1-ubyte.gz"), 8)
+    images, labels = read_split(directory, split)
     if limit:
-        images, labels = images[:limit * 784], labels[:limit]
+        images, labels = images[:limit], labels[:limit]
     images = (images.reshape(-1, 784).astype(np.float32) / np.float32(255) - MEAN) / STD
     return torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64))
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/median.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/median.h"
 #include "base/status_macros.h"
 #include "compress/error_feedback.h"
 #include "compress/registry.h"
@@ -29,13 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 double MsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + mid, values.end());
-  return values[mid];
 }
 
 // Per-repetition timings of one chunk, turned into medians at the end.
@@ -143,13 +137,13 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
     }
   }
   for (int round = 0; round < rounds; ++round) {
-    cost.rounds[round].encode_ms = Median(samples.encode[round]);
-    cost.rounds[round].server_decode_ms = Median(samples.server_decode[round]);
-    cost.rounds[round].server_round_ms = Median(samples.server_round[round]);
+    cost.rounds[round].encode_ms = UpperMedian(samples.encode[round]);
+    cost.rounds[round].server_decode_ms = UpperMedian(samples.server_decode[round]);
+    cost.rounds[round].server_round_ms = UpperMedian(samples.server_round[round]);
   }
-  cost.server_update_ms = Median(samples.server_update);
-  cost.decode_ms = Median(samples.decode);
-  cost.apply_ms = Median(samples.apply);
+  cost.server_update_ms = UpperMedian(samples.server_update);
+  cost.decode_ms = UpperMedian(samples.decode);
+  cost.apply_ms = UpperMedian(samples.apply);
   return cost;
 }
 
@@ -235,11 +229,11 @@ absl::StatusOr<ComputeProfile> MeasureCompute(const config::RunConfig& config,
   ComputeProfile profile;
   std::vector<double> all_steps;
   for (const auto& copy : step_ms) all_steps.insert(all_steps.end(), copy.begin(), copy.end());
-  profile.step_ms = Median(all_steps);
+  profile.step_ms = UpperMedian(all_steps);
   for (size_t t = 0; t < num_tensors; ++t) {
     std::vector<double> all;
     for (const auto& copy : ready_ms) all.insert(all.end(), copy[t].begin(), copy[t].end());
-    profile.tensor_ready_ms.push_back(std::min(Median(all), profile.step_ms));
+    profile.tensor_ready_ms.push_back(std::min(UpperMedian(all), profile.step_ms));
   }
   const absl::Span<const float> grads = models[0]->grads();
   profile.gradient.assign(grads.begin(), grads.end());

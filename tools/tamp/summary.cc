@@ -1,9 +1,9 @@
 #include "tools/tamp/summary.h"
 
-#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/median.h"
 #include "base/proto_json.h"
 #include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
@@ -110,13 +110,6 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   summary.set_apply_ms_median(Median(apply_ms_));
   summary.set_comm_hidden_percent_median(Median(hidden_percent_));
   return summary;
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 std::string StepMetricsJson(int worker, const events::WorkerEvent& step) {

@@ -83,9 +83,6 @@ class SummaryBuilder {
   std::vector<double> compute_ms_, encode_ms_, wire_ms_, decode_ms_, apply_ms_, hidden_percent_;
 };
 
-// Median of `values` (mean of the middle two for an even count; 0 for none).
-double Median(std::vector<double> values);
-
 // The format_version of the JSON files the launcher writes (RunSummary, StepMetrics,
 // EvalMetrics in events.proto; also `tamp model --json`'s ModelPrediction and
 // bench/auto_plan_bench's AutoPlanPrediction): 2, snake_case names and integers as JSON

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/median.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
 #include "tools/tamp/cpu_time.h"
@@ -96,7 +97,7 @@ absl::StatusOr<double> CpuMsPerCall(rpc::ParameterServer::Stub* stub, size_t pay
     if (absl::Status status = CallInBursts(stub, request, bursts); !status.ok()) return status;
     per_call.push_back((CpuMs(RUSAGE_SELF) - start) / (bursts * kBurst));
   }
-  return launcher::Median(std::move(per_call));  // An odd count: the middle value.
+  return Median(std::move(per_call));  // An odd count: the middle value.
 }
 
 }  // namespace

@@ -82,7 +82,6 @@ class CudaBackend final : public DeviceBackend {
       if (where.push_on_device()) {
         TAMP_ASSIGN_OR_RETURN(codecs.push, compress::cuda::DeviceCodec::Create(compression.push(),
                                                                                chunk.chunk.length));
-        body_bytes = std::max(body_bytes, codecs.push->BodyBytes());
         const config::ErrorFeedback& feedback = compression.push_feedback();
         if (feedback.kind() == config::ErrorFeedback::RESIDUAL) {
           TAMP_ASSIGN_OR_RETURN(codecs.residual,
@@ -126,18 +125,11 @@ class CudaBackend final : public DeviceBackend {
     }
     ScopedDevice scoped(device_);
     TAMP_RETURN_IF_ERROR(scoped.status());
-    const cudaStream_t s = AsStream(stream);
-    TAMP_RETURN_IF_ERROR(chunk.push->Encode(d_gradient, chunk.residual.data(), chunk.residual_scale,
-                                            key, body_.data(), s));
-    const size_t bytes = chunk.push->BodyBytes();
-    TAMP_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(host_body_.data(), body_.data(), bytes, cudaMemcpyDeviceToHost, s));
-    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-    payload->clear();
-    payload->reserve(compress::kHeaderBytes + bytes);
-    compress::AppendHeader(chunk.push->id(), chunk.push->version(), chunk.push->size(), payload);
-    payload->append(reinterpret_cast<const char*>(host_body_.data()), bytes);
-    return absl::OkStatus();
+    // The codec's own pinned buffer; a threshold body is as long as its count says.
+    return chunk.push->EncodeToPayload(
+        d_gradient, compress::cuda::DeviceFeedback::Residual(chunk.residual.data(),
+                                                             chunk.residual_scale),
+        key, payload, AsStream(stream));
   }
 
   absl::Status ApplyPull(uint32_t id, absl::string_view payload, const RandomKey& key,
@@ -147,14 +139,7 @@ class CudaBackend final : public DeviceBackend {
       return absl::InternalError(absl::StrCat("chunk ", id, " has no GPU pull codec"));
     }
     compress::cuda::DeviceCodec& codec = *chunk.pull;
-    TAMP_ASSIGN_OR_RETURN(
-        const absl::string_view body,
-        compress::ParseHeader(payload, codec.id(), codec.version(), codec.size()));
-    if (body.size() != codec.BodyBytes()) {
-      return absl::InvalidArgumentError(absl::StrCat(compress::CodecName(codec.id()),
-                                                     " payload body is ", body.size(),
-                                                     " bytes, expected ", codec.BodyBytes()));
-    }
+    TAMP_ASSIGN_OR_RETURN(const absl::string_view body, codec.CheckedBody(payload));
     ScopedDevice scoped(device_);
     TAMP_RETURN_IF_ERROR(scoped.status());
     const cudaStream_t s = AsStream(stream);
@@ -203,8 +188,9 @@ class CudaBackend final : public DeviceBackend {
 
   const int device_;
   std::vector<Chunk> chunks_;                 // By chunk id.
-  kernels::DeviceArray<unsigned char> body_;  // One payload body on the device.
-  kernels::PinnedBuffer host_body_;           // The same on the host, grown by Reserve().
+  kernels::DeviceArray<unsigned char> body_;  // One pull body on the device (pushes use
+  kernels::PinnedBuffer host_body_;           // the codecs' own); the same on the host,
+                                              // grown by Reserve().
   kernels::PinnedBuffer staging_;             // Staging(), grown by Reserve().
 };
 

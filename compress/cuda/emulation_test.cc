@@ -6,7 +6,9 @@
 // phases, and this test requires:
 //   - payload bodies byte-identical to the CPU codec's (compress/*.cc), with and without
 //     error feedback, for every codec, parameter path and chunk size in test_cases.h;
-//   - residuals bitwise equal to ErrorFeedback RESIDUAL's (NaN matching any NaN);
+//   - residuals bitwise equal to ErrorFeedback RESIDUAL's (NaN matching any NaN), and for
+//     the sparse codecs u and v bitwise equal to ErrorFeedback DGC_MOMENTUM's, step after
+//     step;
 //   - decoded values (= and +=) bitwise equal to the CPU decoder's;
 //   - the body checks accepting and rejecting exactly what the CPU decoder does, on
 //     thousands of corrupted payloads.
@@ -61,8 +63,9 @@ TEST_P(EmulationTest, EncodeAndDecodeMatchCpuCodec) {
       std::string payload;
       ASSERT_TRUE((*cpu)->Encode(x, key, &payload).ok());
       Body body(gpu.body_bytes());
-      gpu.Encode(key, x.data(), nullptr, 1.0f, body.data());
-      ASSERT_TRUE(CompareBytes("body", body.str(), payload.substr(kHeaderBytes)));
+      gpu.Encode(key, x.data(), {}, body.data());
+      const size_t encoded = gpu.EncodedBytes(body.data());
+      ASSERT_TRUE(CompareBytes("body", body.str(encoded), payload.substr(kHeaderBytes)));
 
       // Decode, = and +=.
       std::vector<float> cpu_out(n), gpu_out(n);
@@ -74,7 +77,7 @@ TEST_P(EmulationTest, EncodeAndDecodeMatchCpuCodec) {
       ASSERT_TRUE((*cpu)->DecodeAdd(payload, key, absl::MakeSpan(cpu_acc)).ok());
       gpu.Decode(key, body.data(), gpu_acc.data(), true);
       EXPECT_TRUE(CompareBitwise("accumulated", gpu_acc, cpu_acc));
-      EXPECT_EQ(gpu.Check(body.data()), kValid);
+      EXPECT_TRUE(gpu.Accepts(body.data(), encoded));
 
       // Two steps of fused error feedback against ErrorFeedback RESIDUAL.
       for (const float scale : {1.0f, 0.5f}) {
@@ -91,8 +94,10 @@ TEST_P(EmulationTest, EncodeAndDecodeMatchCpuCodec) {
           const RandomKey step_key{.seed = 42, .step = static_cast<uint64_t>(step),
                                    .chunk = 1, .worker = 0};
           ASSERT_TRUE((*memory)->Compress(**cpu, g, step_key, &payload).ok());
-          gpu.Encode(step_key, g.data(), residual.data(), scale, body.data());
-          ASSERT_TRUE(CompareBytes("EF body", body.str(), payload.substr(kHeaderBytes)))
+          gpu.Encode(step_key, g.data(), SparseFeedback{residual.data(), nullptr, scale},
+                     body.data());
+          ASSERT_TRUE(CompareBytes("EF body", body.str(gpu.EncodedBytes(body.data())),
+                                   payload.substr(kHeaderBytes)))
               << "step " << step;
           ASSERT_TRUE(CompareBitwise("residual", residual, (*memory)->residual()))
               << "step " << step;
@@ -119,8 +124,9 @@ TEST_P(EmulationTest, DeviceNaNsGiveTheCpuBody) {
     ASSERT_TRUE((*cpu)->Encode(x, key, &payload).ok());
     const std::vector<float> device_x = cuda_testing::WithDeviceNaNs(x);
     Body body(gpu.body_bytes());
-    gpu.Encode(key, device_x.data(), nullptr, 1.0f, body.data());
-    EXPECT_TRUE(CompareBytes("body", body.str(), payload.substr(kHeaderBytes)));
+    gpu.Encode(key, device_x.data(), {}, body.data());
+    EXPECT_TRUE(CompareBytes("body", body.str(gpu.EncodedBytes(body.data())),
+                             payload.substr(kHeaderBytes)));
   }
 }
 
@@ -154,7 +160,7 @@ TEST_P(EmulationTest, ChecksAgreeWithCpuDecoder) {
         const bool cpu_ok = (*cpu)->Decode(bad, key, absl::MakeSpan(out)).ok();
         Body body(body_bytes);
         body.Set(absl::string_view(bad).substr(kHeaderBytes));
-        const bool gpu_ok = gpu.Check(body.data()) == kValid;
+        const bool gpu_ok = gpu.Accepts(body.data(), body_bytes);
         ASSERT_EQ(gpu_ok, cpu_ok) << "n " << n << " trial " << trial;
         rejected += !cpu_ok;
       }
@@ -162,6 +168,54 @@ TEST_P(EmulationTest, ChecksAgreeWithCpuDecoder) {
   }
   RecordProperty("rejected", rejected);
 }
+
+// DGC_MOMENTUM fused into the sparse encodes (topk.cu): over several steps, with NaNs and
+// infinities entering u and v at one of them, the bodies, v and u equal ErrorFeedback
+// DGC_MOMENTUM's around the CPU codec.
+class EmulationDgcTest : public ::testing::TestWithParam<cuda_testing::SpecCase> {};
+
+TEST_P(EmulationDgcTest, MomentumCorrectionAndMaskingAsTheCpu) {
+  const config::Codec& spec = GetParam().spec;
+  for (const size_t n : {size_t{1}, size_t{33}, size_t{4097}, size_t{8199}}) {
+    for (const float momentum : {0.9f, 0.5f}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << " momentum " << momentum);
+      auto cpu = CreateCodec(spec, n);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      config::ErrorFeedback ef_spec;
+      ef_spec.set_kind(config::ErrorFeedback::DGC_MOMENTUM);
+      ef_spec.set_momentum(momentum);
+      auto memory = ErrorFeedback::Create(ef_spec, n);
+      ASSERT_TRUE(memory.ok()) << memory.status();
+      const Emulated gpu = MakeEmulated(spec, n);
+      std::vector<float> u(n, 0.0f), v(n, 0.0f);
+      Body body(gpu.body_bytes());
+      size_t masked = 0;  // Elements whose u went back to 0 at a step: the masking happened.
+      for (int step = 0; step < 4; ++step) {
+        SCOPED_TRACE(::testing::Message() << "step " << step);
+        const std::vector<float> g = cuda_testing::Values(
+            n, 3000 + 7 * step + n, step == 2 ? Flavor::kSpecial : Flavor::kGradient);
+        const RandomKey key{.seed = 42, .step = static_cast<uint64_t>(step), .chunk = 1,
+                            .worker = 0};
+        std::string payload;
+        ASSERT_TRUE((*memory)->Compress(**cpu, g, key, &payload).ok());
+        gpu.Encode(key, g.data(), SparseFeedback{v.data(), u.data(), 1.0f, momentum},
+                   body.data());
+        ASSERT_TRUE(CompareBytes("body", body.str(gpu.EncodedBytes(body.data())),
+                                 payload.substr(kHeaderBytes)));
+        ASSERT_TRUE(CompareBitwise("v", v, (*memory)->residual()));
+        ASSERT_TRUE(CompareBitwise("u", u, (*memory)->velocity()));
+        for (size_t i = 0; i < n; ++i) masked += u[i] == 0.0f && g[i] != 0.0f;
+      }
+      if (n > 1) {
+        EXPECT_GT(masked, 0u);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SparseCodecs, EmulationDgcTest, ::testing::ValuesIn(cuda_testing::DgcMomentumSpecs()),
+    [](const ::testing::TestParamInfo<cuda_testing::SpecCase>& info) { return info.param.label; });
 
 // The chunk statistics of terngrad and efsign in compress/internal/segments.h's order (per
 // segment, then pairwise), on inputs where another order gives other sums: 1e16 (ulp 2) in

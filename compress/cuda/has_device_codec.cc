@@ -5,7 +5,7 @@ namespace tamp::compress::cuda {
 bool HasDeviceCodec(absl::string_view name) {
   for (absl::string_view known :
        {"none", "fp16", "bf16", "natural", "signsgd", "signum", "efsign", "qsgd", "terngrad",
-        "maxmin", "topk", "dgc", "randomblock", "randomk"}) {
+        "maxmin", "topk", "dgc", "threshold", "randomblock", "randomk"}) {
     if (name == known) return true;
   }
   return false;

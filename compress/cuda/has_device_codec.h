@@ -11,7 +11,7 @@ namespace tamp::compress::cuda {
 //
 // Whether DeviceCodec::Create() (device_codec.h) supports codec `name` (a registry name):
 // none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad, maxmin, topk, dgc,
-// randomblock, randomk.
+// threshold, randomblock, randomk.
 bool HasDeviceCodec(absl::string_view name);
 
 }  // namespace tamp::compress::cuda

@@ -25,6 +25,7 @@
 #include "compress/randomk.h"
 #include "compress/signum.h"
 #include "compress/sparse.h"
+#include "compress/threshold.h"
 #include "compress/topk.h"
 #include "proto/config.pb.h"
 
@@ -35,7 +36,10 @@ class Body {
  public:
   explicit Body(size_t bytes) : words_((bytes + 3) / 4 + 1, 0), bytes_(bytes) {}
   unsigned char* data() { return reinterpret_cast<unsigned char*>(words_.data()); }
-  std::string str() { return std::string(reinterpret_cast<const char*>(data()), bytes_); }
+  std::string str() { return str(bytes_); }
+  std::string str(size_t bytes) {
+    return std::string(reinterpret_cast<const char*>(data()), bytes);
+  }
   void Set(absl::string_view bytes) { std::memcpy(data(), bytes.data(), bytes.size()); }
 
  private:
@@ -144,16 +148,52 @@ inline unsigned long long EmulateCheckQuant(const QuantLayout& l, const unsigned
   return std::min(verdict, CheckPadding(l, body));
 }
 
-// EncodeTopK() of topk.cu, pass by pass (the tile passes sequentially, same formulas).
-inline void EmulateEncodeTopK(const TopKLayout& l, const float* input, float* residual,
-                              float residual_scale, unsigned char* body) {
-  const GlobalSource source{input, residual};
-  std::vector<float> staged(l.n);
-  for (uint64_t i = 0; i < l.n; ++i) {
-    staged[i] = source(i);
-    if (residual != nullptr) residual[i] = staged[i];
+// SelectTiles() of topk.cu, once the cutoff is in `s`: the tile counts (which stage c in
+// the memory when `stage` is on), the scan (one tile more: its offset is threshold's
+// count), threshold's count into `count` (null for top-k), select, pack.
+inline void EmulateSelectTiles(const TopKLayout& host_layout, const float* values,
+                               const SparseFeedback& stage, const SparseFeedback& feedback,
+                               const SelectState& s, unsigned char* count, unsigned char* entries) {
+  constexpr uint64_t kTile = 4096;
+  const uint64_t n = host_layout.n;
+  const uint64_t tiles = (n + kTile - 1) / kTile;
+  std::vector<unsigned long long> counts(tiles + 1, 0), offsets(tiles + 1, 0);
+  for (uint64_t i = 0; i < n; ++i) {  // count_kernel
+    const uint32_t key = MagnitudeKey(stage.on() ? StageCompensated(stage, values, i) : values[i]);
+    counts[i / kTile] += key > s.prefix ? (1ull << 32) : (key == s.prefix ? 1ull : 0ull);
   }
-  const float* values = residual != nullptr ? residual : input;
+  for (uint64_t t = 1; t <= tiles; ++t) offsets[t] = offsets[t - 1] + counts[t - 1];
+  if (count != nullptr) StoreCount(count, offsets[tiles] >> 32);  // store_count_kernel
+  const TopKLayout l = CountedLayout(host_layout, count);
+  const float* c_values = feedback.on() ? feedback.residual : values;
+  std::vector<uint32_t> indices(l.k);
+  for (uint64_t t = 0; t < tiles; ++t) {  // select_kernel
+    const uint64_t eq_before = offsets[t] & 0xffffffffull;
+    uint64_t eq_rank = eq_before;
+    uint64_t position = (offsets[t] >> 32) + std::min<uint64_t>(eq_before, s.ties);
+    for (uint64_t i = t * kTile; i < std::min(n, (t + 1) * kTile); ++i) {
+      const float c = c_values[i];
+      const uint32_t key = MagnitudeKey(c);
+      bool take = key > s.prefix;
+      if (key == s.prefix) take = eq_rank++ < s.ties;
+      float decoded = 0.0f;
+      if (take) {
+        indices[position] = static_cast<uint32_t>(i);
+        StoreValue(l, entries, position, c, &decoded);
+        ++position;
+        if (feedback.dgc() && DgcMasks(decoded)) feedback.velocity[i] = 0.0f;
+      }
+      if (feedback.on()) feedback.residual[i] = NextMemory(feedback, c, decoded);
+    }
+  }
+  for (uint64_t g = 0; g < l.index_groups(); ++g) PackIndexGroup(l, indices.data(), g, entries);
+}
+
+// EncodeTopK() of topk.cu, pass by pass (the tile passes sequentially, same formulas).
+inline void EmulateEncodeTopK(const TopKLayout& l, const float* input,
+                              const SparseFeedback& feedback, unsigned char* body) {
+  for (uint64_t i = 0; i < l.n && feedback.on(); ++i) StageCompensated(feedback, input, i);
+  const float* values = feedback.on() ? feedback.residual : input;
   SelectState s = InitialSelectState();
   for (int level = 0; level < kTopKLevels; ++level) {
     std::vector<uint32_t> histogram(kTopKBins, 0);
@@ -166,42 +206,39 @@ inline void EmulateEncodeTopK(const TopKLayout& l, const float* input, float* re
     FindBin(histogram.data(), LevelMask(level) + 1, l.k - s.above, &bin, &bin_above);
     AdvanceSelect(&s, level, bin, bin_above, l.k);
   }
-  constexpr uint64_t kTile = 4096;
-  const uint64_t tiles = (l.n + kTile - 1) / kTile;
-  std::vector<unsigned long long> counts(tiles, 0), offsets(tiles, 0);
-  for (uint64_t i = 0; i < l.n; ++i) {
-    const uint32_t key = MagnitudeKey(values[i]);
-    counts[i / kTile] += key > s.prefix ? (1ull << 32) : (key == s.prefix ? 1ull : 0ull);
-  }
-  for (uint64_t t = 1; t < tiles; ++t) offsets[t] = offsets[t - 1] + counts[t - 1];
-  std::vector<uint32_t> indices(l.k);
-  for (uint64_t t = 0; t < tiles; ++t) {
-    const uint64_t eq_before = offsets[t] & 0xffffffffull;
-    uint64_t eq_rank = eq_before;
-    uint64_t position = (offsets[t] >> 32) + std::min<uint64_t>(eq_before, s.ties);
-    for (uint64_t i = t * kTile; i < std::min(l.n, (t + 1) * kTile); ++i) {
-      const float c = values[i];
-      const uint32_t key = MagnitudeKey(c);
-      bool take = key > s.prefix;
-      if (key == s.prefix) take = eq_rank++ < s.ties;
-      float decoded = 0.0f;
-      if (take) {
-        indices[position] = static_cast<uint32_t>(i);
-        StoreValue(l, body, position, c, &decoded);
-        ++position;
-      }
-      if (residual != nullptr) residual[i] = NextResidual(residual_scale, c, decoded);
-    }
-  }
-  for (uint64_t g = 0; g < l.index_groups(); ++g) PackIndexGroup(l, indices.data(), g, body);
+  EmulateSelectTiles(l, values, SparseFeedback{}, feedback, s, nullptr, body);
 }
 
-inline unsigned long long EmulateCheckTopK(const TopKLayout& l, const unsigned char* body) {
+// EncodeThreshold() of topk.cu: the tile passes with the fixed cutoff.
+inline void EmulateEncodeThreshold(const TopKLayout& l, uint32_t key_floor, const float* input,
+                                   const SparseFeedback& feedback, unsigned char* body) {
+  EmulateSelectTiles(l, input, feedback, feedback, ThresholdState(key_floor), body,
+                     body + kCountBytes);
+}
+
+// CheckTopK(), CheckThreshold() (count: the body's count field, null for top-k).
+inline unsigned long long EmulateCheckEntries(const TopKLayout& host_layout,
+                                              const unsigned char* count,
+                                              const unsigned char* entries) {
+  if (count != nullptr && CheckCount(host_layout, count) != kValid) {
+    return CheckCount(host_layout, count);
+  }
+  const TopKLayout l = CountedLayout(host_layout, count);
   unsigned long long verdict = kValid;
   for (uint64_t g = 0; g < l.index_groups(); ++g) {
-    verdict = std::min(verdict, CheckIndexGroup(l, g, body));
+    verdict = std::min(verdict, CheckIndexGroup(l, g, entries));
   }
   return verdict;
+}
+
+// DecodeTopK(), DecodeThreshold().
+inline void EmulateDecodeEntries(const TopKLayout& host_layout, const unsigned char* count,
+                                 const unsigned char* entries, float* out, bool accumulate) {
+  const TopKLayout l = CountedLayout(host_layout, count);
+  if (!accumulate) std::fill(out, out + l.n, 0.0f);
+  for (uint64_t g = 0; g < l.index_groups(); ++g) {
+    ScatterIndexGroup(l, g, entries, out, accumulate);
+  }
 }
 
 // EncodeRandomBlock() and DecodeRandomBlock() of randomblock.cu.
@@ -279,6 +316,8 @@ inline void EmulateDecodeRandomK(const RandomKLayout& l, const RandomKey& key,
 
 struct Emulated {
   bool topk = false;
+  bool threshold = false;  // With `top` (k = n) and key_floor.
+  uint32_t key_floor = 0;
   bool randomblock = false;
   bool randomk = false;
   QuantLayout quant;
@@ -287,37 +326,56 @@ struct Emulated {
   RandomKLayout random;
   mutable std::vector<float> state;  // signum's momentum, stepped by every Encode.
 
+  // The largest body (DeviceCodec::BodyBytes()), and the length of an encoded one.
   size_t body_bytes() const {
     if (randomblock) return blocks.body_bytes();
     if (randomk) return random.body_bytes();
+    if (threshold) return ThresholdBodyBytes(top, top.n);
     return topk ? top.body_bytes() : quant.body_bytes();
   }
-  void Encode(const RandomKey& key, const float* input, float* residual, float s,
+  size_t EncodedBytes(const unsigned char* body) const {
+    return threshold ? ThresholdBodyBytes(top, LoadCount(body)) : body_bytes();
+  }
+  // With `feedback`: RESIDUAL for every codec (its residual and scale), DGC_MOMENTUM for
+  // the sparse ones (DeviceCodec::FusesDgcMomentum()).
+  void Encode(const RandomKey& key, const float* input, const SparseFeedback& feedback,
               unsigned char* body) const {
+    float* residual = feedback.residual;
+    const float s = feedback.scale;
     if (randomk) {
       EmulateEncodeRandomK(random, key, input, residual, s, body);
     } else if (randomblock) {
       EmulateEncodeRandomBlock(blocks, key, input, residual, s, body);
+    } else if (threshold) {
+      EmulateEncodeThreshold(top, key_floor, input, feedback, body);
     } else if (topk) {
-      EmulateEncodeTopK(top, input, residual, s, body);
+      EmulateEncodeTopK(top, input, feedback, body);
     } else {
       EmulateEncodeQuant(quant, key, input, residual, s, state.data(), body);
     }
   }
-  unsigned long long Check(const unsigned char* body) const {
-    if (randomblock || randomk) return kValid;  // Every body of the right length.
-    return topk ? EmulateCheckTopK(top, body) : EmulateCheckQuant(quant, body);
+  // Whether a body of `length` bytes is accepted: DeviceCodec::CheckedBody()'s length check
+  // on the host (threshold's count), then the device's.
+  bool Accepts(const unsigned char* body, size_t length) const {
+    if (threshold) {
+      if (length < kCountBytes || LoadCount(body) > top.n) return false;
+      if (length != ThresholdBodyBytes(top, LoadCount(body))) return false;
+      return EmulateCheckEntries(top, body, body + kCountBytes) == kValid;
+    }
+    if (length != body_bytes()) return false;
+    if (randomblock || randomk) return true;  // Every body of the right length.
+    return (topk ? EmulateCheckEntries(top, nullptr, body) : EmulateCheckQuant(quant, body)) ==
+           kValid;
   }
   void Decode(const RandomKey& key, const unsigned char* body, float* out, bool accumulate) const {
     if (randomk) {
       EmulateDecodeRandomK(random, key, body, out, accumulate);
     } else if (randomblock) {
       EmulateDecodeRandomBlock(blocks, key, body, out, accumulate);
+    } else if (threshold) {
+      EmulateDecodeEntries(top, body, body + kCountBytes, out, accumulate);
     } else if (topk) {
-      if (!accumulate) std::fill(out, out + top.n, 0.0f);
-      for (uint64_t g = 0; g < top.index_groups(); ++g) {
-        ScatterIndexGroup(top, g, body, out, accumulate);
-      }
+      EmulateDecodeEntries(top, nullptr, body, out, accumulate);
     } else {
       EmulateDecodeTiles(quant, body, out, accumulate);
     }
@@ -359,6 +417,11 @@ inline Emulated MakeEmulated(const config::Codec& spec, size_t n) {
     e.randomblock = true;
     e.blocks = MakeRandomBlockLayout(
         n, EntriesKept(spec, n), spec.has_num_blocks() ? spec.num_blocks() : 1, spec.fp16_values());
+  }
+  if (name == "threshold") {
+    e.threshold = true;
+    e.top = MakeTopKLayout(n, n, spec.fp16_values());
+    e.key_floor = ThresholdCodec::KeyFloor(spec.threshold());
   }
   if (name == "topk" || name == "dgc") {
     e.topk = true;

@@ -62,9 +62,19 @@ TEST(PlanDeviceChunksTest, GpuCodecsRunOnTheDeviceAndTheRestSayWhyNot) {
     EXPECT_EQ(plan.push_on_host_because, "push codec 'powersgd' has no GPU version") << name;
     EXPECT_TRUE(plan.pull_on_device()) << name;
   }
+  for (const char* sparse : {"topk", "threshold"}) {
+    for (const auto& [name, plan] :
+         Plans(Codecs(sparse, "fp16", config::ErrorFeedback::DGC_MOMENTUM))) {
+      EXPECT_TRUE(plan.push_on_device()) << sparse << " " << name << ": "
+                                         << plan.push_on_host_because;
+    }
+  }
   for (const auto& [name, plan] :
-       Plans(Codecs("topk", "fp16", config::ErrorFeedback::DGC_MOMENTUM))) {
-    EXPECT_EQ(plan.push_on_host_because, "push_feedback DGC_MOMENTUM has no GPU version") << name;
+       Plans(Codecs("qsgd", "fp16", config::ErrorFeedback::DGC_MOMENTUM))) {
+    EXPECT_EQ(plan.push_on_host_because,
+              "push_feedback DGC_MOMENTUM has no GPU version with push codec 'qsgd' (topk, dgc "
+              "and threshold have one)")
+        << name;
   }
   config::RunConfig warmup = Codecs("topk", "fp16");
   warmup.mutable_compression()->mutable_default_compression()->mutable_push()->add_ratio_warmup(

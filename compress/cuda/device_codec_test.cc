@@ -240,6 +240,7 @@ TEST_P(DeviceCodecDgcTest, MomentumCorrectionAndMaskingAsTheCpu) {
     auto gpu = DeviceCodec::Create(spec, n);
     ASSERT_TRUE(cpu.ok() && gpu.ok());
     ASSERT_TRUE((*gpu)->FusesDgcMomentum());
+    ASSERT_TRUE(HasDeviceDgcMomentum(spec.name()));
     config::ErrorFeedback ef;
     ef.set_kind(config::ErrorFeedback::DGC_MOMENTUM);
     ef.set_momentum(0.9f);
@@ -278,6 +279,7 @@ TEST(DeviceCodecDgcRefusalTest, DenseCodecsRefuseDgcMomentum) {
   auto gpu = DeviceCodec::Create(spec, 100);
   ASSERT_TRUE(gpu.ok());
   EXPECT_FALSE((*gpu)->FusesDgcMomentum());
+  EXPECT_FALSE(HasDeviceDgcMomentum("qsgd"));
   DeviceArray<float> d_x, d_u, d_v;
   ASSERT_TRUE(Upload<float>(std::vector<float>(100, 1.0f), &d_x));
   ASSERT_TRUE(Upload<float>(std::vector<float>(100, 0.0f), &d_u));

@@ -11,4 +11,8 @@ bool HasDeviceCodec(absl::string_view name) {
   return false;
 }
 
+bool HasDeviceDgcMomentum(absl::string_view name) {
+  return name == "topk" || name == "dgc" || name == "threshold";
+}
+
 }  // namespace tamp::compress::cuda

@@ -14,6 +14,12 @@ namespace tamp::compress::cuda {
 // threshold, randomblock, randomk.
 bool HasDeviceCodec(absl::string_view name);
 
+// HasDeviceDgcMomentum()
+//
+// Whether that GPU codec fuses push_feedback DGC_MOMENTUM into its encode
+// (DeviceCodec::FusesDgcMomentum()): topk, dgc, threshold.
+bool HasDeviceDgcMomentum(absl::string_view name);
+
 }  // namespace tamp::compress::cuda
 
 #endif  // TAMP_COMPRESS_CUDA_HAS_DEVICE_CODEC_H_

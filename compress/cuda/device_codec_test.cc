@@ -45,6 +45,9 @@ TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
   EXPECT_TRUE(HasDeviceCodec("randomblock"));
   EXPECT_TRUE(HasDeviceCodec("randomk"));
   EXPECT_TRUE(HasDeviceCodec("threshold"));
+  config::Codec threshold = cuda_testing::NamedSpec("threshold");
+  threshold.set_threshold(0.5);
+  EXPECT_EQ(DeviceCodec::Create(threshold, 0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(HasDeviceCodec("powersgd"));
   if (!kernels::CudaDeviceAvailable()) {
     config::Codec fp16;

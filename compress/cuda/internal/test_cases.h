@@ -80,10 +80,14 @@ inline std::vector<SpecCase> AllSpecs() {
     spec.set_fp16_values(fp16);
     cases.push_back({fp16 ? "dgc_r1_fp16" : "dgc_r1", spec});
   }
-  // Thresholds that select some, none but the infinities and NaNs, and every non-zero.
+  // Thresholds that select some, none but the infinities and NaNs, and every non-zero; at
+  // the ties' magnitude 0.125 (not sent: |x| must exceed it) and a double just below it
+  // (rounded down to the float below 0.125, so the ties are sent).
   for (const auto& [label, threshold, fp16] : std::vector<std::tuple<std::string, double, bool>>{
            {"threshold_t5", 0.05, false},
            {"threshold_t5_fp16", 0.05, true},
+           {"threshold_at_ties", 0.125, false},
+           {"threshold_below_ties", 0.125 - 1e-12, false},
            {"threshold_none", 1e30, false},
            {"threshold_all", 1e-300, false},
            {"threshold_all_fp16", 1e-300, true}}) {

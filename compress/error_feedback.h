@@ -17,10 +17,12 @@
 //   The momentum is applied here, on the worker: pair it with plain SGD on the server, as
 //   the paper does, not with a momentum optimizer.
 //
-// All arithmetic is fp32, in the order written. One instance per chunk and direction; not
-// thread-safe. If the codec fails (a codec bug: encoding a well-sized buffer does not fail
-// on data), Compress returns its error; RESIDUAL's residual is then unchanged, and
-// DGC_MOMENTUM's u and v hold the input (nothing was sent, so v owes all of it).
+// All arithmetic is fp32, in the order written (compress/cuda fuses RESIDUAL, and for its
+// sparse codecs DGC_MOMENTUM, into the GPU encode bit for bit: compress/cuda/README.md).
+// One instance per chunk and direction; not thread-safe. If the codec fails (a codec bug:
+// encoding a well-sized buffer does not fail on data), Compress returns its error;
+// RESIDUAL's residual is then unchanged, and DGC_MOMENTUM's u and v hold the input
+// (nothing was sent, so v owes all of it).
 //
 // Example:
 //   TAMP_RETURN_IF_ERROR(ValidateErrorFeedbackSpec(spec, "compression.push_feedback"));

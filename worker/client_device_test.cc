@@ -119,7 +119,8 @@ class HostStandIn final : public DeviceBackend {
 // server/test_job.h's job for one worker (fc1.weight: four chunks of 784 values), with codecs
 // that put some chunks on the device and some on the host, each way:
 //   fc1.weight  push topk + RESIDUAL (device), pull fp16 (device)
-//   fc2.weight  push threshold (host: no GPU version), pull threshold (host)
+//   fc2.weight  push qsgd + DGC_MOMENTUM (host: only the sparse codecs fuse it), pull
+//               threshold (device)
 //   biases      none both ways (under min_compress_bytes; device, as none has a GPU version)
 config::RunConfig MixedConfig() {
   return testing::TestConfig([](config::RunConfig& config) {
@@ -133,9 +134,10 @@ config::RunConfig MixedConfig() {
     fallback.mutable_pull()->set_name("fp16");
     config::TensorOverride& fc2 = *compression.add_tensor_overrides();
     fc2.set_pattern("fc2.weight");
-    fc2.mutable_compression()->mutable_push()->set_name("threshold");
-    fc2.mutable_compression()->mutable_push()->set_threshold(0.001);
-    fc2.mutable_compression()->mutable_push_feedback()->set_kind(config::ErrorFeedback::RESIDUAL);
+    fc2.mutable_compression()->mutable_push()->set_name("qsgd");
+    fc2.mutable_compression()->mutable_push()->set_levels(4);
+    fc2.mutable_compression()->mutable_push_feedback()->set_kind(
+        config::ErrorFeedback::DGC_MOMENTUM);
     fc2.mutable_compression()->mutable_pull()->set_name("threshold");
     fc2.mutable_compression()->mutable_pull()->set_threshold(0.001);
   });
@@ -222,13 +224,13 @@ TEST(ClientDeviceTest, ADeviceWorkersReplicaIsBitForBitAHostWorkers) {
   EXPECT_EQ(std::memcmp(device.data(), host.data(), host.size() * sizeof(float)), 0)
       << "the device worker's weights differ from the host worker's";
   EXPECT_NE(host, std::vector<float>(host.size(), 0.0f));
-  // Per step: fc1.weight's 4 chunks and the 2 biases encode and apply through the backend's
-  // codecs; fc2.weight (one chunk) is copied to the host once per push and makes a round trip
-  // for its update. Start() copies every chunk's initial weights (7) down.
+  // Per step: fc1.weight's 4 chunks and the 2 biases encode through the backend's codecs,
+  // and every chunk's update applies through them; fc2.weight (one chunk) is copied to the
+  // host once per push. Start() copies every chunk's initial weights (7) down.
   EXPECT_EQ(calls.encodes, (4 + 2) * kSteps);
-  EXPECT_EQ(calls.applies, (4 + 2) * kSteps);
-  EXPECT_EQ(calls.to_host, (1 + 1) * kSteps);
-  EXPECT_EQ(calls.to_device, 7 + 1 * kSteps);
+  EXPECT_EQ(calls.applies, (4 + 2 + 1) * kSteps);
+  EXPECT_EQ(calls.to_host, 1 * kSteps);
+  EXPECT_EQ(calls.to_device, 7);
   EXPECT_EQ(calls.resets, 0);
 }
 

@@ -15,6 +15,7 @@
 
 #include "base/status_macros.h"
 #include "compress/cuda/device_codec.h"
+#include "compress/error_feedback.h"
 #include "compress/wire_format.h"
 #include "kernels/cuda_check.h"
 #endif
@@ -82,13 +83,20 @@ class CudaBackend final : public DeviceBackend {
       if (where.push_on_device()) {
         TAMP_ASSIGN_OR_RETURN(codecs.push, compress::cuda::DeviceCodec::Create(compression.push(),
                                                                                chunk.chunk.length));
-        body_bytes = std::max(body_bytes, codecs.push->BodyBytes());
         const config::ErrorFeedback& feedback = compression.push_feedback();
-        if (feedback.kind() == config::ErrorFeedback::RESIDUAL) {
+        if (feedback.kind() != config::ErrorFeedback::NONE) {
           TAMP_ASSIGN_OR_RETURN(codecs.residual,
                                 kernels::DeviceArray<float>::Create(chunk.chunk.length));
           TAMP_CUDA_RETURN_IF_ERROR(cudaMemset(codecs.residual.data(), 0, codecs.residual.bytes()));
-          codecs.residual_scale = feedback.has_scale() ? feedback.scale() : 1.0f;
+          codecs.residual_scale =
+              feedback.has_scale() ? feedback.scale() : compress::kDefaultResidualScale;
+        }
+        if (feedback.kind() == config::ErrorFeedback::DGC_MOMENTUM) {
+          TAMP_ASSIGN_OR_RETURN(codecs.velocity,
+                                kernels::DeviceArray<float>::Create(chunk.chunk.length));
+          TAMP_CUDA_RETURN_IF_ERROR(cudaMemset(codecs.velocity.data(), 0, codecs.velocity.bytes()));
+          codecs.momentum =
+              feedback.has_momentum() ? feedback.momentum() : compress::kDefaultDgcMomentum;
         }
       }
       if (where.pull_on_device()) {
@@ -126,18 +134,14 @@ class CudaBackend final : public DeviceBackend {
     }
     ScopedDevice scoped(device_);
     TAMP_RETURN_IF_ERROR(scoped.status());
-    const cudaStream_t s = AsStream(stream);
-    TAMP_RETURN_IF_ERROR(chunk.push->Encode(d_gradient, chunk.residual.data(), chunk.residual_scale,
-                                            key, body_.data(), s));
-    const size_t bytes = chunk.push->BodyBytes();
-    TAMP_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(host_body_.data(), body_.data(), bytes, cudaMemcpyDeviceToHost, s));
-    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-    payload->clear();
-    payload->reserve(compress::kHeaderBytes + bytes);
-    compress::AppendHeader(chunk.push->id(), chunk.push->version(), chunk.push->size(), payload);
-    payload->append(reinterpret_cast<const char*>(host_body_.data()), bytes);
-    return absl::OkStatus();
+    // The codec's own pinned buffer; a threshold body is as long as its count says.
+    using compress::cuda::DeviceFeedback;
+    const DeviceFeedback feedback =
+        chunk.velocity.size() != 0
+            ? DeviceFeedback::DgcMomentum(chunk.velocity.data(), chunk.residual.data(),
+                                          chunk.momentum)
+            : DeviceFeedback::Residual(chunk.residual.data(), chunk.residual_scale);
+    return chunk.push->EncodeToPayload(d_gradient, feedback, key, payload, AsStream(stream));
   }
 
   absl::Status ApplyPull(uint32_t id, absl::string_view payload, const RandomKey& key,
@@ -147,14 +151,7 @@ class CudaBackend final : public DeviceBackend {
       return absl::InternalError(absl::StrCat("chunk ", id, " has no GPU pull codec"));
     }
     compress::cuda::DeviceCodec& codec = *chunk.pull;
-    TAMP_ASSIGN_OR_RETURN(
-        const absl::string_view body,
-        compress::ParseHeader(payload, codec.id(), codec.version(), codec.size()));
-    if (body.size() != codec.BodyBytes()) {
-      return absl::InvalidArgumentError(absl::StrCat(compress::CodecName(codec.id()),
-                                                     " payload body is ", body.size(),
-                                                     " bytes, expected ", codec.BodyBytes()));
-    }
+    TAMP_ASSIGN_OR_RETURN(const absl::string_view body, codec.CheckedBody(payload));
     ScopedDevice scoped(device_);
     TAMP_RETURN_IF_ERROR(scoped.status());
     const cudaStream_t s = AsStream(stream);
@@ -171,9 +168,11 @@ class CudaBackend final : public DeviceBackend {
     ScopedDevice scoped(device_);
     TAMP_RETURN_IF_ERROR(scoped.status());
     for (Chunk& chunk : chunks_) {
-      if (chunk.residual.size() == 0) continue;
-      TAMP_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(chunk.residual.data(), 0, chunk.residual.bytes(), AsStream(stream)));
+      for (kernels::DeviceArray<float>* memory : {&chunk.residual, &chunk.velocity}) {
+        if (memory->size() == 0) continue;
+        TAMP_CUDA_RETURN_IF_ERROR(
+            cudaMemsetAsync(memory->data(), 0, memory->bytes(), AsStream(stream)));
+      }
     }
     TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
     return absl::OkStatus();
@@ -183,8 +182,12 @@ class CudaBackend final : public DeviceBackend {
   // One chunk's GPU codecs; null where the plan puts that direction on the host.
   struct Chunk {
     std::unique_ptr<compress::cuda::DeviceCodec> push;
-    kernels::DeviceArray<float> residual;  // RESIDUAL error feedback; empty otherwise.
+    // The push's error feedback: RESIDUAL's residual or DGC_MOMENTUM's v, and DGC's u;
+    // empty where the kind keeps none.
+    kernels::DeviceArray<float> residual;
+    kernels::DeviceArray<float> velocity;
     float residual_scale = 1.0f;
+    float momentum = 0.0f;
     std::unique_ptr<compress::cuda::DeviceCodec> pull;
   };
 
@@ -203,8 +206,9 @@ class CudaBackend final : public DeviceBackend {
 
   const int device_;
   std::vector<Chunk> chunks_;                 // By chunk id.
-  kernels::DeviceArray<unsigned char> body_;  // One payload body on the device.
-  kernels::PinnedBuffer host_body_;           // The same on the host, grown by Reserve().
+  kernels::DeviceArray<unsigned char> body_;  // One pull body on the device (pushes use
+  kernels::PinnedBuffer host_body_;           // the codecs' own); the same on the host,
+                                              // grown by Reserve().
   kernels::PinnedBuffer staging_;             // Staging(), grown by Reserve().
 };
 

@@ -27,28 +27,41 @@ using kernels::testing::CompareBytes;
 using kernels::testing::Download;
 using kernels::testing::Upload;
 
-// One worker, `push` + RESIDUAL and `pull` on every chunk (fc1.weight: 4 chunks of 784).
-config::RunConfig Codecs(const std::string& push, const std::string& pull) {
+struct BackendCase {
+  std::string push;
+  std::string pull;
+  config::ErrorFeedback::Kind feedback;
+};
+
+// One worker, `push` + `feedback` (RESIDUAL at scale 0.75, DGC_MOMENTUM at m = 0.8) and
+// `pull` on every chunk (fc1.weight: 4 chunks of 784).
+config::RunConfig Codecs(const BackendCase& c) {
   return testing::TestConfig([&](config::RunConfig& config) {
     config.mutable_cluster()->set_num_workers(1);
     config::Compression& compression = *config.mutable_compression();
     compression.set_min_compress_bytes(0);
     config::ChunkCompression& all = *compression.mutable_default_compression();
-    all.mutable_push()->set_name(push);
-    if (push == "topk") all.mutable_push()->set_ratio(0.25);
-    if (push == "qsgd") all.mutable_push()->set_levels(4);
-    all.mutable_push_feedback()->set_kind(config::ErrorFeedback::RESIDUAL);
-    all.mutable_push_feedback()->set_scale(0.75f);
-    all.mutable_pull()->set_name(pull);
-    if (pull == "topk") all.mutable_pull()->set_ratio(0.25);
+    all.mutable_push()->set_name(c.push);
+    if (c.push == "topk") all.mutable_push()->set_ratio(0.25);
+    if (c.push == "qsgd") all.mutable_push()->set_levels(4);
+    if (c.push == "threshold") all.mutable_push()->set_threshold(0.01);
+    all.mutable_push_feedback()->set_kind(c.feedback);
+    if (c.feedback == config::ErrorFeedback::RESIDUAL) {
+      all.mutable_push_feedback()->set_scale(0.75f);
+    } else {
+      all.mutable_push_feedback()->set_momentum(0.8f);
+    }
+    all.mutable_pull()->set_name(c.pull);
+    if (c.pull == "topk") all.mutable_pull()->set_ratio(0.25);
+    if (c.pull == "threshold") all.mutable_pull()->set_threshold(0.01);
   });
 }
 
-class CudaBackendTest : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+class CudaBackendTest : public ::testing::TestWithParam<BackendCase> {};
 
 TEST_P(CudaBackendTest, PushPayloadsAndAppliedUpdatesAreTheCpusBitForBit) {
   TAMP_SKIP_WITHOUT_CUDA();
-  const config::RunConfig config = Codecs(GetParam().first, GetParam().second);
+  const config::RunConfig config = Codecs(GetParam());
   const JobLayout layout = testing::TestLayout(config);
   absl::StatusOr<std::unique_ptr<DeviceBackend>> backend =
       CreateCudaBackend(layout, PlanDeviceChunks(config, layout), 0);
@@ -60,7 +73,7 @@ TEST_P(CudaBackendTest, PushPayloadsAndAppliedUpdatesAreTheCpusBitForBit) {
     SCOPED_TRACE(layout.tensor_of(chunk).name + " chunk " + std::to_string(id));
     auto cpu_push = *compress::CreateCodec(chunk.compression.push(), n);
     auto cpu_feedback = *compress::ErrorFeedback::Create(chunk.compression.push_feedback(), n);
-    // Three steps: the residual carries; then a reset forgets it on both sides.
+    // Three steps: the memory carries; then a reset forgets it on both sides.
     for (uint64_t step = 0; step < 4; ++step) {
       if (step == 3) {
         ASSERT_TRUE((*backend)->ResetResiduals(kStream).ok());
@@ -108,10 +121,14 @@ TEST_P(CudaBackendTest, PushPayloadsAndAppliedUpdatesAreTheCpusBitForBit) {
   EXPECT_TRUE(CompareBitwise("to device", Download(d_values), *staging));
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, CudaBackendTest,
-                         ::testing::Values(std::make_pair("topk", "fp16"),
-                                           std::make_pair("qsgd", "topk"),
-                                           std::make_pair("terngrad", "bf16")));
+INSTANTIATE_TEST_SUITE_P(
+    Codecs, CudaBackendTest,
+    ::testing::Values(BackendCase{"topk", "fp16", config::ErrorFeedback::RESIDUAL},
+                      BackendCase{"qsgd", "topk", config::ErrorFeedback::RESIDUAL},
+                      BackendCase{"terngrad", "bf16", config::ErrorFeedback::RESIDUAL},
+                      BackendCase{"threshold", "threshold", config::ErrorFeedback::RESIDUAL},
+                      BackendCase{"topk", "fp16", config::ErrorFeedback::DGC_MOMENTUM},
+                      BackendCase{"threshold", "topk", config::ErrorFeedback::DGC_MOMENTUM}));
 
 #else  // TAMP_HAVE_CUDA
 

@@ -19,8 +19,14 @@ std::vector<DeviceChunkPlan> PlanDeviceChunks(const config::RunConfig& config,
     if (!compress::cuda::HasDeviceCodec(compression.push().name())) {
       plan.push_on_host_because =
           absl::StrCat("push codec '", compression.push().name(), "' has no GPU version");
+    } else if (feedback == config::ErrorFeedback::DGC_MOMENTUM &&
+               !compress::cuda::HasDeviceDgcMomentum(compression.push().name())) {
+      plan.push_on_host_because =
+          absl::StrCat("push_feedback DGC_MOMENTUM has no GPU version with push codec '",
+                       compression.push().name(), "' (topk, dgc and threshold have one)");
     } else if (feedback != config::ErrorFeedback::NONE &&
-               feedback != config::ErrorFeedback::RESIDUAL) {
+               feedback != config::ErrorFeedback::RESIDUAL &&
+               feedback != config::ErrorFeedback::DGC_MOMENTUM) {
       plan.push_on_host_because = absl::StrCat(
           "push_feedback ", config::ErrorFeedback::Kind_Name(feedback), " has no GPU version");
     } else if (compression.push().ratio_warmup_size() != 0) {

@@ -6,9 +6,10 @@
 //
 // Per chunk, on a device:
 //   push: a push codec with a GPU version (compress/cuda/has_device_codec.h) and error
-//         feedback NONE or RESIDUAL encodes on the device, on the caller's stream, residual
-//         kept on the device; the payload comes to the host through a pinned buffer. Any
-//         other chunk (a codec without a GPU version such as powersgd or none, DGC momentum,
+//         feedback NONE, RESIDUAL or (topk, dgc, threshold) DGC_MOMENTUM encodes on the
+//         device, on the caller's stream, the memory (residual; DGC's u and v) kept on the
+//         device; the payload comes to the host through a pinned buffer. Any other chunk (a
+//         codec without a GPU version such as powersgd, DGC momentum around another codec,
 //         sparsity warm-up, clip_norm) is copied to the host through the pinned buffer and
 //         goes through the CPU codec and residual, exactly as from host memory.
 //   pull: a pull codec with a GPU version decodes into the device tensor; any other answer

@@ -41,6 +41,7 @@ config::RunConfig Codecs(const std::string& push, const std::string& pull,
     if (push == "topk" || push == "randomk") all.mutable_push()->set_ratio(0.25);
     if (push == "qsgd") all.mutable_push()->set_levels(4);
     if (push == "threshold") all.mutable_push()->set_threshold(0.01);
+    if (push == "powersgd") all.mutable_push()->set_rank(2);
     all.mutable_push_feedback()->set_kind(feedback);
     all.mutable_pull()->set_name(pull);
     if (pull == "threshold") all.mutable_pull()->set_threshold(0.01);
@@ -55,15 +56,25 @@ TEST(PlanDeviceChunksTest, GpuCodecsRunOnTheDeviceAndTheRestSayWhyNot) {
   for (const auto& [name, plan] :
        Plans(Codecs("qsgd", "threshold", config::ErrorFeedback::NONE))) {
     EXPECT_TRUE(plan.push_on_device()) << name << ": " << plan.push_on_host_because;
-    EXPECT_EQ(plan.pull_on_host_because, "pull codec 'threshold' has no GPU version") << name;
+    EXPECT_TRUE(plan.pull_on_device()) << name << ": " << plan.pull_on_host_because;
   }
-  for (const auto& [name, plan] : Plans(Codecs("threshold", "bf16"))) {
-    EXPECT_EQ(plan.push_on_host_because, "push codec 'threshold' has no GPU version") << name;
+  for (const auto& [name, plan] : Plans(Codecs("powersgd", "bf16"))) {
+    EXPECT_EQ(plan.push_on_host_because, "push codec 'powersgd' has no GPU version") << name;
     EXPECT_TRUE(plan.pull_on_device()) << name;
   }
+  for (const char* sparse : {"topk", "threshold"}) {
+    for (const auto& [name, plan] :
+         Plans(Codecs(sparse, "fp16", config::ErrorFeedback::DGC_MOMENTUM))) {
+      EXPECT_TRUE(plan.push_on_device()) << sparse << " " << name << ": "
+                                         << plan.push_on_host_because;
+    }
+  }
   for (const auto& [name, plan] :
-       Plans(Codecs("topk", "fp16", config::ErrorFeedback::DGC_MOMENTUM))) {
-    EXPECT_EQ(plan.push_on_host_because, "push_feedback DGC_MOMENTUM has no GPU version") << name;
+       Plans(Codecs("qsgd", "fp16", config::ErrorFeedback::DGC_MOMENTUM))) {
+    EXPECT_EQ(plan.push_on_host_because,
+              "push_feedback DGC_MOMENTUM has no GPU version with push codec 'qsgd' (topk, dgc "
+              "and threshold have one)")
+        << name;
   }
   config::RunConfig warmup = Codecs("topk", "fp16");
   warmup.mutable_compression()->mutable_default_compression()->mutable_push()->add_ratio_warmup(

@@ -240,21 +240,21 @@ gtest_filter() {
 }
 
 # Specs that between them take every kernel path: the quantize tile (elementwise, signum's
-# state), fused and two-pass bucket stats, chunk stats, top-k (and dgc), random-block,
-# random-k.
+# state), fused and two-pass bucket stats, chunk stats, top-k (and dgc), threshold,
+# random-block, random-k.
 MEMCHECK_SPECS=(none fp16 natural signum efsign terngrad qsgd_s127_d512 qsgd_s7_d100
-  maxmin_b3_stoch_d37 maxmin_b8_near_d512 topk_r1 topk_r30_fp16 dgc_r1 randomblock_r1_b4_fp16
-  randomblock_r30_b1000 randomk_r1 randomk_r30_fp16)
+  maxmin_b3_stoch_d37 maxmin_b8_near_d512 topk_r1 topk_r30_fp16 dgc_r1 threshold_t5_fp16
+  randomblock_r1_b4_fp16 randomblock_r30_b1000 randomk_r1 randomk_r30_fp16)
 # The kernels that share memory between threads: the tile (every quantize codec), fused
-# stats, chunk stats, top-k's histograms and scans.
-RACECHECK_SPECS=(fp16 qsgd_s127_d512 maxmin_b8_near_d512 terngrad efsign topk_r1)
+# stats, chunk stats, top-k's histograms and scans, threshold's scans.
+RACECHECK_SPECS=(fp16 qsgd_s127_d512 maxmin_b8_near_d512 terngrad efsign topk_r1 threshold_t5)
 
 # The sanitizer steps: tool, binary, time limit in seconds, gtest filter.
 # 240 + 180 + 90 = 510 s of the 600 s call.
 SANITIZE_STEPS=(
   "memcheck|device_codec_test|240|$(gtest_filter MatchesCpuCodec "${MEMCHECK_SPECS[@]}"):$(
-    gtest_filter RejectsWhatCpuRejects topk_r1 qsgd_s127_d512 maxmin_b8_near_d512
-  ):DeviceCodecEdgeTest.*:DeviceCodecAsyncTest.*"
+    gtest_filter RejectsWhatCpuRejects topk_r1 threshold_t5 qsgd_s127_d512 maxmin_b8_near_d512
+  ):DeviceCodecEdgeTest.*:DeviceCodecAsyncTest.*:SparseCodecs/DeviceCodecDgcTest.*/threshold_t5"
   "racecheck|device_codec_test|180|$(gtest_filter MatchesCpuCodec "${RACECHECK_SPECS[@]}")"
   "memcheck|layers_test|90|*"
 )

@@ -23,6 +23,7 @@
 #include "compress/signsgd.h"
 #include "compress/signum.h"
 #include "compress/terngrad.h"
+#include "compress/threshold.h"
 #include "compress/topk.h"
 #include "compress/wire_format.h"
 #include "kernels/cuda_check.h"
@@ -53,6 +54,8 @@ const char* ReasonText(uint32_t reason) {
       return "index out of range";
     case cuda_internal::kReasonIndexOrder:
       return "indices not strictly increasing";
+    case cuda_internal::kReasonCountRange:
+      return "count exceeds the chunk size";
     default:
       return "invalid body";
   }
@@ -141,6 +144,12 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     TAMP_ASSIGN_OR_RETURN(codec->positions_host_,
                           kernels::PinnedBuffer::Create(sizeof(uint32_t) * k));
     TAMP_ASSIGN_OR_RETURN(codec->positions_uploaded_, kernels::CudaEvent::Create());
+  } else if (name == "threshold") {  // Top-k's entries, as many as pass, behind a count.
+    codec.reset(new DeviceCodec(CodecId::kThreshold, ThresholdCodec::kVersion, n));
+    codec->family_ = Family::kThreshold;
+    codec->topk_ = cuda_internal::MakeTopKLayout(n, n, spec.fp16_values());
+    codec->key_floor_ = ThresholdCodec::KeyFloor(spec.threshold());
+    codec->body_bytes_ = cuda_internal::ThresholdBodyBytes(codec->topk_, n);
   } else {  // topk, and dgc: the same selection and body (compress/dgc.h), another id.
     if (name == "dgc") {
       codec.reset(new DeviceCodec(CodecId::kDgc, DgcCodec::kVersion, n));
@@ -163,10 +172,10 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomK(nullptr, &temp_bytes, codec->randomk_,
                                                            nullptr, nullptr, nullptr, 1.0f,
                                                            nullptr, nullptr));
-  } else if (codec->family_ == Family::kTopK) {
+  } else if (codec->family_ == Family::kTopK || codec->family_ == Family::kThreshold) {
+    // The same scratch for both.
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(nullptr, &temp_bytes, codec->topk_,
-                                                        nullptr, nullptr, 1.0f, nullptr,
-                                                        nullptr));
+                                                        nullptr, {}, nullptr, nullptr));
   } else {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeQuant(nullptr, &temp_bytes, codec->quant_,
                                                          RandomKey{}, nullptr, nullptr, 1.0f,
@@ -193,7 +202,11 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
   return codec;
 }
 
-absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float residual_scale,
+bool DeviceCodec::FusesDgcMomentum() const {
+  return family_ == Family::kTopK || family_ == Family::kThreshold;
+}
+
+absl::Status DeviceCodec::Encode(const float* d_input, const DeviceFeedback& feedback,
                                  const RandomKey& key, unsigned char* d_body,
                                  cudaStream_t stream) {
   if (d_input == nullptr || d_body == nullptr) {
@@ -202,26 +215,38 @@ absl::Status DeviceCodec::Encode(const float* d_input, float* d_residual, float 
   if (reinterpret_cast<uintptr_t>(d_body) % 4 != 0) {
     return absl::InvalidArgumentError("Encode: d_body must be 4-byte aligned");
   }
+  if (feedback.velocity != nullptr && feedback.residual == nullptr) {
+    return absl::InvalidArgumentError("Encode: DGC_MOMENTUM needs both u and v");
+  }
+  if (feedback.velocity != nullptr && !FusesDgcMomentum()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "codec '", CodecName(id_), "' has no GPU DGC_MOMENTUM (topk, dgc and threshold do)"));
+  }
+  const cuda_internal::SparseFeedback sparse{feedback.residual, feedback.velocity, feedback.scale,
+                                             feedback.momentum};
   size_t temp_bytes = temp_bytes_;
   if (family_ == Family::kRandomK) {
     TAMP_RETURN_IF_ERROR(UploadPositions(key, stream));
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomK(temp_.data(), &temp_bytes, randomk_,
                                                            positions_.data(), d_input,
-                                                           d_residual, residual_scale, d_body,
-                                                           stream));
+                                                           feedback.residual, feedback.scale,
+                                                           d_body, stream));
   } else if (family_ == Family::kRandomBlock) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomBlock(temp_.data(), &temp_bytes,
                                                                randomblock_, key, d_input,
-                                                               d_residual, residual_scale,
+                                                               feedback.residual, feedback.scale,
                                                                d_body, stream));
   } else if (family_ == Family::kTopK) {
-    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(temp_.data(), &temp_bytes, topk_,
-                                                        d_input, d_residual, residual_scale,
-                                                        d_body, stream));
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(temp_.data(), &temp_bytes, topk_, d_input,
+                                                        sparse, d_body, stream));
+  } else if (family_ == Family::kThreshold) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeThreshold(
+        temp_.data(), &temp_bytes, topk_, key_floor_, d_input, sparse, d_body, stream));
   } else {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeQuant(temp_.data(), &temp_bytes, quant_, key,
-                                                         d_input, d_residual, residual_scale,
-                                                         state_.data(), d_body, stream));
+                                                         d_input, feedback.residual,
+                                                         feedback.scale, state_.data(), d_body,
+                                                         stream));
   }
   return absl::OkStatus();
 }
@@ -239,7 +264,7 @@ absl::Status DeviceCodec::UploadPositions(const RandomKey& key, cudaStream_t str
 }
 
 bool DeviceCodec::NeedsCheck() const {
-  if (family_ == Family::kTopK) return true;
+  if (family_ == Family::kTopK || family_ == Family::kThreshold) return true;
   if (family_ == Family::kRandomBlock || family_ == Family::kRandomK) return false;  // Any value.
   return quant_.kind != QuantKind::kNone && quant_.kind != QuantKind::kFp16 &&
          quant_.kind != QuantKind::kBf16;
@@ -249,7 +274,8 @@ absl::Status DeviceCodec::ErrorFor(unsigned long long verdict) const {
   const uint64_t element = verdict >> 8;
   const uint32_t reason = static_cast<uint32_t>(verdict & 0xff);
   const bool is_entry = reason == cuda_internal::kReasonIndexRange ||
-                        reason == cuda_internal::kReasonIndexOrder;
+                        reason == cuda_internal::kReasonIndexOrder ||
+                        reason == cuda_internal::kReasonCountRange;
   return absl::InvalidArgumentError(absl::StrCat(CodecName(id_), " payload: ",
                                                  is_entry ? "entry " : "element ", element, ": ",
                                                  ReasonText(reason)));
@@ -276,6 +302,10 @@ absl::Status DeviceCodec::DecodeAsync(const unsigned char* d_body, const RandomK
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::CheckTopK(topk_, d_body, verdict, stream));
     TAMP_CUDA_RETURN_IF_ERROR(
         cuda_internal::DecodeTopK(topk_, d_body, d_out, accumulate, verdict, stream));
+  } else if (family_ == Family::kThreshold) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::CheckThreshold(topk_, d_body, verdict, stream));
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cuda_internal::DecodeThreshold(topk_, d_body, d_out, accumulate, verdict, stream));
   } else {
     if (check) TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::CheckQuant(quant_, d_body, verdict, stream));
     TAMP_CUDA_RETURN_IF_ERROR(
@@ -305,13 +335,11 @@ absl::Status DeviceCodec::Decode(const unsigned char* d_body, const RandomKey& k
   return Checked();
 }
 
-absl::Status DeviceCodec::EncodeToHost(const float* d_input, float* d_residual,
-                                       float residual_scale, const RandomKey& key,
-                                       cudaStream_t stream) {
+absl::Status DeviceCodec::EncodeToHost(const float* d_input, const DeviceFeedback& feedback,
+                                       const RandomKey& key, cudaStream_t stream) {
   // The previous payload may still be in flight into the pinned buffer.
   TAMP_RETURN_IF_ERROR(encoded_.Wait());
-  TAMP_RETURN_IF_ERROR(
-      Encode(d_input, d_residual, residual_scale, key, outgoing_.data(), stream));
+  TAMP_RETURN_IF_ERROR(Encode(d_input, feedback, key, outgoing_.data(), stream));
   TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(outgoing_payload_.data() + kHeaderBytes,
                                             outgoing_.data(), body_bytes_,
                                             cudaMemcpyDeviceToHost, stream));
@@ -320,32 +348,55 @@ absl::Status DeviceCodec::EncodeToHost(const float* d_input, float* d_residual,
 
 absl::StatusOr<absl::string_view> DeviceCodec::Payload() {
   TAMP_RETURN_IF_ERROR(encoded_.Wait());
-  return absl::string_view(reinterpret_cast<const char*>(outgoing_payload_.data()),
-                           PayloadBytes());
+  const char* payload = reinterpret_cast<const char*>(outgoing_payload_.data());
+  // Our own body: a failure here is a kernel's bug, reported rather than sent.
+  TAMP_ASSIGN_OR_RETURN(const size_t body_bytes,
+                        BodyBytesOf(absl::string_view(payload + kHeaderBytes, body_bytes_)));
+  return absl::string_view(payload, kHeaderBytes + body_bytes);
 }
 
-absl::Status DeviceCodec::EncodeToPayload(const float* d_input, float* d_residual,
-                                          float residual_scale, const RandomKey& key,
-                                          std::string* payload, cudaStream_t stream) {
-  TAMP_RETURN_IF_ERROR(EncodeToHost(d_input, d_residual, residual_scale, key, stream));
+absl::Status DeviceCodec::EncodeToPayload(const float* d_input, const DeviceFeedback& feedback,
+                                          const RandomKey& key, std::string* payload,
+                                          cudaStream_t stream) {
+  TAMP_RETURN_IF_ERROR(EncodeToHost(d_input, feedback, key, stream));
   TAMP_ASSIGN_OR_RETURN(const absl::string_view bytes, Payload());
   payload->assign(bytes.data(), bytes.size());
   return absl::OkStatus();
 }
 
-absl::Status DeviceCodec::DecodePayload(absl::string_view payload, const RandomKey& key,
-                                        float* d_out, bool accumulate, cudaStream_t stream) {
+absl::StatusOr<size_t> DeviceCodec::BodyBytesOf(absl::string_view body) const {
+  if (family_ != Family::kThreshold) return body_bytes_;
+  if (body.size() < cuda_internal::kCountBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("threshold payload body is ", body.size(),
+                                                   " bytes, too short for the 8-byte count"));
+  }
+  uint64_t count;
+  std::memcpy(&count, body.data(), sizeof(count));
+  if (count > size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threshold count ", count, " exceeds the chunk size ", size_));
+  }
+  return cuda_internal::ThresholdBodyBytes(topk_, count);
+}
+
+absl::StatusOr<absl::string_view> DeviceCodec::CheckedBody(absl::string_view payload) const {
   TAMP_ASSIGN_OR_RETURN(const absl::string_view body,
                         ParseHeader(payload, id_, version_, size_));
-  if (body.size() != body_bytes_) {
+  TAMP_ASSIGN_OR_RETURN(const size_t expected, BodyBytesOf(body));
+  if (body.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat(CodecName(id_), " payload body is ",
-                                                   body.size(), " bytes, expected ",
-                                                   body_bytes_));
+                                                   body.size(), " bytes, expected ", expected));
   }
+  return body;
+}
+
+absl::Status DeviceCodec::DecodePayload(absl::string_view payload, const RandomKey& key,
+                                        float* d_out, bool accumulate, cudaStream_t stream) {
+  TAMP_ASSIGN_OR_RETURN(const absl::string_view body, CheckedBody(payload));
   // The previous upload from the pinned buffer is done once its verdict is.
   TAMP_RETURN_IF_ERROR(checked_.Wait());
-  std::memcpy(incoming_body_.data(), body.data(), body_bytes_);
-  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(incoming_.data(), incoming_body_.data(), body_bytes_,
+  std::memcpy(incoming_body_.data(), body.data(), body.size());
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(incoming_.data(), incoming_body_.data(), body.size(),
                                             cudaMemcpyHostToDevice, stream));
   return Decode(incoming_.data(), key, d_out, accumulate, stream);
 }

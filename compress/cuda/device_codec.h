@@ -3,18 +3,20 @@
 // same input and key, so CPU and GPU processes can talk to each other.
 //
 // Codecs: none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad, maxmin, topk,
-// dgc (top-k's selection and body under its own id; DGC's momentum correction is the
-// worker's error feedback, not fused here), randomblock, randomk (positions drawn on the
-// host, as the CPU codec draws them: Floyd's algorithm is a sequential chain; the values
-// move on the device) (HasDeviceCodec()). signum keeps
-// its momentum on the device (every Encode is one step, as SignumCodec's).
-// Others return UNIMPLEMENTED from Create(); callers fall back to the CPU codec.
+// dgc (top-k's selection and body under its own id), threshold (top-k's passes with a fixed
+// cutoff; a body of variable length), randomblock, randomk (positions drawn on the host, as
+// the CPU codec draws them: Floyd's algorithm is a sequential chain; the values move on the
+// device) (HasDeviceCodec()). signum keeps its momentum on the device (every Encode is one
+// step, as SignumCodec's). Others return UNIMPLEMENTED from Create(); callers fall back to
+// the CPU codec.
 //
-// Error feedback is fused: Encode(input, residual, s) encodes c = input + residual and
-// leaves residual = s * (c - decode(body)), which is ErrorFeedback RESIDUAL
-// (compress/error_feedback.h) in one pass over input and residual for the elementwise and
-// bucketed codecs (terngrad and efsign read them twice: their scale needs the whole chunk
-// first; topk stages c in the residual buffer, see compress/cuda/topk.cu).
+// Error feedback is fused (DeviceFeedback): RESIDUAL encodes c = input + residual and
+// leaves residual = s * (c - decode(body)) in one pass over input and residual for the
+// elementwise and bucketed codecs (terngrad and efsign read them twice: their scale needs
+// the whole chunk first; topk, dgc and threshold stage c in the residual buffer, see
+// compress/cuda/topk.cu). DGC_MOMENTUM (momentum correction and momentum factor masking)
+// is fused the same way into topk, dgc and threshold (FusesDgcMomentum()). Either leaves
+// the memory bit for bit as compress/error_feedback.h's (NaN payloads aside).
 //
 // Blocking: Encode, EncodeToHost and DecodeAsync only enqueue work on `stream`. Payload()
 // and Checked() wait for an event of that work (never for the whole stream); Decode,
@@ -30,11 +32,13 @@
 // Example (worker push, gradient and residual on the device):
 //   TAMP_ASSIGN_OR_RETURN(auto codec, DeviceCodec::Create(spec, chunk_length));
 //   std::string payload;
-//   TAMP_RETURN_IF_ERROR(codec->EncodeToPayload(d_grad, d_residual, 1.0f, key, &payload, s));
+//   TAMP_RETURN_IF_ERROR(codec->EncodeToPayload(d_grad, DeviceFeedback::Residual(d_residual),
+//                                                key, &payload, s));
 //   ... and on the receiving side:
 //   TAMP_RETURN_IF_ERROR(codec->DecodePayload(payload, key, d_update, false, s));
 // or, overlapping the copy with other host work:
-//   TAMP_RETURN_IF_ERROR(codec->EncodeToHost(d_grad, d_residual, 1.0f, key, s));
+//   TAMP_RETURN_IF_ERROR(codec->EncodeToHost(d_grad, DeviceFeedback::Residual(d_residual),
+//                                             key, s));
 //   ...                                              // e.g. enqueue the next layer's work
 //   TAMP_ASSIGN_OR_RETURN(absl::string_view payload, codec->Payload());
 #ifndef TAMP_COMPRESS_CUDA_DEVICE_CODEC_H_
@@ -62,6 +66,33 @@
 
 namespace tamp::compress::cuda {
 
+// DeviceFeedback
+//
+// The error feedback (compress/error_feedback.h) fused into DeviceCodec::Encode(): which kind,
+// and its memory, buffers of size() floats in device memory that the caller owns, zeroes
+// them before the first step and passes to every encode of the chunk.
+//
+// Example:
+//   codec->Encode(d_grad, DeviceFeedback::Residual(d_residual), key, d_body, stream);
+//   codec->Encode(d_grad, DeviceFeedback::DgcMomentum(d_u, d_v, 0.9f), key, d_body, stream);
+struct DeviceFeedback {
+  // NONE: nothing kept.
+  static DeviceFeedback None() { return DeviceFeedback{}; }
+  // RESIDUAL with scale s.
+  static DeviceFeedback Residual(float* d_residual, float scale = 1.0f) {
+    return DeviceFeedback{d_residual, nullptr, scale, 0.0f};
+  }
+  // DGC_MOMENTUM with momentum m: u (velocity) and v (accumulated; ErrorFeedback::residual()).
+  static DeviceFeedback DgcMomentum(float* d_velocity, float* d_accumulated, float momentum) {
+    return DeviceFeedback{d_accumulated, d_velocity, 1.0f, momentum};
+  }
+
+  float* residual = nullptr;  // RESIDUAL's residual, DGC_MOMENTUM's v; null for NONE.
+  float* velocity = nullptr;  // DGC_MOMENTUM's u; null for the others.
+  float scale = 1.0f;
+  float momentum = 0.0f;
+};
+
 class DeviceCodec {
  public:
   // DeviceCodec::Create()
@@ -84,24 +115,33 @@ class DeviceCodec {
 
   // DeviceCodec::BodyBytes(), PayloadBytes()
   //
-  // Exact sizes: the body, and the body plus the 12-byte header (= the CPU codec's
-  // MaxPayloadBytes()).
+  // The largest body, and it plus the 12-byte header (= the CPU codec's MaxPayloadBytes()):
+  // exact sizes for every codec but threshold, whose body's count says its length
+  // (compress/threshold.h).
   size_t BodyBytes() const { return body_bytes_; }
   size_t PayloadBytes() const;
+
+  // DeviceCodec::FusesDgcMomentum()
+  //
+  // Whether Encode() takes DeviceFeedback::DgcMomentum(): topk, dgc, threshold.
+  bool FusesDgcMomentum() const;
 
   // DeviceCodec::Encode()
   //
   // Writes the body of encode(c) to d_body (BodyBytes() bytes of device memory, 4-byte
-  // aligned), c = d_input (size() values) or, when d_residual is not null, d_input +
-  // d_residual, in which case d_residual becomes residual_scale * (c - decode(body)).
-  absl::Status Encode(const float* d_input, float* d_residual, float residual_scale,
+  // aligned), c = d_input (size() values) or what `feedback` makes of it, updating its
+  // memory as compress/error_feedback.h does. UNIMPLEMENTED for DGC_MOMENTUM where
+  // !FusesDgcMomentum().
+  absl::Status Encode(const float* d_input, const DeviceFeedback& feedback,
                       const RandomKey& key, unsigned char* d_body, cudaStream_t stream);
 
   // DeviceCodec::DecodeAsync(), Checked()
   //
   // DecodeAsync() enqueues the body check, d_out (size() values) = decode(d_body), or +=
   // with `accumulate` (the server's DecodeAdd), which writes nothing unless the check
-  // passed, and the copy of the verdict to pinned memory. Checked() waits for that verdict:
+  // passed, and the copy of the verdict to pinned memory. A threshold body's length must
+  // match its count (CheckedBody() checks that on the host; DecodePayload() does it all).
+  // Checked() waits for that verdict:
   // INVALID_ARGUMENT for an invalid body (d_out untouched), else OK. fp16 and bf16 bodies
   // need no check: Checked() then only waits for the decode.
   absl::Status DecodeAsync(const unsigned char* d_body, const RandomKey& key, float* d_out,
@@ -118,22 +158,30 @@ class DeviceCodec {
   //
   // EncodeToHost() enqueues Encode() into the codec's own body buffer and the copy of the
   // body into its pinned payload buffer (the header is there already). Payload() waits for
-  // that copy and returns the payload: PayloadBytes() bytes of pinned host memory, valid
-  // until the next EncodeToHost().
-  absl::Status EncodeToHost(const float* d_input, float* d_residual, float residual_scale,
+  // that copy and returns the payload: its bytes (PayloadBytes(), or fewer for threshold)
+  // of pinned host memory, valid until the next EncodeToHost(). threshold copies the
+  // largest body, since only the device knows the count when the copy is enqueued.
+  absl::Status EncodeToHost(const float* d_input, const DeviceFeedback& feedback,
                             const RandomKey& key, cudaStream_t stream);
   absl::StatusOr<absl::string_view> Payload();
 
   // DeviceCodec::EncodeToPayload()
   //
   // EncodeToHost(), then *payload = Payload().
-  absl::Status EncodeToPayload(const float* d_input, float* d_residual, float residual_scale,
+  absl::Status EncodeToPayload(const float* d_input, const DeviceFeedback& feedback,
                                const RandomKey& key, std::string* payload, cudaStream_t stream);
+
+  // DeviceCodec::CheckedBody()
+  //
+  // The body of `payload` once its header (compress/wire_format.h ParseHeader) and length
+  // (threshold: the length its count gives, the count <= size()) are right; else
+  // INVALID_ARGUMENT naming what is wrong. Host only.
+  absl::StatusOr<absl::string_view> CheckedBody(absl::string_view payload) const;
 
   // DeviceCodec::DecodePayload()
   //
-  // Checks the header on the host (compress/wire_format.h ParseHeader) and the body length,
-  // copies the body to the device (through a pinned buffer) and Decode()s it.
+  // CheckedBody(), then copies the body to the device (through a pinned buffer) and
+  // Decode()s it.
   absl::Status DecodePayload(absl::string_view payload, const RandomKey& key, float* d_out,
                              bool accumulate, cudaStream_t stream);
 
@@ -150,10 +198,14 @@ class DeviceCodec {
   // upload through a pinned buffer.
   absl::Status UploadPositions(const RandomKey& key, cudaStream_t stream);
 
-  enum class Family { kQuant, kTopK, kRandomBlock, kRandomK };
+  // The body's length (threshold: from its count, which must be <= size()).
+  absl::StatusOr<size_t> BodyBytesOf(absl::string_view body) const;
+
+  enum class Family { kQuant, kTopK, kThreshold, kRandomBlock, kRandomK };
   Family family_ = Family::kQuant;
   cuda_internal::QuantLayout quant_;
-  cuda_internal::TopKLayout topk_;
+  cuda_internal::TopKLayout topk_;  // topk, dgc; threshold with k = size().
+  uint32_t key_floor_ = 0;          // threshold: ThresholdCodec::KeyFloor().
   cuda_internal::RandomBlockLayout randomblock_;
   cuda_internal::RandomKLayout randomk_;
   size_t body_bytes_ = 0;

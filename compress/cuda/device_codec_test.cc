@@ -44,6 +44,10 @@ TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
   EXPECT_TRUE(HasDeviceCodec("none"));
   EXPECT_TRUE(HasDeviceCodec("randomblock"));
   EXPECT_TRUE(HasDeviceCodec("randomk"));
+  EXPECT_TRUE(HasDeviceCodec("threshold"));
+  config::Codec threshold = cuda_testing::NamedSpec("threshold");
+  threshold.set_threshold(0.5);
+  EXPECT_EQ(DeviceCodec::Create(threshold, 0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(HasDeviceCodec("powersgd"));
   if (!kernels::CudaDeviceAvailable()) {
     config::Codec fp16;
@@ -70,7 +74,7 @@ void ExpectMatchesCpu(const config::Codec& spec, size_t n, Flavor flavor) {
   // Encode.
   std::string cpu_payload, gpu_payload;
   ASSERT_TRUE((*cpu)->Encode(x, key, &cpu_payload).ok());
-  ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), nullptr, 1.0f, key, &gpu_payload, nullptr).ok());
+  ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), {}, key, &gpu_payload, nullptr).ok());
   ASSERT_TRUE(CompareBytes("payload", gpu_payload, cpu_payload));
 
   // Decode (=, +=).
@@ -103,8 +107,9 @@ void ExpectMatchesCpu(const config::Codec& spec, size_t n, Flavor flavor) {
       DeviceArray<float> d_g;
       ASSERT_TRUE(Upload<float>(g, &d_g));
       ASSERT_TRUE((*memory)->Compress(**cpu, g, step_key, &cpu_payload).ok());
-      ASSERT_TRUE((*gpu)->EncodeToPayload(d_g.data(), d_residual.data(), scale, step_key,
-                                          &gpu_payload, nullptr)
+      ASSERT_TRUE((*gpu)->EncodeToPayload(d_g.data(),
+                                          DeviceFeedback::Residual(d_residual.data(), scale),
+                                          step_key, &gpu_payload, nullptr)
                       .ok());
       ASSERT_TRUE(CompareBytes("EF payload", gpu_payload, cpu_payload)) << "step " << step;
       ASSERT_TRUE(CompareBitwise("residual", d_residual, (*memory)->residual()))
@@ -178,11 +183,12 @@ INSTANTIATE_TEST_SUITE_P(
 // Checked() and writes nothing.
 TEST(DeviceCodecAsyncTest, PinnedPayloadsAndDeferredVerdicts) {
   TAMP_SKIP_WITHOUT_CUDA();
-  for (const char* name : {"qsgd", "topk", "fp16"}) {
+  for (const char* name : {"qsgd", "topk", "fp16", "threshold"}) {
     SCOPED_TRACE(name);
     config::Codec spec = cuda_testing::NamedSpec(name);
     if (spec.name() == "qsgd") spec.set_levels(127);
     if (spec.name() == "topk") spec.set_ratio(0.01);
+    if (spec.name() == "threshold") spec.set_threshold(0.5);  // A body shorter than the largest.
     const size_t n = 100003;
     auto cpu = CreateCodec(spec, n);
     auto gpu = DeviceCodec::Create(spec, n);
@@ -196,7 +202,7 @@ TEST(DeviceCodecAsyncTest, PinnedPayloadsAndDeferredVerdicts) {
       ASSERT_TRUE(Upload<float>(x, &d_x));
       std::string cpu_payload;
       ASSERT_TRUE((*cpu)->Encode(x, key, &cpu_payload).ok());
-      ASSERT_TRUE((*gpu)->EncodeToHost(d_x.data(), nullptr, 1.0f, key, stream).ok());
+      ASSERT_TRUE((*gpu)->EncodeToHost(d_x.data(), {}, key, stream).ok());
       auto payload = (*gpu)->Payload();
       ASSERT_TRUE(payload.ok()) << payload.status();
       EXPECT_TRUE(CompareBytes("payload", *payload, cpu_payload)) << "step " << step;
@@ -205,7 +211,8 @@ TEST(DeviceCodecAsyncTest, PinnedPayloadsAndDeferredVerdicts) {
       std::string bad;
       const std::vector<float> x = cuda_testing::Values(n, 9, Flavor::kGradient);
       ASSERT_TRUE((*cpu)->Encode(x, {}, &bad).ok());
-      std::memset(&bad[kHeaderBytes], 0xff, 8);  // Indices out of order / norms negative.
+      // Indices out of order / norms negative / a count above n.
+      std::memset(&bad[kHeaderBytes], 0xff, 8);
       DeviceArray<unsigned char> d_body;
       ASSERT_TRUE(Upload<unsigned char>(
           absl::MakeConstSpan(reinterpret_cast<const unsigned char*>(bad.data()) + kHeaderBytes,
@@ -220,6 +227,72 @@ TEST(DeviceCodecAsyncTest, PinnedPayloadsAndDeferredVerdicts) {
     }
     EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
   }
+}
+
+// DGC_MOMENTUM fused into the sparse encodes: payloads, v and u against ErrorFeedback
+// DGC_MOMENTUM around the CPU codec, step after step (NaNs and infinities at step 2); other
+// codecs refuse it.
+class DeviceCodecDgcTest : public ::testing::TestWithParam<cuda_testing::SpecCase> {};
+
+TEST_P(DeviceCodecDgcTest, MomentumCorrectionAndMaskingAsTheCpu) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const config::Codec& spec = GetParam().spec;
+  for (const size_t n : {size_t{33}, size_t{8199}, (size_t{1} << 20) + 3}) {
+    SCOPED_TRACE(::testing::Message() << "n " << n);
+    auto cpu = CreateCodec(spec, n);
+    auto gpu = DeviceCodec::Create(spec, n);
+    ASSERT_TRUE(cpu.ok() && gpu.ok());
+    ASSERT_TRUE((*gpu)->FusesDgcMomentum());
+    ASSERT_TRUE(HasDeviceDgcMomentum(spec.name()));
+    config::ErrorFeedback ef;
+    ef.set_kind(config::ErrorFeedback::DGC_MOMENTUM);
+    ef.set_momentum(0.9f);
+    auto memory = ErrorFeedback::Create(ef, n);
+    ASSERT_TRUE(memory.ok());
+    DeviceArray<float> d_u, d_v;
+    ASSERT_TRUE(Upload<float>(std::vector<float>(n, 0.0f), &d_u));
+    ASSERT_TRUE(Upload<float>(std::vector<float>(n, 0.0f), &d_v));
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> g = cuda_testing::Values(
+          n, 3000 + 7 * step + n, step == 2 ? Flavor::kSpecial : Flavor::kGradient);
+      const RandomKey key{.seed = 42, .step = static_cast<uint64_t>(step), .chunk = 1, .worker = 0};
+      DeviceArray<float> d_g;
+      ASSERT_TRUE(Upload<float>(g, &d_g));
+      std::string cpu_payload, gpu_payload;
+      ASSERT_TRUE((*memory)->Compress(**cpu, g, key, &cpu_payload).ok());
+      ASSERT_TRUE((*gpu)->EncodeToPayload(d_g.data(),
+                                          DeviceFeedback::DgcMomentum(d_u.data(), d_v.data(), 0.9f),
+                                          key, &gpu_payload, nullptr)
+                      .ok());
+      ASSERT_TRUE(CompareBytes("payload", gpu_payload, cpu_payload)) << "step " << step;
+      ASSERT_TRUE(CompareBitwise("v", d_v, (*memory)->residual())) << "step " << step;
+      ASSERT_TRUE(CompareBitwise("u", d_u, (*memory)->velocity())) << "step " << step;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SparseCodecs, DeviceCodecDgcTest, ::testing::ValuesIn(cuda_testing::DgcMomentumSpecs()),
+    [](const ::testing::TestParamInfo<cuda_testing::SpecCase>& info) { return info.param.label; });
+
+TEST(DeviceCodecDgcRefusalTest, DenseCodecsRefuseDgcMomentum) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  config::Codec spec = cuda_testing::NamedSpec("qsgd");
+  spec.set_levels(127);
+  auto gpu = DeviceCodec::Create(spec, 100);
+  ASSERT_TRUE(gpu.ok());
+  EXPECT_FALSE((*gpu)->FusesDgcMomentum());
+  EXPECT_FALSE(HasDeviceDgcMomentum("qsgd"));
+  DeviceArray<float> d_x, d_u, d_v;
+  ASSERT_TRUE(Upload<float>(std::vector<float>(100, 1.0f), &d_x));
+  ASSERT_TRUE(Upload<float>(std::vector<float>(100, 0.0f), &d_u));
+  ASSERT_TRUE(Upload<float>(std::vector<float>(100, 0.0f), &d_v));
+  std::string payload;
+  EXPECT_EQ((*gpu)->EncodeToPayload(d_x.data(),
+                                    DeviceFeedback::DgcMomentum(d_u.data(), d_v.data(), 0.9f), {},
+                                    &payload, nullptr)
+                .code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 // Top-k when the k-th magnitude is shared by most of the chunk (all ties resolved by index),
@@ -240,7 +313,7 @@ TEST(DeviceCodecEdgeTest, TopKWithMassiveTies) {
     ASSERT_TRUE(Upload<float>(x, &d_x));
     std::string cpu_payload, gpu_payload;
     ASSERT_TRUE((*cpu)->Encode(x, {}, &cpu_payload).ok());
-    ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), nullptr, 1.0f, {}, &gpu_payload, nullptr).ok());
+    ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), {}, {}, &gpu_payload, nullptr).ok());
     EXPECT_TRUE(CompareBytes("payload", gpu_payload, cpu_payload)) << "k " << count;
   }
 }
@@ -267,7 +340,7 @@ TEST(DeviceCodecEdgeTest, HalfConversionsOverManyBitPatterns) {
     ASSERT_TRUE(Upload<float>(x, &d_x));
     std::string cpu_payload, gpu_payload;
     ASSERT_TRUE((*cpu)->Encode(x, {}, &cpu_payload).ok());
-    ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), nullptr, 1.0f, {}, &gpu_payload, nullptr).ok());
+    ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), {}, {}, &gpu_payload, nullptr).ok());
     EXPECT_TRUE(CompareBytes(name, gpu_payload, cpu_payload));
   }
 }

@@ -5,10 +5,14 @@ namespace tamp::compress::cuda {
 bool HasDeviceCodec(absl::string_view name) {
   for (absl::string_view known :
        {"none", "fp16", "bf16", "natural", "signsgd", "signum", "efsign", "qsgd", "terngrad",
-        "maxmin", "topk", "dgc", "randomblock", "randomk"}) {
+        "maxmin", "topk", "dgc", "threshold", "randomblock", "randomk"}) {
     if (name == known) return true;
   }
   return false;
+}
+
+bool HasDeviceDgcMomentum(absl::string_view name) {
+  return name == "topk" || name == "dgc" || name == "threshold";
 }
 
 }  // namespace tamp::compress::cuda

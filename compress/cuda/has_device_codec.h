@@ -11,8 +11,14 @@ namespace tamp::compress::cuda {
 //
 // Whether DeviceCodec::Create() (device_codec.h) supports codec `name` (a registry name):
 // none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad, maxmin, topk, dgc,
-// randomblock, randomk.
+// threshold, randomblock, randomk.
 bool HasDeviceCodec(absl::string_view name);
+
+// HasDeviceDgcMomentum()
+//
+// Whether that GPU codec fuses push_feedback DGC_MOMENTUM into its encode
+// (DeviceCodec::FusesDgcMomentum()): topk, dgc, threshold.
+bool HasDeviceDgcMomentum(absl::string_view name);
 
 }  // namespace tamp::compress::cuda
 

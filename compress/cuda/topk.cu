@@ -1,18 +1,23 @@
-// GPU top-k: exact selection without sorting, byte-identical to compress/topk.cc.
+// GPU top-k and threshold: exact selection without sorting, byte-identical to
+// compress/topk.cc and compress/threshold.cc.
 //
 // Contract (layout: compress/cuda/internal/topk_agent.h):
-//   encode   body = the k entries of largest |c| (select.h's order and tie rule), c = input
-//            (+ residual); with error feedback residual = s * (c - decode(body)), c staged in
-//            the residual buffer between the passes.
-//   check    *verdict = kValid or the first bad index (range, order) or the padding
-//   decode   out = (zeros, then the k values) or out += the k values, only if valid
+//   encode   body = the k entries of largest |c| (select.h's order and tie rule), or for
+//            threshold the count and the entries whose key is above the floor, c = input
+//            with the memory of SparseFeedback fused: c staged in the memory (residual or
+//            DGC's v) by the first pass, the memory's next value written by the select pass
+//   check    *verdict = kValid or the first bad index (range, order), the padding, or (for
+//            threshold) a count above n
+//   decode   out = (zeros, then the values) or out += the values, only if valid
 //
-// Passes of an encode over the n values (each a kernel; CUB only for the tile scan):
+// Passes of a top-k encode over the n values (each a kernel; CUB only for the tile scan):
 //   histogram level 0 (stages c)  find   histogram level 1  find   histogram level 2  find
-//   tile counts   cub::DeviceScan::ExclusiveSum   select (indices, values, residual)   pack
-// so c is read five times and the residual written twice; the finds and the scan touch
-// only small arrays. Scratch (two-pass sizing): histogram, state, tile counts and offsets,
-// CUB's temp storage, k indices.
+//   tile counts   cub::DeviceScan::ExclusiveSum   select (indices, values, memory)   pack
+// so c is read five times and the memory written twice; the finds and the scan touch
+// only small arrays. A threshold encode knows its cutoff: tile counts (stages c), the scan
+// (one more tile, whose offset is the count), the count into the body, select, pack.
+// Scratch (two-pass sizing): histogram, state, tile counts and offsets, CUB's temp storage,
+// k indices.
 
 #include <cuda_runtime.h>
 
@@ -24,7 +29,6 @@
 #include <cub/device/device_scan.cuh>
 
 #include "compress/cuda/internal/launch.h"
-#include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/topk_agent.h"
 
 namespace tamp::compress::cuda_internal {
@@ -64,10 +68,10 @@ __global__ void init_kernel(uint32_t* histogram, SelectState* state) {
   if (threadIdx.x == 0) *state = InitialSelectState();
 }
 
-// Level `level` histogram of the keys that agree with the state's prefix. Level 0 reads
-// c = input (+ residual) and, when staging, stores c into `stage` (the residual).
+// Level `level` histogram of the keys that agree with the state's prefix. With a memory,
+// level 0 forms c and stages it there; the later levels read it back.
 __global__ void __launch_bounds__(kThreads)
-    histogram_kernel(int level, TopKLayout l, GlobalSource source, float* stage,
+    histogram_kernel(int level, TopKLayout l, const float* input, SparseFeedback feedback,
                      const SelectState* state, uint32_t* histogram) {
   __shared__ uint32_t bins[kTopKBins];
   for (uint32_t b = threadIdx.x; b < kTopKBins; b += kThreads) bins[b] = 0;
@@ -76,11 +80,10 @@ __global__ void __launch_bounds__(kThreads)
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(kThreads) + threadIdx.x; i < l.n;
        i += static_cast<uint64_t>(gridDim.x) * kThreads) {
     float c;
-    if (level == 0) {
-      c = source(i);
-      if (stage != nullptr) stage[i] = c;
+    if (!feedback.on()) {
+      c = input[i];
     } else {
-      c = stage != nullptr ? stage[i] : source.input[i];
+      c = level == 0 ? StageCompensated(feedback, input, i) : feedback.residual[i];
     }
     const uint32_t key = MagnitudeKey(c);
     if (InLevel(s, key)) atomicAdd(&bins[LevelBin(level, key)], 1u);
@@ -122,16 +125,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Loads tile `tile`'s keys in blocked order (thread t: entries t*16 .. t*16+15 of the tile).
-template <typename Load>
-__device__ void LoadTileKeys(Load& loader, const float* values, uint64_t first, uint32_t valid,
-                             float (&c)[kItems]) {
-  loader.Load(values + first, c, static_cast<int>(valid), 0.0f);
-}
-
+// Per tile: (key > cutoff, key == cutoff) counts. `stage`: forms c from `values` (the input)
+// and stages it in the memory, as threshold's first pass does; else `values` is c.
 __global__ void __launch_bounds__(kThreads)
-    count_kernel(TopKLayout l, const float* values, const SelectState* state,
-                 unsigned long long* tile_counts) {
+    count_kernel(TopKLayout l, const float* values, SparseFeedback stage,
+                 const SelectState* state, unsigned long long* tile_counts) {
   using BlockReduce = cub::BlockReduce<unsigned long long, kThreads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
   const SelectState s = *state;
@@ -140,17 +138,19 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kItems; ++j) {
     const uint64_t i = first + static_cast<uint64_t>(j) * kThreads + threadIdx.x;  // Striped.
     if (i >= l.n) break;
-    const uint32_t key = MagnitudeKey(values[i]);
+    const uint32_t key = MagnitudeKey(stage.on() ? StageCompensated(stage, values, i) : values[i]);
     counts += key > s.prefix ? (1ull << 32) : (key == s.prefix ? 1ull : 0ull);
   }
   const unsigned long long total = BlockReduce(reduce_storage).Sum(counts);
   if (threadIdx.x == 0) tile_counts[blockIdx.x] = total;
 }
 
+// `count`: threshold's count field (k), null for top-k; `body`: the entries (after the
+// count).
 __global__ void __launch_bounds__(kThreads)
-    select_kernel(TopKLayout l, const float* values, const SelectState* state,
-                  const unsigned long long* tile_offsets, float* residual, float residual_scale,
-                  uint32_t* indices, unsigned char* body) {
+    select_kernel(TopKLayout host_layout, const float* values, const SelectState* state,
+                  const unsigned long long* tile_offsets, SparseFeedback feedback,
+                  const unsigned char* count, uint32_t* indices, unsigned char* body) {
   // Blocked order in registers (thread t: tile entries t*16 .. t*16+15, so each thread's
   // selections are in index order), coalesced in device memory: the transposes go through
   // shared memory.
@@ -162,6 +162,7 @@ __global__ void __launch_bounds__(kThreads)
     typename BlockStore::TempStorage store;
     typename BlockScan::TempStorage scan;
   } storage;
+  const TopKLayout l = CountedLayout(host_layout, count);
   const SelectState s = *state;
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kTile;
   const uint32_t valid = l.n - first < kTile ? static_cast<uint32_t>(l.n - first) : kTile;
@@ -209,23 +210,35 @@ __global__ void __launch_bounds__(kThreads)
       indices[position] = static_cast<uint32_t>(first + local);
       StoreValue(l, body, position, c[j], &decoded);
       ++position;
+      // Momentum factor masking: only selected entries decode to non-zero (k writes).
+      if (feedback.dgc() && DgcMasks(decoded)) feedback.velocity[first + local] = 0.0f;
     }
-    next_residual[j] = NextResidual(residual_scale, c[j], decoded);
+    next_residual[j] = NextMemory(feedback, c[j], decoded);
   }
-  if (residual == nullptr) return;
+  if (!feedback.on()) return;
   __syncthreads();  // The scan's storage is the store's.
-  BlockStore(storage.store).Store(residual + first, next_residual, static_cast<int>(valid));
+  BlockStore(storage.store).Store(feedback.residual + first, next_residual,
+                                  static_cast<int>(valid));
 }
 
-__global__ void pack_kernel(TopKLayout l, const uint32_t* indices, unsigned char* body) {
+__global__ void pack_kernel(TopKLayout host_layout, const unsigned char* count,
+                            const uint32_t* indices, unsigned char* body) {
+  const TopKLayout l = CountedLayout(host_layout, count);
   for (uint64_t g = blockIdx.x * static_cast<uint64_t>(kThreads) + threadIdx.x;
        g < l.index_groups(); g += static_cast<uint64_t>(gridDim.x) * kThreads) {
     PackIndexGroup(l, indices, g, body);
   }
 }
 
-__global__ void check_kernel(TopKLayout l, const unsigned char* body,
-                             unsigned long long* verdict) {
+__global__ void check_kernel(TopKLayout host_layout, const unsigned char* count,
+                             const unsigned char* body, unsigned long long* verdict) {
+  if (count != nullptr) {
+    if (const unsigned long long v = CheckCount(host_layout, count); v != kValid) {
+      if (blockIdx.x == 0 && threadIdx.x == 0) atomicMin(verdict, v);
+      return;
+    }
+  }
+  const TopKLayout l = CountedLayout(host_layout, count);
   for (uint64_t g = blockIdx.x * static_cast<uint64_t>(kThreads) + threadIdx.x;
        g < l.index_groups(); g += static_cast<uint64_t>(gridDim.x) * kThreads) {
     const unsigned long long v = CheckIndexGroup(l, g, body);
@@ -241,18 +254,36 @@ __global__ void zero_kernel(uint64_t n, float* out, const unsigned long long* ve
   }
 }
 
-__global__ void scatter_kernel(TopKLayout l, const unsigned char* body, float* out,
-                               bool accumulate, const unsigned long long* verdict) {
+__global__ void scatter_kernel(TopKLayout host_layout, const unsigned char* count,
+                               const unsigned char* body, float* out, bool accumulate,
+                               const unsigned long long* verdict) {
   if (*verdict != kValid) return;
+  const TopKLayout l = CountedLayout(host_layout, count);
   for (uint64_t g = blockIdx.x * static_cast<uint64_t>(kThreads) + threadIdx.x;
        g < l.index_groups(); g += static_cast<uint64_t>(gridDim.x) * kThreads) {
     ScatterIndexGroup(l, g, body, out, accumulate);
   }
 }
 
-// Carves `temp` (or sizes it, temp == nullptr).
+// threshold: the fixed cutoff, and a zero count for the extra tile its scan sums into the
+// total.
+__global__ void threshold_init_kernel(uint32_t key_floor, SelectState* state,
+                                      unsigned long long* extra_tile) {
+  *state = ThresholdState(key_floor);
+  *extra_tile = 0;
+}
+
+// threshold: the count (the "greater" half of the extra tile's offset) into the body.
+__global__ void store_count_kernel(const unsigned long long* total, unsigned char* body) {
+  StoreCount(body, *total >> 32);
+}
+
+inline uint64_t TilesOf(const TopKLayout& l) { return (l.n + kTile - 1) / kTile; }
+
+// Carves `temp` (or sizes it, temp == nullptr): room to scan one tile more than the chunk has
+// (threshold's total).
 cudaError_t Carve(void* temp, const TopKLayout& l, Scratch* s, size_t* total) {
-  const uint64_t tiles = (l.n + kTile - 1) / kTile;
+  const uint64_t tiles = TilesOf(l) + 1;
   size_t cub_bytes = 0;
   if (const cudaError_t e = cub::DeviceScan::ExclusiveSum(
           nullptr, cub_bytes, static_cast<unsigned long long*>(nullptr),
@@ -290,72 +321,146 @@ cudaError_t Carve(void* temp, const TopKLayout& l, Scratch* s, size_t* total) {
 // Kernel launchers
 // ---------------------------------------------------------------------------------------
 
-cudaError_t EncodeTopK(void* temp, size_t* temp_bytes, const TopKLayout& l, const float* input,
-                       float* residual, float residual_scale, unsigned char* body,
-                       cudaStream_t stream) {
-  Scratch s{};
+#define TAMP_LAUNCH_CHECK()                                                   \
+  do {                                                                        \
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e; \
+  } while (0)
+
+namespace {
+
+// The tile passes after the cutoff is known (state on the device): counts (which stage c
+// when `stage` is on), the scan over `scanned` tiles, threshold's count (`count` non-null),
+// select and pack. `values`: c, or the input when staging.
+cudaError_t SelectTiles(const Scratch& s, const TopKLayout& l, const float* values,
+                        const SparseFeedback& stage, const SparseFeedback& feedback,
+                        uint64_t scanned, unsigned char* count, unsigned char* entries,
+                        cudaStream_t stream) {
+  const uint64_t tiles = TilesOf(l);
+  count_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(l, values, stage, s.state,
+                                                                     s.tile_counts);
+  TAMP_LAUNCH_CHECK();
+  size_t cub_bytes = s.cub_bytes;
+  if (const cudaError_t e = cub::DeviceScan::ExclusiveSum(s.cub_temp, cub_bytes, s.tile_counts,
+                                                          s.tile_offsets,
+                                                          static_cast<int>(scanned), stream);
+      e != cudaSuccess) {
+    return e;
+  }
+  if (count != nullptr) {
+    store_count_kernel<<<1, 1, 0, stream>>>(s.tile_offsets + tiles, count);
+    TAMP_LAUNCH_CHECK();
+  }
+  const float* c = feedback.on() ? feedback.residual : values;
+  select_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
+      l, c, s.state, s.tile_offsets, feedback, count, s.indices, entries);
+  TAMP_LAUNCH_CHECK();
+  pack_kernel<<<GridFor(l.index_groups()), kThreads, 0, stream>>>(l, count, s.indices, entries);
+  TAMP_LAUNCH_CHECK();
+  return cudaSuccess;
+}
+
+// Carves `temp`; *ready is false when the call only sized it (or failed: see the result).
+cudaError_t Prepare(void* temp, size_t* temp_bytes, const TopKLayout& l, Scratch* s,
+                    bool* ready) {
+  *ready = false;
   size_t needed = 0;
-  if (const cudaError_t e = Carve(temp, l, &s, &needed); e != cudaSuccess) return e;
+  if (const cudaError_t e = Carve(temp, l, s, &needed); e != cudaSuccess) return e;
   if (temp == nullptr) {
     *temp_bytes = needed;
     return cudaSuccess;
   }
   if (*temp_bytes < needed) return cudaErrorInvalidValue;
-#define TAMP_LAUNCH_CHECK()                                                \
-  do {                                                                     \
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e; \
-  } while (0)
+  *ready = true;
+  return cudaSuccess;
+}
 
-  const GlobalSource source{input, residual};
-  const float* values = residual != nullptr ? residual : input;  // c, after level 0
+}  // namespace
+
+cudaError_t EncodeTopK(void* temp, size_t* temp_bytes, const TopKLayout& l, const float* input,
+                       const SparseFeedback& feedback, unsigned char* body,
+                       cudaStream_t stream) {
+  Scratch s{};
+  bool ready;
+  if (const cudaError_t e = Prepare(temp, temp_bytes, l, &s, &ready); e != cudaSuccess || !ready) {
+    return e;
+  }
   init_kernel<<<1, kThreads, 0, stream>>>(s.histogram, s.state);
   TAMP_LAUNCH_CHECK();
   for (int level = 0; level < kTopKLevels; ++level) {
-    histogram_kernel<<<GridFor(l.n), kThreads, 0, stream>>>(level, l, source, residual, s.state,
+    histogram_kernel<<<GridFor(l.n), kThreads, 0, stream>>>(level, l, input, feedback, s.state,
                                                             s.histogram);
     TAMP_LAUNCH_CHECK();
     find_kernel<<<1, kThreads, 0, stream>>>(level, l.k, s.histogram, s.state);
     TAMP_LAUNCH_CHECK();
   }
-  const uint64_t tiles = (l.n + kTile - 1) / kTile;
-  count_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(l, values, s.state,
-                                                                     s.tile_counts);
-  TAMP_LAUNCH_CHECK();
-  size_t cub_bytes = s.cub_bytes;
-  if (const cudaError_t e = cub::DeviceScan::ExclusiveSum(s.cub_temp, cub_bytes, s.tile_counts,
-                                                          s.tile_offsets, static_cast<int>(tiles),
-                                                          stream);
-      e != cudaSuccess) {
-    return e;
-  }
-  select_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
-      l, values, s.state, s.tile_offsets, residual, residual_scale, s.indices, body);
-  TAMP_LAUNCH_CHECK();
-  pack_kernel<<<GridFor(l.index_groups()), kThreads, 0, stream>>>(l, s.indices, body);
-  TAMP_LAUNCH_CHECK();
-#undef TAMP_LAUNCH_CHECK
-  return cudaSuccess;
+  const float* c = feedback.on() ? feedback.residual : input;  // Staged by level 0.
+  return SelectTiles(s, l, c, SparseFeedback{}, feedback, TilesOf(l), nullptr, body, stream);
 }
 
-cudaError_t CheckTopK(const TopKLayout& l, const unsigned char* body,
-                      unsigned long long* verdict, cudaStream_t stream) {
+cudaError_t EncodeThreshold(void* temp, size_t* temp_bytes, const TopKLayout& l,
+                            uint32_t key_floor, const float* input,
+                            const SparseFeedback& feedback, unsigned char* body,
+                            cudaStream_t stream) {
+  Scratch s{};
+  bool ready;
+  if (const cudaError_t e = Prepare(temp, temp_bytes, l, &s, &ready); e != cudaSuccess || !ready) {
+    return e;
+  }
+  const uint64_t tiles = TilesOf(l);
+  threshold_init_kernel<<<1, 1, 0, stream>>>(key_floor, s.state, s.tile_counts + tiles);
+  TAMP_LAUNCH_CHECK();
+  return SelectTiles(s, l, input, feedback, feedback, tiles + 1, body, body + kCountBytes,
+                     stream);
+}
+
+#undef TAMP_LAUNCH_CHECK
+
+namespace {
+
+cudaError_t CheckEntries(const TopKLayout& l, const unsigned char* count,
+                         const unsigned char* entries, unsigned long long* verdict,
+                         cudaStream_t stream) {
   if (const cudaError_t e = cudaMemsetAsync(verdict, 0xff, sizeof(*verdict), stream);
       e != cudaSuccess) {
     return e;
   }
-  check_kernel<<<GridFor(l.index_groups()), kThreads, 0, stream>>>(l, body, verdict);
+  check_kernel<<<GridFor(l.index_groups()), kThreads, 0, stream>>>(l, count, entries, verdict);
   return cudaGetLastError();
 }
 
-cudaError_t DecodeTopK(const TopKLayout& l, const unsigned char* body, float* out,
-                       bool accumulate, const unsigned long long* verdict, cudaStream_t stream) {
+cudaError_t DecodeEntries(const TopKLayout& l, const unsigned char* count,
+                          const unsigned char* entries, float* out, bool accumulate,
+                          const unsigned long long* verdict, cudaStream_t stream) {
   if (!accumulate) {
     zero_kernel<<<GridFor(l.n), kThreads, 0, stream>>>(l.n, out, verdict);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  scatter_kernel<<<GridFor(l.index_groups()), kThreads, 0, stream>>>(l, body, out, accumulate,
-                                                                     verdict);
+  scatter_kernel<<<GridFor(l.index_groups()), kThreads, 0, stream>>>(l, count, entries, out,
+                                                                     accumulate, verdict);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t CheckTopK(const TopKLayout& l, const unsigned char* body,
+                      unsigned long long* verdict, cudaStream_t stream) {
+  return CheckEntries(l, nullptr, body, verdict, stream);
+}
+
+cudaError_t DecodeTopK(const TopKLayout& l, const unsigned char* body, float* out,
+                       bool accumulate, const unsigned long long* verdict, cudaStream_t stream) {
+  return DecodeEntries(l, nullptr, body, out, accumulate, verdict, stream);
+}
+
+cudaError_t CheckThreshold(const TopKLayout& l, const unsigned char* body,
+                           unsigned long long* verdict, cudaStream_t stream) {
+  return CheckEntries(l, body, body + kCountBytes, verdict, stream);
+}
+
+cudaError_t DecodeThreshold(const TopKLayout& l, const unsigned char* body, float* out,
+                            bool accumulate, const unsigned long long* verdict,
+                            cudaStream_t stream) {
+  return DecodeEntries(l, body, body + kCountBytes, out, accumulate, verdict, stream);
 }
 
 }  // namespace tamp::compress::cuda_internal

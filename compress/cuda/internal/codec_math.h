@@ -133,6 +133,7 @@ enum QuantReason : uint32_t {
   kReasonCodeThree = 6,        // terngrad code 3.
   kReasonIndexRange = 7,       // topk index >= n.
   kReasonIndexOrder = 8,       // topk indices not strictly increasing.
+  kReasonCountRange = 9,       // threshold count exceeds n.
 };
 inline constexpr unsigned long long kValid = ~0ull;
 

@@ -1,5 +1,5 @@
-// Raw launchers of compress/cuda/quantize.cu, topk.cu, randomblock.cu and randomk.cu. Internal to
-// compress/cuda/: use compress/cuda/device_codec.h.
+// Raw launchers of compress/cuda/quantize.cu, topk.cu (top-k and threshold), randomblock.cu
+// and randomk.cu. Internal to compress/cuda/: use compress/cuda/device_codec.h.
 //
 // CUB's conventions: host functions that enqueue kernels on `stream` and return
 // cudaError_t (the launch's; faults surface at the next synchronising call). Those that need
@@ -50,12 +50,12 @@ cudaError_t DecodeQuant(const QuantLayout& layout, const unsigned char* body, fl
 // topk (layout: topk_agent.h)
 // ---------------------------------------------------------------------------------------
 
-// Selects the layout.k largest magnitudes of c = input (+ residual) exactly as
-// compress/select.h does and writes the body; with `residual`, residual = residual_scale *
-// (c - decode(body)) (c is staged in `residual` meanwhile).
+// Selects the layout.k largest magnitudes of c = input, or input with `feedback`'s memory
+// (topk_agent.h SparseFeedback), exactly as compress/select.h does and writes the body; the
+// memory is then what it keeps (c is staged in it meanwhile).
 cudaError_t EncodeTopK(void* temp, size_t* temp_bytes, const TopKLayout& layout,
-                       const float* input, float* residual, float residual_scale,
-                       unsigned char* body, cudaStream_t stream);
+                       const float* input, const SparseFeedback& feedback, unsigned char* body,
+                       cudaStream_t stream);
 
 // Checks the indices (range, strictly increasing, zero padding) into *verdict.
 cudaError_t CheckTopK(const TopKLayout& layout, const unsigned char* body,
@@ -65,6 +65,28 @@ cudaError_t CheckTopK(const TopKLayout& layout, const unsigned char* body,
 // kValid.
 cudaError_t DecodeTopK(const TopKLayout& layout, const unsigned char* body, float* out,
                        bool accumulate, const unsigned long long* verdict, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// threshold (layout: topk_agent.h with k = n, the most entries a body can hold)
+// ---------------------------------------------------------------------------------------
+
+// Writes the body (count, then the entries whose MagnitudeKey(c) > key_floor:
+// ThresholdCodec::KeyFloor()) of c as EncodeTopK() forms it, with the same memory. The
+// body's length follows from its count (ThresholdBodyBytes()); scratch as EncodeTopK()'s.
+cudaError_t EncodeThreshold(void* temp, size_t* temp_bytes, const TopKLayout& layout,
+                            uint32_t key_floor, const float* input,
+                            const SparseFeedback& feedback, unsigned char* body,
+                            cudaStream_t stream);
+
+// Checks the count (<= n), then the entries as CheckTopK() does. The body's length must
+// have been checked against its count (the device cannot).
+cudaError_t CheckThreshold(const TopKLayout& layout, const unsigned char* body,
+                           unsigned long long* verdict, cudaStream_t stream);
+
+// As DecodeTopK(), for the body's count of entries.
+cudaError_t DecodeThreshold(const TopKLayout& layout, const unsigned char* body, float* out,
+                            bool accumulate, const unsigned long long* verdict,
+                            cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------
 // randomblock (layout: randomblock_agent.h)

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -79,6 +80,22 @@ inline std::vector<SpecCase> AllSpecs() {
     spec.set_fp16_values(fp16);
     cases.push_back({fp16 ? "dgc_r1_fp16" : "dgc_r1", spec});
   }
+  // Thresholds that select some, none but the infinities and NaNs, and every non-zero; at
+  // the ties' magnitude 0.125 (not sent: |x| must exceed it) and a double just below it
+  // (rounded down to the float below 0.125, so the ties are sent).
+  for (const auto& [label, threshold, fp16] : std::vector<std::tuple<std::string, double, bool>>{
+           {"threshold_t5", 0.05, false},
+           {"threshold_t5_fp16", 0.05, true},
+           {"threshold_at_ties", 0.125, false},
+           {"threshold_below_ties", 0.125 - 1e-12, false},
+           {"threshold_none", 1e30, false},
+           {"threshold_all", 1e-300, false},
+           {"threshold_all_fp16", 1e-300, true}}) {
+    config::Codec spec = NamedSpec("threshold");
+    spec.set_threshold(threshold);
+    spec.set_fp16_values(fp16);
+    cases.push_back({label, spec});
+  }
   for (const double ratio : {0.01, 0.3, 1.0}) {
     for (const bool fp16 : {false, true}) {
       config::Codec spec = NamedSpec("randomk");
@@ -99,6 +116,30 @@ inline std::vector<SpecCase> AllSpecs() {
                                     blocks == 4 ? "_fp16" : ""),
                        spec});
     }
+  }
+  return cases;
+}
+
+// The codecs whose encode fuses DGC_MOMENTUM (DeviceCodec::FusesDgcMomentum()), with
+// parameters where some selected values decode to 0 (fp16 underflow, zeros when everything
+// is sent) and so are not masked.
+inline std::vector<SpecCase> DgcMomentumSpecs() {
+  std::vector<SpecCase> cases;
+  for (const auto& [label, ratio, fp16] : std::vector<std::tuple<std::string, double, bool>>{
+           {"topk_r1", 0.01, false}, {"topk_r30_fp16", 0.3, true}, {"topk_r100_fp16", 1.0, true}}) {
+    config::Codec spec = NamedSpec("topk");
+    spec.set_ratio(ratio);
+    spec.set_fp16_values(fp16);
+    cases.push_back({label, spec});
+  }
+  config::Codec dgc = NamedSpec("dgc");
+  dgc.set_ratio(0.01);
+  cases.push_back({"dgc_r1", dgc});
+  for (const bool fp16 : {false, true}) {
+    config::Codec spec = NamedSpec("threshold");
+    spec.set_threshold(0.05);
+    spec.set_fp16_values(fp16);
+    cases.push_back({fp16 ? "threshold_t5_fp16" : "threshold_t5", spec});
   }
   return cases;
 }

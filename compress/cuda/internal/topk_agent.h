@@ -13,6 +13,15 @@
 //   3. each tile writes its selected indices and values in index order (block scans).
 // Body (compress/topk.h): k indices of IndexBits(n) bits (PackCodes order, zero-padded to a
 // byte), then k values, fp32 or fp16 (sparse.h FloatToHalf(): saturating), unaligned.
+//
+// threshold (compress/threshold.h) is the same machinery with a fixed cutoff: the state is
+// ThresholdState() (every key above the floor, no ties taken) instead of the histograms', and
+// its body is an 8-byte count c followed by exactly a top-k body with k = c. Its passes read
+// c from that count field (CountedLayout()), which the encode writes after the tile scan.
+//
+// Error feedback (compress/error_feedback.h) is fused through SparseFeedback: the first pass
+// over the input stages what is encoded in the memory, the select pass leaves there what the
+// memory keeps, RESIDUAL's residual or DGC_MOMENTUM's v (with its u).
 #ifndef TAMP_COMPRESS_CUDA_INTERNAL_TOPK_AGENT_H_
 #define TAMP_COMPRESS_CUDA_INTERNAL_TOPK_AGENT_H_
 
@@ -94,6 +103,94 @@ TAMP_HD void FindBin(const uint32_t* histogram, uint32_t bins, uint64_t rank, ui
   }
   *bin = 0;
   *bin_above = above;
+}
+
+// ---------------------------------------------------------------------------------------
+// threshold: the count field
+// ---------------------------------------------------------------------------------------
+
+inline constexpr uint64_t kCountBytes = 8;  // ThresholdCodec::kCountBytes
+
+// The selection of ThresholdCodec: keys above `key_floor` (ThresholdCodec::KeyFloor()), as the
+// state after top-k's histograms with prefix = key_floor and no ties.
+TAMP_HD SelectState ThresholdState(uint32_t key_floor) { return SelectState{key_floor, 0, 0, 0}; }
+
+// The count, little-endian uint64 at the start of a 4-byte aligned body.
+TAMP_HD void StoreCount(unsigned char* body, uint64_t count) {
+  reinterpret_cast<uint32_t*>(body)[0] = static_cast<uint32_t>(count);
+  reinterpret_cast<uint32_t*>(body)[1] = static_cast<uint32_t>(count >> 32);
+}
+TAMP_HD uint64_t LoadCount(const unsigned char* body) {
+  return reinterpret_cast<const uint32_t*>(body)[0] |
+         (static_cast<uint64_t>(reinterpret_cast<const uint32_t*>(body)[1]) << 32);
+}
+
+// The layout of the entries a pass works on: `l` itself for top-k (count == null), else `l`
+// with k = the count in `count` (threshold; the host's layout has k = n, the most there can
+// be, which sizes the grids).
+TAMP_HD TopKLayout CountedLayout(const TopKLayout& l, const unsigned char* count) {
+  if (count == nullptr) return l;
+  TopKLayout counted = l;
+  counted.k = LoadCount(count);
+  return counted;
+}
+
+// threshold's whole body for `count` entries: ThresholdCodec::PayloadBytes() - header.
+TAMP_HD uint64_t ThresholdBodyBytes(const TopKLayout& l, uint64_t count) {
+  TopKLayout counted = l;
+  counted.k = count;
+  return kCountBytes + counted.body_bytes();
+}
+
+// kValid, or why a count cannot be read further (it exceeds n: ThresholdCodec's check).
+TAMP_HD unsigned long long CheckCount(const TopKLayout& l, const unsigned char* count) {
+  return LoadCount(count) <= l.n ? kValid : Verdict(0, kReasonCountRange);
+}
+
+// ---------------------------------------------------------------------------------------
+// Fused error feedback
+// ---------------------------------------------------------------------------------------
+
+// The memory of compress/error_feedback.h in device memory (n values each), fused into the
+// encode of a sparse codec:
+//   RESIDUAL      residual set, velocity null:  c = g + r;  r = s * (c - decoded)
+//   DGC_MOMENTUM  both set:  u = m * u + g;  v = v + u;  c = v;  where decoded != 0 (NaN
+//                 counts as sent): u = v = 0 (momentum factor masking), elsewhere both kept
+//   none          residual null.
+// decoded is what the receiver decodes for the element: its sent value, 0 when not sent.
+struct SparseFeedback {
+  float* residual = nullptr;  // RESIDUAL's residual or DGC_MOMENTUM's v.
+  float* velocity = nullptr;  // DGC_MOMENTUM's u.
+  float scale = 1.0f;         // RESIDUAL
+  float momentum = 0.0f;      // DGC_MOMENTUM
+
+  TAMP_HD bool on() const { return residual != nullptr; }
+  TAMP_HD bool dgc() const { return velocity != nullptr; }
+};
+
+// Element i's c, in the order error_feedback.cc computes it, staged in the memory
+// (residual[i] = c; velocity[i] = the new u).
+TAMP_HD float StageCompensated(const SparseFeedback& f, const float* input, uint64_t i) {
+  float c;
+  if (f.dgc()) {
+    const float u = AddRn(MulRn(f.momentum, f.velocity[i]), input[i]);
+    f.velocity[i] = u;
+    c = AddRn(f.residual[i], u);
+  } else {
+    c = Compensate(input[i], f.residual[i]);
+  }
+  f.residual[i] = c;
+  return c;
+}
+
+// Whether DGC_MOMENTUM zeroes an element's u and v: what the receiver decodes is not 0.
+TAMP_HD bool DgcMasks(float decoded) { return decoded != 0.0f; }
+
+// What the memory keeps of staged c once `decoded` has been sent (the residual or v; for
+// DGC_MOMENTUM the caller also zeroes u where DgcMasks(decoded)).
+TAMP_HD float NextMemory(const SparseFeedback& f, float c, float decoded) {
+  if (f.dgc()) return DgcMasks(decoded) ? 0.0f : c;
+  return NextResidual(f.scale, c, decoded);
 }
 
 // Value j of the body's value array, and storing it (bytewise: the array is unaligned).

@@ -1,0 +1,435 @@
+// Host emulation of the GPU codecs' kernels: the agents of compress/cuda/internal/*_agent.h
+// run thread after thread, in the order of the kernels' phases (quantize.cu, topk.cu,
+// randomblock.cu, randomk.cu). Emulated is one DeviceCodec, as DeviceCodec::Create() maps a
+// spec. Internal, testonly: compress/cuda/emulation_test.cc compares it with the CPU codecs.
+//
+// Single-threaded; each call owns its scratch. What it cannot show is the CUDA plumbing
+// (grids, shared memory, barriers, CUB): device_codec_test.cc runs the kernels on a GPU.
+#ifndef TAMP_COMPRESS_CUDA_INTERNAL_EMULATION_H_
+#define TAMP_COMPRESS_CUDA_INTERNAL_EMULATION_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "base/philox.h"
+#include "compress/cuda/internal/quantize_agent.h"
+#include "compress/cuda/internal/randomblock_agent.h"
+#include "compress/cuda/internal/randomk_agent.h"
+#include "compress/cuda/internal/topk_agent.h"
+#include "compress/randomk.h"
+#include "compress/signum.h"
+#include "compress/sparse.h"
+#include "compress/threshold.h"
+#include "compress/topk.h"
+#include "proto/config.pb.h"
+
+namespace tamp::compress::cuda_internal {
+
+// A 4-byte aligned byte buffer (the kernels' bodies are cudaMalloc'd).
+class Body {
+ public:
+  explicit Body(size_t bytes) : words_((bytes + 3) / 4 + 1, 0), bytes_(bytes) {}
+  unsigned char* data() { return reinterpret_cast<unsigned char*>(words_.data()); }
+  std::string str() { return str(bytes_); }
+  std::string str(size_t bytes) {
+    return std::string(reinterpret_cast<const char*>(data()), bytes);
+  }
+  void Set(absl::string_view bytes) { std::memcpy(data(), bytes.data(), bytes.size()); }
+
+ private:
+  std::vector<uint32_t> words_;
+  size_t bytes_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Emulated kernels
+// ---------------------------------------------------------------------------------------
+
+// encode_tile_kernel of quantize.cu, block by block: stage the tile, (fused) bucket stats
+// from it, the groups' codes and residuals into it, the residuals back.
+inline void EmulateEncodeTiles(const QuantLayout& l, const RandomKey& key,
+                               const GlobalSource& source, float* residual, float residual_scale,
+                               float* state, unsigned char* body) {
+  std::vector<float> tile(kTilePadded);
+  for (uint64_t first = 0; first < l.n; first += kFusedTile) {
+    const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(kFusedTile, l.n - first));
+    for (uint32_t j = 0; j < length; ++j) tile[Padded(j)] = source(first + j);
+    const TileValues values{tile.data(), first};
+    if (UsesFusedStats(l)) {
+      const uint64_t bucket0 = first / l.bucket_size;
+      const uint32_t buckets = (length + l.bucket_size - 1) / l.bucket_size;
+      std::vector<LaneStat> lanes(8 * buckets);
+      for (uint32_t p = 0; p < 8 * buckets; ++p) {
+        const uint64_t b = bucket0 + p / 8;
+        const BucketView<TileValues> view{&values, b * l.bucket_size};
+        lanes[p] = BucketLaneStat(l, view, BucketLength(l, b), static_cast<int>(p % 8));
+      }
+      for (uint32_t lb = 0; lb < buckets; ++lb) {
+        StoreBucketStats(l, lanes.data() + 8 * lb, bucket0 + lb, body);
+      }
+    }
+    for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
+      EncodeGroup(l, key, g, values, residual != nullptr, residual_scale, state, body);
+    }
+    if (residual == nullptr) continue;
+    for (uint32_t j = 0; j < length; ++j) residual[first + j] = tile[Padded(j)];
+  }
+}
+
+// chunk_segments_kernel and chunk_tree_kernel of quantize.cu: the whole chunk's partial.
+inline ChunkPartial EmulateChunkStats(const QuantLayout& l, const GlobalSource& source) {
+  std::vector<ChunkPartial> a(NumSegments(l)), b(NumSegments(l));
+  for (uint64_t segment = 0; segment < NumSegments(l); ++segment) {  // chunk_segments_kernel
+    TernLane tern[8];
+    EfSignPartial ef[16];
+    for (int lane = 0; lane < ChunkLanes(l); ++lane) {
+      if (l.kind == QuantKind::kTernGrad) {
+        tern[lane] = TernSegmentLane(l, source, segment, lane, static_cast<double>(source(0)));
+      } else {
+        ef[lane] = EfSignSegmentLane(l, source, segment, lane);
+      }
+    }
+    a[segment] = SegmentPartial(l, tern, ef);
+  }
+  const AddChunkPartials add{l.kind == QuantKind::kTernGrad};  // chunk_tree_kernel
+  for (uint64_t m = NumSegments(l); m > 1; m = (m + 1) / 2) {
+    for (uint64_t i = 0; i < (m + 1) / 2; ++i) PairwiseStep(a.data(), b.data(), m, i, add);
+    std::swap(a, b);
+  }
+  return a[0];
+}
+
+// EncodeQuant() of quantize.cu, phase by phase.
+inline void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const float* input,
+                               float* residual, float residual_scale, float* state,
+                               unsigned char* body) {
+  const GlobalSource source{input, residual};
+  if ((l.kind == QuantKind::kQsgd || l.kind == QuantKind::kMaxMin) && !UsesFusedStats(l)) {
+    std::vector<LaneStat> lanes(8 * l.buckets);  // bucket_lanes_kernel, bucket_stats_kernel
+    for (uint64_t p = 0; p < 8 * l.buckets; ++p) {
+      const uint64_t b = p / 8;
+      const BucketView<GlobalSource> view{&source, b * l.bucket_size};
+      lanes[p] = BucketLaneStat(l, view, BucketLength(l, b), static_cast<int>(p % 8));
+    }
+    for (uint64_t b = 0; b < l.buckets; ++b) StoreBucketStats(l, lanes.data() + 8 * b, b, body);
+  }
+  if (l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign) {
+    StoreChunkScale(l, EmulateChunkStats(l, source), body);
+  }
+  EmulateEncodeTiles(l, key, source, residual, residual_scale, state, body);  // encode_tile
+}
+
+// decode_tile_kernel of quantize.cu, block by block.
+inline void EmulateDecodeTiles(const QuantLayout& l, const unsigned char* body, float* out,
+                               bool accumulate) {
+  std::vector<float> tile(kTilePadded);
+  for (uint64_t first = 0; first < l.n; first += kFusedTile) {
+    const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(kFusedTile, l.n - first));
+    if (accumulate) {
+      for (uint32_t j = 0; j < length; ++j) tile[Padded(j)] = out[first + j];
+    }
+    for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
+      DecodeGroup(l, g, body, TileValues{tile.data(), first}, accumulate);
+    }
+    for (uint32_t j = 0; j < length; ++j) out[first + j] = tile[Padded(j)];
+  }
+}
+
+inline unsigned long long EmulateCheckQuant(const QuantLayout& l, const unsigned char* body) {
+  unsigned long long verdict = kValid;
+  for (uint64_t g = 0; g < l.groups(); ++g) verdict = std::min(verdict, CheckGroup(l, g, body));
+  for (uint64_t b = 0; b < NumStats(l); ++b) verdict = std::min(verdict, CheckStat(l, body, b));
+  return std::min(verdict, CheckPadding(l, body));
+}
+
+// SelectTiles() of topk.cu, once the cutoff is in `s`: the tile counts (which stage c in
+// the memory when `stage` is on), the scan (one tile more: its offset is threshold's
+// count), threshold's count into `count` (null for top-k), select, pack.
+inline void EmulateSelectTiles(const TopKLayout& host_layout, const float* values,
+                               const SparseFeedback& stage, const SparseFeedback& feedback,
+                               const SelectState& s, unsigned char* count, unsigned char* entries) {
+  constexpr uint64_t kTile = 4096;
+  const uint64_t n = host_layout.n;
+  const uint64_t tiles = (n + kTile - 1) / kTile;
+  std::vector<unsigned long long> counts(tiles + 1, 0), offsets(tiles + 1, 0);
+  for (uint64_t i = 0; i < n; ++i) {  // count_kernel
+    const uint32_t key = MagnitudeKey(stage.on() ? StageCompensated(stage, values, i) : values[i]);
+    counts[i / kTile] += key > s.prefix ? (1ull << 32) : (key == s.prefix ? 1ull : 0ull);
+  }
+  for (uint64_t t = 1; t <= tiles; ++t) offsets[t] = offsets[t - 1] + counts[t - 1];
+  if (count != nullptr) StoreCount(count, offsets[tiles] >> 32);  // store_count_kernel
+  const TopKLayout l = CountedLayout(host_layout, count);
+  const float* c_values = feedback.on() ? feedback.residual : values;
+  std::vector<uint32_t> indices(l.k);
+  for (uint64_t t = 0; t < tiles; ++t) {  // select_kernel
+    const uint64_t eq_before = offsets[t] & 0xffffffffull;
+    uint64_t eq_rank = eq_before;
+    uint64_t position = (offsets[t] >> 32) + std::min<uint64_t>(eq_before, s.ties);
+    for (uint64_t i = t * kTile; i < std::min(n, (t + 1) * kTile); ++i) {
+      const float c = c_values[i];
+      const uint32_t key = MagnitudeKey(c);
+      bool take = key > s.prefix;
+      if (key == s.prefix) take = eq_rank++ < s.ties;
+      float decoded = 0.0f;
+      if (take) {
+        indices[position] = static_cast<uint32_t>(i);
+        StoreValue(l, entries, position, c, &decoded);
+        ++position;
+        if (feedback.dgc() && DgcMasks(decoded)) feedback.velocity[i] = 0.0f;
+      }
+      if (feedback.on()) feedback.residual[i] = NextMemory(feedback, c, decoded);
+    }
+  }
+  for (uint64_t g = 0; g < l.index_groups(); ++g) PackIndexGroup(l, indices.data(), g, entries);
+}
+
+// EncodeTopK() of topk.cu, pass by pass (the tile passes sequentially, same formulas).
+inline void EmulateEncodeTopK(const TopKLayout& l, const float* input,
+                              const SparseFeedback& feedback, unsigned char* body) {
+  for (uint64_t i = 0; i < l.n && feedback.on(); ++i) StageCompensated(feedback, input, i);
+  const float* values = feedback.on() ? feedback.residual : input;
+  SelectState s = InitialSelectState();
+  for (int level = 0; level < kTopKLevels; ++level) {
+    std::vector<uint32_t> histogram(kTopKBins, 0);
+    for (uint64_t i = 0; i < l.n; ++i) {
+      const uint32_t key = MagnitudeKey(values[i]);
+      if (InLevel(s, key)) ++histogram[LevelBin(level, key)];
+    }
+    uint32_t bin;
+    uint64_t bin_above;
+    FindBin(histogram.data(), LevelMask(level) + 1, l.k - s.above, &bin, &bin_above);
+    AdvanceSelect(&s, level, bin, bin_above, l.k);
+  }
+  EmulateSelectTiles(l, values, SparseFeedback{}, feedback, s, nullptr, body);
+}
+
+// EncodeThreshold() of topk.cu: the tile passes with the fixed cutoff.
+inline void EmulateEncodeThreshold(const TopKLayout& l, uint32_t key_floor, const float* input,
+                                   const SparseFeedback& feedback, unsigned char* body) {
+  EmulateSelectTiles(l, input, feedback, feedback, ThresholdState(key_floor), body,
+                     body + kCountBytes);
+}
+
+// CheckTopK(), CheckThreshold() (count: the body's count field, null for top-k).
+inline unsigned long long EmulateCheckEntries(const TopKLayout& host_layout,
+                                              const unsigned char* count,
+                                              const unsigned char* entries) {
+  if (count != nullptr && CheckCount(host_layout, count) != kValid) {
+    return CheckCount(host_layout, count);
+  }
+  const TopKLayout l = CountedLayout(host_layout, count);
+  unsigned long long verdict = kValid;
+  for (uint64_t g = 0; g < l.index_groups(); ++g) {
+    verdict = std::min(verdict, CheckIndexGroup(l, g, entries));
+  }
+  return verdict;
+}
+
+// DecodeTopK(), DecodeThreshold().
+inline void EmulateDecodeEntries(const TopKLayout& host_layout, const unsigned char* count,
+                                 const unsigned char* entries, float* out, bool accumulate) {
+  const TopKLayout l = CountedLayout(host_layout, count);
+  if (!accumulate) std::fill(out, out + l.n, 0.0f);
+  for (uint64_t g = 0; g < l.index_groups(); ++g) {
+    ScatterIndexGroup(l, g, entries, out, accumulate);
+  }
+}
+
+// EncodeRandomBlock() and DecodeRandomBlock() of randomblock.cu.
+inline std::vector<uint64_t> EmulateBlockStarts(const RandomBlockLayout& l, const RandomKey& key) {
+  std::vector<uint64_t> starts(l.blocks);
+  for (uint64_t s = 0; s < l.blocks; ++s) starts[s] = BlockStart(l, key, s);
+  return starts;
+}
+
+inline void EmulateEncodeRandomBlock(const RandomBlockLayout& l, const RandomKey& key,
+                                     const float* input, float* residual, float residual_scale,
+                                     unsigned char* body) {
+  const std::vector<uint64_t> starts = EmulateBlockStarts(l, key);
+  if (residual == nullptr) {  // encode_entries_kernel
+    for (uint64_t j = 0; j < l.entries(); ++j) {
+      float decoded;
+      StoreSparseValue(l.fp16_values, body, j, input[ElementOf(l, starts.data(), j)], &decoded);
+    }
+    return;
+  }
+  const GlobalSource source{input, residual};  // encode_elements_kernel
+  for (uint64_t i = 0; i < l.n; ++i) {
+    residual[i] = EncodeBlockElement(l, starts.data(), i, source(i), residual_scale, body);
+  }
+}
+
+inline void EmulateDecodeRandomBlock(const RandomBlockLayout& l, const RandomKey& key,
+                                     const unsigned char* body, float* out, bool accumulate) {
+  const std::vector<uint64_t> starts = EmulateBlockStarts(l, key);
+  if (accumulate) {  // decode_entries_kernel
+    for (uint64_t j = 0; j < l.entries(); ++j) {
+      const uint64_t i = ElementOf(l, starts.data(), j);
+      out[i] = AddRn(out[i], LoadSparseValue(l.fp16_values, body, j));
+    }
+    return;
+  }
+  for (uint64_t i = 0; i < l.n; ++i) {  // decode_elements_kernel
+    out[i] = DecodeBlockElement(l, starts.data(), body, i, 0.0f, false);
+  }
+}
+
+// EncodeRandomK() and DecodeRandomK() of randomk.cu, with the host's positions.
+inline std::vector<uint32_t> RandomKPositions(const RandomKLayout& l, const RandomKey& key) {
+  const absl::Span<const size_t> drawn = RandomKCodec::Positions(key, l.n, l.k);
+  return std::vector<uint32_t>(drawn.begin(), drawn.end());
+}
+
+inline void EmulateEncodeRandomK(const RandomKLayout& l, const RandomKey& key, const float* input,
+                                 float* residual, float residual_scale, unsigned char* body) {
+  const std::vector<uint32_t> positions = RandomKPositions(l, key);
+  std::vector<uint32_t> taken(l.bitmap_words(), 0);
+  const GlobalSource source{input, residual};
+  for (uint64_t j = 0; j < l.k; ++j) {  // encode_entries_kernel
+    EncodeRandomKEntry(l, positions.data(), j, source, residual, residual_scale, taken.data(),
+                       body);
+  }
+  if (residual == nullptr) return;
+  for (uint64_t i = 0; i < l.n; ++i) {  // encode_rest_kernel
+    EncodeRandomKRest(i, source, residual, residual_scale, taken.data());
+  }
+}
+
+inline void EmulateDecodeRandomK(const RandomKLayout& l, const RandomKey& key,
+                                 const unsigned char* body, float* out, bool accumulate) {
+  const std::vector<uint32_t> positions = RandomKPositions(l, key);
+  if (!accumulate) std::fill(out, out + l.n, 0.0f);
+  for (uint64_t j = 0; j < l.k; ++j) {
+    DecodeRandomKEntry(l, positions.data(), j, body, out, accumulate);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// One codec instance, emulated
+// ---------------------------------------------------------------------------------------
+
+struct Emulated {
+  bool topk = false;
+  bool threshold = false;  // With `top` (k = n) and key_floor.
+  uint32_t key_floor = 0;
+  bool randomblock = false;
+  bool randomk = false;
+  QuantLayout quant;
+  TopKLayout top;
+  RandomBlockLayout blocks;
+  RandomKLayout random;
+  mutable std::vector<float> state;  // signum's momentum, stepped by every Encode.
+
+  // The largest body (DeviceCodec::BodyBytes()), and the length of an encoded one.
+  size_t body_bytes() const {
+    if (randomblock) return blocks.body_bytes();
+    if (randomk) return random.body_bytes();
+    if (threshold) return ThresholdBodyBytes(top, top.n);
+    return topk ? top.body_bytes() : quant.body_bytes();
+  }
+  size_t EncodedBytes(const unsigned char* body) const {
+    return threshold ? ThresholdBodyBytes(top, LoadCount(body)) : body_bytes();
+  }
+  // With `feedback`: RESIDUAL for every codec (its residual and scale), DGC_MOMENTUM for
+  // the sparse ones (DeviceCodec::FusesDgcMomentum()).
+  void Encode(const RandomKey& key, const float* input, const SparseFeedback& feedback,
+              unsigned char* body) const {
+    float* residual = feedback.residual;
+    const float s = feedback.scale;
+    if (randomk) {
+      EmulateEncodeRandomK(random, key, input, residual, s, body);
+    } else if (randomblock) {
+      EmulateEncodeRandomBlock(blocks, key, input, residual, s, body);
+    } else if (threshold) {
+      EmulateEncodeThreshold(top, key_floor, input, feedback, body);
+    } else if (topk) {
+      EmulateEncodeTopK(top, input, feedback, body);
+    } else {
+      EmulateEncodeQuant(quant, key, input, residual, s, state.data(), body);
+    }
+  }
+  // Whether a body of `length` bytes is accepted: DeviceCodec::CheckedBody()'s length check
+  // on the host (threshold's count), then the device's.
+  bool Accepts(const unsigned char* body, size_t length) const {
+    if (threshold) {
+      if (length < kCountBytes || LoadCount(body) > top.n) return false;
+      if (length != ThresholdBodyBytes(top, LoadCount(body))) return false;
+      return EmulateCheckEntries(top, body, body + kCountBytes) == kValid;
+    }
+    if (length != body_bytes()) return false;
+    if (randomblock || randomk) return true;  // Every body of the right length.
+    return (topk ? EmulateCheckEntries(top, nullptr, body) : EmulateCheckQuant(quant, body)) ==
+           kValid;
+  }
+  void Decode(const RandomKey& key, const unsigned char* body, float* out, bool accumulate) const {
+    if (randomk) {
+      EmulateDecodeRandomK(random, key, body, out, accumulate);
+    } else if (randomblock) {
+      EmulateDecodeRandomBlock(blocks, key, body, out, accumulate);
+    } else if (threshold) {
+      EmulateDecodeEntries(top, body, body + kCountBytes, out, accumulate);
+    } else if (topk) {
+      EmulateDecodeEntries(top, nullptr, body, out, accumulate);
+    } else {
+      EmulateDecodeTiles(quant, body, out, accumulate);
+    }
+  }
+};
+
+// As DeviceCodec::Create() maps a spec.
+inline Emulated MakeEmulated(const config::Codec& spec, size_t n) {
+  Emulated e;
+  const std::string& name = spec.name();
+  if (name == "none") e.quant = MakeQuantLayout(QuantKind::kNone, n);
+  if (name == "fp16") e.quant = MakeQuantLayout(QuantKind::kFp16, n);
+  if (name == "bf16") e.quant = MakeQuantLayout(QuantKind::kBf16, n);
+  if (name == "natural") e.quant = MakeQuantLayout(QuantKind::kNatural, n);
+  if (name == "signsgd") e.quant = MakeQuantLayout(QuantKind::kSignSgd, n);
+  if (name == "signum") {  // As DeviceCodec::Create() and SignumCodec.
+    const double beta = spec.has_momentum() ? spec.momentum() : SignumCodec::kDefaultMomentum;
+    e.quant = MakeQuantLayout(QuantKind::kSignum, n);
+    e.quant.decay = static_cast<float>(beta);
+    e.quant.gain = static_cast<float>(1.0 - beta);
+    e.state.assign(n, 0.0f);
+  }
+  if (name == "efsign") e.quant = MakeQuantLayout(QuantKind::kEfSign, n);
+  if (name == "terngrad") e.quant = MakeQuantLayout(QuantKind::kTernGrad, n);
+  if (name == "qsgd") {
+    e.quant = MakeQuantLayout(QuantKind::kQsgd, n, spec.levels(),
+                              spec.has_bucket_size() ? spec.bucket_size() : 512);
+  }
+  if (name == "maxmin") {
+    e.quant =
+        MakeQuantLayout(QuantKind::kMaxMin, n, 0, spec.has_bucket_size() ? spec.bucket_size() : 512,
+                        static_cast<int>(spec.bits()), spec.stochastic());
+  }
+  if (name == "randomk") {
+    e.randomk = true;
+    e.random = RandomKLayout{n, EntriesKept(spec, n), spec.fp16_values()};
+  }
+  if (name == "randomblock") {
+    e.randomblock = true;
+    e.blocks = MakeRandomBlockLayout(
+        n, EntriesKept(spec, n), spec.has_num_blocks() ? spec.num_blocks() : 1, spec.fp16_values());
+  }
+  if (name == "threshold") {
+    e.threshold = true;
+    e.top = MakeTopKLayout(n, n, spec.fp16_values());
+    e.key_floor = ThresholdCodec::KeyFloor(spec.threshold());
+  }
+  if (name == "topk" || name == "dgc") {
+    e.topk = true;
+    e.top = MakeTopKLayout(n, TopKCodec::EntriesKept(spec, n), spec.fp16_values());
+  }
+  return e;
+}
+
+}  // namespace tamp::compress::cuda_internal
+
+#endif  // TAMP_COMPRESS_CUDA_INTERNAL_EMULATION_H_

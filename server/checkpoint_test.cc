@@ -222,7 +222,7 @@ void Push(Shard& shard, const JobLayout& layout, uint32_t worker, uint64_t step,
   const std::string payload = testing::EncodePush(
       shard.config(), layout, step, chunk, worker,
       testing::TestGradient(layout.chunks[chunk].chunk.length, step, worker));
-  shard.PushPull(worker, step, chunk, payload, testing::Record(answer));
+  shard.PushPullRound(worker, step, 0, chunk, payload, testing::Record(answer));
 }
 
 // Both workers push every chunk of `shard` for `step`; the answers, by chunk.
@@ -421,7 +421,7 @@ TEST(ShardRestoreTest, AnAsyncShardFollowsEachWorkerToItsStep) {
 
   // A push that does not decode is refused, and worker 0 is still followed.
   Answer bad;
-  restored->PushPull(0, 5, chunk, "garbage", testing::Record(&bad));
+  restored->PushPullRound(0, 5, 0, chunk, "garbage", testing::Record(&bad));
   EXPECT_EQ(bad.status.code(), absl::StatusCode::kInvalidArgument) << bad.status;
   EXPECT_EQ(restored->Snapshot(chunk)->worker_steps, before.worker_steps);
   EXPECT_EQ(restored->Snapshot(chunk)->weights, before.weights);

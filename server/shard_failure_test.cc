@@ -26,7 +26,7 @@ namespace {
 using ::tamp::testing::Answer;
 using ::tamp::testing::DecodePull;
 using ::tamp::testing::EncodePush;
-using ::tamp::testing::RecordRound;
+using ::tamp::testing::Record;
 using ::tamp::testing::TestConfig;
 using ::tamp::testing::TestGradient;
 using ::tamp::testing::TestLayout;
@@ -68,7 +68,7 @@ class ShardFailureTest : public ::testing::Test {
     const std::vector<float> gradient = TestGradient(Length(chunk), step, worker);
     shard_->PushPullRound(worker, step, 0, chunk,
                           EncodePush(config_, layout_, step, chunk, worker, gradient),
-                          RecordRound(answer));
+                          Record(answer));
   }
 
   // Past the timeout of a barrier that started now (ms later).

@@ -70,10 +70,10 @@ class ShardWarmupTest : public ::testing::Test {
   // Pushes worker `worker`'s gradient of `step`, encoded for epoch `epoch`.
   Answer Push(uint32_t worker, uint64_t step, uint64_t epoch) {
     Answer answer;
-    shard_->PushPull(worker, step, chunk_,
-                     EncodeFor(config_, layout_, epoch, step, chunk_, worker,
-                               TestGradient(n_, step, worker)),
-                     Record(&answer));
+    shard_->PushPullRound(worker, step, 0, chunk_,
+                          EncodeFor(config_, layout_, epoch, step, chunk_, worker,
+                                    TestGradient(n_, step, worker)),
+                          Record(&answer));
     return answer;
   }
 

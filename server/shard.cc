@@ -146,13 +146,6 @@ void Shard::ExpireBarriers(std::chrono::steady_clock::time_point now) {
   if (dropped) CompleteBarriers();
 }
 
-absl::Status Shard::Rejoin(uint32_t worker, uint64_t step) {
-  TAMP_RETURN_IF_ERROR(AdmitRejoin(worker, step));
-  // Steps before `step` no longer wait for it.
-  CompleteBarriers();
-  return absl::OkStatus();
-}
-
 absl::Status Shard::AdmitRejoin(uint32_t worker, uint64_t step) {
   TAMP_RETURN_IF_ERROR(CheckWorker(worker));
   if (config_.consistency().mode() != config::Consistency::SYNC) {
@@ -189,15 +182,14 @@ absl::Status Shard::AdmitRejoin(uint32_t worker, uint64_t step) {
   return absl::OkStatus();
 }
 
-absl::Status Shard::FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps) {
-  return membership_.FixRunLength(steps_per_epoch, total_steps, nullptr);
-}
-
 absl::Status Shard::Join(uint32_t worker, uint64_t steps_per_epoch, uint64_t total_steps,
                          uint64_t rejoin_at_step) {
-  if (rejoin_at_step == 0) return FixRunLength(steps_per_epoch, total_steps);
+  if (rejoin_at_step == 0) {
+    return membership_.FixRunLength(steps_per_epoch, total_steps, nullptr);
+  }
   TAMP_RETURN_IF_ERROR(membership_.FixRunLength(
       steps_per_epoch, total_steps, [&] { return AdmitRejoin(worker, rejoin_at_step); }));
+  // Steps before `rejoin_at_step` no longer wait for it.
   CompleteBarriers();
   return absl::OkStatus();
 }

@@ -19,8 +19,8 @@
 // since its first push, checked by ExpireBarriers() (the server's BarrierWatchdog calls it),
 // drops every worker still missing from the whole shard (logged): the round completes over
 // the workers that pushed (mean / vote / aggregate over those), later steps do not wait for
-// a dropped worker, and its pushes are refused (ABORTED) until it rejoins: Rejoin(worker, s)
-// counts it again from step s on. When every worker still counted rejoins at a later step
+// a dropped worker, and its pushes are refused (ABORTED) until it rejoins: a handshake with
+// rejoin_at_step s (Join) counts it again from step s on. When every worker still counted rejoins at a later step
 // (the job's only worker, or all of them, restarted), chunks that no push has reached skip to
 // that step with their weights as they are: no worker will push the steps in between. Each
 // shard decides alone; every worker that stays gets the same bytes for every chunk, so the
@@ -104,12 +104,12 @@ class Shard {
   //   FAILED_PRECONDITION  `step` is not the chunk's current step, or the chunk is in another
   //                        round of it (e.g. "chunk 3 is at step 4 round 1, push was for step
   //                        4 round 0"); the schedule needs the run's length and no handshake
-  //                        has fixed it yet (FixRunLength); model.kind REGISTERED and worker
+  //                        has fixed it yet (Join); model.kind REGISTERED and worker
   //                        0 has not set the initial weights yet;
   //   ABORTED              SYNC: the worker was dropped from the barrier, e.g. "worker 1
   //                        was dropped at step 37 after 5000 ms without a push
   //                        (consistency.worker_timeout_ms); rejoin with a handshake", or it
-  //                        rejoined at a later step than `step` (see Rejoin);
+  //                        rejoined at a later step than `step` (see Join);
   //   ALREADY_EXISTS       this worker already pushed this chunk, step and round;
   //   OUT_OF_RANGE         a chunk restored from a checkpoint is at a later step than `step`
   //                        (see "Checkpoints and restarts" above): skip this step;
@@ -117,22 +117,27 @@ class Shard {
   void PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32_t chunk_id,
                      absl::string_view payload, RoundDoneCallback done);
 
-  // Shard::FixRunLength()
-  //
-  // Records the run's length from a worker's handshake: steps per epoch and steps in the whole
-  // run, which the learning-rate schedule needs (schedules are given in epochs; only workers
-  // know the data set). The first call fixes both; a later call with the same values is OK,
-  // one with other values is FAILED_PRECONDITION naming both, e.g.
-  //   "steps_per_epoch: worker says 64, server 0 has 32 from the first handshake"
-  // INVALID_ARGUMENT, fixing nothing, when the pair cannot be this job's
-  // (Membership::FixRunLength).
-  absl::Status FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps);
-
   // Shard::Join()
   //
-  // What an accepted handshake changes, all or nothing: FixRunLength(steps_per_epoch,
-  // total_steps), then, unless `rejoin_at_step` is 0, Rejoin(worker, rejoin_at_step). On any
-  // error nothing has changed: a refused rejoin leaves the run's length unfixed.
+  // What an accepted handshake changes, all or nothing. The run's length: steps per epoch and
+  // steps in the whole run, which the learning-rate schedule needs (schedules are given in
+  // epochs; only workers know the data set). The first handshake fixes both; a later one with
+  // the same values is OK, one with other values is FAILED_PRECONDITION naming both, e.g.
+  //   "steps_per_epoch: worker says 64, server 0 has 32 from the first handshake"
+  // INVALID_ARGUMENT when the pair cannot be this job's (Membership::FixRunLength).
+  //
+  // Then, unless `rejoin_at_step` is 0 (SYNC): worker `worker` (dropped, or a replacement
+  // process with its rank) will push from step `rejoin_at_step` on: its pushes of earlier
+  // steps are refused and earlier steps stop waiting for it (completing those that waited
+  // only for it), and from that step on every chunk waits for it again. FAILED_PRECONDITION
+  // when a chunk has already passed the step (its step is higher, or it is at the step beyond
+  // round 0 or with this worker's push) or in ASYNC / SSP; INVALID_ARGUMENT when the worker is
+  // out of range, or when the step is further ahead than a worker can announce: past the
+  // run's end (once fixed), or more than kRejoinLead steps past the shard's latest_step()
+  // (unless a chunk restored from a checkpoint has not caught up with the workers yet, whose
+  // step it cannot know).
+  //
+  // On any error nothing has changed: a refused rejoin leaves the run's length unfixed.
   absl::Status Join(uint32_t worker, uint64_t steps_per_epoch, uint64_t total_steps,
                     uint64_t rejoin_at_step);
 
@@ -173,19 +178,6 @@ class Shard {
   // else. Callbacks run on the calling thread. A no-op when the timeout is 0 or in ASYNC /
   // SSP. Tests pass a `now` in the future instead of sleeping.
   void ExpireBarriers(std::chrono::steady_clock::time_point now);
-
-  // Shard::Rejoin()
-  //
-  // Worker `worker` (dropped, or a replacement process with its rank) will push from step
-  // `step` on: its pushes of earlier steps are refused and earlier steps stop waiting for it
-  // (completing those that waited only for it), and from `step` on every chunk waits for it
-  // again. FAILED_PRECONDITION when a chunk has already passed `step` (its step is higher,
-  // or it is at `step` beyond round 0 or with this worker's push) or in ASYNC / SSP;
-  // INVALID_ARGUMENT when the worker is out of range, or when `step` is further ahead than a
-  // worker can announce: past the run's end (once fixed), or more than kRejoinLead steps past
-  // the shard's latest_step() (unless a chunk restored from a checkpoint has not caught up
-  // with the workers yet, whose step it cannot know).
-  absl::Status Rejoin(uint32_t worker, uint64_t step);
 
   // How far past latest_step() a rejoining worker may announce. It announces one past the
   // latest step of every shard, and no chunk of any shard is more than one step ahead of this
@@ -228,11 +220,11 @@ class Shard {
   // The most steps any chunk of the shard has completed: step() or, mid-step, step() + 1.
   uint64_t latest_step() const;
 
-  // The run's length as fixed by the first accepted handshake (FixRunLength), {0, 0} before.
+  // The run's length as fixed by the first accepted handshake (Join), {0, 0} before.
   using RunLength = ::tamp::Membership::RunLength;
   RunLength run_length() const { return membership_.run_length(); }
 
-  // By worker (SYNC): the step from which the barriers wait for it (Rejoin) and whether a
+  // By worker (SYNC): the step from which the barriers wait for it (Join) and whether a
   // barrier timeout dropped it. For tests and diagnostics.
   using Membership = ::tamp::Membership::Entry;
   std::vector<Membership> members() const { return membership_.members(); }
@@ -259,8 +251,8 @@ class Shard {
   absl::Status CheckWorker(uint32_t worker) const;
   // PullWeights() and PullReplica(): every chunk's Pull() of `kind` for `worker`.
   absl::Status Pull(uint32_t worker, PullKind kind, rpc::PullWeightsResponse* response);
-  // Rejoin() up to completing the barriers that no longer wait for `worker`: checks, then
-  // counts the worker from `step` on. Nothing changes on error.
+  // Join()'s rejoin up to completing the barriers that no longer wait for `worker`: checks,
+  // then counts the worker from `step` on. Nothing changes on error.
   absl::Status AdmitRejoin(uint32_t worker, uint64_t step);
   // Completes every SYNC chunk whose round no longer waits for anyone (after a drop or
   // rejoin). Takes each chunk's lock in turn.

@@ -339,20 +339,20 @@ config::RunConfig ScheduledConfig(absl::string_view schedule, uint32_t epochs = 
   });
 }
 
-TEST(ShardScheduleTest, FixRunLengthFirstCallWinsAndLaterOnesMustAgree) {
+TEST(ShardScheduleTest, TheFirstJoinFixesTheRunLengthAndLaterOnesMustAgree) {
   const config::RunConfig config = ScheduledConfig("kind: COSINE");
   const JobLayout layout = TestLayout(config);
   std::unique_ptr<Shard> shard = ShardWith(config, layout);
-  EXPECT_EQ(shard->FixRunLength(0, 8), absl::InvalidArgumentError(
+  EXPECT_EQ(shard->Join(0, 0, 8, 0), absl::InvalidArgumentError(
                                            "steps_per_epoch and total_steps must be >= 1, got 0 "
                                            "and 8"));
-  EXPECT_EQ(shard->FixRunLength(4, 0).code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(shard->FixRunLength(2, 8).ok());
-  EXPECT_TRUE(shard->FixRunLength(2, 8).ok());  // Every worker sends the same.
-  EXPECT_EQ(shard->FixRunLength(4, 8),
+  EXPECT_EQ(shard->Join(0, 4, 0, 0).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(shard->Join(0, 2, 8, 0).ok());
+  EXPECT_TRUE(shard->Join(0, 2, 8, 0).ok());  // Every worker sends the same.
+  EXPECT_EQ(shard->Join(0, 4, 8, 0),
             absl::FailedPreconditionError(
                 "steps_per_epoch: worker says 4, server 0 has 2 from the first handshake"));
-  EXPECT_EQ(shard->FixRunLength(2, 6),
+  EXPECT_EQ(shard->Join(0, 2, 6, 0),
             absl::FailedPreconditionError(
                 "total_steps: worker says 6, server 0 has 8 from the first handshake"));
 }
@@ -385,7 +385,7 @@ void ExpectEachStepUsesTheScheduledRate(absl::string_view schedule, uint64_t ste
   const config::RunConfig config = ScheduledConfig(schedule, steps / 2);
   const JobLayout layout = TestLayout(config);
   std::unique_ptr<Shard> shard = ShardWith(config, layout);
-  ASSERT_TRUE(shard->FixRunLength(2, steps).ok());
+  ASSERT_TRUE(shard->Join(0, 2, steps, 0).ok());
   for (uint64_t step = 0; step < steps; ++step) {
     const float lr = expected_lr(step);
     for (uint32_t id : shard->chunk_ids()) {

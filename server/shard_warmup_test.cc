@@ -121,7 +121,7 @@ TEST_F(ShardWarmupTest, NoPushBeforeTheHandshakeFixesStepsPerEpoch) {
 }
 
 TEST_F(ShardWarmupTest, EachEpochTakesOnlyItsOwnK) {
-  ASSERT_TRUE(shard_->FixRunLength(kStepsPerEpoch, 6).ok());
+  ASSERT_TRUE(shard_->Join(0, kStepsPerEpoch, 6, 0).ok());
   // Epoch 0 (steps 0, 1): ratio 0.25; the final size (epoch 2) is refused, and epoch 1's.
   ExpectStepTakesOnly(0, 0, 2);
   ExpectStepTakesOnly(1, 0, 1);

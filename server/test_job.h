@@ -33,6 +33,12 @@ inline Shard::RoundDoneCallback Record(Answer* answer) {
   };
 }
 
+// Worker `worker`'s handshake announcing that it rejoins at `step` (Shard::Join), with the
+// test job's run length: 16 steps per epoch, 2 epochs.
+inline absl::Status Rejoin(Shard& shard, uint32_t worker, uint64_t step) {
+  return shard.Join(worker, 16, 32, step);
+}
+
 }  // namespace tamp::testing
 
 #endif  // TAMP_SERVER_TEST_JOB_H_

@@ -23,7 +23,6 @@
 #define TAMP_SERVER_MEMBERSHIP_H_
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>

@@ -20,11 +20,11 @@
 // drops every worker still missing from the whole shard (logged): the round completes over
 // the workers that pushed (mean / vote / aggregate over those), later steps do not wait for
 // a dropped worker, and its pushes are refused (ABORTED) until it rejoins: a handshake with
-// rejoin_at_step s (Join) counts it again from step s on. When every worker still counted rejoins at a later step
-// (the job's only worker, or all of them, restarted), chunks that no push has reached skip to
-// that step with their weights as they are: no worker will push the steps in between. Each
-// shard decides alone; every worker that stays gets the same bytes for every chunk, so the
-// replicas of those agree.
+// rejoin_at_step s (Join) counts it again from step s on. When every worker still counted
+// rejoins at a later step (the job's only worker, or all of them, restarted), chunks that no
+// push has reached skip to that step with their weights as they are: no worker will push the
+// steps in between. Each shard decides alone; every worker that stays gets the same bytes for
+// every chunk, so the replicas of those agree.
 //
 // Checkpoints and restarts (server/checkpoint.h, server/shard_state.h, README "Checkpoints
 // and failures"). ExportState() copies every chunk's completed-step state; Restore() loads it

@@ -22,8 +22,8 @@ using ::tamp::testing::TestConfig;
 using ::tamp::testing::TestGradient;
 using ::tamp::testing::TestLayout;
 
-// Shard 0's chunks of the test job with SGD with momentum and a top-k pull with a residual, so every
-// buffer a checkpoint holds is non-empty.
+// Shard 0's chunks of the test job with SGD with momentum and a top-k pull with a residual,
+// so every buffer a checkpoint holds is non-empty.
 class ShardStateTest : public ::testing::Test {
  protected:
   void Init(config::Consistency::Mode mode) {

@@ -10,7 +10,7 @@
 //
 // Both ends must decode what was encoded, so the worker and the shard derive the epoch from
 // the same numbers: epoch = step / steps_per_epoch, the worker from its batcher and the shard
-// from the handshake (Shard::FixRunLength). A payload of another k is rejected by the
+// from the handshake (Shard::Join). A payload of another k is rejected by the
 // decoder (its length is fixed by k), never misread.
 //
 // RatioWarmup holds one codec per distinct warm-up ratio, built once from the spec with the

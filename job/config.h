@@ -38,7 +38,7 @@ absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
 //
 // Steps in the whole run: training.epochs passes of `steps_per_epoch` steps, cut at
 // training.max_steps when it is set. The servers check the total_steps every worker
-// announces against this (server/shard.cc), and every front end computes it here, so no two
+// announces against this (server/membership.cc), and every front end computes it here, so no two
 // can disagree. Saturates at 2^64 - 1 rather than wrapping.
 uint64_t TotalSteps(const config::Training& training, uint64_t steps_per_epoch);
 

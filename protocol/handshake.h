@@ -31,7 +31,7 @@ inline constexpr uint32_t kProtocolVersion = 2;
 
 // Describes the job as `worker_rank` sees it, for the shard `server_rank`, with the run's
 // length as the worker computed it from its data (the shard's schedule needs it; see
-// Shard::FixRunLength): `steps_per_epoch` and `total_steps` (min(epochs * steps_per_epoch,
+// Shard::Join): `steps_per_epoch` and `total_steps` (min(epochs * steps_per_epoch,
 // max_steps when set)).
 void FillHandshake(const JobLayout& layout, const config::RunConfig& config, uint32_t worker_rank,
                    uint32_t server_rank, uint64_t steps_per_epoch, uint64_t total_steps,
@@ -50,7 +50,7 @@ absl::Status CheckHandshakeHeader(const config::RunConfig& config, uint32_t serv
                                   const rpc::HandshakeRequest& request);
 
 // Compares `request` with the job as shard `server_rank` sees it (not the run's length: that
-// is the shard's to fix, Shard::FixRunLength). Returns
+// is the shard's to fix, Shard::Join). Returns
 //   FAILED_PRECONDITION naming the first difference (protocol version, addressed shard,
 //     cluster size, the tensors (names, shapes, order), chunk count, then chunk by chunk:
 //     id, tensor, range, owner, codecs);

@@ -222,7 +222,7 @@ void Push(Shard& shard, const JobLayout& layout, uint32_t worker, uint64_t step,
   const std::string payload = testing::EncodePush(
       shard.config(), layout, step, chunk, worker,
       testing::TestGradient(layout.chunks[chunk].chunk.length, step, worker));
-  shard.PushPull(worker, step, chunk, payload, testing::Record(answer));
+  shard.PushPullRound(worker, step, 0, chunk, payload, testing::Record(answer));
 }
 
 // Both workers push every chunk of `shard` for `step`; the answers, by chunk.
@@ -328,7 +328,7 @@ TEST(ShardRestoreTest, ARestoredShardBoundsStepsByTheRunsEnd) {
   const checkpoint::ShardState saved = original->ExportState();  // At step 2.
   std::unique_ptr<Shard> restored = NewShard(config, layout);
   ASSERT_TRUE(restored->Restore(saved).ok());
-  ASSERT_TRUE(restored->FixRunLength(16, 32).ok());
+  ASSERT_TRUE(restored->Join(0, 16, 32, 0).ok());
   const uint32_t chunk = restored->chunk_ids()[0];
   const Shard::ChunkSnapshot before = *restored->Snapshot(chunk);
 
@@ -337,10 +337,10 @@ TEST(ShardRestoreTest, ARestoredShardBoundsStepsByTheRunsEnd) {
   EXPECT_EQ(past.status.code(), absl::StatusCode::kInvalidArgument) << past.status;
   EXPECT_EQ(restored->Snapshot(chunk)->step, before.step);
   EXPECT_EQ(restored->Snapshot(chunk)->arrived, before.arrived);
-  EXPECT_EQ(restored->Rejoin(1, 33).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(testing::Rejoin(*restored, 1, 33).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(restored->members()[1].from_step, 0u);
   // The workers may be well past the checkpoint's step 2.
-  EXPECT_TRUE(restored->Rejoin(1, 20).ok());
+  EXPECT_TRUE(testing::Rejoin(*restored, 1, 20).ok());
   EXPECT_EQ(restored->members()[1].from_step, 20u);
 }
 
@@ -421,7 +421,7 @@ TEST(ShardRestoreTest, AnAsyncShardFollowsEachWorkerToItsStep) {
 
   // A push that does not decode is refused, and worker 0 is still followed.
   Answer bad;
-  restored->PushPull(0, 5, chunk, "garbage", testing::Record(&bad));
+  restored->PushPullRound(0, 5, 0, chunk, "garbage", testing::Record(&bad));
   EXPECT_EQ(bad.status.code(), absl::StatusCode::kInvalidArgument) << bad.status;
   EXPECT_EQ(restored->Snapshot(chunk)->worker_steps, before.worker_steps);
   EXPECT_EQ(restored->Snapshot(chunk)->weights, before.weights);

@@ -687,10 +687,11 @@ Answer PushNow(Shard& shard, uint32_t worker, uint64_t step, uint32_t chunk,
   // which then misses the hand-over and reports the answer's fields as a race.
   std::promise<Answer> promise;
   std::future<Answer> answer = promise.get_future();
-  shard.PushPull(worker, step, chunk, payload,
-                 [&promise](absl::Status status, const std::string*, uint64_t at) {
-                   promise.set_value(Answer{std::move(status), at});
-                 });
+  shard.PushPullRound(worker, step, 0, chunk, payload,
+                      [&promise](absl::Status status, const Shard::PushAnswer* out) {
+                        const uint64_t at = out != nullptr ? out->step : 0;
+                        promise.set_value(Answer{std::move(status), at});
+                      });
   return answer.get();
 }
 

@@ -26,7 +26,7 @@ namespace {
 using ::tamp::testing::Answer;
 using ::tamp::testing::DecodePull;
 using ::tamp::testing::EncodePush;
-using ::tamp::testing::RecordRound;
+using ::tamp::testing::Record;
 using ::tamp::testing::TestConfig;
 using ::tamp::testing::TestGradient;
 using ::tamp::testing::TestLayout;
@@ -114,7 +114,7 @@ TEST_F(ShardModeTest, AsyncInterleavedPushesAreTheClosedForm) {
   for (const auto& [worker, step] : order) {
     const std::vector<float> g = TestGradient(Length(), step, worker);
     Answer answer;
-    Push(worker, step, g, RecordRound(&answer));
+    Push(worker, step, g, Record(&answer));
     ASSERT_EQ(answer.calls, 1) << "ASYNC answers at once";
     ASSERT_TRUE(answer.status.ok()) << answer.status;
     ++applied;
@@ -141,17 +141,17 @@ TEST_F(ShardModeTest, AsyncInterleavedPushesAreTheClosedForm) {
 TEST_F(ShardModeTest, AsyncRefusesOutOfOrderPushesAndLeavesTheState) {
   Init(ModeConfig(config::Consistency::ASYNC, 0));
   Answer first;
-  Push(0, 0, TestGradient(Length(), 0, 0), RecordRound(&first));
+  Push(0, 0, TestGradient(Length(), 0, 0), Record(&first));
   ASSERT_TRUE(first.status.ok());
   const Shard::ChunkSnapshot before = Snapshot();
 
   Answer ahead, again, bad;
-  Push(1, 1, TestGradient(Length(), 1, 1), RecordRound(&ahead));
+  Push(1, 1, TestGradient(Length(), 1, 1), Record(&ahead));
   EXPECT_EQ(ahead.status.code(), absl::StatusCode::kFailedPrecondition) << ahead.status;
   EXPECT_THAT(ahead.status.message(), HasSubstr("worker 1 is at step 0, push was for step 1"));
-  Push(0, 0, TestGradient(Length(), 0, 0), RecordRound(&again));
+  Push(0, 0, TestGradient(Length(), 0, 0), Record(&again));
   EXPECT_EQ(again.status.code(), absl::StatusCode::kAlreadyExists) << again.status;
-  shard_->PushPullRound(1, 0, 0, chunk_, "garbage", RecordRound(&bad));
+  shard_->PushPullRound(1, 0, 0, chunk_, "garbage", Record(&bad));
   EXPECT_EQ(bad.status.code(), absl::StatusCode::kInvalidArgument) << bad.status;
 
   const Shard::ChunkSnapshot after = Snapshot();
@@ -166,7 +166,7 @@ TEST_F(ShardModeTest, LossyPullCarriesTheRestAndPullWeightsResetsTheView) {
   Init(ModeConfig(config::Consistency::ASYNC, 0, "topk"));
   std::vector<float> replica = Snapshot().weights;
   Answer a;
-  Push(0, 0, TestGradient(Length(), 0, 0), RecordRound(&a));
+  Push(0, 0, TestGradient(Length(), 0, 0), Record(&a));
   ASSERT_TRUE(a.status.ok()) << a.status;
   replica = Plus(replica, DecodePull(config_, layout_, 0, chunk_, a.update));
   Shard::ChunkSnapshot snapshot = Snapshot();
@@ -196,16 +196,16 @@ TEST_F(ShardModeTest, SspHoldsTheFastWorkerUntilTheSlowOneCatchesUp) {
   Init(ModeConfig(config::Consistency::SSP, kTau));
   Answer fast[4];
   for (uint64_t s = 0; s < 2; ++s) {
-    Push(0, s, TestGradient(Length(), s, 0), RecordRound(&fast[s]));
+    Push(0, s, TestGradient(Length(), s, 0), Record(&fast[s]));
     EXPECT_EQ(fast[s].calls, 1) << "step " << s << " is within tau of nothing pushed";
   }
   // Step 2 needs worker 1's step 0: parked, though already applied.
-  Push(0, 2, TestGradient(Length(), 2, 0), RecordRound(&fast[2]));
+  Push(0, 2, TestGradient(Length(), 2, 0), Record(&fast[2]));
   EXPECT_EQ(fast[2].calls, 0);
   EXPECT_EQ(Snapshot().step, 3u);
   // The slow worker's push is answered at once and releases the fast one.
   Answer slow;
-  Push(1, 0, TestGradient(Length(), 0, 1), RecordRound(&slow));
+  Push(1, 0, TestGradient(Length(), 0, 1), Record(&slow));
   EXPECT_EQ(slow.calls, 1);
   ASSERT_EQ(fast[2].calls, 1);
   ASSERT_TRUE(fast[2].status.ok()) << fast[2].status;
@@ -216,7 +216,7 @@ TEST_F(ShardModeTest, SspHoldsTheFastWorkerUntilTheSlowOneCatchesUp) {
   ExpectNear(replica, Snapshot().weights);
 
   // Close() fails a parked push.
-  Push(0, 3, TestGradient(Length(), 3, 0), RecordRound(&fast[3]));
+  Push(0, 3, TestGradient(Length(), 3, 0), Record(&fast[3]));
   EXPECT_EQ(fast[3].calls, 0);
   shard_->Close(absl::UnavailableError("closing"));
   EXPECT_EQ(fast[3].calls, 1);
@@ -307,14 +307,14 @@ TEST_F(ShardModeTest, SspSlowWorkerHoldsBackTheFastOne) {
 TEST_F(ShardModeTest, SyncKeepsNoViewsAndPullWeightsIsUnchanged) {
   Init(TestConfig());
   Answer a0, a1;
-  Push(0, 0, TestGradient(Length(), 0, 0), RecordRound(&a0));
+  Push(0, 0, TestGradient(Length(), 0, 0), Record(&a0));
   EXPECT_EQ(a0.calls, 0) << "SYNC waits for every worker";
-  Push(1, 0, TestGradient(Length(), 0, 1), RecordRound(&a1));
+  Push(1, 0, TestGradient(Length(), 0, 1), Record(&a1));
   ASSERT_EQ(a0.calls, 1);
   EXPECT_EQ(a0.update, a1.update);
   EXPECT_TRUE(Snapshot().views.empty());
   rpc::PullWeightsResponse plain, by_worker;
-  ASSERT_TRUE(shard_->PullWeights(&plain).ok());
+  ASSERT_TRUE(shard_->PullWeights(0, &plain).ok());
   ASSERT_TRUE(shard_->PullWeights(1, &by_worker).ok());
   EXPECT_EQ(plain.SerializeAsString(), by_worker.SerializeAsString());
 }

@@ -26,7 +26,8 @@ namespace {
 using ::tamp::testing::Answer;
 using ::tamp::testing::DecodePull;
 using ::tamp::testing::EncodePush;
-using ::tamp::testing::RecordRound;
+using ::tamp::testing::Record;
+using ::tamp::testing::Rejoin;
 using ::tamp::testing::TestConfig;
 using ::tamp::testing::TestGradient;
 using ::tamp::testing::TestLayout;
@@ -68,7 +69,7 @@ class ShardFailureTest : public ::testing::Test {
     const std::vector<float> gradient = TestGradient(Length(chunk), step, worker);
     shard_->PushPullRound(worker, step, 0, chunk,
                           EncodePush(config_, layout_, step, chunk, worker, gradient),
-                          RecordRound(answer));
+                          Record(answer));
   }
 
   // Past the timeout of a barrier that started now (ms later).
@@ -182,11 +183,11 @@ TEST_F(ShardFailureTest, RejoinCountsTheWorkerFromTheAnnouncedStep) {
   ASSERT_EQ(Snapshot(chunk_).step, 2u);
   EXPECT_EQ(shard_->latest_step(), 2u);
 
-  const absl::Status passed = shard_->Rejoin(1, 1);
+  const absl::Status passed = Rejoin(*shard_, 1, 1);
   EXPECT_EQ(passed.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(passed.message(), HasSubstr("is at step 2"));
-  EXPECT_EQ(shard_->Rejoin(2, 5).code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(shard_->Rejoin(1, 3).ok());
+  EXPECT_EQ(Rejoin(*shard_, 2, 5).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Rejoin(*shard_, 1, 3).ok());
 
   // Step 2 still goes on without worker 1, which may not push it.
   Answer refused;
@@ -216,7 +217,7 @@ TEST_F(ShardFailureTest, ReplacementRejoiningReleasesTheBarrierWaitingForIt) {
   Push(0, 0, chunk_, &answer);
   shard_->ExpireBarriers(In(1000000));
   EXPECT_EQ(answer.calls, 0) << "worker_timeout_ms 0 waits forever";
-  ASSERT_TRUE(shard_->Rejoin(1, 1).ok());
+  ASSERT_TRUE(Rejoin(*shard_, 1, 1).ok());
   ASSERT_EQ(answer.calls, 1);
   EXPECT_TRUE(answer.status.ok()) << answer.status;
   EXPECT_EQ(answer.step, 1u);
@@ -237,9 +238,9 @@ TEST_F(ShardFailureTest, WhenEveryWorkerRejoinsLaterTheStepsNoOneTakesAreSkipped
   // Their successors rejoin at step 2: worker 0's push still completes chunk_'s step 1 (it
   // waits for no one else), and other_chunk_, which no one will push at step 1, moves to 2
   // unchanged.
-  ASSERT_TRUE(shard_->Rejoin(0, 2).ok());
+  ASSERT_TRUE(Rejoin(*shard_, 0, 2).ok());
   EXPECT_EQ(lone.calls, 0) << "worker 1 is still counted at step 1";
-  ASSERT_TRUE(shard_->Rejoin(1, 2).ok());
+  ASSERT_TRUE(Rejoin(*shard_, 1, 2).ok());
   ASSERT_EQ(lone.calls, 1);
   EXPECT_TRUE(lone.status.ok()) << lone.status;
   EXPECT_EQ(Snapshot(chunk_).step, 2u);
@@ -325,7 +326,7 @@ TEST(WorkerTimeoutTest, DefaultIsHalfTheRpcTimeoutAndAsyncHasNone) {
   std::unique_ptr<Shard> shard = Shard::Create(async, TestLayout(async), 0).value();
   EXPECT_EQ(shard->worker_timeout(), std::chrono::milliseconds(0));
   EXPECT_EQ(BarrierWatchdog::Start(shard.get()), nullptr);
-  EXPECT_EQ(shard->Rejoin(1, 3).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Rejoin(*shard, 1, 3).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 absl::Status Validate(const std::string& consistency, uint32_t rpc_timeout_ms = 0) {

@@ -343,19 +343,6 @@ TEST_F(ShardRoundsTest, BadPushesOfEitherRoundAreRejectedAndLeaveTheStateAlone) 
       {"empty", 1, 0, 0, "", absl::StatusCode::kInvalidArgument,
        "chunk " + id + " step 0 round 0 worker 1: powersgd payload: payload truncated"},
   });
-  // The single-round API refuses the chunk outright.
-  Answer legacy_calls;
-  shard_->PushPull(1, 0, chunk_, round0_of_1,
-                   [&](absl::Status status, const std::string* update, uint64_t step) {
-                     ++legacy_calls.calls;
-                     legacy_calls.status = status;
-                     EXPECT_EQ(update, nullptr);
-                     EXPECT_EQ(step, 0u);
-                   });
-  EXPECT_EQ(legacy_calls.status, absl::InvalidArgumentError(absl::StrCat(
-                                     "chunk ", chunk_, " takes 2 rounds per step: push with "
-                                     "PushPullRound()")));
-
   // Round 0 then completes as if nothing had happened.
   Answer second;
   shard_->PushPullRound(1, 0, 0, chunk_, round0_of_1, Record(&second));

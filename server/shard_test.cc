@@ -86,8 +86,9 @@ class ShardTest : public ::testing::Test {
 
   void Push(uint32_t worker, uint64_t step, uint32_t chunk, const std::vector<float>& gradient,
             Answer* answer) {
-    shard_->PushPull(worker, step, chunk,
-                     EncodePush(config_, layout_, step, chunk, worker, gradient), Record(answer));
+    shard_->PushPullRound(worker, step, 0, chunk,
+                          EncodePush(config_, layout_, step, chunk, worker, gradient),
+                          Record(answer));
   }
 
   // w - lr * (g0 + g1) / 2, in the fp32 operations the server performs.
@@ -199,7 +200,7 @@ TEST_F(ShardTest, BadPushesAreRejectedAndLeaveTheStateAlone) {
   };
   for (const Case& c : cases) {
     Answer answer;
-    shard_->PushPull(c.worker, c.step, c.chunk, c.payload, Record(&answer));
+    shard_->PushPullRound(c.worker, c.step, 0, c.chunk, c.payload, Record(&answer));
     EXPECT_EQ(answer.calls, 1) << c.what;
     EXPECT_EQ(answer.status.code(), c.code) << c.what << ": " << answer.status;
     EXPECT_THAT(std::string(answer.status.message()), HasSubstr(c.message)) << c.what;
@@ -248,7 +249,7 @@ TEST_F(ShardTest, MultiStepRunOfEveryChunk) {
   EXPECT_EQ(shard_->step(), static_cast<uint64_t>(kSteps));
 
   rpc::PullWeightsResponse response;
-  ASSERT_TRUE(shard_->PullWeights(&response).ok());
+  ASSERT_TRUE(shard_->PullWeights(0, &response).ok());
   EXPECT_EQ(response.step(), static_cast<uint64_t>(kSteps));
   ASSERT_EQ(response.chunks_size(), static_cast<int>(shard_->chunk_ids().size()));
   for (size_t k = 0; k < expected.size(); ++k) {
@@ -265,7 +266,7 @@ TEST_F(ShardTest, PullWeightsReportsTheSlowestChunk) {
   Push(0, 0, chunk_, TestGradient(Length(chunk_), 0, 0), &a0);
   Push(1, 0, chunk_, TestGradient(Length(chunk_), 0, 1), &a1);
   rpc::PullWeightsResponse response;
-  ASSERT_TRUE(shard_->PullWeights(&response).ok());
+  ASSERT_TRUE(shard_->PullWeights(0, &response).ok());
   EXPECT_EQ(response.step(), 0u);
   EXPECT_EQ(Snapshot(chunk_).step, 1u);
 }
@@ -288,13 +289,13 @@ TEST_F(ShardTest, ConcurrentWorkersMatchTheSequentialRun) {
       Latch answered(static_cast<int>(ids.size()));
       std::vector<absl::Status> statuses(ids.size());
       for (size_t k = 0; k < ids.size(); ++k) {
-        shard_->PushPull(rank, step, ids[k],
-                         EncodePush(config_, layout_, step, ids[k], rank,
-                                    TestGradient(Length(ids[k]), step, rank)),
-                         [&, k](absl::Status status, const std::string*, uint64_t) {
-                           statuses[k] = std::move(status);
-                           answered.CountDown();
-                         });
+        shard_->PushPullRound(rank, step, 0, ids[k],
+                              EncodePush(config_, layout_, step, ids[k], rank,
+                                         TestGradient(Length(ids[k]), step, rank)),
+                              [&, k](absl::Status status, const Shard::PushAnswer*) {
+                                statuses[k] = std::move(status);
+                                answered.CountDown();
+                              });
       }
       answered.Wait();
       for (const absl::Status& status : statuses) {
@@ -338,20 +339,20 @@ config::RunConfig ScheduledConfig(absl::string_view schedule, uint32_t epochs = 
   });
 }
 
-TEST(ShardScheduleTest, FixRunLengthFirstCallWinsAndLaterOnesMustAgree) {
+TEST(ShardScheduleTest, TheFirstJoinFixesTheRunLengthAndLaterOnesMustAgree) {
   const config::RunConfig config = ScheduledConfig("kind: COSINE");
   const JobLayout layout = TestLayout(config);
   std::unique_ptr<Shard> shard = ShardWith(config, layout);
-  EXPECT_EQ(shard->FixRunLength(0, 8), absl::InvalidArgumentError(
+  EXPECT_EQ(shard->Join(0, 0, 8, 0), absl::InvalidArgumentError(
                                            "steps_per_epoch and total_steps must be >= 1, got 0 "
                                            "and 8"));
-  EXPECT_EQ(shard->FixRunLength(4, 0).code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(shard->FixRunLength(2, 8).ok());
-  EXPECT_TRUE(shard->FixRunLength(2, 8).ok());  // Every worker sends the same.
-  EXPECT_EQ(shard->FixRunLength(4, 8),
+  EXPECT_EQ(shard->Join(0, 4, 0, 0).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(shard->Join(0, 2, 8, 0).ok());
+  EXPECT_TRUE(shard->Join(0, 2, 8, 0).ok());  // Every worker sends the same.
+  EXPECT_EQ(shard->Join(0, 4, 8, 0),
             absl::FailedPreconditionError(
                 "steps_per_epoch: worker says 4, server 0 has 2 from the first handshake"));
-  EXPECT_EQ(shard->FixRunLength(2, 6),
+  EXPECT_EQ(shard->Join(0, 2, 6, 0),
             absl::FailedPreconditionError(
                 "total_steps: worker says 6, server 0 has 8 from the first handshake"));
 }
@@ -363,8 +364,9 @@ TEST(ShardScheduleTest, NoStepBeforeAScheduleKnowsTheRunLength) {
   const uint32_t chunk = shard->chunk_ids().front();
   const size_t n = layout.chunks[chunk].chunk.length;
   Answer answer;
-  shard->PushPull(0, 0, chunk, EncodePush(config, layout, 0, chunk, 0, TestGradient(n, 0, 0)),
-                  Record(&answer));
+  shard->PushPullRound(0, 0, 0, chunk,
+                       EncodePush(config, layout, 0, chunk, 0, TestGradient(n, 0, 0)),
+                       Record(&answer));
   EXPECT_EQ(answer.calls, 1);
   EXPECT_EQ(answer.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(answer.status.message()),
@@ -383,7 +385,7 @@ void ExpectEachStepUsesTheScheduledRate(absl::string_view schedule, uint64_t ste
   const config::RunConfig config = ScheduledConfig(schedule, steps / 2);
   const JobLayout layout = TestLayout(config);
   std::unique_ptr<Shard> shard = ShardWith(config, layout);
-  ASSERT_TRUE(shard->FixRunLength(2, steps).ok());
+  ASSERT_TRUE(shard->Join(0, 2, steps, 0).ok());
   for (uint64_t step = 0; step < steps; ++step) {
     const float lr = expected_lr(step);
     for (uint32_t id : shard->chunk_ids()) {
@@ -393,8 +395,10 @@ void ExpectEachStepUsesTheScheduledRate(absl::string_view schedule, uint64_t ste
       const std::vector<float> g0 = TestGradient(n, step + id, 0);
       const std::vector<float> g1 = TestGradient(n, step + id, 1);
       Answer a0, a1;
-      shard->PushPull(0, step, id, EncodePush(config, layout, step, id, 0, g0), Record(&a0));
-      shard->PushPull(1, step, id, EncodePush(config, layout, step, id, 1, g1), Record(&a1));
+      shard->PushPullRound(0, step, 0, id, EncodePush(config, layout, step, id, 0, g0),
+                           Record(&a0));
+      shard->PushPullRound(1, step, 0, id, EncodePush(config, layout, step, id, 1, g1),
+                           Record(&a1));
       ASSERT_TRUE(a1.status.ok()) << a1.status;
       std::vector<float> expected(n);
       for (size_t i = 0; i < n; ++i) expected[i] = before->weights[i] - lr * ((g0[i] + g1[i]) / 2);
@@ -437,8 +441,8 @@ TEST(ShardScheduleTest, AdamFirstStepMovesEachWeightByLr) {
   const std::vector<float> g0 = TestGradient(n, 0, 0);
   const std::vector<float> g1 = TestGradient(n, 0, 1);
   Answer a0, a1;
-  shard->PushPull(0, 0, chunk, EncodePush(config, layout, 0, chunk, 0, g0), Record(&a0));
-  shard->PushPull(1, 0, chunk, EncodePush(config, layout, 0, chunk, 1, g1), Record(&a1));
+  shard->PushPullRound(0, 0, 0, chunk, EncodePush(config, layout, 0, chunk, 0, g0), Record(&a0));
+  shard->PushPullRound(1, 0, 0, chunk, EncodePush(config, layout, 0, chunk, 1, g1), Record(&a1));
   ASSERT_TRUE(a1.status.ok()) << a1.status;
   const std::vector<float> w1 = shard->Snapshot(chunk)->weights;
   for (size_t i = 0; i < n; ++i) {
@@ -470,10 +474,12 @@ TEST(ShardResyncTest, ExactPullClearsThePullResidual) {
   const size_t n = layout.chunks[chunk].chunk.length;
 
   Answer a0, a1;
-  shard->PushPull(0, 0, chunk, EncodePush(config, layout, 0, chunk, 0, TestGradient(n, 0, 0)),
-                  Record(&a0));
-  shard->PushPull(1, 0, chunk, EncodePush(config, layout, 0, chunk, 1, TestGradient(n, 0, 1)),
-                  Record(&a1));
+  shard->PushPullRound(0, 0, 0, chunk,
+                       EncodePush(config, layout, 0, chunk, 0, TestGradient(n, 0, 0)),
+                       Record(&a0));
+  shard->PushPullRound(1, 0, 0, chunk,
+                       EncodePush(config, layout, 0, chunk, 1, TestGradient(n, 0, 1)),
+                       Record(&a1));
   ASSERT_TRUE(a0.status.ok() && a1.status.ok()) << a0.status << " " << a1.status;
   absl::StatusOr<Shard::ChunkSnapshot> before = shard->Snapshot(chunk);
   ASSERT_TRUE(before.ok());

@@ -70,10 +70,10 @@ class ShardWarmupTest : public ::testing::Test {
   // Pushes worker `worker`'s gradient of `step`, encoded for epoch `epoch`.
   Answer Push(uint32_t worker, uint64_t step, uint64_t epoch) {
     Answer answer;
-    shard_->PushPull(worker, step, chunk_,
-                     EncodeFor(config_, layout_, epoch, step, chunk_, worker,
-                               TestGradient(n_, step, worker)),
-                     Record(&answer));
+    shard_->PushPullRound(worker, step, 0, chunk_,
+                          EncodeFor(config_, layout_, epoch, step, chunk_, worker,
+                                    TestGradient(n_, step, worker)),
+                          Record(&answer));
     return answer;
   }
 
@@ -121,7 +121,7 @@ TEST_F(ShardWarmupTest, NoPushBeforeTheHandshakeFixesStepsPerEpoch) {
 }
 
 TEST_F(ShardWarmupTest, EachEpochTakesOnlyItsOwnK) {
-  ASSERT_TRUE(shard_->FixRunLength(kStepsPerEpoch, 6).ok());
+  ASSERT_TRUE(shard_->Join(0, kStepsPerEpoch, 6, 0).ok());
   // Epoch 0 (steps 0, 1): ratio 0.25; the final size (epoch 2) is refused, and epoch 1's.
   ExpectStepTakesOnly(0, 0, 2);
   ExpectStepTakesOnly(1, 0, 1);

@@ -11,7 +11,7 @@
 
 namespace tamp::testing {
 
-// What one push's callback was given (slowest_pushes only from a RoundDoneCallback).
+// What one push's callback was given.
 struct Answer {
   int calls = 0;
   absl::Status status;
@@ -20,18 +20,8 @@ struct Answer {
   uint64_t slowest_pushes = 0;
 };
 
-// A Shard::DoneCallback that records into *answer.
-inline Shard::DoneCallback Record(Answer* answer) {
-  return [answer](absl::Status status, const std::string* update, uint64_t step) {
-    ++answer->calls;
-    answer->status = std::move(status);
-    answer->update = update != nullptr ? *update : "";
-    answer->step = step;
-  };
-}
-
 // A Shard::RoundDoneCallback that records into *answer.
-inline Shard::RoundDoneCallback RecordRound(Answer* answer) {
+inline Shard::RoundDoneCallback Record(Answer* answer) {
   return [answer](absl::Status status, const Shard::PushAnswer* out) {
     ++answer->calls;
     answer->status = std::move(status);
@@ -41,6 +31,12 @@ inline Shard::RoundDoneCallback RecordRound(Answer* answer) {
       answer->slowest_pushes = out->slowest_pushes;
     }
   };
+}
+
+// Worker `worker`'s handshake announcing that it rejoins at `step` (Shard::Join), with the
+// test job's run length: 16 steps per epoch, 2 epochs.
+inline absl::Status Rejoin(Shard& shard, uint32_t worker, uint64_t step) {
+  return shard.Join(worker, 16, 32, step);
 }
 
 }  // namespace tamp::testing

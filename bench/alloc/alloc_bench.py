@@ -132,7 +132,7 @@ def write_doc(path, meta, results):
         "Issue 18: a job's hot path allocated and freed megabytes of fresh memory every step",
         "(pull answers, payload strings, gRPC messages), and glibc handed them back to the",
         "kernel each time, so every step faulted them in again. Now each shard chunk reuses its",
-        "pull payload buffer (server/shard.cc), PushPull calls take pooled messages",
+        "pull payload buffer (server/chunk.h), PushPull calls take pooled messages",
         "(server/message_pool.h), and tamp_server and tamp_worker keep freed memory",
         "(base/malloc_settings.h). A compressed pull faulted little even before: its",
         "answers are a small fraction of a chunk, below the sizes glibc maps afresh.",

@@ -3,7 +3,7 @@
 //
 // Both functions run real code in-process: the config's CPU model (worker/cpu_models.h)
 // and the chunk's codecs, error feedback and optimizer as worker/trainer.cc and
-// server/shard.cc call them. They take a few hundred milliseconds for the example MLP.
+// server/sync_chunk.cc call them. They take a few hundred milliseconds for the example MLP.
 //
 // Thread safety: MeasureCompute() sets OpenBLAS to one thread per caller thread (what
 // tamp_worker does by default); call neither concurrently with other BLAS work.

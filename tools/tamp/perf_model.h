@@ -3,7 +3,7 @@
 // After Agarwal et al. ("On the Utility of Gradient Compression in Distributed Training
 // Systems", MLSys 2022: a step is compute overlapped with communication, and encode/decode
 // sit on the critical path) and ByteComp (a per-tensor timeline of each step). The model
-// replays one step of the real schedule (worker/trainer.cc, server/shard.cc) as a discrete
+// replays one step of the real schedule (worker/trainer.cc, server/sync_chunk.cc) as a discrete
 // event simulation of W identical workers and S shards:
 //   - each worker computes backward; when tensor t's gradient is final (ready_ms, measured),
 //     its training thread encodes the tensor's chunks one by one and sends each push as soon

@@ -1,0 +1,70 @@
+#include "server/chunk.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "compress/registry.h"
+#include "job/model_layout.h"
+
+namespace tamp {
+
+absl::StatusOr<std::unique_ptr<ChunkCore>> ChunkCore::Create(const config::RunConfig& config,
+                                                             const JobLayout& layout, uint32_t id,
+                                                             const uint64_t* steps_per_epoch) {
+  const ChunkPlan& plan = layout.chunks[id];
+  const size_t n = plan.chunk.length;
+  auto core = std::make_unique<ChunkCore>();
+  core->id = id;
+  core->num_workers = config.cluster().num_workers();
+  TAMP_ASSIGN_OR_RETURN(core->optimizer, CreateOptimizer(config.optimizer(), n));
+  // Codecs that view a chunk as a matrix see its rows in the tensor, as the workers' do.
+  const compress::ChunkShape shape =
+      compress::ChunkShapeInTensor(layout.tensor_of(plan).shape, plan.chunk.offset, n);
+  TAMP_ASSIGN_OR_RETURN(core->push_codec, compress::CreateCodec(plan.compression.push(), shape));
+  TAMP_ASSIGN_OR_RETURN(core->push_warmup,
+                        compress::RatioWarmup::Create(plan.compression.push(), shape));
+  core->steps_per_epoch = steps_per_epoch;
+  TAMP_ASSIGN_OR_RETURN(core->pull_codec, compress::CreateCodec(plan.compression.pull(), shape));
+  if (core->pull_codec->rounds() != 1) {  // Config validation refuses these already.
+    return absl::InvalidArgumentError(absl::StrCat("pull codec ", plan.compression.pull().name(),
+                                                   " takes several rounds; it can only push"));
+  }
+  core->rounds = core->push_codec->rounds();
+  TAMP_ASSIGN_OR_RETURN(core->pull_feedback,
+                        compress::ErrorFeedback::Create(plan.compression.pull_feedback(), n));
+  core->weights.resize(n);
+  if (config.model().kind() != config::Model::REGISTERED) {  // Else worker 0 sets them.
+    InitTensorSlice(layout.tensor_of(plan), config.model().init_seed(), plan.chunk.tensor,
+                    plan.chunk.offset, absl::MakeSpan(core->weights));
+  }
+  core->accumulator.assign(core->push_codec->RoundValues(0), 0.0f);
+  core->update.resize(n);
+  return core;
+}
+
+std::string ChunkCore::TakePullBuffer() {
+  if (pull_buffers.empty()) return {};
+  std::string buffer = std::move(pull_buffers.back());
+  pull_buffers.pop_back();
+  return buffer;
+}
+
+void ChunkCore::ReturnPullBuffer(std::string&& buffer) {
+  if (buffer.capacity() == 0) return;
+  std::lock_guard<std::mutex> lock(mu);
+  if (pull_buffers.size() < num_workers) pull_buffers.push_back(std::move(buffer));
+}
+
+ChunkSnapshot ShardChunk::CoreSnapshot() const {
+  ChunkSnapshot snapshot;
+  snapshot.step = core_->step;
+  snapshot.weights = core_->weights;
+  snapshot.accumulator = core_->accumulator;
+  const absl::Span<const float> residual = core_->pull_feedback->residual();
+  snapshot.pull_residual.assign(residual.begin(), residual.end());
+  snapshot.nonfinite_skipped = core_->nonfinite_skipped;
+  return snapshot;
+}
+
+}  // namespace tamp

@@ -1,0 +1,151 @@
+// SyncChunk alone, without a Shard: the barrier answers every push of a step with one update,
+// a timed-out barrier completes over the workers that pushed, and a rejoin is checked against
+// the chunk's position.
+#include "server/sync_chunk.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/test_job.h"
+
+namespace tamp {
+namespace {
+
+using ::tamp::testing::Answer;
+using ::tamp::testing::DecodePull;
+using ::tamp::testing::EncodePush;
+using ::tamp::testing::Record;
+using ::tamp::testing::TestConfig;
+using ::tamp::testing::TestGradient;
+using ::tamp::testing::TestLayout;
+
+class SyncChunkTest : public ::testing::Test {
+ protected:
+  SyncChunkTest() { Init(TestConfig()); }
+
+  // The first chunk of shard 0 of the job `config`, in its initial state.
+  void Init(const config::RunConfig& config) {
+    chunk_.reset();
+    config_ = config;
+    layout_ = TestLayout(config_);
+    id_ = layout_.ChunksOfShard(0).front();
+    n_ = layout_.chunks[id_].chunk.length;
+    membership_ = std::make_unique<Membership>(config_, 0);
+    absl::StatusOr<std::unique_ptr<ChunkCore>> core =
+        ChunkCore::Create(config_, layout_, id_, membership_->steps_per_epoch());
+    CHECK(core.ok()) << core.status();
+    chunk_ = std::make_unique<SyncChunk>(*std::move(core), config_, membership_.get());
+  }
+
+  void Push(uint32_t worker, uint64_t step, Answer* answer) {
+    chunk_->Push(worker, step, 0,
+                 EncodePush(config_, layout_, step, id_, worker, TestGradient(n_, step, worker)),
+                 Record(answer));
+  }
+
+  config::RunConfig config_;
+  JobLayout layout_;
+  uint32_t id_ = 0;
+  size_t n_ = 0;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<SyncChunk> chunk_;
+};
+
+TEST_F(SyncChunkTest, TheLastPushAnswersTheStepWithTheMeanGradientsUpdate) {
+  const std::vector<float> w0 = chunk_->Snapshot().weights;
+  Answer a0, a1;
+  Push(0, 0, &a0);
+  EXPECT_EQ(a0.calls, 0) << "waits for worker 1";
+  EXPECT_EQ(chunk_->Snapshot().arrived, (std::vector<bool>{true, false}));
+  Push(1, 0, &a1);
+  ASSERT_EQ(a0.calls, 1);
+  ASSERT_TRUE(a1.status.ok()) << a1.status;
+  EXPECT_EQ(a0.update, a1.update);
+  EXPECT_EQ(a0.step, 1u);
+  EXPECT_EQ(chunk_->step(), 1u);
+  // Plain SGD at lr 0.5 over the mean of two gradients of multiples of 1/64: exact.
+  const std::vector<float> g0 = TestGradient(n_, 0, 0), g1 = TestGradient(n_, 0, 1);
+  const std::vector<float> update = DecodePull(config_, layout_, 0, id_, a0.update);
+  const std::vector<float> w1 = chunk_->Snapshot().weights;
+  for (size_t i = 0; i < n_; ++i) {
+    ASSERT_EQ(w1[i], w0[i] - 0.5f * ((g0[i] + g1[i]) / 2)) << i;
+    ASSERT_EQ(update[i], w1[i] - w0[i]) << i;
+  }
+}
+
+TEST_F(SyncChunkTest, AnExpiredBarrierCompletesOverTheWorkersThatPushed) {
+  Answer a0;
+  Push(0, 0, &a0);
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_FALSE(chunk_->ExpireWait(now, std::chrono::hours(1), 0)) << "not waited long enough";
+  EXPECT_TRUE(chunk_->ExpireWait(now + std::chrono::seconds(10), std::chrono::seconds(5), 0));
+  EXPECT_EQ(a0.calls, 0) << "ExpireWait drops; CompleteIfDone completes";
+  chunk_->CompleteIfDone();
+  ASSERT_EQ(a0.calls, 1);
+  ASSERT_TRUE(a0.status.ok()) << a0.status;
+  EXPECT_EQ(chunk_->step(), 1u);
+  Answer late;
+  Push(1, 1, &late);
+  EXPECT_EQ(late.status.code(), absl::StatusCode::kAborted) << late.status;
+}
+
+TEST_F(SyncChunkTest, ARejoinCannotGoBehindTheChunk) {
+  Answer a0;
+  Push(0, 0, &a0);
+  {
+    std::unique_lock<std::mutex> hold = chunk_->Hold();
+    EXPECT_EQ(chunk_->CheckRejoinHeld(0, 0, 3),
+              absl::FailedPreconditionError(absl::StrCat(
+                  "worker 0 cannot rejoin at step 0 on server 3: chunk ", id_,
+                  " is at step 0; rejoin at a later step")));
+    EXPECT_TRUE(chunk_->CheckRejoinHeld(1, 0, 3).ok()) << "worker 1 has not pushed step 0";
+    EXPECT_TRUE(chunk_->CheckRejoinHeld(0, 1, 3).ok());
+    EXPECT_EQ(chunk_->StepHeld(), 0u);
+  }
+  Answer a1;
+  Push(1, 0, &a1);
+  std::unique_lock<std::mutex> hold = chunk_->Hold();
+  EXPECT_EQ(chunk_->CheckRejoinHeld(1, 0, 3).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SyncChunkTest, AReplicaPullKeepsTheResidualAnExactPullDropsIt) {
+  Init(TestConfig([](config::RunConfig& config) {
+    config::ChunkCompression* compression =
+        config.mutable_compression()->mutable_default_compression();
+    compression->mutable_pull()->set_name("topk");
+    compression->mutable_pull()->set_ratio(0.25);
+    compression->mutable_pull_feedback()->set_kind(config::ErrorFeedback::RESIDUAL);
+  }));
+  Answer a0, a1;
+  Push(0, 0, &a0);
+  Push(1, 0, &a1);
+  ASSERT_TRUE(a1.status.ok()) << a1.status;
+  const ChunkSnapshot after = chunk_->Snapshot();
+  ASSERT_EQ(after.pull_residual.size(), n_);
+  std::string values;
+  EXPECT_EQ(chunk_->Pull(1, PullKind::kReplica, &values), 1u);
+  std::vector<float> replica(n_);
+  ASSERT_EQ(values.size(), n_ * sizeof(float));
+  std::memcpy(replica.data(), values.data(), values.size());
+  size_t owed = 0;
+  for (size_t i = 0; i < n_; ++i) {
+    ASSERT_EQ(replica[i], after.weights[i] - after.pull_residual[i]) << i;
+    owed += after.pull_residual[i] != 0.0f;
+  }
+  EXPECT_GT(owed, 0u) << "top-k leaves some of the update owed";
+  EXPECT_EQ(chunk_->Snapshot().pull_residual, after.pull_residual);
+
+  EXPECT_EQ(chunk_->Pull(0, PullKind::kExact, &values), 1u);
+  EXPECT_EQ(values, std::string(reinterpret_cast<const char*>(after.weights.data()),
+                                n_ * sizeof(float)));
+  EXPECT_EQ(chunk_->Snapshot().pull_residual, std::vector<float>(n_, 0.0f));
+}
+
+}  // namespace
+}  // namespace tamp

@@ -83,17 +83,20 @@ def sample(marker, out, events):
 
 def summarize(path, warmup):
     """Per process, from the first sample at which every worker had logged `warmup` steps (or
-    the first sample, when none had) to the last at which every process was running: RSS at
+    the first sample, when none had) to the last before any worker was done: RSS at
     both ends and its peak in MiB, the growth, and the CPU seconds used and steps logged in
     between."""
     samples = [json.loads(l) for l in open(path) if l.strip()]
     if not samples:
         return {}
     start = next((i for i, s in enumerate(samples) if s["steps"] >= warmup and s["procs"]), 0)
-    # The end: the last sample at which every process still ran (a worker that is done
-    # frees its memory on the way out, which is not the run's).
+    # The end: the last sample at which every process ran and every worker had a step to go
+    # (a worker that is done frees its memory on the way out, which is not the run's; in a
+    # SYNC run no worker is more than one step ahead of the slowest).
     everyone = max(len(s["procs"]) for s in samples)
-    end = max((i for i, s in enumerate(samples) if len(s["procs"]) == everyone), default=start)
+    final = max(s["steps"] for s in samples)
+    end = max((i for i, s in enumerate(samples)
+               if len(s["procs"]) == everyone and s["steps"] <= final - 2), default=start)
     window = samples[start:max(end, start) + 1]
     result = {}
     names = sorted({n for s in window for n in s["procs"]})

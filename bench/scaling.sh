@@ -54,6 +54,9 @@ results=bench/results/scaling.jsonl.tmp
 : >"$results"
 
 run_started=$(date -u '+%Y-%m-%d %H:%M UTC')
+# What was measured: the commit, and whether the tree differed from it when the run began.
+run_commit=$(git rev-parse --short HEAD)
+[ -z "$(git status --porcelain)" ] || run_commit="$run_commit (with uncommitted changes)"
 
 # The (servers, workers) pairs to run, as SxW words.
 pairs() {
@@ -80,9 +83,9 @@ record_perf() {
   {
     echo "# perf record -a -F 499, $perf_seconds s after warm-up, $name with $S servers and $W workers"
     echo "# at $rate per host; bench/scaling.sh $run_started; a shared $(nproc)-core machine."
-    perf report -i "$work/perf.data" --sort comm --stdio 2>/dev/null | grep -v '^$' | head -20
-    perf report -i "$work/perf.data" --sort comm,dso --stdio 2>/dev/null | grep -v '^$' | head -40
-    perf report -i "$work/perf.data" --sort sym --stdio 2>/dev/null | grep -v '^$' | head -50
+    perf report -i "$work/perf.data" --sort comm --stdio 2>/dev/null | grep -v '^$' | head -20 || true
+    perf report -i "$work/perf.data" --sort comm,dso --stdio 2>/dev/null | grep -v '^$' | head -40 || true
+    perf report -i "$work/perf.data" --sort comm,dso,sym --stdio 2>/dev/null | grep -v '^$' | head -50 || true
   } >"bench/results/scaling_perf_$name.txt"
 }
 
@@ -175,6 +178,9 @@ for path in sys.argv[10:]:
             split[k].append(e.get(k, 0.0))
 row = {"config": name, "servers": int(S), "workers": int(W), "rate": rate,
        "step_ms_median": statistics.median(step_ms),
+       # Every training.resync_steps-th step also pulls the whole model, which the median
+       # leaves out and the mean does not.
+       "step_ms_mean": statistics.mean(step_ms),
        "bytes_pushed_per_step": statistics.median(pushed),
        "bytes_pulled_per_step": statistics.median(pulled),
        "compute_ms_median": summary["compute_ms_median"],
@@ -201,13 +207,10 @@ PY
   done
 done
 
-python3 - "$results" "$steps" "$warmup" "$run_started" "$command_line" <<'PY'
-import json, os, subprocess, sys
-path, steps, warmup, started, command = sys.argv[1:6]
-git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip()
-run = {"started": started, "commit": git("rev-parse", "--short", "HEAD") +
-       (" (with uncommitted changes)" if git("status", "--porcelain") else ""),
-       "command": command, "steps": int(steps), "warmup": int(warmup),
+python3 - "$results" "$steps" "$warmup" "$run_started" "$run_commit" "$command_line" <<'PY'
+import json, os, sys
+path, steps, warmup, started, commit, command = sys.argv[1:7]
+run = {"started": started, "commit": commit, "command": command, "steps": int(steps), "warmup": int(warmup),
        "cores": os.cpu_count(), "load_end": " ".join(open("/proc/loadavg").read().split()[:3])}
 rows = [dict(json.loads(l), run=run) for l in open(path)]
 os.remove(path)

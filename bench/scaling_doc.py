@@ -55,19 +55,21 @@ def role(processes, prefix):
 def full_tables(rows):
     """Step against the model, then memory and CPU per process, for rows with both."""
     step = ["| config | servers | workers | step ms | link-bound model ms | step / model | "
-            "model CPU bound ms | compute ms | encode ms | wire ms | decode ms | apply ms | "
-            "pushed / step | pulled / step |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "model CPU bound ms | mean step ms | compute ms | encode ms | wire ms | decode ms | "
+            "apply ms | pushed / step | pulled / step |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     memory = ["| config | servers | workers | server RSS MiB, first sample after warm-up -> end "
               "(largest server) | worker RSS MiB (largest worker) | largest growth of any process "
               "| CPU ms per step: servers, workers (all of them) |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         link, cpu = r.get("predicted_link_ms"), r.get("predicted_cpu_bound_ms")
+        mean = "step_ms_mean"
         step.append(
             f"| {r['config']} | {r['servers']} | {r['workers']} | {r['step_ms_median']:.0f} | "
             f"{f'{link:.0f}' if link else '-'} | {ratio(r['step_ms_median'], link)} | "
             f"{f'{cpu:.0f}' if cpu else '-'} | "
+            f"{f'{r[mean]:.0f}' if mean in r else '-'} | "
             f"{r['compute_ms_median']:.0f} | {r['encode_ms_median']:.0f} | "
             f"{r['wire_ms_median']:.0f} | {r['decode_ms_median']:.0f} | {r['apply_ms_median']:.0f} | "
             f"{mb(r['bytes_pushed_per_step'])} | {mb(r['bytes_pulled_per_step'])} |")

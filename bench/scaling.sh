@@ -72,20 +72,27 @@ pairs() {
 pair_list=$(pairs)
 
 # Waits until every worker has logged $warmup steps, then records $perf_seconds of the
-# whole machine's CPU time into bench/results/scaling_perf_$1.txt.
+# whole machine's CPU time into bench/results/scaling_perf_$1.txt: every process's share
+# (this machine is shared), then this job's processes' alone, by library and by function.
 record_perf() {
-  local name=$1 S=$2 W=$3
-  shift 3
+  local name=$1 S=$2 W=$3 config=$4
+  shift 4
   until [ "$(for f in "$@"; do grep -c '"STEP"' "$f" || true; done | sort -n | head -1)" -ge "$warmup" ]; do
     sleep 0.5
   done
+  local job_pids
+  job_pids=$(pgrep -d, -f -- "--config=$config")
   perf record -a -F 499 -o "$work/perf.data" -- sleep "$perf_seconds" 2>"$work/perf.err" >&2
+  local report="perf report -i $work/perf.data --stdio"
   {
     echo "# perf record -a -F 499, $perf_seconds s after warm-up, $name with $S servers and $W workers"
     echo "# at $rate per host; bench/scaling.sh $run_started; a shared $(nproc)-core machine."
-    perf report -i "$work/perf.data" --sort comm --stdio 2>/dev/null | grep -v '^$' | head -20 || true
-    perf report -i "$work/perf.data" --sort comm,dso --stdio 2>/dev/null | grep -v '^$' | head -40 || true
-    perf report -i "$work/perf.data" --sort comm,dso,sym --stdio 2>/dev/null | grep -v '^$' | head -50 || true
+    echo "# The whole machine, by command (other engineers' processes included):"
+    $report --sort comm 2>/dev/null | grep -v '^$' | head -20 || true
+    echo "# This job's $((S + W)) processes only (their pids), by command and library:"
+    $report --pid "$job_pids" --sort comm,dso 2>/dev/null | grep -v '^$' | head -30 || true
+    echo "# This job's processes only, by function:"
+    $report --pid "$job_pids" --sort comm,dso,sym 2>/dev/null | grep -v '^$' | head -50 || true
   } >"bench/results/scaling_perf_$name.txt"
 }
 
@@ -117,7 +124,7 @@ for config_name in $configs; do
     sampler=$!
     perf_pid=""
     if [ "$perf_seconds" -gt 0 ] && [ "$pair" = "$last_pair" ]; then
-      record_perf "$name" "$S" "$W" "${events[@]}" &
+      record_perf "$name" "$S" "$W" "$config" "${events[@]}" &
       perf_pid=$!
     fi
     pids=()

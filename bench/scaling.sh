@@ -185,8 +185,7 @@ for path in sys.argv[10:]:
             split[k].append(e.get(k, 0.0))
 row = {"config": name, "servers": int(S), "workers": int(W), "rate": rate,
        "step_ms_median": statistics.median(step_ms),
-       # Every training.resync_steps-th step also pulls the whole model, which the median
-       # leaves out and the mean does not.
+       # The median leaves out a few slow steps (stalls on the shared cores); the mean not.
        "step_ms_mean": statistics.mean(step_ms),
        "bytes_pushed_per_step": statistics.median(pushed),
        "bytes_pulled_per_step": statistics.median(pulled),

@@ -83,9 +83,9 @@ def sample(marker, out, events):
 
 def summarize(path, warmup):
     """Per process, from the first sample at which every worker had logged `warmup` steps (or
-    the first sample, when none had) to the last before any worker was done: RSS at
-    both ends and its peak in MiB, the growth, and the CPU seconds used and steps logged in
-    between."""
+    the first sample, when none had) to the last before any worker was done: RSS at both
+    ends, halfway and its peak in MiB, the growth, and the CPU seconds used and steps logged
+    in between."""
     samples = [json.loads(l) for l in open(path) if l.strip()]
     if not samples:
         return {}
@@ -105,7 +105,8 @@ def summarize(path, warmup):
         first, last = seen[0], seen[-1]
         rss = [s["procs"][name]["rss_kib"] for s in seen]
         result[name] = {
-            "rss_start_mib": rss[0] / 1024, "rss_end_mib": rss[-1] / 1024,
+            "rss_start_mib": rss[0] / 1024, "rss_mid_mib": rss[len(rss) // 2] / 1024,
+            "rss_end_mib": rss[-1] / 1024,
             "rss_peak_mib": max(rss) / 1024,
             "rss_growth_mib": (rss[-1] - rss[0]) / 1024,
             "rss_growth_percent": (rss[-1] - rss[0]) / rss[0] * 100 if rss[0] else 0.0,

@@ -15,7 +15,7 @@
 # --perf records SECONDS of `perf record -a` once warm-up is over, on each config's last
 # point, into bench/results/scaling_perf_<config>.txt (CPU time per process and library).
 # Merges its rows into bench/results/scaling.json (a rerun of the same config, servers,
-# workers and rate replaces the old row) and regenerates the table (bench/scaling_doc.py:
+# workers, rate and steps replaces the old row) and regenerates the table (bench/scaling_doc.py:
 # stdout, and --out, keeping its "## Reading" section). Needs root.
 # All processes share this machine's cores: with more workers than cores, compute slows
 # down with the worker count, which a real cluster would not see; the doc says so.
@@ -221,7 +221,7 @@ run = {"started": started, "commit": commit, "command": command, "steps": int(st
 rows = [dict(json.loads(l), run=run) for l in open(path)]
 os.remove(path)
 out = "bench/results/scaling.json"
-key = lambda r: (r["config"], r["servers"], r["workers"], r["rate"])
+key = lambda r: (r["config"], r["servers"], r["workers"], r["rate"], r["run"]["steps"])
 fresh = {key(r) for r in rows}
 kept = [r for r in json.load(open(out)) if key(r) not in fresh] if os.path.exists(out) else []
 with open(out, "w") as f:

@@ -48,6 +48,12 @@ def basic_table(rows):
     return lines
 
 
+def rss_path(p):
+    """RSS after warm-up -> (halfway ->) at the end, in MiB."""
+    mid = f" -> {p['rss_mid_mib']:.0f}" if "rss_mid_mib" in p else ""
+    return f"{p['rss_start_mib']:.0f}{mid} -> {p['rss_end_mib']:.0f}"
+
+
 def role(processes, prefix):
     return [p for n, p in sorted(processes.items()) if n.startswith(prefix)]
 
@@ -58,8 +64,8 @@ def full_tables(rows):
             "model CPU bound ms | mean step ms | compute ms | encode ms | wire ms | decode ms | "
             "apply ms | pushed / step | pulled / step |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    memory = ["| config | servers | workers | server RSS MiB, first sample after warm-up -> end "
-              "(largest server) | worker RSS MiB (largest worker) | largest growth of any process "
+    memory = ["| config | servers | workers | server RSS MiB, first sample after warm-up (-> halfway) "
+              "-> end (largest server) | worker RSS MiB (largest worker) | largest growth of any process "
               "| CPU ms per step: servers, workers (all of them) |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -88,7 +94,7 @@ def full_tables(rows):
 
         memory.append(
             f"| {r['config']} | {r['servers']} | {r['workers']} | "
-            f"{big_s['rss_start_mib']:.0f} -> {big_s['rss_end_mib']:.0f} | "
+            f"{rss_path(big_s)} | "
             f"{big_w['rss_start_mib']:.0f} -> {big_w['rss_end_mib']:.0f} | "
             f"{grow['rss_growth_mib']:+.1f} MiB ({grow['rss_growth_percent']:+.1f}%, {name}) | "
             f"{per_step(servers):.0f}, {per_step(workers):.0f} |")

@@ -2,15 +2,17 @@
 """The tables of docs/scaling.md from bench/results/scaling.json (bench/scaling.sh writes
 both): one section per run, in the order of the file.
 
-    bench/scaling_doc.py [--out docs/scaling.md]
+    bench/scaling_doc.py [--out docs/scaling.md] [--check]
 
 Prints the tables; with --out, writes them to that file, keeping what follows its
-"## Reading" heading (the written reading outlives a rerun).
+"## Reading" heading (the written reading outlives a rerun). With --check, writes nothing
+and fails when the --out file's tables are not what the results file makes.
 """
 
 import argparse
 import json
 import os
+import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "bench/results/scaling.json")
@@ -124,12 +126,18 @@ def tables():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out")
+    parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     text = tables()
+    old = open(args.out).read() if args.out and os.path.exists(args.out) else ""
+    reading = old.find("\n## Reading")
+    if args.check:
+        if not args.out or old[:reading if reading >= 0 else len(old)] != text:
+            sys.exit(f"scaling_doc.py: {args.out}'s tables are not what {RESULTS} makes: run "
+                     "bench/scaling_doc.py --out docs/scaling.md")
+        return
     print(text)
     if args.out:
-        old = open(args.out).read() if os.path.exists(args.out) else ""
-        reading = old.find("\n## Reading")
         with open(args.out, "w") as f:
             f.write(text + (old[reading:] if reading >= 0 else ""))
 

@@ -49,14 +49,14 @@ net="tsc$$"
 cleanup() { bench/net/hosts.sh down "$net" 2>/dev/null || true; rm -rf "$bin" "$work"; }
 trap cleanup EXIT
 cp bazel-bin/server/tamp_server bazel-bin/worker/tamp_worker bazel-bin/tools/tamp/tamp "$bin/"
-mkdir -p bench/results
-results=bench/results/scaling.jsonl.tmp
-: >"$results"
 
 run_started=$(date -u '+%Y-%m-%d %H:%M UTC')
 # What was measured: the commit, and whether the tree differed from it when the run began.
 run_commit=$(git rev-parse --short HEAD)
 [ -z "$(git status --porcelain)" ] || run_commit="$run_commit (with uncommitted changes)"
+mkdir -p bench/results
+results=bench/results/scaling.jsonl.tmp  # After the look at the tree: not a change of it.
+: >"$results"
 
 # The (servers, workers) pairs to run, as SxW words.
 pairs() {

@@ -572,6 +572,14 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params,
   return absl::OkStatus();
 }
 
+uint64_t Client::HeldPayloadBytes() const {
+  uint64_t bytes = 0;
+  for (const std::vector<std::string>* held : {&updates_, &aggregates_, &pushed_}) {
+    for (const std::string& payload : *held) bytes += payload.size();
+  }
+  return bytes;
+}
+
 absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params, const TensorMemory& memory) {
   const ChunkPlan& plan = layout_.chunks[id];
   totals_.bytes_pulled += updates_[id].size();
@@ -722,6 +730,10 @@ absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
     if (settled && to_resend.empty()) break;
     for (uint32_t id : to_apply) {
       if (apply_error.ok()) apply_error = ApplyChunk(id, params, memory);
+      // Spent: freed now, not when the next step's answer replaces it, so that a step's
+      // answers land in the memory of the last step's (a whole model per worker otherwise).
+      std::string().swap(updates_[id]);
+      std::string().swap(aggregates_[id]);
     }
     to_apply.clear();
     if (rounds_queued) ContinueRounds();

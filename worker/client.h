@@ -215,6 +215,11 @@ class Client {
   const StepReport& report() const { return report_; }
   const ClientTotals& totals() const { return totals_; }
 
+  // Bytes of wire payloads the client holds between steps (call it between steps only): the
+  // pushes kept for resending after a server failure (config.checkpoint), none otherwise.
+  // A step's answers are freed once applied, so this does not grow with the model.
+  uint64_t HeldPayloadBytes() const;
+
  private:
   // Per-chunk codecs of this worker: the push side keeps its residual.
   struct ChunkCodecs {
@@ -320,7 +325,7 @@ class Client {
   std::vector<NextRound> next_rounds_;
   // Chunks whose final answer arrived and that the training thread has not applied yet.
   std::vector<uint32_t> answered_;
-  std::vector<std::string> updates_;     // By chunk id, this step's pulls.
+  std::vector<std::string> updates_;     // By chunk id, this step's pulls, until applied.
   std::vector<std::string> aggregates_;  // By chunk id, a multi-round codec's last answer.
   // Server failure (config.checkpoint): a push its shard did not answer (IsServerGone()) is
   // kept, with its payload, until every other push to its shard has called back; then the

@@ -113,6 +113,21 @@ TEST_F(ClientTest, AStepAppliesTheShardsSgdUpdate) {
   EXPECT_GT(pushed, client_->totals().raw_bytes_pushed);  // Raw payloads carry a header.
 }
 
+// A step's answers are freed once applied: between steps the client holds no payload (with
+// a 25.6M-parameter model, holding the last step's pulls cost 100 MB per worker).
+TEST_F(ClientTest, HoldsNoPayloadBetweenSteps) {
+  for (uint64_t step = 0; step < 2; ++step) {
+    ASSERT_TRUE(client_->BeginStep(step, tensors_).ok());
+    PushAll(testing::TestGradient(layout_.total_elements, 0, step));
+    const absl::Status waited = client_->Wait(tensors_);
+    ASSERT_TRUE(waited.ok()) << waited;
+    uint64_t pulled = 0;
+    for (uint64_t bytes : client_->report().shard_bytes_pulled) pulled += bytes;
+    ASSERT_GT(pulled, layout_.total_elements * sizeof(float));  // Raw updates, with headers.
+    EXPECT_EQ(client_->HeldPayloadBytes(), 0u) << "after step " << step;
+  }
+}
+
 TEST_F(ClientTest, RefusedCallsNameTheTensorAndLeaveTheStepIntact) {
   const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
   const std::string last = layout_.tensors.back().name;

@@ -1,5 +1,6 @@
 #include "compress/codec.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -73,6 +74,11 @@ absl::Status OneRound(CodecId id, absl::string_view method) {
                                                     "() is for multi-round codecs"));
 }
 
+absl::Status RoundZeroOnly(CodecId id, int round) {
+  return absl::InvalidArgumentError(absl::StrCat("codec ", CodecName(id),
+                                                 " takes one round per step, got round ", round));
+}
+
 }  // namespace
 
 absl::Status Codec::EncodeRound(int /*round*/, absl::Span<const float> /*input*/,
@@ -96,17 +102,28 @@ absl::StatusOr<bool> Codec::DecodeSparse(absl::string_view /*payload*/, const Ra
   return false;
 }
 
-absl::Status Codec::DecodeAddRound(int /*round*/, absl::string_view /*payload*/,
-                                   const RandomKey& /*key*/,
-                                   absl::Span<float> /*accumulator*/) const {
-  return OneRound(id(), "DecodeAddRound");
+absl::Status Codec::DecodeRound(int round, absl::string_view payload, const RandomKey& key,
+                                absl::Span<float> out) const {
+  if (round != 0) return RoundZeroOnly(id(), round);
+  return Decode(payload, key, out);
 }
 
-void Codec::FinishRound(int /*round*/, int /*num_contributors*/, absl::Span<float> /*accumulator*/,
-                        const RandomKey& /*key*/, std::string* /*answer*/,
-                        absl::Span<float> /*aggregate*/) {
-  LOG(FATAL) << "codec " << CodecName(id()) << " takes one round per step; FinishRound() is for "
-             << "multi-round codecs";
+absl::Status Codec::DecodeAddRound(int round, absl::string_view payload, const RandomKey& key,
+                                   absl::Span<float> accumulator) const {
+  if (round != 0) return RoundZeroOnly(id(), round);
+  return DecodeAdd(payload, key, accumulator);
+}
+
+void Codec::FinishRound(int round, int num_contributors, absl::Span<float> accumulator,
+                        const RandomKey& /*key*/, std::string* answer,
+                        absl::Span<float> aggregate) {
+  CHECK_EQ(round, 0) << "codec " << CodecName(id()) << " takes one round per step";
+  FinishAggregate(num_contributors, accumulator);
+  answer->clear();
+  if (!aggregate.empty() && aggregate.data() != accumulator.data()) {
+    CHECK_EQ(aggregate.size(), accumulator.size());
+    std::copy(accumulator.begin(), accumulator.end(), aggregate.begin());
+  }
 }
 
 ChunkShape ChunkShapeInTensor(absl::Span<const int64_t> tensor_shape, uint64_t offset,

@@ -145,9 +145,12 @@ class Codec {
   // The last FinishRound() also writes the size() values the optimizer applies; its answer
   // reaches the workers beside the update, and each hands it to FinishRounds(). A codec
   // instance plays one side (a worker's push codec, or a server's) and may keep state
-  // between rounds and steps. The defaults are those of a single-round codec: rounds() 1,
-  // RoundValues() size(), and the round methods refuse (FAILED_PRECONDITION; FinishRound
-  // CHECK-fails), since callers use the single-round API for such codecs.
+  // between rounds and steps. The defaults make a single-round codec the one-round case on
+  // the server's side, so a shard runs every codec through the round methods: rounds() 1,
+  // RoundValues() size(), DecodeRound(0) = Decode, DecodeAddRound(0) = DecodeAdd and
+  // FinishRound(0) = FinishAggregate with an empty answer. The worker's side of a
+  // single-round codec is Encode (error feedback needs the payload it decodes), so there
+  // EncodeRound and FinishRounds refuse (FAILED_PRECONDITION).
 
   // Codec::rounds()
   //
@@ -180,11 +183,19 @@ class Codec {
   virtual absl::Status FinishRounds(absl::string_view final_answer, const RandomKey& key,
                                     absl::Span<float> sent);
 
+  // Codec::DecodeRound()
+  //
+  // Server side: writes what a worker's round-`round` payload contributes into `out`
+  // (RoundValues(round) values), as Decode does. A bad payload, or a round outside
+  // 0 .. rounds() - 1, is INVALID_ARGUMENT.
+  virtual absl::Status DecodeRound(int round, absl::string_view payload, const RandomKey& key,
+                                   absl::Span<float> out) const;
+
   // Codec::DecodeAddRound()
   //
   // Server side: accumulator (RoundValues(round) values) += what a worker's round-`round`
-  // payload contributes. As DecodeAdd: a bad payload is INVALID_ARGUMENT and leaves the
-  // accumulator untouched.
+  // payload contributes. As DecodeAdd: a bad payload (or round) is INVALID_ARGUMENT and
+  // leaves the accumulator untouched.
   virtual absl::Status DecodeAddRound(int round, absl::string_view payload, const RandomKey& key,
                                       absl::Span<float> accumulator) const;
 
@@ -193,8 +204,10 @@ class Codec {
   // Server side: turns the sum of `num_contributors` DecodeAddRound()s of round `round`
   // (in `accumulator`, which it may overwrite) into *answer (replaced), the bytes every
   // worker gets. The last round also writes the aggregate the optimizer applies into
-  // `aggregate` (size() values; empty for earlier rounds). Rounds of a step come in order,
-  // each once; does not fail on data.
+  // `aggregate` (size() values; empty for earlier rounds). A single-round codec aggregates
+  // in `accumulator` and copies it to `aggregate` unless that is `accumulator` itself (which
+  // only single-round codecs allow). Rounds of a step come in order, each once; does not
+  // fail on data.
   virtual void FinishRound(int round, int num_contributors, absl::Span<float> accumulator,
                            const RandomKey& key, std::string* answer, absl::Span<float> aggregate);
 

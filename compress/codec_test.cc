@@ -64,6 +64,36 @@ TEST(CodecTest, DefaultFinishAggregateIsTheMean) {
   EXPECT_THAT(sum, ElementsAre(1, -2, 3));
 }
 
+// A single-round codec is the one-round case of the round API the shard runs every codec
+// through: round 0 is Decode / DecodeAdd / FinishAggregate, any other round is refused.
+TEST(CodecTest, SingleRoundCodecIsTheOneRoundCaseOfTheRoundApi) {
+  CountingCodec codec(3);
+  EXPECT_EQ(codec.rounds(), 1);
+  EXPECT_EQ(codec.RoundValues(0), 3u);
+  std::vector<float> decoded(3, -1.0f);
+  ASSERT_TRUE(codec.DecodeRound(0, "ok", {}, absl::MakeSpan(decoded)).ok());
+  EXPECT_THAT(decoded, ElementsAre(1, 2, 3));
+  std::vector<float> accumulator = {10, 20, 30};
+  ASSERT_TRUE(codec.DecodeAddRound(0, "ok", {}, absl::MakeSpan(accumulator)).ok());
+  ASSERT_TRUE(codec.DecodeAddRound(0, "ok", {}, absl::MakeSpan(accumulator)).ok());
+  EXPECT_THAT(accumulator, ElementsAre(12, 24, 36));
+  const absl::Status round1 = codec.DecodeAddRound(1, "ok", {}, absl::MakeSpan(accumulator));
+  EXPECT_EQ(round1.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(round1.message(), "codec none takes one round per step, got round 1");
+  EXPECT_EQ(codec.DecodeRound(1, "ok", {}, absl::MakeSpan(decoded)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(accumulator, ElementsAre(12, 24, 36));  // A refused round changes nothing.
+
+  // The mean, in place when the aggregate is the accumulator, else copied out.
+  std::string answer = "stale";
+  codec.FinishRound(0, 2, absl::MakeSpan(accumulator), {}, &answer, absl::MakeSpan(accumulator));
+  EXPECT_THAT(accumulator, ElementsAre(6, 12, 18));
+  EXPECT_EQ(answer, "");
+  std::vector<float> aggregate(3, -1.0f);
+  codec.FinishRound(0, 3, absl::MakeSpan(accumulator), {}, &answer, absl::MakeSpan(aggregate));
+  EXPECT_THAT(aggregate, ElementsAre(2, 4, 6));
+}
+
 TEST(CodecTest, CodecNameCoversEveryWireIdAndUnknownBytes) {
   EXPECT_EQ(CodecName(CodecId::kNone), "none");
   EXPECT_EQ(CodecName(CodecId::kTopK), "topk");

@@ -287,16 +287,25 @@ absl::Status PowerSgdCodec::FinishRounds(absl::string_view final_answer, const R
 // ---------------------------------------------------------------------------------------
 // Server side
 
-absl::Status PowerSgdCodec::DecodeAddRound(int round, absl::string_view payload,
-                                           const RandomKey& /*key*/,
-                                           absl::Span<float> accumulator) const {
+absl::Status PowerSgdCodec::DecodeRound(int round, absl::string_view payload,
+                                        const RandomKey& /*key*/, absl::Span<float> out) const {
   if (round < 0 || round >= kRounds) {
     return absl::InvalidArgumentError(
         absl::StrCat("powersgd has rounds 0 and 1, got round ", round));
   }
-  CHECK_EQ(accumulator.size(), RoundValues(round));
+  CHECK_EQ(out.size(), RoundValues(round));
   thread_local std::vector<float> values;
   TAMP_RETURN_IF_ERROR(ParseMessage(payload, round, "payload", &values));
+  std::copy(values.begin(), values.end(), out.begin());
+  return absl::OkStatus();
+}
+
+absl::Status PowerSgdCodec::DecodeAddRound(int round, absl::string_view payload,
+                                           const RandomKey& key,
+                                           absl::Span<float> accumulator) const {
+  thread_local std::vector<float> values;
+  values.resize(accumulator.size());
+  TAMP_RETURN_IF_ERROR(DecodeRound(round, payload, key, absl::MakeSpan(values)));
   for (size_t i = 0; i < values.size(); ++i) accumulator[i] += values[i];
   return absl::OkStatus();
 }

@@ -137,6 +137,8 @@ class PowerSgdCodec final : public Codec {
                            std::string* payload) override;
   absl::Status FinishRounds(absl::string_view final_answer, const RandomKey& key,
                             absl::Span<float> sent) override;
+  absl::Status DecodeRound(int round, absl::string_view payload, const RandomKey& key,
+                           absl::Span<float> out) const override;
   absl::Status DecodeAddRound(int round, absl::string_view payload, const RandomKey& key,
                               absl::Span<float> accumulator) const override;
   void FinishRound(int round, int num_contributors, absl::Span<float> accumulator,

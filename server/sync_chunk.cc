@@ -16,6 +16,8 @@ namespace tamp {
 SyncChunk::SyncChunk(std::unique_ptr<ChunkCore> core, const config::RunConfig& config,
                      Membership* membership)
     : ShardChunk(std::move(core)), config_(config), membership_(*membership) {
+  // The last round of a multi-round codec aggregates from a smaller accumulator into a
+  // buffer of its own; a single-round codec aggregates in the accumulator itself.
   if (core_->rounds > 1) aggregate_.resize(core_->weights.size());
   arrived_.assign(core_->num_workers, false);
 }
@@ -49,19 +51,17 @@ absl::Status SyncChunk::Add(uint32_t worker, uint64_t push_step, uint32_t push_r
                             absl::string_view payload) {
   ChunkCore& c = *core_;
   const uint32_t id = c.id;
-  const int rounds = c.rounds;
   if (!c.closed.ok()) return c.closed;
-  // Single-round codecs keep their messages without rounds.
-  const std::string at = rounds == 1 ? "" : absl::StrCat(" round ", round_);
-  if (push_round >= static_cast<uint32_t>(rounds)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunk ", id, " takes ", rounds,
+  const std::string at = RoundLabel(round_);
+  if (push_round >= static_cast<uint32_t>(c.rounds)) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", id, " takes ", c.rounds,
                                                    " round(s) per step, push was for round ",
                                                    push_round));
   }
   if (push_step != c.step || push_round != round_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "chunk ", id, " is at step ", c.step, at, ", push was for step ", push_step,
-        rounds == 1 ? "" : absl::StrCat(" round ", push_round)));
+        RoundLabel(push_round)));
   }
   if (arrived_[worker]) {
     return absl::AlreadyExistsError(absl::StrCat("worker ", worker, " already pushed chunk ", id,
@@ -73,10 +73,8 @@ absl::Status SyncChunk::Add(uint32_t worker, uint64_t push_step, uint32_t push_r
   bool finite = true;
   if (absl::Status status =
           policy == config::Validation::ALLOW
-              ? (rounds == 1
-                     ? c.PushCodecAt(c.step).DecodeAdd(payload, key, absl::MakeSpan(c.accumulator))
-                     : c.push_codec->DecodeAddRound(round_, payload, key,
-                                                    absl::MakeSpan(c.accumulator)))
+              ? c.PushCodecAt(c.step).DecodeAddRound(static_cast<int>(round_), payload, key,
+                                                     absl::MakeSpan(c.accumulator))
               : DecodeAddFinite(c.step, payload, key, &finite);
       !status.ok()) {
     return absl::Status(status.code(), absl::StrCat("chunk ", id, " step ", c.step, at, " worker ",
@@ -100,40 +98,32 @@ absl::Status SyncChunk::Add(uint32_t worker, uint64_t push_step, uint32_t push_r
 
 // Codecs that decode sparse (topk, dgc, threshold): check the k sums, then add them, O(k).
 // The accumulator never holds -0 (it starts at +0, and +0 + -0 is +0), so the entries the
-// payload skips need no check: their sums are the finite accumulator itself. Other
-// single-round codecs: Decode() into `scratch_`, then one pass forms accumulator + scratch in
-// `scratch_` while OR-ing an exponent-all-ones test, and a finite result is swapped in (O(1)):
-// the work of the default DecodeAdd, with the check fused into the add. Multi-round codecs:
-// copy the (small) round accumulator, DecodeAddRound into it, check. A bad payload is an
-// error, as with DecodeAdd.
+// payload skips need no check: their sums are the finite accumulator itself. Other codecs:
+// DecodeRound() into `scratch_`, then one pass forms accumulator + scratch in `scratch_`
+// while OR-ing an exponent-all-ones test, and a finite result is swapped in (O(1)): the work
+// of DecodeAddRound, with the check fused into the add. A bad payload is an error, as with
+// DecodeAddRound.
 absl::Status SyncChunk::DecodeAddFinite(uint64_t push_step, absl::string_view payload,
                                         const RandomKey& key, bool* finite) {
   std::vector<float>& accumulator = core_->accumulator;
+  const compress::Codec& codec = core_->PushCodecAt(push_step);
   uint32_t bad = 0;
-  if (core_->rounds == 1) {
-    const compress::Codec& codec = core_->PushCodecAt(push_step);
-    TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(payload, key, &pushed_));
-    if (sparse) {
-      for (size_t j = 0; j < pushed_.indices.size(); ++j) {
-        bad |= ChunkCore::NonFinite(accumulator[pushed_.indices[j]] + pushed_.values[j]);
-      }
-      *finite = bad == 0;
-      if (*finite) compress::AddSparseEntries(pushed_, absl::MakeSpan(accumulator));
-      return absl::OkStatus();
+  TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(payload, key, &pushed_));
+  if (sparse) {
+    for (size_t j = 0; j < pushed_.indices.size(); ++j) {
+      bad |= ChunkCore::NonFinite(accumulator[pushed_.indices[j]] + pushed_.values[j]);
     }
-    scratch_.resize(accumulator.size());
-    TAMP_RETURN_IF_ERROR(codec.Decode(payload, key, absl::MakeSpan(scratch_)));
-    for (size_t i = 0; i < scratch_.size(); ++i) {
-      const float sum = accumulator[i] + scratch_[i];
-      scratch_[i] = sum;
-      bad |= ChunkCore::NonFinite(sum);
-    }
-  } else {
-    scratch_.resize(accumulator.size());
-    std::copy(accumulator.begin(), accumulator.end(), scratch_.begin());
-    TAMP_RETURN_IF_ERROR(
-        core_->push_codec->DecodeAddRound(round_, payload, key, absl::MakeSpan(scratch_)));
-    for (const float value : scratch_) bad |= ChunkCore::NonFinite(value);
+    *finite = bad == 0;
+    if (*finite) compress::AddSparseEntries(pushed_, absl::MakeSpan(accumulator));
+    return absl::OkStatus();
+  }
+  scratch_.resize(accumulator.size());
+  TAMP_RETURN_IF_ERROR(
+      codec.DecodeRound(static_cast<int>(round_), payload, key, absl::MakeSpan(scratch_)));
+  for (size_t i = 0; i < scratch_.size(); ++i) {
+    const float sum = accumulator[i] + scratch_[i];
+    scratch_[i] = sum;
+    bad |= ChunkCore::NonFinite(sum);
   }
   *finite = bad == 0;
   if (*finite) accumulator.swap(scratch_);
@@ -156,13 +146,13 @@ SyncChunk::Completion SyncChunk::Finish() {
 SyncChunk::Completion SyncChunk::FinishRound() {
   ChunkCore& c = *core_;
   Completion done;
-  c.push_codec->FinishRound(static_cast<int>(round_), static_cast<int>(num_arrived_),
-                            absl::MakeSpan(c.accumulator), PullKey(config_, c.step, c.id),
-                            &done.aggregate, {});
+  c.PushCodecAt(c.step).FinishRound(static_cast<int>(round_), static_cast<int>(num_arrived_),
+                                    absl::MakeSpan(c.accumulator), PullKey(config_, c.step, c.id),
+                                    &done.aggregate, {});
   done.step = c.step;
   done.last_round = false;
   ++round_;
-  c.accumulator.assign(c.push_codec->RoundValues(static_cast<int>(round_)), 0.0f);
+  c.accumulator.assign(c.PushCodecAt(c.step).RoundValues(static_cast<int>(round_)), 0.0f);
   std::fill(arrived_.begin(), arrived_.end(), false);
   num_arrived_ = 0;
   done.callbacks = std::move(pending_);
@@ -170,17 +160,16 @@ SyncChunk::Completion SyncChunk::FinishRound() {
   return done;
 }
 
-// Over the workers that pushed: fewer than num_workers once some were dropped.
+// The last round, over the workers that pushed it: fewer than num_workers once some were
+// dropped. A single-round codec aggregates in the accumulator itself (aggregate_ is empty).
 absl::Span<const float> SyncChunk::AggregateGradient(std::string* answer) {
   ChunkCore& c = *core_;
-  const int contributors = static_cast<int>(num_arrived_);
-  if (c.rounds == 1) {
-    c.PushCodecAt(c.step).FinishAggregate(contributors, absl::MakeSpan(c.accumulator));
-    return c.accumulator;
-  }
-  c.push_codec->FinishRound(static_cast<int>(round_), contributors, absl::MakeSpan(c.accumulator),
-                            PullKey(config_, c.step, c.id), answer, absl::MakeSpan(aggregate_));
-  return aggregate_;
+  const absl::Span<float> aggregate =
+      aggregate_.empty() ? absl::MakeSpan(c.accumulator) : absl::MakeSpan(aggregate_);
+  c.PushCodecAt(c.step).FinishRound(static_cast<int>(round_), static_cast<int>(num_arrived_),
+                                    absl::MakeSpan(c.accumulator), PullKey(config_, c.step, c.id),
+                                    answer, aggregate);
+  return aggregate;
 }
 
 // Mean gradient, optimizer step at `learning_rate` (the schedule's rate for this step),
@@ -209,6 +198,11 @@ SyncChunk::Completion SyncChunk::FinishStep(float learning_rate) {
   done.callbacks = std::move(pending_);
   pending_.clear();
   return done;
+}
+
+std::string SyncChunk::RoundLabel(uint32_t round) const {
+  // Single-round codecs keep their messages without rounds.
+  return core_->rounds == 1 ? "" : absl::StrCat(" round ", round);
 }
 
 void SyncChunk::ClearRound() {
@@ -273,7 +267,7 @@ bool SyncChunk::ExpireWait(std::chrono::steady_clock::time_point now,
     LOG(WARNING) << "server " << rank << ": dropped worker " << worker
                  << " from the barrier: chunk " << core_->id << " waited " << waited.count()
                  << " ms for its push of step " << core_->step
-                 << (core_->rounds == 1 ? "" : absl::StrCat(" round ", round_))
+                 << RoundLabel(round_)
                  << " (consistency.worker_timeout_ms " << timeout.count()
                  << "); steps go on without it until it rejoins";
   }
@@ -305,7 +299,7 @@ absl::Status SyncChunk::CheckRejoinHeld(uint32_t worker, uint64_t step, uint32_t
   if (c.step > step || (c.step == step && (round_ != 0 || arrived_[worker]))) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", worker, " cannot rejoin at step ", step, " on server ", rank, ": chunk ", c.id,
-        " is at step ", c.step, c.rounds == 1 ? "" : absl::StrCat(" round ", round_),
+        " is at step ", c.step, RoundLabel(round_),
         "; rejoin at a later step"));
   }
   return absl::OkStatus();

@@ -97,6 +97,8 @@ class SyncChunk : public ShardChunk {
   bool ResumingHeld() const { return core_->resuming; }
 
  private:
+  // " round R" in messages, empty for a single-round codec.
+  std::string RoundLabel(uint32_t round) const;
   // The answer to every push of one completed round, delivered after the lock is released.
   struct Completion {
     std::vector<RoundDoneCallback> callbacks;

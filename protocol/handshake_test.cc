@@ -90,7 +90,7 @@ TEST(HandshakeTest, AcceptsTheSameJob) {
 }
 
 TEST(HandshakeTest, LeavesTheRunLengthToTheShard) {
-  // The shard fixes the run's length from the first handshake (Shard::FixRunLength), so the
+  // The shard fixes the run's length from the first handshake (Membership::FixRunLength, through Shard::Join), so the
   // layout check neither needs nor compares it.
   EXPECT_TRUE(CheckEdited([](rpc::HandshakeRequest& r) {
                 r.set_steps_per_epoch(7);

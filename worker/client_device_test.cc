@@ -1,20 +1,15 @@
 // The worker client's device path (worker/device_backend.h) on the CPU: a host-memory
-// stand-in for the CUDA backend keeps the GPU codecs' contract (the CPU codecs' bytes and
-// residuals), so these tests check the client's side of it: which chunks go through the
-// backend's codecs and which through host copies, that a device worker's replica is bit for
-// bit a host worker's, and that CUDA calls the process cannot serve are refused changing
-// nothing. worker/cuda_backend_test.cc checks the CUDA backend against the same contract on
+// stand-in for the CUDA backend (worker/internal/host_stand_in.h) keeps the GPU codecs'
+// contract (the CPU codecs' bytes and residuals), so these tests check the client's side of
+// it: which chunks go through the backend's codecs and which through host copies, that a
+// device worker's replica is bit for bit a host worker's, and that CUDA calls the process
+// cannot serve are refused changing nothing. worker/cuda_backend_test.cc checks the CUDA backend against the same contract on
 // a GPU.
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "compress/codec.h"
-#include "compress/error_feedback.h"
-#include "compress/registry.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -24,97 +19,15 @@
 #include "server/test_job.h"
 #include "worker/client.h"
 #include "worker/device_backend.h"
+#include "worker/internal/host_stand_in.h"
 
 namespace tamp {
 namespace {
 
+using ::tamp::testing::Calls;
+using ::tamp::testing::HostStandIn;
+
 using ::testing::HasSubstr;
-
-// What the client asked the backend for.
-struct Calls {
-  int to_host = 0;
-  int to_device = 0;
-  int encodes = 0;
-  int applies = 0;
-  int resets = 0;
-};
-
-// "Device" memory is host memory; the chunks the plan puts on the device use the CPU codecs
-// and error feedback, which is what compress/cuda/'s codecs reproduce byte for byte.
-class HostStandIn final : public DeviceBackend {
- public:
-  HostStandIn(const JobLayout& layout, absl::Span<const DeviceChunkPlan> plan, Calls* calls)
-      : layout_(layout), calls_(calls), chunks_(layout.chunks.size()) {
-    for (const ChunkPlan& chunk : layout.chunks) {
-      Chunk& codecs = chunks_[chunk.chunk.id];
-      const compress::ChunkShape shape = compress::ChunkShapeInTensor(
-          layout.tensor_of(chunk).shape, chunk.chunk.offset, chunk.chunk.length);
-      if (plan[chunk.chunk.id].push_on_device()) {
-        codecs.push = *compress::CreateCodec(chunk.compression.push(), shape);
-        codecs.feedback =
-            *compress::ErrorFeedback::Create(chunk.compression.push_feedback(), chunk.chunk.length);
-      }
-      if (plan[chunk.chunk.id].pull_on_device()) {
-        codecs.pull = *compress::CreateCodec(chunk.compression.pull(), shape);
-      }
-    }
-  }
-
-  absl::Status CopyToHost(const float* device, float* host, size_t count, uintptr_t) override {
-    ++calls_->to_host;
-    std::memcpy(host, device, count * sizeof(float));
-    return absl::OkStatus();
-  }
-  absl::Status CopyToDevice(const float* host, float* device, size_t count, uintptr_t) override {
-    ++calls_->to_device;
-    std::memcpy(device, host, count * sizeof(float));
-    return absl::OkStatus();
-  }
-  absl::StatusOr<absl::Span<float>> Staging(size_t count) override {
-    staging_.assign(count, -1.0f);  // Garbage: the client must fill what it reads.
-    return absl::MakeSpan(staging_);
-  }
-  absl::Status EncodePush(uint32_t id, const float* d_gradient, const RandomKey& key,
-                          std::string* payload, uintptr_t) override {
-    ++calls_->encodes;
-    Chunk& chunk = chunks_[id];
-    EXPECT_NE(chunk.push, nullptr) << "chunk " << id << " is not planned on the device";
-    return chunk.feedback->Compress(
-        *chunk.push, absl::MakeConstSpan(d_gradient, layout_.chunks[id].chunk.length), key,
-        payload);
-  }
-  absl::Status ApplyPull(uint32_t id, absl::string_view payload, const RandomKey& key,
-                         float* d_target, bool overwrite, uintptr_t) override {
-    ++calls_->applies;
-    Chunk& chunk = chunks_[id];
-    EXPECT_NE(chunk.pull, nullptr) << "chunk " << id << " is not planned on the device";
-    std::vector<float> update(layout_.chunks[id].chunk.length);
-    TAMP_RETURN_IF_ERROR(chunk.pull->Decode(payload, key, absl::MakeSpan(update)));
-    for (size_t i = 0; i < update.size(); ++i) {
-      d_target[i] = overwrite ? update[i] : d_target[i] + update[i];
-    }
-    return absl::OkStatus();
-  }
-  absl::Status ResetResiduals(uintptr_t) override {
-    ++calls_->resets;
-    for (Chunk& chunk : chunks_) {
-      if (chunk.feedback != nullptr) chunk.feedback->Reset();
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  struct Chunk {
-    std::unique_ptr<compress::Codec> push;
-    std::unique_ptr<compress::ErrorFeedback> feedback;
-    std::unique_ptr<compress::Codec> pull;
-  };
-
-  const JobLayout layout_;
-  Calls* const calls_;
-  std::vector<Chunk> chunks_;
-  std::vector<float> staging_;
-};
 
 // server/test_job.h's job for one worker (fc1.weight: four chunks of 784 values), with codecs
 // that put some chunks on the device and some on the host, each way:

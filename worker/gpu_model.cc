@@ -43,13 +43,20 @@ class GpuNet final : public Model {
   static absl::StatusOr<std::unique_ptr<GpuNet>> Create(std::vector<TensorSpec> tensors,
                                                         int max_batch);
 
-  absl::Span<float> params() override { return absl::MakeSpan(params_host_.data(), total_); }
-  absl::Span<const float> grads() const override { return staged_host_; }
+  // Device memory: the client reads the gradients and writes the weights there, on the
+  // stream memory() names (GradientStaging's).
+  absl::Span<float> params() override { return absl::MakeSpan(params_dev_.data(), total_); }
+  absl::Span<const float> grads() const override {
+    return absl::MakeConstSpan(grads_dev_.data(), total_);
+  }
+  TensorMemory memory() const override {
+    return TensorMemory::Cuda(device_, reinterpret_cast<uintptr_t>(staging_.stream()));
+  }
 
   float TrainStep(const float* x, const uint8_t* labels, int batch,
                   const std::function<void(int)>& on_tensor_ready) override;
   int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) override;
-  absl::Status LoadParams() override;
+  absl::Status ReadParams(absl::Span<float> host) override;
   absl::Status status() const override { return error_; }
 
  private:
@@ -60,8 +67,8 @@ class GpuNet final : public Model {
     kernels::DeviceArray<uint8_t> argmax;
   };
 
-  GpuNet(std::vector<TensorSpec> tensors, int max_batch, kernels::CublasHandle cublas,
-         GradientStaging staging);
+  GpuNet(std::vector<TensorSpec> tensors, int max_batch, int device,
+         kernels::CublasHandle cublas, GradientStaging staging);
   absl::Status Allocate();
   int num_fc() const { return static_cast<int>(widths_.size()) - 1; }
   int fc_weight(int l) const { return 2 * (static_cast<int>(conv_.size()) + l - 1); }
@@ -75,7 +82,7 @@ class GpuNet final : public Model {
 
   absl::Status Upload(const float* x, const uint8_t* labels, int batch);
   absl::Status Forward(int batch);
-  // Backward after the loss; stages every gradient, appending its tensor to `order`.
+  // Backward after the loss; marks every gradient produced, appending its tensor to `order`.
   absl::Status Backward(int batch, std::vector<int>* order);
   absl::Status Stage(int t, std::vector<int>* order);
   // Keeps the first error in error_.
@@ -85,16 +92,16 @@ class GpuNet final : public Model {
   std::vector<size_t> offsets_;
   size_t total_ = 0;
   int max_batch_;
+  int device_;
   Stream compute_;  // Before cublas_, which is bound to it: destroyed after the handle.
   kernels::CublasHandle cublas_;
   GradientStaging staging_;
-  absl::Span<const float> staged_host_;
   absl::Status error_;
 
-  PinnedArray<float> params_host_;  // The replica the client writes.
   PinnedArray<float> x_host_;
   PinnedArray<int32_t> labels_host_;
   PinnedArray<float> out_host_;  // Losses [B], or logits [B, 10] for CountCorrect.
+  // params_dev_ is the replica the client writes: the only copy of the weights.
   kernels::DeviceArray<float> params_dev_, grads_dev_, x_, losses_, scratch_;
   kernels::DeviceArray<int32_t> labels_;
   std::vector<ConvLayer> conv_;
@@ -106,33 +113,32 @@ class GpuNet final : public Model {
 
 absl::StatusOr<std::unique_ptr<GpuNet>> GpuNet::Create(std::vector<TensorSpec> tensors,
                                                        int max_batch) {
+  int device = 0;
+  TAMP_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   TAMP_ASSIGN_OR_RETURN(kernels::CublasHandle cublas, kernels::CublasHandle::Create());
-  size_t total = 0;
-  for (const TensorSpec& spec : tensors) total += spec.elements();
-  TAMP_ASSIGN_OR_RETURN(GradientStaging staging, GradientStaging::Create(total, tensors.size()));
-  std::unique_ptr<GpuNet> net(
-      new GpuNet(std::move(tensors), max_batch, std::move(cublas), std::move(staging)));
+  TAMP_ASSIGN_OR_RETURN(GradientStaging staging, GradientStaging::Create(tensors.size()));
+  std::unique_ptr<GpuNet> net(new GpuNet(std::move(tensors), max_batch, device,
+                                         std::move(cublas), std::move(staging)));
   TAMP_RETURN_IF_ERROR(net->Allocate());
   return net;
 }
 
-GpuNet::GpuNet(std::vector<TensorSpec> tensors, int max_batch, kernels::CublasHandle cublas,
-               GradientStaging staging)
+GpuNet::GpuNet(std::vector<TensorSpec> tensors, int max_batch, int device,
+               kernels::CublasHandle cublas, GradientStaging staging)
     : tensors_(std::move(tensors)),
       max_batch_(max_batch),
+      device_(device),
       cublas_(std::move(cublas)),
       staging_(std::move(staging)) {
   for (const TensorSpec& spec : tensors_) {
     offsets_.push_back(total_);
     total_ += spec.elements();
   }
-  staged_host_ = staging_.host();
 }
 
 absl::Status GpuNet::Allocate() {
   TAMP_RETURN_IF_ERROR(compute_.Init());
   const size_t batch = static_cast<size_t>(max_batch_);
-  TAMP_ASSIGN_OR_RETURN(params_host_, PinnedArray<float>::Create(total_));
   TAMP_ASSIGN_OR_RETURN(x_host_, PinnedArray<float>::Create(batch * kImageSize));
   TAMP_ASSIGN_OR_RETURN(labels_host_, PinnedArray<int32_t>::Create(batch));
   TAMP_ASSIGN_OR_RETURN(out_host_, PinnedArray<float>::Create(batch * kNumClasses));
@@ -141,7 +147,10 @@ absl::Status GpuNet::Allocate() {
   TAMP_ASSIGN_OR_RETURN(x_, kernels::DeviceArray<float>::Create(batch * kImageSize));
   TAMP_ASSIGN_OR_RETURN(labels_, kernels::DeviceArray<int32_t>::Create(batch));
   TAMP_ASSIGN_OR_RETURN(losses_, kernels::DeviceArray<float>::Create(batch));
-  TAMP_RETURN_IF_ERROR(LoadParams());  // Zeros, as the CPU models start.
+  // Zeros, as the CPU models start; on the client's stream, waited for before it writes.
+  TAMP_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(params_dev_.data(), 0, total_ * sizeof(float), staging_.stream()));
+  TAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(staging_.stream()));
 
   // Conv layers: the leading 4-d weights (the CPU model's Create has checked the chain).
   int side = kImageSide;
@@ -187,20 +196,24 @@ void GpuNet::Fail(absl::Status status) {
   if (error_.ok()) error_ = std::move(status);
 }
 
-absl::Status GpuNet::LoadParams() {
+absl::Status GpuNet::ReadParams(absl::Span<float> host) {
   if (!error_.ok()) return error_;
-  // Synchronous, so the caller may write params() again as soon as this returns. The
-  // compute stream needs no wait: the copy is done before anything else is enqueued.
-  const cudaError_t copied = cudaMemcpyAsync(params_dev_.data(), params_host_.data(),
-                                             total_ * sizeof(float), cudaMemcpyHostToDevice,
+  if (host.size() != total_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReadParams: host buffer holds ", host.size(), " values, params ", total_));
+  }
+  // On the client's stream, after its last write; compute is idle between calls (each
+  // TrainStep and CountCorrect ends with a synchronisation).
+  const cudaError_t copied = cudaMemcpyAsync(host.data(), params_dev_.data(),
+                                             total_ * sizeof(float), cudaMemcpyDeviceToHost,
                                              staging_.stream());
   if (copied != cudaSuccess) {
-    Fail(absl::InternalError(CudaError("LoadParams: cudaMemcpyAsync", copied)));
+    Fail(absl::InternalError(CudaError("ReadParams: cudaMemcpyAsync", copied)));
     return error_;
   }
   const cudaError_t synced = cudaStreamSynchronize(staging_.stream());
   if (synced != cudaSuccess) {
-    Fail(absl::InternalError(CudaError("LoadParams: cudaStreamSynchronize", synced)));
+    Fail(absl::InternalError(CudaError("ReadParams: cudaStreamSynchronize", synced)));
     return error_;
   }
   return absl::OkStatus();
@@ -264,8 +277,7 @@ absl::Status GpuNet::Forward(int batch) {
 }
 
 absl::Status GpuNet::Stage(int t, std::vector<int>* order) {
-  TAMP_RETURN_IF_ERROR(staging_.Stage(t, grad(t), offsets_[t],
-                                      static_cast<size_t>(tensors_[t].elements()), compute()));
+  TAMP_RETURN_IF_ERROR(staging_.Produced(t, compute()));
   order->push_back(t);
   return absl::OkStatus();
 }
@@ -325,7 +337,9 @@ float GpuNet::TrainStep(const float* x, const uint8_t* labels, int batch,
   constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
   if (!error_.ok()) return kNan;
   // Everything is enqueued first (the host runs ahead of the GPU); then each gradient goes
-  // to on_tensor_ready as soon as its copy lands, while the GPU computes the layers below.
+  // to on_tensor_ready in backward's order, handed to the staging stream on the device, so
+  // the client's encode of it waits for that gradient alone while the GPU computes the
+  // layers below.
   std::vector<int> order;
   order.reserve(tensors_.size());
   absl::Status enqueued = [&]() -> absl::Status {
@@ -339,13 +353,15 @@ float GpuNet::TrainStep(const float* x, const uint8_t* labels, int batch,
                                               cudaMemcpyDeviceToHost, compute()));
     return Backward(batch, &order);
   }();
-  for (int t : order) {  // What was enqueued before an error still lands first.
-    const absl::Status staged = staging_.Wait(t);
-    if (!staged.ok()) {
-      Fail(staged);
-      return kNan;
+  if (enqueued.ok()) {
+    for (int t : order) {
+      const absl::Status handed = staging_.HandOff(t);
+      if (!handed.ok()) {
+        Fail(handed);
+        return kNan;
+      }
+      if (on_tensor_ready) on_tensor_ready(t);
     }
-    if (enqueued.ok() && on_tensor_ready) on_tensor_ready(t);
   }
   if (!enqueued.ok()) {
     Fail(enqueued);

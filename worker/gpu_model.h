@@ -6,21 +6,23 @@
 //
 // The math is worker/mlp_cpu.h's and worker/cnn_cpu.h's, layer for layer, on the GPU:
 // cuBLAS for the matrix work (kernels/layers.h), the kernels of kernels/cnn_layers.h for
-// convolution and pooling. Forward and backward run on a compute stream. Each tensor's
-// gradient stays on the device in its own slice of a flat device buffer; as backward produces
-// it, a copy stream (waiting on an event, not on the host) moves it to pinned host memory,
-// and TrainStep hands it to on_tensor_ready as soon as that copy is done, while the GPU goes
-// on with backward: the caller pushes it through the worker client (worker/client.h), whose
-// codecs run on the host.
+// convolution and pooling. Forward and backward run on a compute stream. The weights and
+// gradients stay on the device: params() and grads() are device spans, memory() is
+// TensorMemory::Cuda(this GPU, the staging stream), and the worker client's device path
+// (worker/client.h, worker/device_backend.h) reads and writes them there. As backward
+// produces a tensor's gradient, GradientStaging (worker/internal/gradient_staging.h) makes
+// the staging stream wait for it on the device, and TrainStep hands it to on_tensor_ready
+// while the GPU goes on with backward: the client encodes it on that stream with
+// compress/cuda/'s codecs (or, for a codec without a GPU version such as powersgd, copies
+// it through pinned memory and encodes it on the host), so only payloads cross PCIe.
 //
-// The replica the client keeps is params(): pinned host memory, which the client writes
-// (adding each decoded update, or replacing it at a resync or rejoin). LoadParams() copies it
-// to the device before the next step. So every worker, GPU or CPU, holds the same bytes.
-//
-// Not yet (docs/gpu.md): compressing on the GPU and applying the decoded answers there.
-// Both are the client's device path (TensorMemory::Cuda, compress/cuda/): GradientStaging
-// (worker/internal/gradient_staging.h) is the one place that then hands the client device
-// slices instead of host copies, and LoadParams() stops copying.
+// The client decodes the shards' answers into params() on the device (or, for a pull codec
+// without a GPU version, on the host, copying the chunk there and back): nothing copies the
+// whole replica per step. Every worker, GPU or CPU, holds the same bytes: the GPU decodes
+// are byte-identical to the CPU codecs' (compress/cuda/, tested against them) and the
+// update is the same fp32 add (w += u, rounded once; --fmad=false), so each replica is the
+// same sequence of adds from the same start, and a resync or rejoin copies the shards'
+// exact weights in. ReadParams() copies the weights to the host (--dump_weights).
 //
 // Builds without CUDA (tools/cuda.bzl) keep both functions; they return FAILED_PRECONDITION
 // ("this tamp_worker was built without CUDA ...").

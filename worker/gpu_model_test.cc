@@ -4,6 +4,10 @@
 // a broken tensor chain) run everywhere.
 #include "worker/gpu_model.h"
 
+#if TAMP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -86,6 +90,38 @@ void Randomize(absl::Span<float> values, uint32_t seed, float scale) {
   for (float& v : values) v = value(rng);
 }
 
+// The GPU model's device spans from and to the host. Writes are synchronous (the model's
+// streams are idle between calls); a read waits for `stream` first, so a read of a gradient
+// in on_tensor_ready checks that it is final on memory().stream, as the model promises.
+::testing::AssertionResult ToDevice(absl::Span<const float> host, absl::Span<float> device) {
+#if TAMP_HAVE_CUDA
+  if (const cudaError_t error = cudaMemcpy(device.data(), host.data(), host.size() * sizeof(float),
+                                           cudaMemcpyHostToDevice);
+      error != cudaSuccess) {
+    return ::testing::AssertionFailure() << "cudaMemcpy: " << cudaGetErrorName(error);
+  }
+  return ::testing::AssertionSuccess();
+#else
+  return ::testing::AssertionFailure() << "built without CUDA";
+#endif
+}
+
+::testing::AssertionResult ToHost(absl::Span<const float> device, uintptr_t stream,
+                                  absl::Span<float> host) {
+#if TAMP_HAVE_CUDA
+  const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  cudaError_t error = cudaMemcpyAsync(host.data(), device.data(), device.size() * sizeof(float),
+                                      cudaMemcpyDeviceToHost, s);
+  if (error == cudaSuccess) error = cudaStreamSynchronize(s);
+  if (error != cudaSuccess) {
+    return ::testing::AssertionFailure() << "device to host: " << cudaGetErrorName(error);
+  }
+  return ::testing::AssertionSuccess();
+#else
+  return ::testing::AssertionFailure() << "built without CUDA";
+#endif
+}
+
 class GpuVsCpuTest : public ::testing::TestWithParam<config::Model> {};
 
 // Forward/backward tolerance: the GEMMs sum in another order than OpenBLAS (fp32, K <= 784).
@@ -104,9 +140,13 @@ TEST_P(GpuVsCpuTest, StepMatchesTheCpuModel) {
   Model& c = **cpu;
   Model& g = **gpu;
   ASSERT_EQ(c.params().size(), g.params().size());
+  ASSERT_EQ(g.memory().kind, TensorMemory::Kind::kCuda);
+  const uintptr_t stream = g.memory().stream;
   Randomize(c.params(), 1, 0.2f);
-  std::copy(c.params().begin(), c.params().end(), g.params().begin());
-  ASSERT_TRUE(g.LoadParams().ok());
+  ASSERT_TRUE(ToDevice(c.params(), g.params()));
+  std::vector<float> read_back(c.params().size());
+  ASSERT_TRUE(g.ReadParams(absl::MakeSpan(read_back)).ok());
+  EXPECT_TRUE(kernels::testing::CompareBitwise("ReadParams", read_back, c.params()));
 
   std::vector<float> x(kBatch * kImageSize);
   Randomize(absl::MakeSpan(x), 2, 1.0f);
@@ -118,7 +158,8 @@ TEST_P(GpuVsCpuTest, StepMatchesTheCpuModel) {
     std::vector<int> cpu_order, gpu_order;
     const float cpu_loss =
         c.TrainStep(x.data(), labels.data(), kBatch, [&](int t) { cpu_order.push_back(t); });
-    // Each gradient must be final when announced: keep what the callback saw.
+    // Each gradient must be final on memory().stream when announced: keep what the
+    // callback read there.
     std::vector<float> seen(g.grads().size());
     size_t offset_sum = 0;
     std::vector<size_t> offsets;
@@ -128,23 +169,23 @@ TEST_P(GpuVsCpuTest, StepMatchesTheCpuModel) {
     }
     const float gpu_loss = g.TrainStep(x.data(), labels.data(), kBatch, [&](int t) {
       gpu_order.push_back(t);
-      std::copy_n(g.grads().begin() + offsets[t], tensors[t].elements(),
-                  seen.begin() + offsets[t]);
+      EXPECT_TRUE(ToHost(g.grads().subspan(offsets[t], tensors[t].elements()), stream,
+                         absl::MakeSpan(seen).subspan(offsets[t], tensors[t].elements())));
     });
     ASSERT_TRUE(g.status().ok()) << g.status();
+    std::vector<float> grads(g.grads().size());
+    ASSERT_TRUE(ToHost(g.grads(), stream, absl::MakeSpan(grads)));
     EXPECT_EQ(gpu_order, cpu_order);
     EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * std::abs(cpu_loss) + 1e-6);
-    EXPECT_TRUE(kernels::testing::CompareClose("grads", g.grads(), c.grads(), kAbs, kRel));
-    EXPECT_TRUE(kernels::testing::CompareBitwise("grads when announced", seen, g.grads()));
+    EXPECT_TRUE(kernels::testing::CompareClose("grads", grads, c.grads(), kAbs, kRel));
+    EXPECT_TRUE(kernels::testing::CompareBitwise("grads when announced", seen, grads));
     EXPECT_EQ(g.CountCorrect(x.data(), labels.data(), kBatch),
               c.CountCorrect(x.data(), labels.data(), kBatch));
 
-    // An update written into params() (as the client's Wait does) reaches the device.
-    for (size_t i = 0; i < c.params().size(); ++i) {
-      c.params()[i] -= 0.1f * c.grads()[i];
-      g.params()[i] = c.params()[i];
-    }
-    ASSERT_TRUE(g.LoadParams().ok());
+    // An update written into params() on the device (as the client's Wait does) is what
+    // the next step computes with.
+    for (size_t i = 0; i < c.params().size(); ++i) c.params()[i] -= 0.1f * c.grads()[i];
+    ASSERT_TRUE(ToDevice(c.params(), g.params()));
   }
 }
 

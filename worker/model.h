@@ -1,27 +1,33 @@
 // Model: what the training loop needs from a model on some backend.
 //
-// Parameters and gradients are host fp32 buffers laid out as JobLayout's flat buffer
-// (tensors concatenated in ModelTensors order), so a chunk is a subspan of either.
+// Parameters and gradients are fp32 buffers laid out as JobLayout's flat buffer (tensors
+// concatenated in ModelTensors order), so a chunk is a subspan of either. They live where
+// memory() says: host memory, or (worker/gpu_model.h) a CUDA device, whose spans hold device
+// pointers that the caller hands to the worker client with that TensorMemory and never
+// dereferences; ReadParams() copies them to the host either way.
 // TrainStep runs forward and backward on one batch, writes d(mean loss)/d(params) into
 // grads() and calls on_tensor_ready(t) as soon as tensor t's gradient is final (backward
-// runs last layer first), so the caller can push it while earlier layers still compute.
+// runs last layer first), so the caller can push it while earlier layers still compute. On
+// a device "final" means final for work enqueued on memory().stream after the call: the
+// host has not waited for it.
 //
-// A model on a device (worker/gpu_model.h) computes on its own copy of the weights: the
-// caller calls LoadParams() after writing params() (the client writes them in Start,
-// BeginStep, Wait and Rejoin) and before the next TrainStep or CountCorrect. A device fault
-// cannot be returned by TrainStep or CountCorrect: their result is then meaningless and
-// status() holds the error. Host models need neither (both are OK).
+// A device fault cannot be returned by TrainStep or CountCorrect: their result is then
+// meaningless and status() holds the error. Host models have none (status() is OK).
 //
 // Thread safety: one call at a time; callbacks run on the calling thread, and the caller
-// must not write params() until TrainStep returns (backward still reads the weights).
+// must not write params() until TrainStep returns (backward still reads the weights). On a
+// device the caller writes params() on memory().stream and waits for its writes before the
+// next call (the worker client does both).
 #ifndef TAMP_WORKER_MODEL_H_
 #define TAMP_WORKER_MODEL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "worker/device_backend.h"
 
 namespace tamp {
 
@@ -39,10 +45,20 @@ class Model {
   // Forward only: how many of the batch are classified correctly (argmax).
   virtual int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) = 0;
 
-  // Makes the next TrainStep/CountCorrect compute with what params() holds now.
-  virtual absl::Status LoadParams() { return absl::OkStatus(); }
+  // Where params() and grads() live, and for a device the stream of on_tensor_ready.
+  virtual TensorMemory memory() const { return TensorMemory::Host(); }
 
-  // OK, or the first error of a TrainStep, CountCorrect or LoadParams (it sticks).
+  // A host copy of params() (host.size() == params().size()): for dumps and checks.
+  virtual absl::Status ReadParams(absl::Span<float> host) {
+    const absl::Span<const float> params = this->params();
+    if (host.size() != params.size()) {
+      return absl::InvalidArgumentError("ReadParams: host buffer size differs from params()");
+    }
+    std::copy(params.begin(), params.end(), host.begin());
+    return absl::OkStatus();
+  }
+
+  // OK, or the first error of a TrainStep, CountCorrect or ReadParams (it sticks).
   virtual absl::Status status() const { return absl::OkStatus(); }
 };
 

@@ -28,7 +28,7 @@ Trainer::Trainer(config::RunConfig config, uint32_t rank, EventSink sink)
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig config, uint32_t rank,
                                                          std::vector<std::string> server_addresses,
-                                                         EventSink sink) {
+                                                         EventSink sink, TrainerParts parts) {
   if (rank >= config.cluster().num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat("worker rank ", rank, " is out of range: cluster.num_workers is ",
                                                    config.cluster().num_workers()));
@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
                                           cfg.model().init_seed() * 1000003 + rank));
     trainer->steps_per_epoch_ = static_cast<int64_t>(cfg.training().max_steps());
   } else {
-    TAMP_RETURN_IF_ERROR(trainer->LoadData(layout));
+    TAMP_RETURN_IF_ERROR(trainer->LoadData(layout, parts.model));
   }
   // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
   // workers know: it goes to every shard in the handshake.
@@ -53,12 +53,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
       trainer->client_,
       Client::Connect(cfg, std::move(layout), rank, std::move(server_addresses),
                       RunLength{static_cast<uint64_t>(trainer->steps_per_epoch_),
-                                trainer->total_steps_}));
+                                trainer->total_steps_},
+                      std::move(parts.device_backends)));
   trainer->param_tensors_ = SplitIntoTensors(trainer->client_->layout(), trainer->model_->params());
+  trainer->memory_ = trainer->model_->memory();
   return trainer;
 }
 
-absl::Status Trainer::LoadData(const JobLayout& layout) {
+absl::Status Trainer::LoadData(const JobLayout& layout,
+                               const TrainerParts::ModelFactory& make_model) {
   const config::Data& data = config_.data();
   TAMP_ASSIGN_OR_RETURN(train_, LoadFashionMnist(data.dir(), Split::kTrain, data.train_limit()));
   if (rank_ == 0) {
@@ -72,10 +75,12 @@ absl::Status Trainer::LoadData(const JobLayout& layout) {
   }
   batcher_ = std::make_unique<Batcher>(train_, rank_, workers, data.batch_size(),
                                        data.shuffle_seed());
-  TAMP_ASSIGN_OR_RETURN(model_,
-                        config_.device() == config::CUDA  // On the GPU SelectCudaDevice() chose.
-                            ? CreateGpuModel(config_.model(), layout.tensors, data.batch_size())
-                            : CreateCpuModel(config_.model(), layout.tensors, data.batch_size()));
+  TAMP_ASSIGN_OR_RETURN(
+      model_,
+      make_model ? make_model(config_, layout.tensors, data.batch_size())
+      : config_.device() == config::CUDA  // On the GPU SelectCudaDevice() chose.
+          ? CreateGpuModel(config_.model(), layout.tensors, data.batch_size())
+          : CreateCpuModel(config_.model(), layout.tensors, data.batch_size()));
   batch_x_.resize(size_t{data.batch_size()} * kImageSize);
   batch_labels_.resize(data.batch_size());
   steps_per_epoch_ = batcher_->steps_per_epoch();
@@ -97,14 +102,16 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
     batcher_->Fill(static_cast<uint32_t>(step / steps_per_epoch_), index, batch_x_.data(),
                    batch_labels_.data());
   }
-  TAMP_RETURN_IF_ERROR(client_->BeginStep(step, param_tensors_));
-  TAMP_RETURN_IF_ERROR(model_->LoadParams());  // The client has written them since the last.
+  TAMP_RETURN_IF_ERROR(client_->BeginStep(step, param_tensors_, memory_));
   const JobLayout& layout = client_->layout();
   const absl::Span<const float> grads = model_->grads();
   // A push error ends the step; Wait() returns it once every RPC in flight has called back.
+  // On a device the gradient is final on memory_.stream, where the client's work goes.
   auto on_tensor_ready = [&](int tensor) {
-    client_->Push(tensor, grads.subspan(layout.tensor_offsets[tensor],
-                                        static_cast<size_t>(layout.tensors[tensor].elements())))
+    client_->Push(tensor,
+                  grads.subspan(layout.tensor_offsets[tensor],
+                                static_cast<size_t>(layout.tensors[tensor].elements())),
+                  memory_)
         .IgnoreError();
   };
   *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(),
@@ -112,13 +119,18 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
   TAMP_RETURN_IF_ERROR(model_->status());
   // Backward no longer reads the replica's weights: the client applies each chunk's update
   // as soon as its shard answers, while the other answers are still on the wire.
-  return client_->Wait(param_tensors_);
+  return client_->Wait(param_tensors_, memory_);
+}
+
+absl::StatusOr<std::vector<float>> Trainer::Params() {
+  std::vector<float> params(model_->params().size());
+  TAMP_RETURN_IF_ERROR(model_->ReadParams(absl::MakeSpan(params)));
+  return params;
 }
 
 absl::StatusOr<double> Trainer::Evaluate() {
   const int64_t batch = batcher_->batch_size();
   const int64_t pixels = int64_t{test_.rows} * test_.cols;
-  TAMP_RETURN_IF_ERROR(model_->LoadParams());
   int64_t correct = 0;
   for (int64_t first = 0; first < test_.size; first += batch) {
     const int64_t count = std::min(batch, test_.size - first);
@@ -131,8 +143,8 @@ absl::StatusOr<double> Trainer::Evaluate() {
 
 absl::Status Trainer::Run(bool resume) {
   const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
-  TAMP_ASSIGN_OR_RETURN(uint64_t step, resume ? client_->Resume(param_tensors_)
-                                              : client_->Start(param_tensors_));
+  TAMP_ASSIGN_OR_RETURN(uint64_t step, resume ? client_->Resume(param_tensors_, memory_)
+                                              : client_->Start(param_tensors_, memory_));
   const config::Training& training = config_.training();
   const int64_t per_epoch = steps_per_epoch_;
   const uint64_t total_steps = total_steps_;  // As sent in the handshake.
@@ -147,7 +159,7 @@ absl::Status Trainer::Run(bool resume) {
     const absl::Status stepped = Step(step, static_cast<int64_t>(step % per_epoch), &loss);
     if (sync && absl::IsAborted(stepped)) {  // Dropped from the barriers.
       TAMP_ASSIGN_OR_RETURN(const uint64_t next,
-                            client_->Rejoin(param_tensors_, stepped.message()));
+                            client_->Rejoin(param_tensors_, stepped.message(), memory_));
       step = next - 1;  // The loop's ++step makes it `next` (>= 1).
       continue;
     }

@@ -13,6 +13,10 @@
 // for its profile's compute and writes synthetic gradients; every event says `synthetic`.
 //
 // Progress goes to `sink` as tamp.events.WorkerEvent (STEP each step, EVAL, DONE at the end).
+//
+// The model's weights and gradients stay where the model keeps them (Model::memory()): with
+// `device: CUDA` on the GPU, where the client encodes each gradient and applies each answer
+// (worker/gpu_model.h); the trainer hands the client the model's spans and memory.
 #ifndef TAMP_WORKER_TRAINER_H_
 #define TAMP_WORKER_TRAINER_H_
 
@@ -25,14 +29,27 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "job/model_layout.h"
 #include "proto/config.pb.h"
 #include "proto/events.pb.h"
 #include "worker/batcher.h"
 #include "worker/client.h"
+#include "worker/cuda_backend.h"
+#include "worker/device_backend.h"
 #include "worker/fashion_mnist.h"
 #include "worker/model.h"
 
 namespace tamp {
+
+// How a Trainer makes its built-in model and the client's device backend. The defaults
+// follow config.device (worker/cpu_models.h, worker/gpu_model.h, worker/cuda_backend.h);
+// tests put stand-ins here (worker/trainer_device_test.cc).
+struct TrainerParts {
+  using ModelFactory = std::function<absl::StatusOr<std::unique_ptr<Model>>(
+      const config::RunConfig& config, std::vector<TensorSpec> tensors, int max_batch)>;
+  ModelFactory model;  // Null: the CPU or GPU model, as config.device says.
+  DeviceBackendFactory device_backends = CreateCudaBackend;
+};
 
 class Trainer {
  public:
@@ -41,20 +58,21 @@ class Trainer {
   // Loads data, builds the model, connects the client to every shard.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(config::RunConfig config, uint32_t rank,
                                                          std::vector<std::string> server_addresses,
-                                                         EventSink sink);
+                                                         EventSink sink, TrainerParts parts = {});
 
   // Trains to the end; the first error (data, RPC, codec) stops it. `resume`: this process
   // replaces a dead worker of its rank and rejoins the run (Client::Resume()) instead of
   // starting it (Client::Start()).
   absl::Status Run(bool resume = false);
 
-  // The replica's parameters (flat, layout order).
-  absl::Span<const float> params() { return model_->params(); }
+  // A host copy of the replica's parameters (flat, layout order), wherever the model keeps
+  // them.
+  absl::StatusOr<std::vector<float>> Params();
 
  private:
   Trainer(config::RunConfig config, uint32_t rank, EventSink sink);
-  // The built-in models' data, batcher and CPU model.
-  absl::Status LoadData(const JobLayout& layout);
+  // The built-in models' data, batcher and model.
+  absl::Status LoadData(const JobLayout& layout, const TrainerParts::ModelFactory& make_model);
   // One step: the batch, forward/backward pushing each tensor as it is ready, the answers.
   absl::Status Step(uint64_t step, int64_t index, float* loss);
   absl::StatusOr<double> Evaluate();
@@ -71,6 +89,7 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Client> client_;
   std::vector<absl::Span<float>> param_tensors_;  // The model's weights, tensor by tensor.
+  TensorMemory memory_;                           // Where they and the gradients live.
   uint64_t total_steps_ = 0;  // Of the whole run; computed before connecting (handshake).
   std::vector<float> batch_x_;
   std::vector<uint8_t> batch_labels_;

@@ -271,10 +271,11 @@ class TrainerRestartTest : public ::testing::Test {
     for (int rank = 0; rank < 2; ++rank) EXPECT_TRUE(results[rank].ok()) << results[rank];
     // Every step of the run completed on the restarted shard, and the replicas agree.
     EXPECT_EQ(restarted->step(), kSteps);
-    const absl::Span<const float> a = trainers[0]->params();
-    const absl::Span<const float> b = trainers[1]->params();
-    ASSERT_EQ(a.size(), b.size());
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+    const absl::StatusOr<std::vector<float>> a = trainers[0]->Params();
+    const absl::StatusOr<std::vector<float>> b = trainers[1]->Params();
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->size(), b->size());
+    EXPECT_EQ(std::memcmp(a->data(), b->data(), a->size() * sizeof(float)), 0)
         << "the workers' replicas differ after the restart";
   }
 

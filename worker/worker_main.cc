@@ -186,9 +186,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string dump_path = absl::GetFlag(FLAGS_dump_weights);
-  if (!dump_path.empty() && !DumpWeights((*trainer)->params(), dump_path)) {
-    std::cerr << "tamp_worker " << rank << ": cannot write --dump_weights=" << dump_path << "\n";
-    return 1;
+  if (!dump_path.empty()) {
+    const absl::StatusOr<std::vector<float>> params = (*trainer)->Params();
+    if (!params.ok()) {
+      std::cerr << "tamp_worker " << rank << ": --dump_weights: " << params.status() << "\n";
+      return 1;
+    }
+    if (!DumpWeights(*params, dump_path)) {
+      std::cerr << "tamp_worker " << rank << ": cannot write --dump_weights=" << dump_path
+                << "\n";
+      return 1;
+    }
   }
   return 0;
 }

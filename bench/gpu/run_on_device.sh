@@ -12,10 +12,23 @@
 #                                           # there: tests, codec_gpu_bench, torch_compare.py
 #   device tool: run(command="bash bench/gpu/run_on_device.sh sanitize", carry=[".gpu_carry"])
 #                                           # there: compute-sanitizer memcheck/racecheck
+#   device tool: run(command="bash bench/gpu/run_on_device.sh train", carry=[".gpu_carry"])
+#                                           # there: GPU worker vs CPU worker, losses compared
 #   bench/gpu/run_on_device.sh sanitize-plan   # anywhere: the sanitizer's steps and filters
 #
-# Each of `run` and `sanitize` fits one device call (10 minutes): every step has its own
-# time limit (below), and a step that runs out of time fails.
+# Each of `run`, `sanitize` and `train` fits one device call (10 minutes): every step has its
+# own time limit (below), and a step that runs out of time fails.
+#
+# `train` runs `tamp run` (carried tamp, tamp_server, tamp_worker) on a cut of Fashion-MNIST
+# that pack carries (the first TRAIN_IMAGES training and TEST_IMAGES test images, from
+# $FASHION_MNIST_DIR, default Debian's /usr/share/datasets/fashion-mnist): for each of
+# TRAIN_CODECS, the same seeded MLP job (1 server, 1 worker, TRAIN_STEPS steps) once with
+# `device: CPU` and once with `device: CUDA`, then bench/gpu/compare_losses.py compares the
+# per-step losses (step 1 within 1e-4 relative, steps 2-5 within 1e-3, later steps within
+# 5e-2: cuBLAS sums in another order than OpenBLAS; compare_losses.py says how these were
+# chosen), the wire bytes (equal) and the test accuracy (within 0.02).
+# topk1_ef puts every compressed chunk on the GPU path (top-k 1% with residual both ways);
+# powersgd takes the client's host fallback for its pushes.
 #
 # A run that did not exercise a GPU fails; it never passes by skipping:
 #   - no GPU visible (nvidia-smi -L lists none): fails before running anything;
@@ -52,7 +65,13 @@ TARGETS=(
   //worker:cuda_backend_test
   //worker:gpu_model_test
   //bench/gpu:codec_gpu_bench
+  //tools/tamp:tamp
+  //server:tamp_server
+  //worker:tamp_worker
 )
+# Carried binaries that need no CUDA runtime (the launcher and the server); the others must
+# link it.
+HOST_BINARIES=(tamp tamp_server)
 # The carried binaries that hold kernels (and so must carry line tables).
 KERNEL_BINARIES=(layers_test cnn_layers_test device_codec_test codec_gpu_bench)
 # Test binaries and their time limits in seconds (the emulation tests are CPU-only: CI runs
@@ -61,6 +80,13 @@ TESTS=(device_test:20 layers_test:40 cnn_layers_test:40 device_codec_test:120
   cuda_backend_test:40 gpu_model_test:70)
 BENCH_LIMIT_S=120
 TORCH_LIMIT_S=120
+# train: the codecs compared, the run's length and data, each tamp run's time limit. With 2
+# codecs x 2 devices x 120 s: 480 s of the 600 s call.
+TRAIN_CODECS=(topk1_ef powersgd)
+TRAIN_STEPS=20
+TRAIN_IMAGES=4096
+TEST_IMAGES=1024
+TRAIN_LIMIT_S=120
 
 pack() {
   bazel build --config=cuda_lineinfo "${TARGETS[@]}" || return 1
@@ -77,7 +103,7 @@ pack() {
   done
   local ok=0
   for bin in "$CARRY"/bin/*; do
-    links_cuda_runtime "$bin" "" || ok=1
+    host_binary "$bin" || links_cuda_runtime "$bin" "" || ok=1
   done
   for name in "${KERNEL_BINARIES[@]}"; do
     if ! grep -aq '\.nv_debug_line_sass' "$CARRY/bin/$name"; then
@@ -96,12 +122,35 @@ pack() {
       esac
     done
   echo "packed: $(ls "$CARRY/bin" | tr '\n' ' ')"
-  tar -C "$CARRY" -czf "$CARRY/carry.tar.gz" bin lib || return 1
-  rm -rf "${CARRY:?}/bin" "${CARRY:?}/lib"
+  cut_data "${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}" "$CARRY/data" || return 1
+  tar -C "$CARRY" -czf "$CARRY/carry.tar.gz" bin lib data || return 1
+  rm -rf "${CARRY:?}/bin" "${CARRY:?}/lib" "${CARRY:?}/data"
   du -sh "$CARRY/carry.tar.gz"
 }
 
-# There: unpacks carry.tar.gz (once) into bin/ and lib/.
+# cut_data FROM TO: the first TRAIN_IMAGES training and TEST_IMAGES test images and labels of
+# the Fashion-MNIST IDX files in FROM, as IDX .gz files in TO (what `train` trains on).
+cut_data() {
+  mkdir -p "$2"
+  /usr/bin/python3 - "$1" "$2" "$TRAIN_IMAGES" "$TEST_IMAGES" <<'PY' || return 1
+import gzip, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+for prefix, count in (("train", int(sys.argv[3])), ("t10k", int(sys.argv[4]))):
+    for kind, record in (("images-idx3", 784), ("labels-idx1", 1)):
+        name = f"{prefix}-{kind}-ubyte.gz"
+        data = gzip.open(f"{src}/{name}").read()
+        ndims = data[3]
+        dims = list(struct.unpack(f">{ndims}I", data[4:4 + 4 * ndims]))
+        if dims[0] < count:
+            sys.exit(f"cut_data: {src}/{name} holds {dims[0]} records, fewer than {count}")
+        dims[0] = count
+        body = data[4 + 4 * ndims:4 + 4 * ndims + count * record]
+        with gzip.open(f"{dst}/{name}", "wb") as out:
+            out.write(data[:4] + struct.pack(f">{ndims}I", *dims) + body)
+PY
+}
+
+# There: unpacks carry.tar.gz (once) into bin/, lib/ and data/.
 unpack() {
   [ -d "$CARRY/bin" ] || [ ! -e "$CARRY/carry.tar.gz" ] || tar -C "$CARRY" -xzf "$CARRY/carry.tar.gz"
 }
@@ -145,6 +194,13 @@ require_gpu() {
     return 1
   fi
   echo "$listing"
+}
+
+# host_binary BINARY: whether BINARY is one of HOST_BINARIES.
+host_binary() {
+  local name
+  for name in "${HOST_BINARIES[@]}"; do [ "$(basename "$1")" = "$name" ] && return 0; done
+  return 1
 }
 
 # links_cuda_runtime BINARY LIBRARY_PATH: fails unless BINARY loads libcudart from a file.
@@ -193,7 +249,7 @@ run() {
   echo "run: ${#TESTS[@]} test binaries and 2 benchmarks, ${total} s of time limits" \
     "(one device call: 600 s)"
   for bin in "$CARRY"/bin/*; do
-    links_cuda_runtime "$bin" "$CARRIED_LIBRARY_PATH" || return 1
+    host_binary "$bin" || links_cuda_runtime "$bin" "$CARRIED_LIBRARY_PATH" || return 1
   done
   for entry in "${TESTS[@]}"; do
     local test="${entry%%:*}" limit="${entry##*:}" verdict
@@ -225,6 +281,87 @@ run() {
   else
     summary+="torch_compare.py: passed"$'\n'
   fi
+  echo "== summary"
+  printf '%s' "$summary"
+  return $status
+}
+
+# train_config CODEC DEVICE DATA_DIR: the seeded job `train` runs, on DEVICE (CPU or CUDA).
+train_config() {
+  local compression
+  case "$1" in
+    topk1_ef)
+      compression='push { name: "topk" ratio: 0.01 } push_feedback { kind: RESIDUAL }
+    pull { name: "topk" ratio: 0.01 } pull_feedback { kind: RESIDUAL }' ;;
+    powersgd) compression='push { name: "powersgd" rank: 2 }' ;;
+    *) echo "train_config: unknown codec $1" >&2; return 1 ;;
+  esac
+  cat <<CONFIG
+version: 1
+name: "gpu_train_$1"
+device: $2
+cluster { num_servers: 1 num_workers: 1 }
+model { kind: MLP hidden: [1024, 1024] init_seed: 1 }
+data { dir: "$3" batch_size: 64 shuffle_seed: 1 }
+training { max_steps: $TRAIN_STEPS eval_every_steps: 10 }
+optimizer { name: "sgd" learning_rate: 0.01 momentum: 0.9 }
+compression {
+  min_compress_bytes: 16384
+  seed: 1
+  default_compression {
+    $compression
+  }
+}
+CONFIG
+}
+
+# Trains each of TRAIN_CODECS on the CPU and on the GPU and compares the losses.
+train() {
+  unpack
+  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
+  [ -d "$CARRY/data" ] || { echo "FAIL: no $CARRY/data: pack again (it cuts the data set)"; return 1; }
+  local out="${OUT:-bench/gpu/out}"
+  mkdir -p "$out"
+  require_gpu >"$out/train_device.txt" 2>&1 || { cat "$out/train_device.txt"; return 1; }
+  CARRIED_LIBRARY_PATH="$(carried_library_path)"
+  links_cuda_runtime "$CARRY/bin/tamp_worker" "$CARRIED_LIBRARY_PATH" || return 1
+  echo "train: ${#TRAIN_CODECS[@]} codecs x 2 devices," \
+    "$((${#TRAIN_CODECS[@]} * 2 * TRAIN_LIMIT_S)) s of time limits (one device call: 600 s)"
+  local status=0 summary="" codec device work
+  work="$(mktemp -d)"
+  for codec in "${TRAIN_CODECS[@]}"; do
+    local ran=0
+    for device in CPU CUDA; do
+      local name="train_${codec}_${device}"
+      train_config "$codec" "$device" "$PWD/$CARRY/data" >"$work/$name.pbtxt" || return 1
+      echo "== $name (limit ${TRAIN_LIMIT_S} s)"
+      rm -f "$out/$name.jsonl"
+      carried timeout -k 5 "$TRAIN_LIMIT_S" "$CARRY/bin/tamp" run "$work/$name.pbtxt" \
+        --run_dir="$work/$name" --metrics_file="$out/$name.jsonl" \
+        --server_binary="$PWD/$CARRY/bin/tamp_server" \
+        --worker_binary="$PWD/$CARRY/bin/tamp_worker" >"$out/$name.log" 2>&1
+      local code=$?
+      tail -3 "$out/$name.log"
+      if [ "$code" -ne 0 ]; then
+        summary+="$name: FAILED: exit status $code (see $name.log)"$'\n'
+        status=1
+      else
+        ran=$((ran + 1))
+      fi
+    done
+    [ "$ran" -eq 2 ] || continue
+    echo "== $codec: GPU against CPU"
+    "${PYTHON:-python3}" bench/gpu/compare_losses.py "$out/train_${codec}_CPU.jsonl" \
+      "$out/train_${codec}_CUDA.jsonl" >"$out/train_$codec.md" 2>&1
+    local compared=$?
+    tail -4 "$out/train_$codec.md"
+    if [ "$compared" -ne 0 ]; then
+      summary+="train $codec: FAILED: the losses differ (see train_$codec.md)"$'\n'
+      status=1
+    else
+      summary+="train $codec: passed ($(tail -1 "$out/train_$codec.md"))"$'\n'
+    fi
+  done
   echo "== summary"
   printf '%s' "$summary"
   return $status
@@ -317,9 +454,10 @@ case "${1:-}" in
   pack) pack ;;
   run) run ;;
   sanitize) sanitize ;;
+  train) train ;;
   sanitize-plan) sanitize_plan ;;
   *)
-    echo "usage: $0 pack|run|sanitize|sanitize-plan" >&2
+    echo "usage: $0 pack|run|sanitize|train|sanitize-plan" >&2
     exit 2
     ;;
 esac

@@ -4,13 +4,17 @@
 # compute-sanitizer and python3 first on PATH. A device run must fail when no GPU is
 # visible, when a binary does not link the CUDA runtime, and when anything skips; the
 # carried libraries must reach the carried binaries and not PyTorch; the sanitizer pass must
-# plan within one device call and fail when a step runs out of time. Then the real
+# plan within one device call and fail when a step runs out of time; the training check
+# (`train`, with a fake tamp writing metrics) must pass when the GPU's losses are close to
+# the CPU's and fail when they drift, are NaN, when the GPU run fails and when no GPU is
+# visible. Then the real
 # codec_gpu_bench and torch_compare.py: without a device they skip (exit 0), and fail where
 # CUDA is required.
 set -uo pipefail
 
 SCRIPT="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/run_on_device.sh"
 TORCH_COMPARE="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/torch_compare.py"
+COMPARE_LOSSES="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/compare_losses.py"
 BENCH="$TEST_SRCDIR/$TEST_WORKSPACE/bench/gpu/codec_gpu_bench"
 CODEC_TEST="$TEST_SRCDIR/$TEST_WORKSPACE/compress/cuda/device_codec_test"
 ROOT="$TEST_TMPDIR/tree"
@@ -25,12 +29,13 @@ fail() {
 # tests) until a test writes a mode file under $ROOT/mode.
 setup() {
   rm -rf "$ROOT"
-  mkdir -p "$ROOT/bench/gpu" "$ROOT/.gpu_carry/bin" "$ROOT/.gpu_carry/lib" "$ROOT/fake" \
-    "$ROOT/mode" "$ROOT/seen" "$ROOT/out"
+  mkdir -p "$ROOT/bench/gpu" "$ROOT/.gpu_carry/bin" "$ROOT/.gpu_carry/lib" \
+    "$ROOT/.gpu_carry/data" "$ROOT/fake" "$ROOT/mode" "$ROOT/seen" "$ROOT/out"
   cp "$SCRIPT" "$ROOT/bench/gpu/run_on_device.sh"
+  cp "$COMPARE_LOSSES" "$ROOT/bench/gpu/compare_losses.py"
   touch "$ROOT/bench/gpu/torch_compare.py"
   for name in device_test layers_test cnn_layers_test device_codec_test cuda_backend_test \
-    gpu_model_test codec_gpu_bench; do
+    gpu_model_test codec_gpu_bench tamp_server tamp_worker; do
     cat >"$ROOT/.gpu_carry/bin/$name" <<EOF
 #!/usr/bin/env bash
 echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} TAMP_REQUIRE_CUDA=\${TAMP_REQUIRE_CUDA:-}" >"$ROOT/seen/$name"
@@ -47,6 +52,36 @@ echo "[  PASSED  ] 4 tests."
 EOF
     chmod +x "$ROOT/.gpu_carry/bin/$name"
   done
+  # The launcher: `tamp run CONFIG --metrics_file=F ...` writes 20 steps of losses (and an
+  # evaluation at steps 10 and 20), the GPU's off by 1e-6 relative, or as a mode file says.
+  cat >"$ROOT/.gpu_carry/bin/tamp" <<EOF
+#!/usr/bin/env bash
+config="\$2" metrics=""
+for arg in "\$@"; do case "\$arg" in --metrics_file=*) metrics="\${arg#*=}" ;; esac; done
+device="\$(sed -n 's/^device: //p' "\$config")"
+echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} TAMP_REQUIRE_CUDA=\${TAMP_REQUIRE_CUDA:-} \$*" \
+  >>"$ROOT/seen/tamp"
+scale=1 nan=0
+if [ "\$device" = CUDA ]; then
+  [ -e "$ROOT/mode/gpufail" ] && { echo "tamp_worker 0: device CUDA: no usable GPU"; exit 1; }
+  scale=1.000001
+  [ -e "$ROOT/mode/gpudrift" ] && scale=1.1
+  [ -e "$ROOT/mode/gpunan" ] && nan=1
+fi
+/usr/bin/python3 - "\$metrics" "\$scale" "\$nan" <<'PY'
+import json, sys
+path, scale, nan = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1"
+with open(path, "w") as out:
+    for step in range(1, 21):
+        loss = "NaN" if nan and step == 3 else (2.3 - 0.05 * step) * scale
+        out.write(json.dumps({"worker": 0, "step": step, "loss": loss,
+                              "bytes_pushed": 1000, "bytes_pulled": 2000}) + "\n")
+        if step % 10 == 0:
+            out.write(json.dumps({"worker": 0, "step": step, "test_accuracy": 0.5}) + "\n")
+PY
+echo "tamp: done"
+EOF
+  chmod +x "$ROOT/.gpu_carry/bin/tamp"
   cat >"$ROOT/fake/nvidia-smi" <<EOF
 #!/usr/bin/env bash
 if [ -e "$ROOT/mode/nogpu" ]; then
@@ -63,6 +98,7 @@ EOF
   cat >"$ROOT/fake/python3" <<EOF
 #!/usr/bin/env bash
 [ "\${1:-}" = -c ] && exit 0  # The site-packages query.
+case "\${1:-}" in *compare_losses.py) exec /usr/bin/python3 "\$@" ;; esac
 echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} args=\$*" >"$ROOT/seen/python3"
 [ -e "$ROOT/mode/torchfail" ] && { echo "no CUDA device: skipping"; exit 1; }
 echo "| codec | n |"
@@ -163,6 +199,46 @@ touch "$ROOT/mode/torchfail"
 device run
 expect_exit "torch_compare failed" 1 $?
 expect_log "torch_compare failed" "torch_compare.py: FAILED: exit status 1"
+
+# The training check: passes when the GPU's losses are within the bounds, the carried tamp
+# running each job with the carried libraries and the carried server and worker; fails when
+# they drift, are NaN, when the GPU job fails, and when no GPU is visible (before any job).
+setup
+device train
+expect_exit "train" 0 $?
+expect_log "train" "train topk1_ef: passed"
+expect_log "train" "train powersgd: passed"
+planned="$(sed -n 's/^train: .*, \([0-9]*\) s of time limits.*/\1/p' "$ROOT/log")"
+if [ -z "$planned" ] || [ "$planned" -gt 570 ]; then
+  fail "train plans '${planned}' s; one device call is 600 s"
+fi
+runs="$(grep -c "^LD_LIBRARY_PATH=$ROOT/.gpu_carry/lib.* TAMP_REQUIRE_CUDA=1 run .*--worker_binary=$ROOT/.gpu_carry/bin/tamp_worker" \
+  "$ROOT/seen/tamp")"
+[ "$runs" = 4 ] || fail "train: tamp's runs: $(cat "$ROOT/seen/tamp")"
+for mode in gpudrift gpunan; do
+  setup
+  touch "$ROOT/mode/$mode"
+  device train
+  expect_exit "train, $mode" 1 $?
+  expect_log "train, $mode" "train topk1_ef: FAILED: the losses differ"
+  expect_log "train, $mode" "MISMATCH: worker 0 step"
+done
+setup
+touch "$ROOT/mode/gpufail"
+device train
+expect_exit "train, GPU job failing" 1 $?
+expect_log "train, GPU job failing" "train_topk1_ef_CUDA: FAILED: exit status 1"
+setup
+touch "$ROOT/mode/nogpu"
+device train
+expect_exit "train, no GPU" 1 $?
+expect_log "train, no GPU" "FAIL: no GPU visible"
+[ ! -e "$ROOT/seen/tamp" ] || fail "train, no GPU: tamp ran anyway"
+setup
+touch "$ROOT/mode/nocudart"
+device train
+expect_exit "train, CPU-only worker" 1 $?
+expect_log "train, CPU-only worker" "tamp_worker does not link the CUDA runtime"
 
 # The sanitizer pass: plans within one 600 s device call with margin, passes when the tool
 # does, and a step out of time fails.

@@ -1,5 +1,5 @@
 // CUDA plumbing of the GPU model (worker/gpu_model.cc), internal to worker/: owned pinned
-// memory, streams and events, and GradientStaging, the way a gradient leaves the device.
+// memory, streams and events, and GradientStaging, the way a gradient leaves backward.
 // Only with CUDA in the build (tools/cuda.bzl); include it under #if TAMP_HAVE_CUDA.
 //
 // Threading: none of these is thread-safe; the training thread owns them. Destructors log a
@@ -112,58 +112,49 @@ class Event {
 // GradientStaging: how a gradient leaves the device
 // ---------------------------------------------------------------------------------------
 
-// Moves each tensor's gradient, once backward has produced it on the compute stream, to
-// pinned host memory on a copy stream, so the copy overlaps the rest of backward; Wait(t)
-// blocks until tensor t's copy is done.
+// Hands each tensor's gradient, still on the device, to work on a second stream (stream())
+// as soon as backward has produced it on the compute stream: Produced(t) records tensor t's
+// event on the compute stream, HandOff(t) makes stream() wait for it on the device (the host
+// does not wait). Work the caller then enqueues on stream() -- the worker client's GPU
+// encode, or its copy to pinned memory for a codec without a GPU version -- runs after the
+// gradient exists and beside the rest of backward, and only payloads cross PCIe.
 //
-// This is the one seam for compression on the GPU: with the client's device path
-// (TensorMemory::Cuda) and the codecs of compress/cuda/, Stage() hands the client the
-// device slice on this copy stream instead of copying it, and the payloads, not the fp32
-// gradients, come through pinned memory.
+// Example (one step; GpuNet::TrainStep):
+//   backward: ... kernels producing tensor t on `compute` ...; staging.Produced(t, compute);
+//   then, per tensor in that order: staging.HandOff(t); client.Push(t, device slice,
+//                                   TensorMemory::Cuda(gpu, staging.stream()));
 class GradientStaging {
  public:
-  static absl::StatusOr<GradientStaging> Create(size_t total, size_t num_tensors) {
+  static absl::StatusOr<GradientStaging> Create(size_t num_tensors) {
     GradientStaging staging;
-    TAMP_ASSIGN_OR_RETURN(staging.host_, PinnedArray<float>::Create(total));
-    staging.copy_ = std::make_unique<Stream>();
-    TAMP_RETURN_IF_ERROR(staging.copy_->Init());
-    TAMP_RETURN_IF_ERROR(staging.produced_.Init());
-    staging.staged_.resize(num_tensors);
-    for (Event& event : staging.staged_) TAMP_RETURN_IF_ERROR(event.Init());
+    staging.stream_ = std::make_unique<Stream>();
+    TAMP_RETURN_IF_ERROR(staging.stream_->Init());
+    staging.produced_.resize(num_tensors);
+    for (Event& event : staging.produced_) TAMP_RETURN_IF_ERROR(event.Init());
     return staging;
   }
 
-  // After the kernels that produce tensor t's `count` gradient values at `device` (offset
-  // `offset` of the flat layout) were enqueued on `compute`.
-  absl::Status Stage(int t, const float* device, size_t offset, size_t count,
-                     cudaStream_t compute) {
-    TAMP_CUDA_RETURN_IF_ERROR(cudaEventRecord(produced_.get(), compute));
-    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_->get(), produced_.get(), 0));
-    TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_.data() + offset, device,
-                                              count * sizeof(float), cudaMemcpyDeviceToHost,
-                                              copy_->get()));
-    TAMP_CUDA_RETURN_IF_ERROR(cudaEventRecord(staged_[t].get(), copy_->get()));
+  // After the kernels that produce tensor t's gradient were enqueued on `compute`.
+  absl::Status Produced(int t, cudaStream_t compute) {
+    TAMP_CUDA_RETURN_IF_ERROR(cudaEventRecord(produced_[t].get(), compute));
     return absl::OkStatus();
   }
 
-  // Blocks until tensor t's gradient is in host().
-  absl::Status Wait(int t) {
-    TAMP_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staged_[t].get()));
+  // After Produced(t) of this step: work enqueued on stream() from now on runs after
+  // tensor t's gradient is complete. Does not block the host.
+  absl::Status HandOff(int t) {
+    TAMP_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_->get(), produced_[t].get(), 0));
     return absl::OkStatus();
   }
 
-  absl::Span<const float> host() { return absl::MakeConstSpan(host_.data(), host_.size()); }
-  cudaStream_t stream() const { return copy_->get(); }
+  cudaStream_t stream() const { return stream_->get(); }
 
  private:
   GradientStaging() = default;
 
-  PinnedArray<float> host_;       // The flat gradients, as the client reads them.
-  std::unique_ptr<Stream> copy_;  // Heap: the object moves, the stream handle must not.
-  Event produced_;                // Re-recorded per tensor; the wait takes its latest record.
-  std::vector<Event> staged_;     // By tensor.
+  std::unique_ptr<Stream> stream_;  // Heap: the object moves, the stream handle must not.
+  std::vector<Event> produced_;     // By tensor, recorded once per step.
 };
-
 
 }  // namespace tamp::internal
 

@@ -25,12 +25,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/proto_json.h"
 #include "base/status_macros.h"
 #include "job/config.h"
 #include "job/job_layout.h"
 #include "job/placement.h"
 #include "python/tensor_arg.h"
 #include "worker/client.h"
+#include "worker/worker_events.h"
 
 namespace tamp::python {
 namespace {
@@ -137,6 +139,8 @@ class PyClient {
                                RunLength{steps_per_epoch, total_steps});
     }
     client_ = Check(std::move(client));
+    rank_ = rank;
+    total_steps_ = total_steps;
   }
 
   uint64_t Start(py::handle params, py::handle stream) {
@@ -199,6 +203,7 @@ class PyClient {
       status = client_->Wait(args.spans(), args.memory());
     }
     Check(status);
+    completed_ = client_->report();  // The next begin_step() clears the client's.
   }
 
   uint64_t Rejoin(py::handle params, const std::string& cause, py::handle stream) {
@@ -229,6 +234,20 @@ class PyClient {
     return out;
   }
 
+  // WorkerEvent JSON lines (worker/worker_events.h), as tamp_worker prints them.
+  std::string StepEvent(uint64_t completed_steps, uint32_t epoch, float loss,
+                        double step_ms) const {
+    return ProtoToJson(
+        ::tamp::StepEvent(Figures(), completed_steps, total_steps_, epoch, loss, step_ms));
+  }
+  std::string EvalEvent(uint64_t completed_steps, uint32_t epoch, double accuracy) const {
+    return ProtoToJson(::tamp::EvalEvent(Figures(), completed_steps, total_steps_, epoch, accuracy));
+  }
+  std::string DoneEvent(uint64_t completed_steps, double accuracy, double step_ms_median) const {
+    return ProtoToJson(
+        ::tamp::DoneEvent(Figures(), completed_steps, total_steps_, accuracy, step_ms_median));
+  }
+
   py::dict Totals() const {
     const ClientTotals& totals = client_->totals();
     py::dict out;
@@ -247,6 +266,7 @@ class PyClient {
   bool aggregates() const { return client_->aggregates(); }
 
  private:
+  WorkerFigures Figures() const { return {rank_, client_->totals(), completed_}; }
   TensorArgs Views(py::handle arrays, Access access, py::handle stream) const {
     return Check(TensorArgs::From(arrays.ptr(), names_, access, Stream(stream)));
   }
@@ -266,6 +286,9 @@ class PyClient {
 
   std::vector<std::string> names_;  // Layout order.
   std::unique_ptr<Client> client_;
+  uint32_t rank_ = 0;
+  uint64_t total_steps_ = 0;
+  StepReport completed_;  // The last step wait() completed, for step_event().
 };
 
 PYBIND11_MODULE(_tamp, m) {
@@ -332,6 +355,12 @@ PYBIND11_MODULE(_tamp, m) {
            py::arg("stream") = py::none())
       .def("report", &PyClient::Report)
       .def("totals", &PyClient::Totals)
+      .def("step_event", &PyClient::StepEvent, py::arg("completed_steps"), py::arg("epoch"),
+           py::arg("loss"), py::arg("step_ms"))
+      .def("eval_event", &PyClient::EvalEvent, py::arg("completed_steps"), py::arg("epoch"),
+           py::arg("test_accuracy"))
+      .def("done_event", &PyClient::DoneEvent, py::arg("completed_steps"),
+           py::arg("test_accuracy"), py::arg("step_ms_median"))
       .def_property_readonly("tensor_names", &PyClient::names)
       .def_property_readonly("tensor_shapes", &PyClient::shapes)
       .def_property_readonly("aggregates", &PyClient::aggregates);

@@ -82,7 +82,8 @@ write_config "$dir/job.pbtxt" model="kind: MLP hidden: [1024, 1024] init_seed: 3
   training="eval_every_epoch: false"
 sed -i 's/epochs: 2 /epochs: 3 /' "$dir/job.pbtxt"  # 192 steps.
 PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --restart_workers=1 --run_dir="$dir/run" \
-  --server_binary="$SERVER_BIN" -- "${PYTHON3_COMMAND[@]}" examples/pytorch/mlp.py > "$dir/out" 2>&1 &
+  --summary_json="$dir/summary.json" --server_binary="$SERVER_BIN" -- \
+  "${PYTHON3_COMMAND[@]}" examples/pytorch/mlp.py > "$dir/out" 2>&1 &
 launcher=$!
 STARTED_PIDS+=($launcher)
 victim=""
@@ -104,6 +105,18 @@ grep -q "worker 1 rejoined at step" "$dir/run/worker-1.restart-1.log" ||
   { cat "$dir/run/worker-1.restart-1.log" >&2; fail "restart: the new worker 1 did not rejoin"; }
 grep -q "final test accuracy .* after 192 steps" "$dir/out" ||
   { cat "$dir/out" >&2; fail "restart: worker 0 did not end after 192 steps"; }
+# The example reports tamp_worker's events (tamp.torch.report_*): a full summary, not the
+# wall time only.
+/usr/bin/python3 - "$dir/summary.json" "$dir/out" <<'EOF' || fail "restart: summary incomplete"
+import json, re, sys
+summary = json.load(open(sys.argv[1]))
+accuracy = float(re.search(r"final test accuracy ([0-9.]+) after 192", open(sys.argv[2]).read())[1])
+assert summary["steps"] == 192, summary
+assert summary["worker_restarts"] == 1, summary
+assert abs(summary["test_accuracy"] - accuracy) < 1e-4, (summary, accuracy)
+assert summary["bytes_pushed"] > 0 and summary["compression_ratio"] > 0, summary
+assert summary["step_ms_median"] > 0 and summary["final_loss"] > 0, summary
+EOF
 echo "restart: $(grep -o 'worker 1 rejoined at step [0-9]*' "$dir/run/worker-1.restart-1.log");" \
   "$(grep -o 'final test accuracy .*' "$dir/out")"
 

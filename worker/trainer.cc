@@ -87,12 +87,11 @@ absl::Status Trainer::LoadData(const JobLayout& layout,
   return absl::OkStatus();
 }
 
+WorkerFigures Trainer::Figures() const {
+  return {rank_, client_->totals(), client_->report()};
+}
+
 void Trainer::Emit(events::WorkerEvent event) {
-  event.set_worker(rank_);
-  const ClientTotals& totals = client_->totals();
-  event.set_bytes_pushed(totals.bytes_pushed);
-  event.set_bytes_pulled(totals.bytes_pulled);
-  event.set_raw_bytes_pushed(totals.raw_bytes_pushed);
   event.set_synthetic(synthetic_);
   sink_(event);
 }
@@ -166,30 +165,7 @@ absl::Status Trainer::Run(bool resume) {
     TAMP_RETURN_IF_ERROR(stepped);
     step_ms.push_back(MillisecondsSince(start));
 
-    events::WorkerEvent event;
-    event.set_kind(events::WorkerEvent::STEP);
-    event.set_step(step + 1);
-    event.set_total_steps(total_steps);
-    event.set_epoch(epoch);
-    event.set_loss(loss);
-    event.set_step_ms(step_ms.back());
-    const StepReport& report = client_->report();
-    for (uint64_t bytes : report.shard_bytes_pushed) event.add_step_shard_bytes_pushed(bytes);
-    for (uint64_t bytes : report.shard_bytes_pulled) event.add_step_shard_bytes_pulled(bytes);
-    uint64_t step_pushed = 0;
-    for (uint64_t bytes : report.shard_bytes_pushed) step_pushed += bytes;
-    event.set_step_raw_bytes_pushed(report.raw_bytes_pushed);
-    event.set_step_compression_ratio(
-        step_pushed == 0 ? 0.0 : static_cast<double>(report.raw_bytes_pushed) / step_pushed);
-    const StepTimeline::Figures& figures = report.timeline;
-    event.set_compute_ms(figures.compute_ms);
-    event.set_encode_ms(figures.encode_ms);
-    event.set_wire_ms(figures.wire_ms);
-    event.set_decode_ms(report.decode_ms);
-    event.set_apply_ms(report.apply_ms);
-    event.set_comm_ms(figures.comm_ms);
-    event.set_comm_hidden_percent(figures.hidden_percent);
-    Emit(event);
+    Emit(StepEvent(Figures(), step + 1, total_steps, epoch, loss, step_ms.back()));
 
     const bool last_step = step + 1 == total_steps;
     const bool epoch_done = (step + 1) % per_epoch == 0 || last_step;
@@ -199,26 +175,14 @@ absl::Status Trainer::Run(bool resume) {
         (epoch_done && training.eval_every_epoch()) || step_eval_due || last_step;
     if (rank_ == 0 && eval_due && !synthetic_) {
       TAMP_ASSIGN_OR_RETURN(accuracy, Evaluate());
-      events::WorkerEvent eval;
-      eval.set_kind(events::WorkerEvent::EVAL);
-      eval.set_step(step + 1);
-      eval.set_total_steps(total_steps);
-      eval.set_epoch(epoch);
-      eval.set_test_accuracy(accuracy);
-      Emit(eval);
+      Emit(EvalEvent(Figures(), step + 1, total_steps, epoch, accuracy));
     }
   }
   // Resumed after the last step: the final weights' accuracy.
   if (rank_ == 0 && step_ms.empty()) {
     TAMP_ASSIGN_OR_RETURN(accuracy, Evaluate());
   }
-  events::WorkerEvent done;
-  done.set_kind(events::WorkerEvent::DONE);
-  done.set_step(step);
-  done.set_total_steps(total_steps);
-  done.set_test_accuracy(accuracy);
-  done.set_step_ms_median(UpperMedian(step_ms));
-  Emit(done);
+  Emit(DoneEvent(Figures(), step, total_steps, accuracy, UpperMedian(step_ms)));
   return absl::OkStatus();
 }
 

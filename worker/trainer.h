@@ -38,6 +38,7 @@
 #include "worker/device_backend.h"
 #include "worker/fashion_mnist.h"
 #include "worker/model.h"
+#include "worker/worker_events.h"
 
 namespace tamp {
 
@@ -76,6 +77,9 @@ class Trainer {
   // One step: the batch, forward/backward pushing each tensor as it is ready, the answers.
   absl::Status Step(uint64_t step, int64_t index, float* loss);
   absl::StatusOr<double> Evaluate();
+  // What the events report of the client (worker/worker_events.h).
+  WorkerFigures Figures() const;
+  // Marks `event` synthetic (model.kind LAYOUT) or not and hands it to the sink.
   void Emit(events::WorkerEvent event);
 
   const config::RunConfig config_;

@@ -104,6 +104,8 @@ def run(model: torch.nn.Module, default_config: str) -> float:
             phases["preemptions"].append(thread_end.ru_nivcsw - thread.ru_nivcsw)
             # One more, or the others' step after a rejoin.
             step = tamp.torch.current_step()
+            # tamp run's progress line and summary (as tamp_worker's).
+            tamp.torch.report_step(loss.item(), phases["step_ms"][-1])
             if step % 100 == 0 and where.rank == 0:
                 print(f"step {step}/{total} | epoch {epoch + 1}/{config.epochs} | "
                       f"loss {loss.item():.4f} | "
@@ -112,12 +114,15 @@ def run(model: torch.nn.Module, default_config: str) -> float:
         if where.rank == 0:
             accuracy = fashion_mnist.accuracy(model, test_images, test_labels)
             print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f}", flush=True)
+            tamp.torch.report_eval(accuracy)
         if step == total:  # training.max_steps ended the run inside this epoch.
             break
     if where.rank == 0 and step == first_step:  # Resumed after the run's last step.
         accuracy = fashion_mnist.accuracy(model, test_images, test_labels)
     if where.rank == 0:
         print(f"final test accuracy {accuracy:.4f} after {step} steps", flush=True)
+    tamp.torch.report_done(accuracy, statistics.median(phases["step_ms"]) if phases["step_ms"]
+                           else 0.0)
     if args.timing:
         with open(os.path.join(args.timing, f"rank{where.rank}.json"), "w") as f:
             json.dump(dict(phases, rank=where.rank, threads=torch.get_num_threads(),

@@ -24,6 +24,11 @@ Two modes, chosen by the config:
 - `server { mode: AGGREGATE }`: the servers answer the mean gradient; step() writes it into
   the parameters' .grad and runs the wrapped optimizer. DDP's comm_hook needs this mode.
 
+Progress: report_step(loss, step_ms) after each step(), report_eval(accuracy) after a test
+evaluation and report_done(accuracy, step_ms_median) at the end print the WorkerEvent JSON
+lines tamp_worker prints, so `tamp run CONFIG -- python3 train.py` shows the same progress
+line and writes the same summary (bytes, compression, accuracy, step time).
+
 Blocking and threading: backward's hooks push (compressing on backward's thread); step()
 blocks until every answer is in. One training thread; fp32 contiguous tensors, all on the
 CPU or all on one CUDA device (then Tamp compresses on the GPU where its codecs allow, on
@@ -41,7 +46,7 @@ import tamp
 
 __all__ = [
     "CommHookState", "DistributedOptimizer", "broadcast_parameters", "comm_hook", "init",
-    "rank", "shutdown", "size",
+    "rank", "report_done", "report_eval", "report_step", "shutdown", "size",
 ]
 
 _run: Dict[str, Optional[int]] = {"steps_per_epoch": None, "total_steps": None}
@@ -79,6 +84,53 @@ def shutdown() -> None:
     """Closes the job's client (waits for RPCs in flight); init() starts anew."""
     global _session
     _session = None
+
+
+def _started(caller: str) -> "_Session":
+    if _session is None or _session.step is None:
+        raise RuntimeError(f"{caller}: the job has not started (broadcast_parameters(), "
+                           "DistributedOptimizer() or comm_hook() starts it)")
+    return _session
+
+
+def _epoch(completed_steps: int) -> int:
+    return max(completed_steps - 1, 0) // _run["steps_per_epoch"]
+
+
+def _print_event(line: str) -> None:
+    print(line, flush=True)
+
+
+def report_step(loss: float, step_ms: float) -> None:
+    """Prints the step the last step() completed as a WorkerEvent JSON line on stdout (its
+    loss and wall time `step_ms`, with the step's bytes per shard and the client's
+    timeline), as tamp_worker does: `tamp run` shows it and sums it into the summary."""
+    session = _started("report_step")
+    if not step_ms >= 0:
+        raise ValueError(f"report_step: step_ms must be >= 0, got {step_ms}")
+    _print_event(session.client.step_event(session.step, _epoch(session.step), float(loss),
+                                           float(step_ms)))
+
+
+def report_eval(test_accuracy: float) -> None:
+    """Prints a test evaluation after the steps completed so far (WorkerEvent EVAL)."""
+    session = _started("report_eval")
+    if not 0 <= test_accuracy <= 1:
+        raise ValueError(f"report_eval: test_accuracy must be in [0, 1], got {test_accuracy}")
+    _print_event(session.client.eval_event(session.step, _epoch(session.step),
+                                           float(test_accuracy)))
+
+
+def report_done(test_accuracy: float, step_ms_median: float) -> None:
+    """Prints the end of this worker's run (WorkerEvent DONE): its final test accuracy (0
+    when it did not evaluate) and median step time; `tamp run` waits for it to summarize."""
+    session = _started("report_done")
+    if not 0 <= test_accuracy <= 1:
+        raise ValueError(f"report_done: test_accuracy must be in [0, 1], got {test_accuracy}")
+    if not step_ms_median >= 0:
+        raise ValueError(f"report_done: step_ms_median must be >= 0, got {step_ms_median}")
+    _print_event(session.client.done_event(session.step, float(test_accuracy),
+                                           float(step_ms_median)))
 
 
 def _check_tensor(name: str, tensor: torch.Tensor) -> None:

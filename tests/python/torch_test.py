@@ -6,6 +6,9 @@ SYNC run at step > 0): each leaves the step it took complete, and each refusal m
 whether or not the session has started.
 """
 
+import contextlib
+import io
+import json
 import unittest
 
 import torch
@@ -94,6 +97,39 @@ class TorchTest(unittest.TestCase):
         for (name, param), old, grad in zip(model.named_parameters(), before, grads):
             torch.testing.assert_close(param.detach(), old - LEARNING_RATE * grad, rtol=0,
                                        atol=0, msg=name)
+
+    def test_reports_are_the_workers_events(self):
+        model, optimizer = self.model, self.optimizer
+        optimizer.zero_grad()
+        loss_of(model).backward()
+        optimizer.step()
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            tamp.torch.report_step(0.5, 12.25)
+            tamp.torch.report_eval(0.75)
+            tamp.torch.report_done(0.75, 11.5)
+        step, evaluation, done = [json.loads(line) for line in printed.getvalue().splitlines()]
+        completed = tamp.torch.current_step()
+        raw = 4 * sum(p.numel() for p in model.parameters())
+        self.assertEqual((step["kind"], step["worker"], step["step"], step["total_steps"]),
+                         ("STEP", 0, completed, 200))
+        self.assertEqual((step["loss"], step["step_ms"], step["epoch"]), (0.5, 12.25, 0))
+        # Codec none: each shard's payloads carry the step's raw bytes, plus their headers.
+        self.assertEqual(step["step_raw_bytes_pushed"], raw)
+        self.assertEqual(len(step["step_shard_bytes_pushed"]), 2)
+        self.assertGreater(sum(step["step_shard_bytes_pushed"]), raw)
+        self.assertLess(sum(step["step_shard_bytes_pushed"]), raw + 1024)
+        self.assertEqual(step["step_shard_bytes_pulled"], step["step_shard_bytes_pushed"])
+        self.assertGreaterEqual(step["bytes_pushed"], sum(step["step_shard_bytes_pushed"]))
+        self.assertEqual((evaluation["kind"], evaluation["step"], evaluation["test_accuracy"]),
+                         ("EVAL", completed, 0.75))
+        self.assertEqual((done["kind"], done["step"], done["test_accuracy"],
+                          done["step_ms_median"]), ("DONE", completed, 0.75, 11.5))
+        self.assertEqual(done["bytes_pushed"], step["bytes_pushed"])
+        self.assertRefused(ValueError, lambda: tamp.torch.report_step(0.5, -1.0), "step_ms")
+        self.assertRefused(ValueError, lambda: tamp.torch.report_eval(1.5), "test_accuracy")
+        self.assertRefused(ValueError, lambda: tamp.torch.report_done(0.5, float("nan")),
+                           "step_ms_median")
 
     def test_model_other_than_the_jobs_refused(self):
         other = Mlp(hidden=32)

@@ -90,7 +90,9 @@ victim=""
 for _ in $(seq 3000); do
   if grep -q "step 100/192" "$dir/out" 2>/dev/null; then
     for pid in $(pgrep -f -- "examples/pytorch/mlp.py"); do
-      grep -qz '^TAMP_RANK=1$' "/proc/$pid/environ" 2>/dev/null && victim=$pid
+      # This job's worker 1 (other jobs may run the example at the same time).
+      grep -qz '^TAMP_RANK=1$' "/proc/$pid/environ" 2>/dev/null &&
+        grep -qzF "$dir/job.pbtxt" "/proc/$pid/environ" 2>/dev/null && victim=$pid
     done
     [ -n "$victim" ] && break
   fi

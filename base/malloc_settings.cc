@@ -32,4 +32,6 @@ absl::Status KeepFreedMemory() {
   return SetOption(M_TRIM_THRESHOLD, kTrimThreshold, "M_TRIM_THRESHOLD");
 }
 
+absl::Status ShareOneHeap() { return SetOption(M_ARENA_MAX, 1, "M_ARENA_MAX"); }
+
 }  // namespace tamp

@@ -9,8 +9,18 @@
 // come from the heap and freed memory stays there, up to 1 GiB of it: a steady state faults
 // in nothing, at the cost of keeping the process's peak heap.
 //
-// Example (first thing in main):
+// ShareOneHeap(): one malloc arena for every thread, for tamp_server (issue 19). glibc gives
+// threads that contend for the heap arenas of their own (up to 8 per core), and memory freed
+// into one arena serves only threads allocating from it. gRPC's threads take turns at a
+// step's megabytes (payloads parsed on one, answers and send buffers on another), so with
+// KeepFreedMemory() every arena kept its own largest step, and a server's RSS grew for over
+// a hundred steps to well above what one heap needs, which levels off in the first steps. A
+// server's threads allocate a few large blocks per call; small ones come from the
+// per-thread caches (tcache) without the arena's lock.
+//
+// Example (first thing in main, before any thread starts):
 //   if (absl::Status kept = KeepFreedMemory(); !kept.ok()) LOG(WARNING) << kept;
+//   if (absl::Status shared = ShareOneHeap(); !shared.ok()) LOG(WARNING) << shared;
 #ifndef TAMP_BASE_MALLOC_SETTINGS_H_
 #define TAMP_BASE_MALLOC_SETTINGS_H_
 
@@ -21,6 +31,10 @@ namespace tamp {
 // FAILED_PRECONDITION when malloc refuses the settings (another allocator replaces glibc's,
 // e.g. a sanitizer's); the process runs on with the defaults then.
 absl::Status KeepFreedMemory();
+
+// FAILED_PRECONDITION as above. Threads that already have an arena of their own keep it: call
+// it before the process starts threads.
+absl::Status ShareOneHeap();
 
 }  // namespace tamp
 

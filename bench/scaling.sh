@@ -2,16 +2,19 @@
 # Scaling table on emulated hosts (bench/net/hosts.sh): every server and every worker on a
 # host of its own, each host behind its own shaped link, for each number of servers and
 # workers asked. Measures the median step time, its split and the bytes per step of each
-# worker, and every process's memory (VmRSS) and CPU time after the warm-up
-# (bench/proc_sample.py), and puts next to them what the performance model (`tamp model`)
-# predicts, when it can.
+# worker after --warmup steps, and every process's memory (VmRSS) and CPU time after
+# --memory_warmup steps (bench/proc_sample.py), and puts next to them what the performance
+# model (`tamp model`) predicts, when it can.
 #
-#   bench/scaling.sh [--rate 1gbit] [--steps 60] [--warmup 10]
+#   bench/scaling.sh [--rate 1gbit] [--steps 60] [--warmup 10] [--memory_warmup 30]
 #                    [--configs "mlp_none scaling/resnet50_none"]   # under bench/configs/
 #                    [--servers "1 2 4"] [--workers "2 4"] | [--points "8x16 4x16"]  # SxW
 #                    [--perf SECONDS] [--out docs/scaling.md]
 #
 # --points runs those (servers x workers) pairs instead of every --servers x --workers pair.
+# --memory_warmup: a server's heap and gRPC's buffers grow to a step's size in the first
+# steps of a raw pull (docs/server_memory.md), which is not growth during the run; memory
+# is measured after them, so --steps must pass them.
 # --perf records SECONDS of `perf record -a` once warm-up is over, on each config's last
 # point, into bench/results/scaling_perf_<config>.txt (CPU time per process and library).
 # Merges its rows into bench/results/scaling.json (a rerun of the same config, servers,
@@ -22,23 +25,28 @@
 set -euo pipefail
 command_line="bench/scaling.sh $*"
 cd "$(dirname "$0")/.."
-rate=1gbit steps=60 warmup=10 configs="mlp_none mlp_topk1_ef_pulltopk1" servers_list="1 2 4"
+rate=1gbit steps=60 warmup=10 memory_warmup=30 configs="mlp_none mlp_topk1_ef_pulltopk1" servers_list="1 2 4"
 workers_list="2 4" points="" perf_seconds=0 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
+    --memory_warmup) memory_warmup=$2; shift 2 ;;
     --points) points=$2; shift 2 ;;
     --perf) perf_seconds=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
     --servers) servers_list=$2; shift 2 ;;
     --workers) workers_list=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "scaling.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+[ "$steps" -gt "$((memory_warmup + 10))" ] || {
+  echo "scaling.sh: --steps $steps leaves under 10 steps after --memory_warmup $memory_warmup" >&2
+  exit 2
+}
 [ "$(id -u)" -eq 0 ] || { echo "scaling.sh: needs root (network namespaces, tc)" >&2; exit 77; }
 source bench/openblas_env.sh
 
@@ -165,16 +173,16 @@ for config_name in $configs; do
       echo "scaling.sh: no model column for $name S=$S W=$W:" >&2
       cat "$work/model.err" >&2
     fi
-    python3 - "$name" "$S" "$W" "$rate" "$steps" "$warmup" "$work/summary.json" \
+    python3 - "$name" "$S" "$W" "$rate" "$steps" "$warmup" "$memory_warmup" "$work/summary.json" \
       "$work/procs.jsonl" "$prediction" "${events[@]}" >>"$results" <<'PY'
 import json, statistics, sys
 sys.path.insert(0, "bench")
 import proc_sample, tamp_files
-name, S, W, rate, steps, warmup, summary_path, procs_path, prediction = sys.argv[1:10]
+name, S, W, rate, steps, warmup, memory_warmup, summary_path, procs_path, prediction = sys.argv[1:11]
 summary = tamp_files.read_summary(summary_path)
 step_ms, pushed, pulled = [], [], []
 split = {k: [] for k in ("encode_ms", "decode_ms", "apply_ms")}
-for path in sys.argv[10:]:
+for path in sys.argv[11:]:
     for e in tamp_files.read_events(path):
         if e["kind"] != "STEP" or e["step"] < int(warmup):
             continue
@@ -205,18 +213,19 @@ if prediction != "null":
     row["predicted_link_ms"] = config_row["timeline_ms"]
     row["predicted_cpu_bound_ms"] = config_row["cpu_bound_ms"]
     row["predicted_bound"] = config_row["bound"]
-# Memory and CPU of every process from the first sample after the warm-up to its last.
-row["processes"] = proc_sample.summarize(procs_path, int(warmup))
+# Memory and CPU of every process from the first sample after the memory warm-up to its last.
+row["processes"] = proc_sample.summarize(procs_path, int(memory_warmup))
 print(json.dumps(row))
 PY
     echo "scaling.sh: $name S=$S W=$W done" >&2
   done
 done
 
-python3 - "$results" "$steps" "$warmup" "$run_started" "$run_commit" "$command_line" <<'PY'
+python3 - "$results" "$steps" "$warmup" "$memory_warmup" "$run_started" "$run_commit" "$command_line" <<'PY'
 import json, os, sys
-path, steps, warmup, started, commit, command = sys.argv[1:7]
+path, steps, warmup, memory_warmup, started, commit, command = sys.argv[1:8]
 run = {"started": started, "commit": commit, "command": command, "steps": int(steps), "warmup": int(warmup),
+       "memory_warmup": int(memory_warmup),
        "cores": os.cpu_count(), "load_end": " ".join(open("/proc/loadavg").read().split()[:3])}
 rows = [dict(json.loads(l), run=run) for l in open(path)]
 os.remove(path)

@@ -103,6 +103,12 @@ def full_tables(rows):
     return step + [""] + memory
 
 
+def memory_from(run):
+    if "memory_warmup" not in run or run["memory_warmup"] == run["warmup"]:
+        return ""
+    return f" (memory from step {run['memory_warmup']})"
+
+
 def tables():
     rows = json.load(open(RESULTS))
     runs = []
@@ -115,7 +121,9 @@ def tables():
         rates = ", ".join(sorted({r["rate"] for r in group}))
         lines += [f"## `{run['command']}`", "",
                   f"Started {run['started']}, commit {run['commit']}, {rates} per host, "
-                  f"{run['steps']} steps of which the first {run['warmup']} are warm-up, on a "
+                  f"{run['steps']} steps of which the first {run['warmup']} are warm-up"
+                  # Runs before the memory warm-up had one warm-up for both.
+                  f"{memory_from(run)}, on a "
                   f"shared {run['cores']}-core machine (load average {run['load_end']} at the end).",
                   ""]
         lines += full_tables(group) if "processes" in group[0] else basic_table(group)

@@ -12,10 +12,18 @@ class PushPullMessagePool::Holder final
     set_response(&response_);
   }
   void Release() override { pool_->Recycle(this); }
-  // Clear() empties the payload strings but keeps their memory, which is the point.
+  // Clear() empties the messages and hands their payload strings' memory back to the heap.
+  // Holders go out in any order, so a string kept its capacity from the largest chunk it
+  // ever carried: the idle bound then held a fraction of the holders a step needs, the
+  // others were made and freed every step with mismatched sizes, and the servers' heaps
+  // grew for hundreds of steps (issue 19). Exact-size strings freed to glibc's free lists
+  // (base/malloc_settings.h keeps them) are reused by the next step's same sizes.
   void Clear() {
     request_.Clear();
     response_.Clear();
+    request_.mutable_payload()->shrink_to_fit();
+    response_.mutable_payload()->shrink_to_fit();
+    response_.mutable_aggregate()->shrink_to_fit();
   }
   // What the holder keeps allocated: itself and its strings' capacity.
   size_t Bytes() const {

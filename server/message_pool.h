@@ -1,13 +1,13 @@
 // PushPullMessagePool: the request and response messages of PushPull calls, kept for the
 // next call instead of freed (issue 18).
 //
-// gRPC's default allocator makes fresh messages for every call, so each push parsed its
-// payload into new memory and each answer copied the chunk's update into a new string: with
-// a raw pull, megabytes of fresh memory per step. Pooled messages are cleared on release,
-// which keeps their strings' capacity, so a steady-state call reuses the memory of an
-// earlier one. The idle messages hold at most `max_idle_bytes` between calls (their size
-// plus their strings' capacity); a message released beyond that is freed, so no client can
-// make the pool keep more than that.
+// Pooled messages are cleared on release and give their payload strings' memory back to
+// the heap: a holder goes to whichever call comes next, so a kept capacity grew to the
+// largest chunk the holder ever carried, and the pool held far more than a step needs
+// (issue 19). The payloads' megabytes are reused through the heap instead, which keeps
+// freed memory and serves every thread from it (base/malloc_settings.h). The idle messages
+// hold at most `max_idle_bytes` between calls (their size plus their strings' capacity); a
+// message released beyond that is freed, so no client can make the pool keep more than that.
 //
 // Thread safety: AllocateMessages() and the holders' Release() may run on any thread. The
 // pool must outlive every call that took messages from it (register it on a service that

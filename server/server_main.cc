@@ -172,6 +172,8 @@ int Main(int argc, char** argv) {
   // Every step frees and allocates the same megabytes again: keep them instead of faulting
   // fresh pages in each time (base/malloc_settings.h).
   if (absl::Status kept = tamp::KeepFreedMemory(); !kept.ok()) LOG(WARNING) << kept;
+  // ... in one heap, where any of gRPC's threads finds them (base/malloc_settings.h).
+  if (absl::Status shared = tamp::ShareOneHeap(); !shared.ok()) LOG(WARNING) << shared;
   // gRPC's own lines about bad requests and connections are bounded like the server's.
   RouteGrpcLogsThroughRefusalLog();
   if (positional.size() > 1) {

@@ -89,12 +89,13 @@ class ParameterServerService final : public rpc::ParameterServer::CallbackServic
   // OK when no token is configured or the call carries it; else UNAUTHENTICATED.
   absl::Status Admit(const grpc::CallbackServerContext& context) const;
 
-  // PushPull calls take their messages from push_pull_messages_, so a steady-state step
-  // reuses the memory of the last one's payloads.
+  // PushPull calls take their messages from push_pull_messages_ (without their payloads'
+  // memory: server/message_pool.h).
   void UsePooledMessages() { SetMessageAllocatorFor_PushPull(&push_pull_messages_); }
-  // What the idle PushPull messages may keep: a whole step's, every worker pushing and
-  // pulling the shard raw, and no more (only the slack while no handshake has made the
-  // shard; Handshake() raises it then).
+  // What the idle PushPull messages may keep: a bound as if they kept a whole step's
+  // payloads, every worker pushing and pulling the shard raw (only the slack while no
+  // handshake has made the shard; Handshake() raises it then). They keep no payload memory,
+  // so in practice a step's holders take a few hundred bytes each.
   static size_t IdleMessageBytes(const Shard* shard);
 
   const std::unique_ptr<ShardHost> own_host_;  // When constructed from a Shard.

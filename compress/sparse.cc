@@ -110,7 +110,8 @@ void GatherValues(absl::Span<const float> input, absl::Span<const size_t> indice
 
 void LoadValues(const char* values, size_t count, ValueFormat format, float* out) {
   if (format == ValueFormat::kFp32) {
-    std::memcpy(out, values, sizeof(float) * count);
+    // No entries may come with no memory behind them (null), which memcpy must not see.
+    if (count != 0) std::memcpy(out, values, sizeof(float) * count);
     return;
   }
   for (size_t j = 0; j < count; ++j) out[j] = LoadValue(values, j, ValueFormat::kFp16);

@@ -261,6 +261,11 @@ class TrainerRestartTest : public ::testing::Test {
     for (Shard* shard : {shard0->get(), first->get(), restarted.get()}) {
       if (shard != nullptr) shard->Close(absl::UnavailableError("test over"));
     }
+    // The servers stop (waiting for every call's completion) before the services they call
+    // are destroyed: restarted_service goes before server1, and a push's completion may
+    // still be on a gRPC thread.
+    server0->Shutdown();
+    if (server1 != nullptr) server1->Shutdown();
     ASSERT_TRUE(checkpoint.has_value()) << "shard 1 did not lose the answers of step " << kLostStep;
     ASSERT_NE(restarted, nullptr) << "the restarted shard 1 did not start";
     ASSERT_NE(server1, nullptr);

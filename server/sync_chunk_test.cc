@@ -19,42 +19,15 @@ namespace {
 
 using ::tamp::testing::Answer;
 using ::tamp::testing::DecodePull;
-using ::tamp::testing::EncodePush;
-using ::tamp::testing::Record;
 using ::tamp::testing::TestConfig;
 using ::tamp::testing::TestGradient;
-using ::tamp::testing::TestLayout;
 
-class SyncChunkTest : public ::testing::Test {
+class SyncChunkTest : public ::tamp::testing::ChunkTest<SyncChunk> {
  protected:
   SyncChunkTest() { Init(TestConfig()); }
 
   // The first chunk of shard 0 of the job `config`, in its initial state.
-  void Init(const config::RunConfig& config) {
-    chunk_.reset();
-    config_ = config;
-    layout_ = TestLayout(config_);
-    id_ = layout_.ChunksOfShard(0).front();
-    n_ = layout_.chunks[id_].chunk.length;
-    membership_ = std::make_unique<Membership>(config_, 0);
-    absl::StatusOr<std::unique_ptr<ChunkCore>> core =
-        ChunkCore::Create(config_, layout_, id_, membership_->steps_per_epoch());
-    CHECK(core.ok()) << core.status();
-    chunk_ = std::make_unique<SyncChunk>(*std::move(core), config_, membership_.get());
-  }
-
-  void Push(uint32_t worker, uint64_t step, Answer* answer) {
-    chunk_->Push(worker, step, 0,
-                 EncodePush(config_, layout_, step, id_, worker, TestGradient(n_, step, worker)),
-                 Record(answer));
-  }
-
-  config::RunConfig config_;
-  JobLayout layout_;
-  uint32_t id_ = 0;
-  size_t n_ = 0;
-  std::unique_ptr<Membership> membership_;
-  std::unique_ptr<SyncChunk> chunk_;
+  void Init(const config::RunConfig& config) { InitChunk(config); }
 };
 
 TEST_F(SyncChunkTest, TheLastPushAnswersTheStepWithTheMeanGradientsUpdate) {

@@ -287,26 +287,32 @@ absl::Status PowerSgdCodec::FinishRounds(absl::string_view final_answer, const R
 // ---------------------------------------------------------------------------------------
 // Server side
 
-absl::Status PowerSgdCodec::DecodeRound(int round, absl::string_view payload,
-                                        const RandomKey& /*key*/, absl::Span<float> out) const {
+absl::StatusOr<const std::vector<float>*> PowerSgdCodec::ParsePush(int round,
+                                                                    absl::string_view payload,
+                                                                    size_t out_size) const {
   if (round < 0 || round >= kRounds) {
     return absl::InvalidArgumentError(
         absl::StrCat("powersgd has rounds 0 and 1, got round ", round));
   }
-  CHECK_EQ(out.size(), RoundValues(round));
+  CHECK_EQ(out_size, RoundValues(round));
   thread_local std::vector<float> values;
   TAMP_RETURN_IF_ERROR(ParseMessage(payload, round, "payload", &values));
-  std::copy(values.begin(), values.end(), out.begin());
+  return &values;
+}
+
+absl::Status PowerSgdCodec::DecodeRound(int round, absl::string_view payload,
+                                        const RandomKey& /*key*/, absl::Span<float> out) const {
+  TAMP_ASSIGN_OR_RETURN(const std::vector<float>* values, ParsePush(round, payload, out.size()));
+  std::copy(values->begin(), values->end(), out.begin());
   return absl::OkStatus();
 }
 
 absl::Status PowerSgdCodec::DecodeAddRound(int round, absl::string_view payload,
-                                           const RandomKey& key,
+                                           const RandomKey& /*key*/,
                                            absl::Span<float> accumulator) const {
-  thread_local std::vector<float> values;
-  values.resize(accumulator.size());
-  TAMP_RETURN_IF_ERROR(DecodeRound(round, payload, key, absl::MakeSpan(values)));
-  for (size_t i = 0; i < values.size(); ++i) accumulator[i] += values[i];
+  TAMP_ASSIGN_OR_RETURN(const std::vector<float>* values,
+                        ParsePush(round, payload, accumulator.size()));
+  for (size_t i = 0; i < values->size(); ++i) accumulator[i] += (*values)[i];
   return absl::OkStatus();
 }
 

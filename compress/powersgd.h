@@ -147,6 +147,11 @@ class PowerSgdCodec final : public Codec {
 
  private:
   size_t FactorRows(int round) const { return round == 0 ? view_.rows : view_.cols; }
+  // A worker's round-`round` payload (checked: the round, then as ParseMessage()), in a
+  // thread-local buffer valid until the thread's next call; `out_size` is the caller's
+  // RoundValues(round) buffer (CHECKed).
+  absl::StatusOr<const std::vector<float>*> ParsePush(int round, absl::string_view payload,
+                                                      size_t out_size) const;
   // Checks header, round and exact length of a round-`round` message (a worker's payload or
   // the server's answer; `what` names it in errors) and copies its matrix into *values.
   absl::Status ParseMessage(absl::string_view message, int round, absl::string_view what,

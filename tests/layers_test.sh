@@ -3,7 +3,7 @@
 # the checker itself on a wrong include, so that a checker that passes everything fails here.
 set -euo pipefail
 sources=$(find -L base bench compress job kernels optim proto protocol python server tools worker \
-            -type f \( -name '*.cc' -o -name '*.cu' -o -name '*.h' \) | sort)
+            -type f \( -name '*.cc' -o -name '*.cu' -o -name '*.cuh' -o -name '*.h' \) | sort)
 python3 tests/layers.py docs/architecture.md $sources
 
 scratch=$(mktemp -d)

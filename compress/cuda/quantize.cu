@@ -31,6 +31,7 @@
 
 #include <cstdint>
 
+#include "compress/cuda/internal/grid.cuh"
 #include "compress/cuda/internal/launch.h"
 #include "compress/cuda/internal/quantize_agent.h"
 
@@ -39,20 +40,9 @@ namespace {
 
 // Tuning constants.
 // (kFusedTile, kFusedMinBucket: quantize_agent.h, shared with the emulation.)
-constexpr int kThreads = 256;
 static_assert(kFusedTile == kThreads * kGroup, "a tile block is one group per thread");
 constexpr uint32_t kFusedLanes = kFusedTile / kFusedMinBucket * 8;
-constexpr unsigned kMaxGrid = 1u << 20;
 constexpr int kTreeThreads = 1024;  // The one block of the chunk stats' tree.
-
-inline unsigned GridFor(uint64_t work, int threads = kThreads) {
-  const uint64_t blocks = (work + threads - 1) / threads;
-  return static_cast<unsigned>(blocks < kMaxGrid ? (blocks > 0 ? blocks : 1) : kMaxGrid);
-}
-
-#define TAMP_GRID_STRIDE(i, count)                                                      \
-  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;      \
-       i < (count); i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
 
 // ---------------------------------------------------------------------------------------
 // CUDA kernels

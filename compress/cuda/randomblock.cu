@@ -13,24 +13,12 @@
 
 #include <cstdint>
 
+#include "compress/cuda/internal/grid.cuh"
 #include "compress/cuda/internal/launch.h"
 #include "compress/cuda/internal/randomblock_agent.h"
 
 namespace tamp::compress::cuda_internal {
 namespace {
-
-// Tuning constants.
-constexpr int kThreads = 256;
-constexpr unsigned kMaxGrid = 1u << 20;
-
-inline unsigned GridFor(uint64_t work) {
-  const uint64_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxGrid ? (blocks > 0 ? blocks : 1) : kMaxGrid);
-}
-
-#define TAMP_GRID_STRIDE(i, count)                                                      \
-  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;      \
-       i < (count); i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
 
 // ---------------------------------------------------------------------------------------
 // CUDA kernels

@@ -28,6 +28,7 @@
 #include <cub/block/block_store.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include "compress/cuda/internal/grid.cuh"
 #include "compress/cuda/internal/launch.h"
 #include "compress/cuda/internal/topk_agent.h"
 
@@ -35,16 +36,10 @@ namespace tamp::compress::cuda_internal {
 namespace {
 
 // Tuning constants.
-constexpr int kThreads = 256;
 constexpr int kItems = 16;                        // Per thread in the tile passes.
 constexpr uint32_t kTile = kThreads * kItems;     // 4096 entries per tile
 constexpr int kBinsPerThread = kTopKBins / kThreads;  // 8, in the find kernel
 constexpr unsigned kMaxGrid = 1u << 16;
-
-inline unsigned GridFor(uint64_t work) {
-  const uint64_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxGrid ? (blocks > 0 ? blocks : 1) : kMaxGrid);
-}
 
 inline size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -354,7 +349,8 @@ cudaError_t SelectTiles(const Scratch& s, const TopKLayout& l, const float* valu
   select_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
       l, c, s.state, s.tile_offsets, feedback, count, s.indices, entries);
   TAMP_LAUNCH_CHECK();
-  pack_kernel<<<GridFor(l.index_groups()), kThreads, 0, stream>>>(l, count, s.indices, entries);
+  pack_kernel<<<GridFor(l.index_groups(), kMaxGrid), kThreads, 0, stream>>>(l, count, s.indices,
+                                                                            entries);
   TAMP_LAUNCH_CHECK();
   return cudaSuccess;
 }
@@ -387,8 +383,8 @@ cudaError_t EncodeTopK(void* temp, size_t* temp_bytes, const TopKLayout& l, cons
   init_kernel<<<1, kThreads, 0, stream>>>(s.histogram, s.state);
   TAMP_LAUNCH_CHECK();
   for (int level = 0; level < kTopKLevels; ++level) {
-    histogram_kernel<<<GridFor(l.n), kThreads, 0, stream>>>(level, l, input, feedback, s.state,
-                                                            s.histogram);
+    histogram_kernel<<<GridFor(l.n, kMaxGrid), kThreads, 0, stream>>>(level, l, input, feedback,
+                                                                      s.state, s.histogram);
     TAMP_LAUNCH_CHECK();
     find_kernel<<<1, kThreads, 0, stream>>>(level, l.k, s.histogram, s.state);
     TAMP_LAUNCH_CHECK();
@@ -424,7 +420,8 @@ cudaError_t CheckEntries(const TopKLayout& l, const unsigned char* count,
       e != cudaSuccess) {
     return e;
   }
-  check_kernel<<<GridFor(l.index_groups()), kThreads, 0, stream>>>(l, count, entries, verdict);
+  check_kernel<<<GridFor(l.index_groups(), kMaxGrid), kThreads, 0, stream>>>(l, count, entries,
+                                                                             verdict);
   return cudaGetLastError();
 }
 
@@ -432,11 +429,11 @@ cudaError_t DecodeEntries(const TopKLayout& l, const unsigned char* count,
                           const unsigned char* entries, float* out, bool accumulate,
                           const unsigned long long* verdict, cudaStream_t stream) {
   if (!accumulate) {
-    zero_kernel<<<GridFor(l.n), kThreads, 0, stream>>>(l.n, out, verdict);
+    zero_kernel<<<GridFor(l.n, kMaxGrid), kThreads, 0, stream>>>(l.n, out, verdict);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  scatter_kernel<<<GridFor(l.index_groups()), kThreads, 0, stream>>>(l, count, entries, out,
-                                                                     accumulate, verdict);
+  scatter_kernel<<<GridFor(l.index_groups(), kMaxGrid), kThreads, 0, stream>>>(
+      l, count, entries, out, accumulate, verdict);
   return cudaGetLastError();
 }
 

@@ -20,6 +20,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from doc_block import replace_block  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "bench/results/auto_plan.json")
 DOC = os.path.join(REPO, "docs/auto.md")
@@ -70,10 +73,7 @@ def block():
 
 
 def doc_text():
-    text = open(DOC).read()
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return head + block() + tail
+    return replace_block(open(DOC).read(), BEGIN, END, block(), DOC)
 
 
 def main():

@@ -30,6 +30,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import speed_table  # noqa: E402  (run_job, timed_config, digest)
+from doc_block import replace_block  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "bench/results/auto_vs.json")
@@ -151,10 +152,7 @@ def block():
 
 
 def doc_text():
-    text = open(DOC).read()
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return head + block() + tail
+    return replace_block(open(DOC).read(), BEGIN, END, block(), DOC)
 
 
 def main():

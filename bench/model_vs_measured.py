@@ -32,6 +32,7 @@ import sys
 import tempfile
 
 import tamp_files
+from doc_block import replace_block
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_ERROR = 0.20
@@ -197,13 +198,10 @@ def table(results):
 
 
 def write_doc(path, body):
-    section = f"{BEGIN}\n{body}\n{END}"
     text = open(path).read() if os.path.exists(path) else f"# Performance model\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in text or END not in text:
-        fail(f"{path} lacks the markers {BEGIN} / {END}")
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
+    text = replace_block(text, BEGIN, END, f"{BEGIN}\n{body}\n{END}", path)
     with open(path, "w") as f:
-        f.write(text[:start] + section + text[stop:])
+        f.write(text)
 
 
 def main():

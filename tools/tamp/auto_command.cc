@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "tools/tamp/cpu_time.h"
+#include "tools/tamp/files.h"
 #include "tools/tamp/perf_calibrate.h"
 #include "tools/tamp/table.h"
 #include "tools/tamp/transport_probe.h"
@@ -128,6 +129,15 @@ std::string FormatPlan(const config::RunConfig& config, const AutoResult& result
                   "\nALL ON IT MS: the predicted step with every tensor on that candidate. "
                   "Chunks below compression.min_compress_bytes go raw whatever the plan.\n");
   return out;
+}
+
+absl::Status WriteResolvedConfig(const AutoResult& result, const std::string& path,
+                                 absl::string_view writer) {
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(result.resolved, &text);
+  return WriteFileAtomically(
+      path, absl::StrCat("# compression.automatic resolved by ", writer, " (docs/auto.md)\n",
+                         text));
 }
 
 }  // namespace tamp::launcher

@@ -9,7 +9,9 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "job/job_layout.h"
 #include "proto/config.pb.h"
 #include "tools/tamp/auto_plan.h"
@@ -48,6 +50,16 @@ absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
 // tensor: name, shape, raw MB, the candidate chosen.
 std::string FormatPlan(const config::RunConfig& config, const AutoResult& result,
                        const perf::Link& link);
+
+// WriteResolvedConfig()
+//
+// Writes `result.resolved` to `path` (atomically, text format) under a comment naming
+// `writer`, the command that planned it: the config every server and worker of the job
+// reads, whoever starts them (tamp run, or a cluster engine after `tamp model --auto
+// --write_config`). Model files are absolute in it (LoadConfigFile() made them so), so
+// it may live anywhere.
+absl::Status WriteResolvedConfig(const AutoResult& result, const std::string& path,
+                                 absl::string_view writer);
 
 }  // namespace tamp::launcher
 

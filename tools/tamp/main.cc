@@ -81,6 +81,11 @@ Commands:
       --job_cpu A,B,U,R      Reuse a calibration (--json prints it as job_cpu: ms per
                              step, ms per payload byte, core utilisation, payload
                              bytes per ms).
+      --auto                 Plan compression.automatic (docs/auto.md) and print each
+                             tensor's choice; --bandwidth and --topology default to the
+                             block's own.
+      --write_config PATH    With --auto: also write the resolved config (what tamp run
+                             runs) for servers and workers a cluster engine starts.
   help                 Show this text.
 
 Exit status: 0 success, 1 a process failed, 2 bad usage or config, 130 interrupted.

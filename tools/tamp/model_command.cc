@@ -145,6 +145,18 @@ int AutoPlanCommand(const ModelOptions& options, const config::RunConfig& config
       ResolveAutomatic(config, *link, *topology, options.cores.value_or(AvailableCores()));
   if (!result.ok()) return fail(result.status());
   *out << FormatPlan(config, *result, *link);
+  if (!options.write_config.empty()) {
+    // Planned for --bandwidth / --topology when given: the file says so in its block.
+    if (absl::Status written = WriteResolvedConfig(
+            *result, options.write_config,
+            absl::StrCat("tamp model --auto on ", link->name, ", ",
+                         *topology == perf::Topology::kHosts ? "a link per host"
+                                                             : "one shared link"));
+        !written.ok()) {
+      return fail(written);
+    }
+    *out << "resolved config: " << options.write_config << "\n";
+  }
   return kExitOk;
 }
 

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "job/config.h"
+#include "job/job_layout.h"
 #include "proto/events.pb.h"
 #include "tools/tamp/model_options.h"
 #include "tools/tamp/summary.h"
@@ -56,6 +58,11 @@ TEST(ParseModelArgsTest, ReadsEveryFlag) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_TRUE(options->auto_plan);
   EXPECT_FALSE(options->topology_given);
+  EXPECT_EQ(options->write_config, "");
+
+  options = ParseModelArgs({"job.pbtxt", "--auto", "--write_config=/tmp/resolved.pbtxt"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->write_config, "/tmp/resolved.pbtxt");
 }
 
 TEST(ParseModelArgsTest, ErrorsSayWhatIsWrong) {
@@ -71,6 +78,8 @@ TEST(ParseModelArgsTest, ErrorsSayWhatIsWrong) {
       {{"job.pbtxt", "--bandwidth=1gbit", "--latency_ms=x"}, "--latency_ms must be a number"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--json=yes"}, "--json takes no value"},
       {{"job.pbtxt", "--auto=yes"}, "--auto takes no value"},
+      {{"job.pbtxt", "--bandwidth=1gbit", "--write_config=out.pbtxt"},
+       "--write_config writes the config compression.automatic resolves to: add --auto"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--cores=0"}, "--cores must be a whole number >= 1"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--cores=1.5"}, "--cores must be a whole number >= 1"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--speed=3"}, "unknown flag --speed=3"},
@@ -116,6 +125,62 @@ TEST(ModelCommandTest, AutoNeedsAnAutomaticBlock) {
   EXPECT_EQ(ModelCommand(options, &out, &err), 2);
   EXPECT_NE(err.str().find("--auto needs a compression.automatic block"), std::string::npos)
       << err.str();
+}
+
+// The automatic block of a small MLP: none, fp16 and top-k 1% with memory, the candidates of
+// bench/configs/auto/mlp.pbtxt (the convergence table accepts them).
+constexpr char kAutoConfig[] = R"(version: 1
+    cluster { num_servers: 1 num_workers: 2 }
+    model { kind: MLP hidden: [256] }
+    optimizer { name: "sgd" learning_rate: 0.1 }
+    compression {
+      min_compress_bytes: 4096
+      automatic {
+        bandwidth: "1gbit"
+        candidates { push { name: "none" } }
+        candidates { push { name: "fp16" } }
+        candidates { push { name: "topk" ratio: 0.01 } push_feedback { kind: RESIDUAL } }
+      }
+    })";
+
+TEST(ModelCommandTest, AutoWritesTheResolvedConfigThatServersAndWorkersLoad) {
+  ModelOptions options;
+  options.config_path = WriteFile("auto.pbtxt", kAutoConfig);
+  options.auto_plan = true;
+  options.link = *perf::ParseBandwidth("10gbit");
+  options.write_config = std::string(getenv("TEST_TMPDIR")) + "/resolved.pbtxt";
+  std::ostringstream out, err;
+  ASSERT_EQ(ModelCommand(options, &out, &err), 0) << err.str();
+  EXPECT_NE(out.str().find("resolved config: " + options.write_config), std::string::npos)
+      << out.str();
+
+  std::ifstream file(options.write_config);
+  std::string first_line;
+  std::getline(file, first_line);
+  EXPECT_EQ(first_line,
+            "# compression.automatic resolved by tamp model --auto on 10gbit, one shared link "
+            "(docs/auto.md)");
+  absl::StatusOr<config::RunConfig> resolved = LoadConfigFile(options.write_config);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_FALSE(resolved->compression().has_automatic());
+  EXPECT_TRUE(resolved->compression().has_default_compression());
+  // What tamp_server and tamp_worker build from it: every chunk has one of the candidates.
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(*resolved);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  for (const auto& chunk : layout->chunks) {
+    const std::string& push = chunk.compression.push().name();
+    EXPECT_TRUE(push == "none" || push == "fp16" || push == "topk") << push;
+  }
+}
+
+TEST(ModelCommandTest, AutoThatCannotWriteItsConfigFailsNamingThePath) {
+  ModelOptions options;
+  options.config_path = WriteFile("auto.pbtxt", kAutoConfig);
+  options.auto_plan = true;
+  options.write_config = std::string(getenv("TEST_TMPDIR")) + "/no/such/dir/resolved.pbtxt";
+  std::ostringstream out, err;
+  EXPECT_EQ(ModelCommand(options, &out, &err), 2);
+  EXPECT_NE(err.str().find(options.write_config), std::string::npos) << err.str();
 }
 
 TEST(ModelCommandTest, RefusesConsistencyOtherThanSync) {

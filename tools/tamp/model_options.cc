@@ -72,6 +72,7 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
   flags.Switch("json", &options.json)
       .Switch("calibration_job", &options.calibration_job)
       .Switch("auto", &options.auto_plan)
+      .Flag("write_config", &options.write_config)
       .Flag("bandwidth", &options.link, perf::ParseBandwidth)
       .Flag("topology",
             [&](const std::string& value) -> absl::Status {
@@ -96,6 +97,10 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
   // A link ParseBandwidth() accepted is named by the text given.
   if (options.link.name.empty() && !options.auto_plan) {
     return absl::InvalidArgumentError("missing --bandwidth (e.g. 1gbit, 10gbit, unshaped)");
+  }
+  if (!options.write_config.empty() && !options.auto_plan) {
+    return absl::InvalidArgumentError(
+        "--write_config writes the config compression.automatic resolves to: add --auto");
   }
   if (options.calibration_job && options.job_cpu.has_value()) {
     return absl::InvalidArgumentError("--job_cpu gives the calibration --calibration_job measures: pass one");

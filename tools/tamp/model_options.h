@@ -24,6 +24,9 @@ struct ModelOptions {
   // Plan compression.automatic (tools/tamp/auto_command.h) and print the plan; --bandwidth
   // and --topology default to the block's own.
   bool auto_plan = false;
+  // With auto_plan: also write the resolved config there (what `tamp run` runs), for jobs a
+  // cluster engine starts (Slurm, Kubernetes, bench/scaling.sh's emulated hosts).
+  std::string write_config;
   // Replaces the measured forward/backward time (ms), keeping the measured tensor order.
   std::optional<double> compute_ms;
   // Replace perf::FittedTransport()'s latency and throughput ceiling.

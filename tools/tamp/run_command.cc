@@ -6,7 +6,6 @@
 
 #include "absl/status/statusor.h"
 #include "base/status_macros.h"
-#include "google/protobuf/text_format.h"
 #include "job/config.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
@@ -29,11 +28,8 @@ absl::StatusOr<config::RunConfig> ResolveAutoForRun(const config::RunConfig& con
                         ResolveAutomatic(config, link, topology, AvailableCores()));
   std::cerr << FormatPlan(config, result, link);
   TAMP_ASSIGN_OR_RETURN(const std::string run_dir, MakeRunDir(options->run_dir));
-  std::string text;
-  google::protobuf::TextFormat::PrintToString(result.resolved, &text);
   const std::string path = run_dir + "/auto.pbtxt";
-  TAMP_RETURN_IF_ERROR(WriteFileAtomically(
-      path, "# compression.automatic resolved by tamp run (docs/auto.md)\n" + text));
+  TAMP_RETURN_IF_ERROR(WriteResolvedConfig(result, path, "tamp run"));
   std::cerr << "tamp: auto: the resolved config is " << path << "\n";
   options->run_dir = run_dir;
   options->config_path = path;

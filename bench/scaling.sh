@@ -12,6 +12,8 @@
 #                    [--perf SECONDS] [--out docs/scaling.md]
 #
 # --points runs those (servers x workers) pairs instead of every --servers x --workers pair.
+# A config with a compression.automatic block is planned first for each point, at --rate per
+# host (`tamp model --auto --topology hosts --write_config`), and its processes run the plan.
 # --memory_warmup: a server's heap and gRPC's buffers grow to a step's size in the first
 # steps of a raw pull (docs/server_memory.md), which is not growth during the run; memory
 # is measured after them, so --steps must pass them.
@@ -122,6 +124,15 @@ for config_name in $configs; do
         -e "s/^training {.*/$training/" \
         -e "s#\(layout_file\|profile_file\): \"\([^/\"][^\"]*\)\"#\1: \"$base_dir/\2\"#g" \
         "$base" >"$config"
+    if grep -q "automatic {" "$config"; then
+      # compression.automatic, planned for this cluster at $rate per host, as `tamp run`
+      # would plan it; the processes run the resolved config.
+      "$bin/tamp" model "$config" --auto --bandwidth "$rate" --topology hosts \
+        --write_config "$config.resolved" >"$work/$name-s$S-w$W.plan" 2>&1 ||
+        { cat "$work/$name-s$S-w$W.plan" >&2; exit 1; }
+      head -1 "$work/$name-s$S-w$W.plan" >&2
+      mv "$config.resolved" "$config"
+    fi
     bench/net/hosts.sh up "$net" $((S + W)) "$rate" >&2
     addresses=()
     for ((i = 0; i < S; i++)); do addresses+=("$(bench/net/hosts.sh addr "$i"):29500"); done

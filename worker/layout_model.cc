@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/philox.h"
+#include "glog/logging.h"
 
 namespace tamp {
 namespace {
@@ -34,41 +35,51 @@ absl::StatusOr<std::unique_ptr<LayoutModel>> LayoutModel::Create(std::vector<Ten
   }
   std::unique_ptr<LayoutModel> model(new LayoutModel(std::move(tensors), std::move(profile)));
   uint64_t total = 0;
+  std::vector<float> scales;
   for (const TensorSpec& tensor : model->tensors_) {
-    model->offsets_.push_back(total);
+    model->noise_offsets_.push_back(2 * total);
     total += static_cast<uint64_t>(tensor.elements());
+    scales.push_back(static_cast<float>(0.01 / std::sqrt(static_cast<double>(tensor.fan_in))));
   }
   model->params_.assign(total, 0.0f);
-  model->grads_.assign(total, 0.0f);
-  model->noise_.resize(total);
-  // Box-Muller on two Philox uniforms per pair of elements.
+  model->noise_.resize(2 * total);
+  // Flat index i's value goes to its tensor's noise, both copies.
+  size_t tensor = 0;
+  uint64_t first = 0;  // Flat index of `tensor`'s first element.
+  auto place = [&](uint64_t i, float normal) {
+    while (i >= first + static_cast<uint64_t>(model->tensors_[tensor].elements())) {
+      first += static_cast<uint64_t>(model->tensors_[tensor].elements());
+      ++tensor;
+    }
+    const uint64_t n = static_cast<uint64_t>(model->tensors_[tensor].elements());
+    float* noise = model->noise_.data() + model->noise_offsets_[tensor];
+    noise[i - first] = noise[n + i - first] = normal * scales[tensor];
+  };
+  // Box-Muller on two Philox uniforms per pair of flat elements.
   const PhiloxStream rng({.seed = seed, .step = 0, .chunk = 0, .worker = kSharedStream});
   for (uint64_t i = 0; i < total; i += 2) {
     const float u1 = 1.0f - rng.Uniform(i);  // In (0, 1]: log is finite.
     const float u2 = rng.Uniform(i + 1);
     const float r = std::sqrt(-2.0f * std::log(u1));
     const float angle = 6.2831853f * u2;
-    model->noise_[i] = r * std::cos(angle);
-    if (i + 1 < total) model->noise_[i + 1] = r * std::sin(angle);
+    place(i, r * std::cos(angle));
+    if (i + 1 < total) place(i + 1, r * std::sin(angle));
   }
   return model;
 }
 
-void LayoutModel::FillGradient(int tensor, uint64_t step) {
-  const TensorSpec& spec = tensors_[tensor];
-  const uint64_t n = static_cast<uint64_t>(spec.elements());
-  const float scale = static_cast<float>(0.01 / std::sqrt(static_cast<double>(spec.fan_in)) /
-                                         std::sqrt(1.0 + static_cast<double>(step) / 100.0));
+absl::Span<const float> LayoutModel::Gradient(int tensor, uint64_t step) const {
+  const uint64_t n = static_cast<uint64_t>(tensors_[tensor].elements());
   // A large odd stride: consecutive steps' offsets are far apart within the tensor.
   const uint64_t shift = (step * 2654435761u) % n;
-  const float* noise = noise_.data() + offsets_[tensor];
-  float* out = grads_.data() + offsets_[tensor];
-  for (uint64_t i = 0; i + shift < n; ++i) out[i] = noise[i + shift] * scale;
-  for (uint64_t i = n - shift; i < n; ++i) out[i] = noise[i + shift - n] * scale;
+  return absl::MakeConstSpan(noise_.data() + noise_offsets_[tensor] + shift, n);
 }
 
-void LayoutModel::FillGradients(uint64_t step) {
-  for (size_t t = 0; t < tensors_.size(); ++t) FillGradient(static_cast<int>(t), step);
+absl::Span<const float> LayoutModel::gradient(int tensor, size_t /*offset*/,
+                                              size_t elements) const {
+  const absl::Span<const float> view = Gradient(tensor, step_);
+  CHECK_EQ(view.size(), elements) << "tensor " << tensor << ": the layout differs from the model's";
+  return view;
 }
 
 float LayoutModel::TrainStep(const float* /*x*/, const uint8_t* /*labels*/, int /*batch*/,
@@ -80,7 +91,6 @@ float LayoutModel::TrainStep(const float* /*x*/, const uint8_t* /*labels*/, int 
   std::this_thread::sleep_until(start + Ms(compute_ms));
   Clock::duration in_callbacks{0};
   for (auto layer = profile_.layers.rbegin(); layer != profile_.layers.rend(); ++layer) {
-    for (int t : layer->tensors) FillGradient(t, step_);
     compute_ms += layer->backward_ms * scale;
     std::this_thread::sleep_until(start + Ms(compute_ms) + in_callbacks);
     const Clock::time_point callbacks = Clock::now();

@@ -11,11 +11,15 @@
 // training thread and delay the rest of backward, as with the CPU models and as
 // tools/tamp/perf_model.h assumes.
 //
-// Gradients: tensor t's gradient at step s is a fixed seeded normal noise vector, rotated by
-// a step-dependent offset (so top-k keeps other entries each step), times
-//   0.01 / sqrt(fan_in) / sqrt(1 + s / 100)
-// (a per-tensor scale, decaying as training would). Writing them costs one pass over the
-// gradient per step, done inside each layer's backward time.
+// Gradients: tensor t's gradient at step s is a fixed seeded normal noise vector times
+// 0.01 / sqrt(fan_in) (a per-tensor scale), rotated by a step-dependent offset (so top-k
+// keeps other entries each step). They are views, not copies: each tensor's noise is stored
+// twice in a row, so every rotation is a contiguous span of it, and a step writes nothing.
+// On a real worker the accelerator writes the gradient and the host's CPU does not touch it
+// before the codecs do; a copy per step here (a pass over every gradient, in each worker
+// process) would be CPU work no real job has, which on a machine shared by many emulated
+// workers slowed every step (bench/scaling.sh's 16-worker points). grads() is empty: the
+// gradients are not one flat buffer.
 //
 // Thread safety: as worker/model.h. CountCorrect() is never called (no evaluation); it
 // returns 0.
@@ -40,33 +44,35 @@ namespace tamp {
 
 class LayoutModel : public Model {
  public:
-  // Draws every tensor's noise (deterministic in `seed`): about 30 ns per parameter.
+  // Draws every tensor's noise (deterministic in `seed`): about 30 ns per parameter, and
+  // 8 bytes of memory per parameter (the noise, twice).
   static absl::StatusOr<std::unique_ptr<LayoutModel>> Create(std::vector<TensorSpec> tensors,
                                                              LayerProfile profile, uint64_t seed);
 
   absl::Span<float> params() override { return absl::MakeSpan(params_); }
-  absl::Span<const float> grads() const override { return grads_; }
+  absl::Span<const float> grads() const override { return {}; }
+  // The view of Gradient(tensor, step of the TrainStep in progress); `offset` and `elements`
+  // are the layout's, which this model's tensors follow.
+  absl::Span<const float> gradient(int tensor, size_t offset, size_t elements) const override;
 
   // x, labels and batch are ignored; returns 0 (no loss).
   float TrainStep(const float* x, const uint8_t* labels, int batch,
                   const std::function<void(int tensor)>& on_tensor_ready) override;
   int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) override { return 0; }
 
-  // Writes every tensor's gradient of step `step` into grads(), without sleeping (for the
-  // performance model's codec measurements).
-  void FillGradients(uint64_t step);
+  // Tensor `tensor`'s gradient at step `step` (as the file comment says), valid as long as
+  // the model: for the performance model's codec measurements, and for tests.
+  absl::Span<const float> Gradient(int tensor, uint64_t step) const;
 
  private:
   LayoutModel(std::vector<TensorSpec> tensors, LayerProfile profile);
-  void FillGradient(int tensor, uint64_t step);
 
   const std::vector<TensorSpec> tensors_;
   const LayerProfile profile_;
-  std::vector<uint64_t> offsets_;  // Of each tensor in the flat buffers.
   std::vector<float> params_;
-  std::vector<float> grads_;
-  std::vector<float> noise_;       // Unit normal, flat as grads_.
-  uint64_t step_ = 0;              // TrainStep calls so far.
+  std::vector<uint64_t> noise_offsets_;  // Of each tensor's noise, stored twice, in noise_.
+  std::vector<float> noise_;             // Scaled normal noise.
+  uint64_t step_ = 0;                    // TrainStep calls so far.
 };
 
 // LoadLayoutModel()

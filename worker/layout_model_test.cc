@@ -57,29 +57,55 @@ TEST(LayoutModelTest, BackwardOrderAndProfileTime) {
   EXPECT_LT(ready_ms[1], 50 + 25);  // Generous: a loaded CI machine.
 }
 
-TEST(LayoutModelTest, GradientsAreScaledDecayingNoiseThatMovesEachStep) {
+std::vector<float> Concat(const LayoutModel& model, uint64_t step) {
+  std::vector<float> all;
+  for (int t = 0; t < 3; ++t) {
+    const absl::Span<const float> g = model.Gradient(t, step);
+    all.insert(all.end(), g.begin(), g.end());
+  }
+  return all;
+}
+
+TEST(LayoutModelTest, GradientsAreScaledNoiseThatMovesEachStep) {
   std::unique_ptr<LayoutModel> model = Model("tamp-profile 1\nscale 1\nlayer 0 0 w1 b1 w2\n");
-  model->FillGradients(0);
-  const std::vector<float> step0(model->grads().begin(), model->grads().end());
+  const std::vector<float> step0 = Concat(*model, 0);
   const absl::Span<const float> all(step0);
+  ASSERT_EQ(step0.size(), 256u * 64 + 256 + 10 * 256);
   // 0.01 / sqrt(fan_in): w1's fan_in is 64, b1's 1, w2's 256.
   EXPECT_NEAR(StdDev(all.subspan(0, 256 * 64)), 0.01 / 8, 0.01 / 8 * 0.05);
   EXPECT_NEAR(StdDev(all.subspan(256 * 64, 256)), 0.01, 0.01 * 0.15);
   EXPECT_NEAR(StdDev(all.subspan(256 * 64 + 256)), 0.01 / 16, 0.01 / 16 * 0.1);
-  model->FillGradients(300);  // sqrt(1 + 300 / 100) = 2: half the scale.
-  const std::vector<float> step300(model->grads().begin(), model->grads().end());
-  EXPECT_NEAR(StdDev(absl::MakeConstSpan(step300).subspan(0, 256 * 64)), 0.01 / 16,
-              0.01 / 16 * 0.05);
+  // Step 300: the same values, rotated (by 300 * 2654435761 mod n in each tensor).
+  const absl::Span<const float> w1_0 = model->Gradient(0, 0), w1_300 = model->Gradient(0, 300);
+  const uint64_t shift = (300 * 2654435761u) % (256 * 64);
+  ASSERT_NE(shift, 0u);
+  for (uint64_t i = 0; i < w1_300.size(); ++i) {
+    ASSERT_EQ(w1_300[i], w1_0[(i + shift) % w1_300.size()]) << i;
+  }
   int same = 0;
-  for (size_t i = 0; i < step0.size(); ++i) same += step0[i] == 2 * step300[i];
-  EXPECT_LT(same, 100);  // Rotated: not the same pattern scaled.
+  for (uint64_t i = 0; i < w1_0.size(); ++i) same += w1_0[i] == w1_300[i];
+  EXPECT_LT(same, 10);  // Another pattern: top-k keeps other entries.
   // Deterministic in the seed; another seed, other noise.
-  std::unique_ptr<LayoutModel> again = Model("tamp-profile 1\nscale 1\nlayer 0 0 w1 b1 w2\n");
-  again->FillGradients(0);
-  EXPECT_EQ(std::vector<float>(again->grads().begin(), again->grads().end()), step0);
-  std::unique_ptr<LayoutModel> other = Model("tamp-profile 1\nscale 1\nlayer 0 0 w1 b1 w2\n", 2);
-  other->FillGradients(0);
-  EXPECT_NE(other->grads()[0], step0[0]);
+  EXPECT_EQ(Concat(*Model("tamp-profile 1\nscale 1\nlayer 0 0 w1 b1 w2\n"), 0), step0);
+  EXPECT_NE(Concat(*Model("tamp-profile 1\nscale 1\nlayer 0 0 w1 b1 w2\n", 2), 0)[0], step0[0]);
+}
+
+TEST(LayoutModelTest, EachStepsCallbacksSeeThatStepsGradientWithoutACopy) {
+  std::unique_ptr<LayoutModel> model = Model("tamp-profile 1\nscale 1\nlayer 0 0 w1 b1 w2\n");
+  const size_t sizes[] = {256 * 64, 256, 10 * 256};
+  const size_t offsets[] = {0, 256 * 64, 256 * 64 + 256};
+  for (uint64_t step = 0; step < 3; ++step) {
+    int seen = 0;
+    model->TrainStep(nullptr, nullptr, 0, [&](int t) {
+      const absl::Span<const float> view = model->gradient(t, offsets[t], sizes[t]);
+      const absl::Span<const float> expected = model->Gradient(t, step);
+      EXPECT_EQ(view.data(), expected.data()) << "tensor " << t << " step " << step;
+      EXPECT_EQ(view.size(), sizes[t]);
+      ++seen;
+    });
+    EXPECT_EQ(seen, 3);
+  }
+  EXPECT_TRUE(model->grads().empty());
 }
 
 }  // namespace

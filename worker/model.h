@@ -37,6 +37,12 @@ class Model {
 
   virtual absl::Span<float> params() = 0;
   virtual absl::Span<const float> grads() const = 0;
+  // Tensor `tensor`'s gradient of the step in progress, final from its on_tensor_ready(t)
+  // until the next TrainStep: the `elements` values at `offset` of grads(), unless the model
+  // keeps its gradients elsewhere (LayoutModel's are views into its noise).
+  virtual absl::Span<const float> gradient(int tensor, size_t offset, size_t elements) const {
+    return grads().subspan(offset, elements);
+  }
 
   // x: batch * 784 normalised pixels; labels: batch values in [0, 10). Returns the mean loss.
   virtual float TrainStep(const float* x, const uint8_t* labels, int batch,

@@ -103,13 +103,12 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
   }
   TAMP_RETURN_IF_ERROR(client_->BeginStep(step, param_tensors_, memory_));
   const JobLayout& layout = client_->layout();
-  const absl::Span<const float> grads = model_->grads();
   // A push error ends the step; Wait() returns it once every RPC in flight has called back.
   // On a device the gradient is final on memory_.stream, where the client's work goes.
   auto on_tensor_ready = [&](int tensor) {
     client_->Push(tensor,
-                  grads.subspan(layout.tensor_offsets[tensor],
-                                static_cast<size_t>(layout.tensors[tensor].elements())),
+                  model_->gradient(tensor, layout.tensor_offsets[tensor],
+                                   static_cast<size_t>(layout.tensors[tensor].elements())),
                   memory_)
         .IgnoreError();
   };

@@ -170,11 +170,13 @@ absl::StatusOr<ComputeProfile> MeasureCompute(const config::RunConfig& config,
                           LoadProfileFile(config.model().profile_file(), layout.tensors));
     TAMP_ASSIGN_OR_RETURN(std::unique_ptr<LayoutModel> model,
                           LayoutModel::Create(layout.tensors, profile, config.model().init_seed()));
-    model->FillGradients(0);
     ComputeProfile result;
     result.step_ms = profile.step_ms();
     result.tensor_ready_ms = profile.TensorReadyMs(layout.tensors.size());
-    result.gradient.assign(model->grads().begin(), model->grads().end());
+    for (size_t t = 0; t < layout.tensors.size(); ++t) {
+      const absl::Span<const float> gradient = model->Gradient(static_cast<int>(t), 0);
+      result.gradient.insert(result.gradient.end(), gradient.begin(), gradient.end());
+    }
     result.on_cpu = false;
     return result;
   }

@@ -65,11 +65,10 @@ void AsyncChunk::Push(uint32_t worker, uint64_t step, uint32_t round, absl::stri
     }
     PushAnswer out;
     out.step = answer.step;
-    out.update = &answer.update;
+    out.update = core_->pull_buffers->Share(std::move(answer.update));
     out.aggregate = &empty;
     out.slowest_pushes = answer.slowest;
     answer.done(absl::OkStatus(), &out);
-    core_->ReturnPullBuffer(std::move(answer.update));
   }
 }
 
@@ -189,7 +188,7 @@ void AsyncChunk::ReleaseParked(std::vector<Answer>* out) {
     }
     Answer answer;
     answer.done = std::move(push.done);
-    answer.update = core_->TakePullBuffer();
+    answer.update = core_->pull_buffers->Take();
     answer.status = AnswerFor(push.worker, push.step, &answer.update);
     answer.step = push.step + 1;
     answer.slowest = SlowestPushes();

@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<ChunkCore>> ChunkCore::Create(const config::RunCo
   auto core = std::make_unique<ChunkCore>();
   core->id = id;
   core->num_workers = config.cluster().num_workers();
+  core->pull_buffers = PullBuffers::Create(core->num_workers);
   TAMP_ASSIGN_OR_RETURN(core->optimizer, CreateOptimizer(config.optimizer(), n));
   // Codecs that view a chunk as a matrix see its rows in the tensor, as the workers' do.
   const compress::ChunkShape shape =
@@ -43,17 +44,38 @@ absl::StatusOr<std::unique_ptr<ChunkCore>> ChunkCore::Create(const config::RunCo
   return core;
 }
 
-std::string ChunkCore::TakePullBuffer() {
-  if (pull_buffers.empty()) return {};
-  std::string buffer = std::move(pull_buffers.back());
-  pull_buffers.pop_back();
+std::shared_ptr<PullBuffers> PullBuffers::Create(size_t keep) {
+  return std::shared_ptr<PullBuffers>(new PullBuffers(keep));
+}
+
+std::string PullBuffers::Take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (spare_.empty()) return {};
+  std::string buffer = std::move(spare_.back());
+  spare_.pop_back();
   return buffer;
 }
 
-void ChunkCore::ReturnPullBuffer(std::string&& buffer) {
-  if (buffer.capacity() == 0) return;
-  std::lock_guard<std::mutex> lock(mu);
-  if (pull_buffers.size() < num_workers) pull_buffers.push_back(std::move(buffer));
+std::shared_ptr<const std::string> PullBuffers::Share(std::string&& encoded) {
+  std::weak_ptr<PullBuffers> pool = weak_from_this();
+  return std::shared_ptr<const std::string>(
+      new std::string(std::move(encoded)), [pool](const std::string* sent) {
+        std::unique_ptr<std::string> owned(const_cast<std::string*>(sent));
+        if (std::shared_ptr<PullBuffers> alive = pool.lock()) alive->Give(std::move(*owned));
+      });
+}
+
+size_t PullBuffers::spare() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return spare_.size();
+}
+
+void PullBuffers::Give(std::string&& buffer) {
+  // An empty answer (a refusal, a round before the last) holds no memory worth keeping; its
+  // capacity is the string's inline one.
+  if (buffer.capacity() <= std::string().capacity()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (spare_.size() < keep_) spare_.push_back(std::move(buffer));
 }
 
 ChunkSnapshot ShardChunk::CoreSnapshot() const {

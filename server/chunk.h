@@ -46,15 +46,42 @@
 
 namespace tamp {
 
-// What an accepted push of any round is answered with; valid only during the callback.
+// Buffers for a chunk's encoded answers (a raw pull is the whole chunk every step), reused
+// rather than allocated anew. An answer is shared, not copied, by every worker it goes to,
+// and its bytes may outlive the callback, the chunk's lock and the chunk itself (gRPC sends
+// them after the callback returned: server/service.h); so Share() makes it a reference that
+// gives the buffer back to the pool (up to `keep` of them; or frees it, once the pool is gone)
+// when its last holder lets go. Thread-safe.
+class PullBuffers : public std::enable_shared_from_this<PullBuffers> {
+ public:
+  static std::shared_ptr<PullBuffers> Create(size_t keep);
+
+  // A spare buffer (capacity kept, contents unspecified), or an empty string.
+  std::string Take();
+  // `encoded`, read-only and shared; back to the pool when the last reference goes.
+  std::shared_ptr<const std::string> Share(std::string&& encoded);
+  size_t spare() const;
+
+ private:
+  explicit PullBuffers(size_t keep) : keep_(keep) {}
+  void Give(std::string&& buffer);
+
+  const size_t keep_;
+  mutable std::mutex mu_;
+  std::vector<std::string> spare_;  // Guarded by mu_.
+};
+
+// What an accepted push of any round is answered with; valid only during the callback, but
+// `update` may be kept (it is shared: PullBuffers).
 struct PushAnswer {
   // Steps the chunk has completed: push step + 1 after the step's last round, else the
   // push step.
   uint64_t step = 0;
   // True when the answer ends the step (always, for single-round codecs).
   bool last_round = true;
-  // The pull codec's encoding of the chunk's update; empty before the last round.
-  const std::string* update = nullptr;
+  // The pull codec's encoding of the chunk's update; empty before the last round. The same
+  // bytes for every worker of a SYNC step.
+  std::shared_ptr<const std::string> update;
   // The push codec's answer to the round (Codec::FinishRound()); empty for single-round
   // codecs.
   const std::string* aggregate = nullptr;
@@ -108,10 +135,6 @@ struct ChunkCore {
     return push_warmup == nullptr ? *push_codec
                                   : push_warmup->CodecFor(at / *steps_per_epoch, *push_codec);
   }
-  // A spare pull buffer, or an empty string. Requires mu.
-  std::string TakePullBuffer();
-  // Keeps the buffer of a sent answer for a later one, up to one per worker. Locks mu.
-  void ReturnPullBuffer(std::string&& buffer);
   // 1 for NaN and +-Inf (exponent bits all ones), else 0; branch-free so loops vectorise.
   static uint32_t NonFinite(float value) {
     uint32_t bits;
@@ -139,10 +162,10 @@ struct ChunkCore {
   std::unique_ptr<compress::Codec> pull_codec;
   std::unique_ptr<compress::ErrorFeedback> pull_feedback;
   std::vector<float> update;  // Scratch: w_new - w_old (Optimizer::Apply()).
-  // Pull payload buffers of answers already sent (ReturnPullBuffer): an answer is encoded
-  // into one of them rather than into fresh memory (a raw pull is the whole chunk every
-  // step). SYNC uses one at a time; ASYNC / SSP one per answer formed together.
-  std::vector<std::string> pull_buffers;
+  // Buffers of answers already sent: an answer is encoded into one of them rather than into
+  // fresh memory. SYNC needs one per step (shared by every worker), ASYNC / SSP one per
+  // answer formed together; up to one per worker are kept. Not guarded by mu (its own lock).
+  std::shared_ptr<PullBuffers> pull_buffers;
   uint64_t nonfinite_skipped = 0;  // Pushes skipped by nonfinite_policy SKIP.
   absl::Status closed;             // Not OK once Close() ran.
   // Restored from a checkpoint and not in step with the workers yet (the modes' "follow").

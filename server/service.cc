@@ -1,9 +1,15 @@
 #include "server/service.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "grpc/slice.h"
 #include "glog/logging.h"
 #include "job/security.h"
 #include "protocol/grpc_security.h"
@@ -80,7 +86,6 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
                     : absl::StrCat(" rejoined at step ", request->rejoin_at_step()))
             << " from " << context->peer();
   Shard& shard = **found;
-  push_pull_messages_.set_max_idle_bytes(IdleMessageBytes(&shard));
   response->set_server_rank(shard.rank());
   response->set_step(shard.step());
   response->set_latest_step(shard.latest_step());
@@ -88,47 +93,84 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
   return FinishNow(context, absl::OkStatus());
 }
 
-size_t ParameterServerService::IdleMessageBytes(const Shard* shard) {
-  // Payload headers and the messages themselves fit in the slack.
-  constexpr size_t kSlack = 1 << 20;
-  if (shard == nullptr) return kSlack;
-  return 2 * size_t{shard->config().cluster().num_workers()} *
-             shard->layout().shard_bytes[shard->rank()] +
-         kSlack;
+namespace {
+
+// A slice of `bytes` that keeps them alive until gRPC lets go of it.
+grpc::Slice SharedSlice(std::shared_ptr<const std::string> bytes) {
+  auto* holder = new std::shared_ptr<const std::string>(std::move(bytes));
+  const grpc_slice slice = grpc_slice_new_with_user_data(
+      const_cast<char*>((*holder)->data()), (*holder)->size(),
+      [](void* user_data) { delete static_cast<std::shared_ptr<const std::string>*>(user_data); },
+      holder);
+  return grpc::Slice(slice, grpc::Slice::STEAL_REF);
 }
 
-void FinishPushPull(grpc::ServerUnaryReactor* reactor, rpc::PushPullResponse* response,
-                    const absl::Status& status, const Shard::PushAnswer* answer) {
-  if (status.ok()) {
-    response->set_step(answer->step);
-    response->set_payload(*answer->update);
-    response->set_aggregate(*answer->aggregate);
+}  // namespace
+
+grpc::ByteBuffer PushPullResponseBytes(const Shard::PushAnswer& answer) {
+  rpc::PushPullResponse fields;
+  fields.set_step(answer.step);
+  fields.set_aggregate(*answer.aggregate);
+  std::string head = fields.SerializeAsString();
+  if (answer.update == nullptr || answer.update->empty()) {  // proto3 leaves it out.
+    grpc::Slice only(head);
+    return grpc::ByteBuffer(&only, 1);
   }
+  // Then the payload field as the wire has it, its bytes by reference: protobuf takes a
+  // message's fields in any order.
+  {
+    google::protobuf::io::StringOutputStream stream(&head);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        rpc::PushPullResponse::kPayloadFieldNumber,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint64(answer.update->size());
+  }
+  grpc::Slice slices[] = {grpc::Slice(head), SharedSlice(answer.update)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+void FinishPushPull(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
+                    const absl::Status& status, const Shard::PushAnswer* answer) {
+  if (status.ok()) *response = PushPullResponseBytes(*answer);
   reactor->Finish(ToGrpcStatus(status));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* context,
-                                                           const rpc::PushPullRequest* request,
-                                                           rpc::PushPullResponse* response) {
+                                                           const grpc::ByteBuffer* request_bytes,
+                                                           grpc::ByteBuffer* response) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
+  rpc::PushPullRequest request;
+  {
+    grpc::ByteBuffer bytes(*request_bytes);  // Shares the slices; parsing consumes it.
+    const grpc::Status parsed =
+        grpc::SerializationTraits<rpc::PushPullRequest>::Deserialize(&bytes, &request);
+    if (!parsed.ok()) {
+      TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused a PushPull that is not a PushPullRequest "
+                                             "from ", context->peer()));
+      return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
+                                    "PushPull: the request is not a tamp.rpc.PushPullRequest (",
+                                    parsed.error_message(), ")")));
+    }
+  }
   const absl::StatusOr<Shard*> ready = host_.Ready();
   if (!ready.ok()) return FinishNow(context, ready.status());
   Shard& shard = **ready;
   // A worker that knows an earlier process of this server must resync before pushing
   // (server/shard.h, "Checkpoints and restarts").
-  if (request->server_incarnation() != 0 && request->server_incarnation() != shard.incarnation()) {
+  if (request.server_incarnation() != 0 && request.server_incarnation() != shard.incarnation()) {
     return FinishNow(context, absl::UnavailableError(absl::StrCat(
                                   "server ", shard.rank(), " restarted (incarnation ",
                                   shard.incarnation(), ", push was for ",
-                                  request->server_incarnation(),
+                                  request.server_incarnation(),
                                   "): re-handshake and pull its weights")));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The call (and so `response`) stays alive until Finish, which may come from another
-  // worker's push; the request's payload is only read inside PushPull.
+  // worker's push; the request's payload is only read inside PushPullRound.
   shard.PushPullRound(
-      request->worker_rank(), request->step(), request->round(), request->chunk_id(),
-      request->payload(),
+      request.worker_rank(), request.step(), request.round(), request.chunk_id(),
+      request.payload(),
       [reactor, response](absl::Status status, const Shard::PushAnswer* answer) {
         FinishPushPull(reactor, response, status, answer);
       });

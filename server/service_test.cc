@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "protocol/handshake.h"
@@ -98,6 +100,7 @@ class ServiceTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_NE(port, 0);
+    port_ = port;
     for (int w = 0; w < kWorkers; ++w) {
       stubs_.push_back(rpc::ParameterServer::NewStub(grpc::CreateChannel(
           absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials())));
@@ -158,6 +161,7 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<Shard> shard_;
   std::unique_ptr<ParameterServerService> service_;
   std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
   std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
 };
 
@@ -300,6 +304,72 @@ TEST_F(ServiceTest, ErrorsCrossTheWireWithTheirCode) {
   rpc::PullWeightsResponse response;
   EXPECT_EQ(stubs_[0]->PullWeights(&context, request, &response).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// The response of every worker refers to the one shared update (no copy per worker): what
+// gRPC sends is the answer's fields, then the payload field whose bytes are the answer's own.
+TEST(PushPullResponseBytesTest, ParsesAsTheResponseAndRefersToTheSharedUpdate) {
+  std::shared_ptr<PullBuffers> pool = PullBuffers::Create(2);
+  std::string encoded(300000, 'p');
+  encoded[7] = '\0';
+  const std::string aggregate = "round answer";
+  Shard::PushAnswer answer;
+  answer.step = 12;
+  answer.update = pool->Share(std::string(encoded));
+  answer.aggregate = &aggregate;
+  for (int worker = 0; worker < 2; ++worker) {
+    grpc::ByteBuffer bytes = PushPullResponseBytes(answer);
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(bytes.Dump(&slices).ok());
+    ASSERT_EQ(slices.size(), 2u);
+    EXPECT_EQ(static_cast<const void*>(slices[1].begin()),
+              static_cast<const void*>(answer.update->data()))
+        << "worker " << worker << "'s payload is a copy";
+    rpc::PushPullResponse parsed;
+    ASSERT_TRUE(grpc::SerializationTraits<rpc::PushPullResponse>::Deserialize(&bytes, &parsed)
+                    .ok());
+    EXPECT_EQ(parsed.step(), 12u);
+    EXPECT_EQ(parsed.payload(), encoded);
+    EXPECT_EQ(parsed.aggregate(), aggregate);
+  }
+  // The buffers hold the answer until gRPC lets go of them: the pool gets it back then.
+  std::weak_ptr<const std::string> held = answer.update;
+  {
+    grpc::ByteBuffer in_flight = PushPullResponseBytes(answer);
+    answer.update.reset();
+    EXPECT_FALSE(held.expired()) << "freed while gRPC still sends it";
+    EXPECT_EQ(pool->spare(), 0u);
+  }
+  EXPECT_TRUE(held.expired());
+  EXPECT_EQ(pool->spare(), 1u);
+
+  Shard::PushAnswer empty;
+  empty.step = 3;
+  empty.aggregate = &aggregate;
+  grpc::ByteBuffer bytes = PushPullResponseBytes(empty);
+  rpc::PushPullResponse parsed;
+  ASSERT_TRUE(grpc::SerializationTraits<rpc::PushPullResponse>::Deserialize(&bytes, &parsed).ok());
+  EXPECT_EQ(parsed.step(), 3u);
+  EXPECT_EQ(parsed.payload(), "");
+}
+
+TEST_F(ServiceTest, ARequestThatIsNotAPushPullRequestIsRefusedAndChangesNothing) {
+  const std::vector<float> before = shard_->Snapshot(shard_->chunk_ids().front())->weights;
+  grpc::GenericStub generic(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  const std::string garbage = "\x22\xff\xff\xff\xff\x0f";  // A field longer than the message.
+  grpc::Slice slice(garbage);
+  const grpc::ByteBuffer request(&slice, 1);
+  grpc::ClientContext context;
+  context.set_deadline(Soon());
+  grpc::ByteBuffer response;
+  std::promise<grpc::Status> answered;
+  generic.UnaryCall(&context, "/tamp.rpc.ParameterServer/PushPull", grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status status) { answered.set_value(std::move(status)); });
+  const grpc::Status status = answered.get_future().get();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("not a tamp.rpc.PushPullRequest"));
+  EXPECT_EQ(shard_->Snapshot(shard_->chunk_ids().front())->weights, before);
 }
 
 TEST_F(ServiceTest, APushForAnotherServerIncarnationIsRefusedUnavailable) {

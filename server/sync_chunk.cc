@@ -177,8 +177,7 @@ absl::Span<const float> SyncChunk::AggregateGradient(std::string* answer) {
 SyncChunk::Completion SyncChunk::FinishStep(float learning_rate) {
   ChunkCore& c = *core_;
   Completion done;
-  done.update = c.TakePullBuffer();
-  done.lent = true;
+  done.update = c.pull_buffers->Take();
   const absl::Span<const float> gradient = AggregateGradient(&done.aggregate);
   // Encoding a well-sized buffer fails only on a codec bug. The weights have moved either
   // way, so the step still counts; workers that get the error must resync (PullWeights).
@@ -243,15 +242,17 @@ absl::Status SyncChunk::FollowWorkers(uint64_t push_step, uint64_t run_end,
 }
 
 void SyncChunk::Deliver(Completion& completion) {
+  if (completion.callbacks.empty()) return;  // A push that waits for the others'.
   PushAnswer answer;
   answer.step = completion.step;
   answer.last_round = completion.last_round;
-  answer.update = &completion.update;
+  if (completion.status.ok()) {
+    answer.update = core_->pull_buffers->Share(std::move(completion.update));
+  }
   answer.aggregate = &completion.aggregate;
   for (RoundDoneCallback& callback : completion.callbacks) {
     callback(completion.status, completion.status.ok() ? &answer : nullptr);
   }
-  if (completion.lent) core_->ReturnPullBuffer(std::move(completion.update));
 }
 
 bool SyncChunk::ExpireWait(std::chrono::steady_clock::time_point now,

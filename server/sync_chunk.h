@@ -103,13 +103,12 @@ class SyncChunk : public ShardChunk {
   struct Completion {
     std::vector<RoundDoneCallback> callbacks;
     absl::Status status;
-    std::string update;     // Empty before the last round.
+    // Empty before the last round; else encoded into one of the chunk's PullBuffers, which
+    // Deliver() shares with every worker's answer.
+    std::string update;
     std::string aggregate;  // The push codec's answer (multi-round codecs).
     uint64_t step = 0;
     bool last_round = true;
-    // `update` is a pull buffer on loan from the chunk (FinishStep); Deliver() hands it
-    // back, so a steady-state step encodes into memory it already has.
-    bool lent = false;
   };
 
   // Validates one push and adds it to the accumulator. On error nothing has changed.

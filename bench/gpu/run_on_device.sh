@@ -391,7 +391,8 @@ RACECHECK_SPECS=(fp16 qsgd_s127_d512 maxmin_b8_near_d512 terngrad efsign topk_r1
 SANITIZE_STEPS=(
   "memcheck|device_codec_test|240|$(gtest_filter MatchesCpuCodec "${MEMCHECK_SPECS[@]}"):$(
     gtest_filter RejectsWhatCpuRejects topk_r1 threshold_t5 qsgd_s127_d512 maxmin_b8_near_d512
-  ):DeviceCodecEdgeTest.*:DeviceCodecAsyncTest.*:SparseCodecs/DeviceCodecDgcTest.*/threshold_t5"
+  ):DeviceCodecEdgeTest.*:DeviceCodecAsyncTest.*:SparseCodecs/DeviceCodecDgcTest.*/threshold_t5"\
+":PowerSgdCases/DevicePowerSgdTest.*"
   "racecheck|device_codec_test|180|$(gtest_filter MatchesCpuCodec "${RACECHECK_SPECS[@]}")"
   "memcheck|layers_test|90|*"
 )

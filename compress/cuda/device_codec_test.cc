@@ -375,7 +375,7 @@ class DeviceMemory final : public cuda_testing::WorkerMemory {
 };
 
 void ExpectDevicePowerSgdMatchesCpu(const cuda_testing::PowerSgdCase& c, int steps) {
-  auto worker = CreateDevicePowerSgd(cuda_testing::PowerSgdSpec(c.rank), c.shape, nullptr);
+  auto worker = CreateDevicePowerSgd(cuda_testing::PowerSgdSpec(c.rank), c.shape);
   ASSERT_TRUE(worker.ok()) << worker.status();
   DeviceMemory memory(c.shape.elements);
   cuda_testing::ExpectPowerSgdMatchesCpu(c, **worker, memory, steps);
@@ -384,12 +384,12 @@ void ExpectDevicePowerSgdMatchesCpu(const cuda_testing::PowerSgdCase& c, int ste
 // Runs without a device: the checks before any device work.
 TEST(DevicePowerSgdCreateTest, RefusesWhatItCannotDo) {
   const ChunkShape thin{.elements = 30, .offset = 0, .row_length = 10};  // 3 x 10.
-  EXPECT_EQ(CreateDevicePowerSgd(cuda_testing::PowerSgdSpec(4), thin, nullptr).status().code(),
+  EXPECT_EQ(CreateDevicePowerSgd(cuda_testing::PowerSgdSpec(4), thin).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CreateDevicePowerSgd(cuda_testing::NamedSpec("fp16"), thin, nullptr).status().code(),
+  EXPECT_EQ(CreateDevicePowerSgd(cuda_testing::NamedSpec("fp16"), thin).status().code(),
             absl::StatusCode::kUnimplemented);
   if (!kernels::CudaDeviceAvailable()) {
-    EXPECT_EQ(CreateDevicePowerSgd(cuda_testing::PowerSgdSpec(2), thin, nullptr).status().code(),
+    EXPECT_EQ(CreateDevicePowerSgd(cuda_testing::PowerSgdSpec(2), thin).status().code(),
               absl::StatusCode::kFailedPrecondition);
   }
 }

@@ -23,9 +23,8 @@ using kernels::PinnedBuffer;
 
 class CudaPowerSgdKernels final : public PowerSgdKernels {
  public:
-  static absl::StatusOr<std::unique_ptr<PowerSgdKernels>> Create(const PowerSgdLayout& l,
-                                                                 cudaStream_t stream) {
-    std::unique_ptr<CudaPowerSgdKernels> k(new CudaPowerSgdKernels(l, stream));
+  static absl::StatusOr<std::unique_ptr<PowerSgdKernels>> Create(const PowerSgdLayout& l) {
+    std::unique_ptr<CudaPowerSgdKernels> k(new CudaPowerSgdKernels(l));
     TAMP_ASSIGN_OR_RETURN(k->matrix_, DeviceArray<float>::Create(l.matrix_values()));
     TAMP_ASSIGN_OR_RETURN(k->q_, DeviceArray<float>::Create(l.q_values()));
     TAMP_ASSIGN_OR_RETURN(k->p_, DeviceArray<float>::Create(l.p_values()));
@@ -38,58 +37,61 @@ class CudaPowerSgdKernels final : public PowerSgdKernels {
     return std::unique_ptr<PowerSgdKernels>(std::move(k));
   }
 
-  absl::Status Assemble(const float* input, const float* residual) override {
+  absl::Status Assemble(const float* input, const float* residual, void* stream) override {
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
     TAMP_CUDA_RETURN_IF_ERROR(
-        cuda_internal::AssemblePowerSgd(l_, input, residual, matrix_.data(), stream_));
-    return Done();
+        cuda_internal::AssemblePowerSgd(l_, input, residual, matrix_.data(), s));
+    return Done(s);
   }
 
-  absl::Status Project(absl::Span<const float> q, absl::Span<float> p) override {
-    TAMP_RETURN_IF_ERROR(Upload(q, &q_));
+  absl::Status Project(absl::Span<const float> q, absl::Span<float> p, void* stream) override {
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    TAMP_RETURN_IF_ERROR(Upload(q, &q_, s));
     TAMP_CUDA_RETURN_IF_ERROR(
-        cuda_internal::ProjectPowerSgd(l_, matrix_.data(), q_.data(), p_.data(), stream_));
-    return Download(p_, p);
+        cuda_internal::ProjectPowerSgd(l_, matrix_.data(), q_.data(), p_.data(), s));
+    return Download(p_, p, s);
   }
 
-  absl::Status ProjectBack(absl::Span<const float> p_hat, absl::Span<float> q_local) override {
-    TAMP_RETURN_IF_ERROR(Upload(p_hat, &p_hat_));
-    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::ProjectBackPowerSgd(l_, matrix_.data(), p_hat_.data(),
-                                                                 q_local_.data(), stream_));
-    return Download(q_local_, q_local);
+  absl::Status ProjectBack(absl::Span<const float> p_hat, absl::Span<float> q_local,
+                           void* stream) override {
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    TAMP_RETURN_IF_ERROR(Upload(p_hat, &p_hat_, s));
+    TAMP_CUDA_RETURN_IF_ERROR(
+        cuda_internal::ProjectBackPowerSgd(l_, matrix_.data(), p_hat_.data(), q_local_.data(), s));
+    return Download(q_local_, q_local, s);
   }
 
-  absl::Status Finish(float* residual, float residual_scale) override {
+  absl::Status Finish(float* residual, float residual_scale, void* stream) override {
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::FinishPowerSgd(
-        l_, matrix_.data(), p_hat_.data(), q_local_.data(), residual, residual_scale, stream_));
-    return Done();
+        l_, matrix_.data(), p_hat_.data(), q_local_.data(), residual, residual_scale, s));
+    return Done(s);
   }
 
  private:
-  CudaPowerSgdKernels(const PowerSgdLayout& l, cudaStream_t stream) : l_(l), stream_(stream) {}
+  explicit CudaPowerSgdKernels(const PowerSgdLayout& l) : l_(l) {}
 
   // host -> pinned -> device (every call waits for its own work, so the pinned buffer is
   // free again).
-  absl::Status Upload(absl::Span<const float> host, DeviceArray<float>* device) {
+  absl::Status Upload(absl::Span<const float> host, DeviceArray<float>* device, cudaStream_t s) {
     std::memcpy(incoming_.data(), host.data(), sizeof(float) * host.size());
-    return device->CopyFromHost(reinterpret_cast<const float*>(incoming_.data()), host.size(),
-                                stream_);
+    return device->CopyFromHost(reinterpret_cast<const float*>(incoming_.data()), host.size(), s);
   }
   // device -> pinned, wait, -> host.
-  absl::Status Download(const DeviceArray<float>& device, absl::Span<float> host) {
+  absl::Status Download(const DeviceArray<float>& device, absl::Span<float> host, cudaStream_t s) {
     TAMP_RETURN_IF_ERROR(
-        device.CopyToHost(reinterpret_cast<float*>(outgoing_.data()), host.size(), stream_));
-    TAMP_RETURN_IF_ERROR(Done());
+        device.CopyToHost(reinterpret_cast<float*>(outgoing_.data()), host.size(), s));
+    TAMP_RETURN_IF_ERROR(Done(s));
     std::memcpy(host.data(), outgoing_.data(), sizeof(float) * host.size());
     return absl::OkStatus();
   }
   // Waits for what this worker enqueued so far (a fault surfaces here).
-  absl::Status Done() {
-    TAMP_RETURN_IF_ERROR(done_.Record(stream_));
+  absl::Status Done(cudaStream_t s) {
+    TAMP_RETURN_IF_ERROR(done_.Record(s));
     return done_.Wait();
   }
 
   const PowerSgdLayout l_;
-  const cudaStream_t stream_;
   DeviceArray<float> matrix_;   // M [m, c].
   DeviceArray<float> q_;        // Q [c, r], uploaded at round 0.
   DeviceArray<float> p_;        // P [m, r].
@@ -103,8 +105,7 @@ class CudaPowerSgdKernels final : public PowerSgdKernels {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PowerSgdWorker>> CreateDevicePowerSgd(const config::Codec& spec,
-                                                                     const ChunkShape& shape,
-                                                                     cudaStream_t stream) {
+                                                                     const ChunkShape& shape) {
   return PowerSgdWorker::Create(
       spec, shape,
       [&](const PowerSgdLayout& l) -> absl::StatusOr<std::unique_ptr<PowerSgdKernels>> {
@@ -112,7 +113,7 @@ absl::StatusOr<std::unique_ptr<PowerSgdWorker>> CreateDevicePowerSgd(const confi
           return absl::FailedPreconditionError(
               absl::StrCat("no CUDA device: ", kernels::CudaDeviceUnavailableReason()));
         }
-        return CudaPowerSgdKernels::Create(l, stream);
+        return CudaPowerSgdKernels::Create(l);
       });
 }
 

@@ -10,17 +10,15 @@
 // Device memory per chunk: M (m c values, about n), P and P̂ (m r each), Q and Q_i (c r
 // each). Factors move through pinned buffers, one event per call (no stream-wide sync).
 //
-// Blocking: each call enqueues its work on `stream` and waits for its own event. Not
-// thread-safe; one stream per worker. The residual passed to BeginRounds() must stay
-// untouched (and alive) until FinishRounds().
+// Blocking: each call enqueues its work on the cudaStream_t it is given (as `void*`) and
+// waits for its own event, never for the whole stream. Not thread-safe. The residual passed
+// to BeginRounds() must stay untouched (and alive) until FinishRounds().
 //
 // Example:
-//   TAMP_ASSIGN_OR_RETURN(auto worker, CreateDevicePowerSgd(spec, shape, stream));
-//   TAMP_RETURN_IF_ERROR(worker->BeginRounds(d_grad, d_residual, 1.0f, key, &payload));
+//   TAMP_ASSIGN_OR_RETURN(auto worker, CreateDevicePowerSgd(spec, shape));
+//   TAMP_RETURN_IF_ERROR(worker->BeginRounds(d_grad, d_residual, 1.0f, key, &payload, stream));
 #ifndef TAMP_COMPRESS_CUDA_DEVICE_POWERSGD_H_
 #define TAMP_COMPRESS_CUDA_DEVICE_POWERSGD_H_
-
-#include <cuda_runtime_api.h>
 
 #include <memory>
 
@@ -36,8 +34,7 @@ namespace tamp::compress::cuda {
 // PowerSgdWorker::Create()'s checks, then FAILED_PRECONDITION without a device; allocates
 // the buffers (RESOURCE_EXHAUSTED when the device or the host's pinned memory runs out).
 absl::StatusOr<std::unique_ptr<PowerSgdWorker>> CreateDevicePowerSgd(const config::Codec& spec,
-                                                                     const ChunkShape& shape,
-                                                                     cudaStream_t stream);
+                                                                     const ChunkShape& shape);
 
 }  // namespace tamp::compress::cuda
 

@@ -80,13 +80,14 @@ void ExpectCraftedStepsMatchCpu(const ChunkShape& shape, uint32_t rank, const st
     const RandomKey key{.seed = 3, .step = s};
     std::string cpu, gpu;
     ASSERT_TRUE(twin_memory->BeginRounds(*twin, g, key, &cpu).ok());
-    ASSERT_TRUE(worker->BeginRounds(memory.gradient(), memory.residual(), 1.0f, key, &gpu).ok());
+    ASSERT_TRUE(
+        worker->BeginRounds(memory.gradient(), memory.residual(), 1.0f, key, &gpu, nullptr).ok());
     EXPECT_TRUE(CompareBytes("round 0", gpu, cpu));
     ASSERT_TRUE(twin_memory->NextRound(*twin, 1, answer0, key, &cpu).ok());
-    ASSERT_TRUE(worker->NextRound(1, answer0, key, &gpu).ok());
+    ASSERT_TRUE(worker->NextRound(1, answer0, key, &gpu, nullptr).ok());
     EXPECT_TRUE(CompareBytes("round 1", gpu, cpu));
     ASSERT_TRUE(twin_memory->FinishRounds(*twin, answer1, key).ok());
-    ASSERT_TRUE(worker->FinishRounds(answer1, key).ok());
+    ASSERT_TRUE(worker->FinishRounds(answer1, key, nullptr).ok());
     std::vector<float> residual;
     ASSERT_TRUE(memory.ReadResidual(&residual));
     EXPECT_TRUE(CompareBitwise("residual", residual, twin_memory->residual()));
@@ -164,27 +165,27 @@ TEST(PowerSgdWorkerTest, BadAnswersAreRejectedAndChangeNothing) {
   const RandomKey key{.seed = 1};
   const Answers good = ServerAnswers(g, key);
   std::string payload;
-  ASSERT_TRUE(worker->BeginRounds(g.data(), residual.data(), 1.0f, key, &payload).ok());
+  ASSERT_TRUE(worker->BeginRounds(g.data(), residual.data(), 1.0f, key, &payload, nullptr).ok());
   const std::vector<float> warm(worker->warm_start().begin(), worker->warm_start().end());
 
   // Round 1 is next: a wrong round, a short answer and another codec's are refused.
-  EXPECT_EQ(worker->NextRound(1, good.round1, key, &payload).code(),
+  EXPECT_EQ(worker->NextRound(1, good.round1, key, &payload, nullptr).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(worker->NextRound(1, good.round0.substr(1), key, &payload).code(),
+  EXPECT_EQ(worker->NextRound(1, good.round0.substr(1), key, &payload, nullptr).code(),
             absl::StatusCode::kInvalidArgument);
   std::string other_codec = good.round0;
   other_codec[0] = static_cast<char>(CodecId::kFp16);
-  EXPECT_EQ(worker->NextRound(1, other_codec, key, &payload).code(),
+  EXPECT_EQ(worker->NextRound(1, other_codec, key, &payload, nullptr).code(),
             absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(worker->NextRound(1, good.round0, key, &payload).ok());
+  ASSERT_TRUE(worker->NextRound(1, good.round0, key, &payload, nullptr).ok());
 
   // The aggregate: refused answers leave the residual and the warm start as they were.
-  const absl::Status bad = worker->FinishRounds(good.round0, key);
+  const absl::Status bad = worker->FinishRounds(good.round0, key, nullptr);
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.message().find("aggregate"), std::string::npos) << bad;
   EXPECT_TRUE(CompareBitwise("residual", residual, std::vector<float>(120, 0.0f)));
   EXPECT_TRUE(CompareBitwise("warm start", worker->warm_start(), warm));
-  ASSERT_TRUE(worker->FinishRounds(good.round1, key).ok());
+  ASSERT_TRUE(worker->FinishRounds(good.round1, key, nullptr).ok());
   EXPECT_FALSE(CompareBitwise("residual", residual, std::vector<float>(120, 0.0f)));
 }
 
@@ -193,14 +194,18 @@ TEST(PowerSgdWorkerTest, RoundsMustComeInOrder) {
   auto worker = *MakeEmulatedPowerSgd(PowerSgdSpec(2), shape);
   const RandomKey key{.seed = 1};
   std::string payload;
-  EXPECT_EQ(worker->ReplayRounds(key, &payload).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(worker->NextRound(1, "", key, &payload).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(worker->FinishRounds("", key).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(worker->ReplayRounds(key, &payload, nullptr).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(worker->NextRound(1, "", key, &payload, nullptr).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(worker->FinishRounds("", key, nullptr).code(), absl::StatusCode::kFailedPrecondition);
   const std::vector<float> g = cuda_testing::PowerSgdGradient(120, 2);
-  ASSERT_TRUE(worker->BeginRounds(g.data(), nullptr, 1.0f, key, &payload).ok());
-  EXPECT_EQ(worker->NextRound(0, "", key, &payload).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(worker->NextRound(2, "", key, &payload).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(worker->FinishRounds("", key).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(worker->BeginRounds(g.data(), nullptr, 1.0f, key, &payload, nullptr).ok());
+  EXPECT_EQ(worker->NextRound(0, "", key, &payload, nullptr).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(worker->NextRound(2, "", key, &payload, nullptr).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(worker->FinishRounds("", key, nullptr).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -40,32 +40,34 @@ PowerSgdWorker::PowerSgdWorker(std::unique_ptr<PowerSgdCodec> host,
       q_(layout.q_values(), 0.0f) {}
 
 absl::Status PowerSgdWorker::BeginRounds(const float* input, float* residual, float residual_scale,
-                                         const RandomKey& key, std::string* payload) {
-  TAMP_RETURN_IF_ERROR(kernels_->Assemble(input, residual));
+                                         const RandomKey& key, std::string* payload, void* stream) {
+  TAMP_RETURN_IF_ERROR(kernels_->Assemble(input, residual, stream));
   have_matrix_ = true;
   residual_ = residual;
   residual_scale_ = residual_scale;
-  return RoundZero(key, payload);
+  return RoundZero(key, payload, stream);
 }
 
-absl::Status PowerSgdWorker::ReplayRounds(const RandomKey& key, std::string* payload) {
+absl::Status PowerSgdWorker::ReplayRounds(const RandomKey& key, std::string* payload,
+                                          void* stream) {
   if (!have_matrix_) {
     return absl::FailedPreconditionError("ReplayRounds() before any BeginRounds()");
   }
-  return RoundZero(key, payload);
+  return RoundZero(key, payload, stream);
 }
 
-absl::Status PowerSgdWorker::RoundZero(const RandomKey& key, std::string* payload) {
+absl::Status PowerSgdWorker::RoundZero(const RandomKey& key, std::string* payload, void* stream) {
   host_->DrawZeroColumns(key, absl::MakeSpan(q_));
   factor_.resize(layout_.p_values());
-  TAMP_RETURN_IF_ERROR(kernels_->Project(q_, absl::MakeSpan(factor_)));
+  TAMP_RETURN_IF_ERROR(kernels_->Project(q_, absl::MakeSpan(factor_), stream));
   host_->AppendMessage(0, factor_, payload);
   next_round_ = 1;
   return absl::OkStatus();
 }
 
 absl::Status PowerSgdWorker::NextRound(int round, absl::string_view previous_answer,
-                                       const RandomKey& /*key*/, std::string* payload) {
+                                       const RandomKey& /*key*/, std::string* payload,
+                                       void* stream) {
   if (round != 1 || next_round_ != 1) {
     return absl::FailedPreconditionError(
         absl::StrCat("powersgd: NextRound(", round, ") out of order; the worker expects ",
@@ -75,14 +77,14 @@ absl::Status PowerSgdWorker::NextRound(int round, absl::string_view previous_ans
   std::vector<float> p_hat;
   TAMP_RETURN_IF_ERROR(host_->ParseMessage(previous_answer, 0, "answer", &p_hat));
   factor_.resize(layout_.q_values());
-  TAMP_RETURN_IF_ERROR(kernels_->ProjectBack(p_hat, absl::MakeSpan(factor_)));
+  TAMP_RETURN_IF_ERROR(kernels_->ProjectBack(p_hat, absl::MakeSpan(factor_), stream));
   host_->AppendMessage(1, factor_, payload);
   next_round_ = PowerSgdCodec::kRounds;
   return absl::OkStatus();
 }
 
-absl::Status PowerSgdWorker::FinishRounds(absl::string_view final_answer,
-                                          const RandomKey& /*key*/) {
+absl::Status PowerSgdWorker::FinishRounds(absl::string_view final_answer, const RandomKey& /*key*/,
+                                          void* stream) {
   if (next_round_ != PowerSgdCodec::kRounds) {
     return absl::FailedPreconditionError(
         absl::StrCat("powersgd: FinishRounds() before the last round; the worker expects ",
@@ -91,7 +93,7 @@ absl::Status PowerSgdWorker::FinishRounds(absl::string_view final_answer,
   std::vector<float> q_bar;
   TAMP_RETURN_IF_ERROR(host_->ParseMessage(final_answer, 1, "aggregate", &q_bar));
   if (residual_ != nullptr) {
-    TAMP_RETURN_IF_ERROR(kernels_->Finish(residual_, residual_scale_));
+    TAMP_RETURN_IF_ERROR(kernels_->Finish(residual_, residual_scale_, stream));
   }
   host_->UnitColumns(absl::MakeSpan(q_bar));
   q_ = std::move(q_bar);

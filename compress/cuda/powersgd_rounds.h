@@ -15,16 +15,17 @@
 // RESIDUAL error feedback) is the caller's buffer, in the backend's memory, read by
 // BeginRounds() and written by FinishRounds() only.
 //
-// Blocking: every call returns when its payload is on the host (the backend waits for its
-// own work, never for unrelated work). Not thread-safe.
+// Blocking: every call enqueues the backend's work on `stream` (a cudaStream_t for the GPU's
+// backend, after what the caller enqueued there) and returns when its payload is on the host
+// (the backend waits for its own work, never for unrelated work). Not thread-safe.
 //
 // Example (a GPU worker, RESIDUAL memory; compare compress/error_feedback.h):
-//   TAMP_ASSIGN_OR_RETURN(auto worker, CreateDevicePowerSgd(spec, shape, stream));
-//   TAMP_RETURN_IF_ERROR(worker->BeginRounds(d_grad, d_residual, 1.0f, key, &payload));
+//   TAMP_ASSIGN_OR_RETURN(auto worker, CreateDevicePowerSgd(spec, shape));
+//   TAMP_RETURN_IF_ERROR(worker->BeginRounds(d_grad, d_residual, 1.0f, key, &payload, s));
 //   ... push payload as round 0; answer0 = the server's answer
-//   TAMP_RETURN_IF_ERROR(worker->NextRound(1, answer0, key, &payload));
+//   TAMP_RETURN_IF_ERROR(worker->NextRound(1, answer0, key, &payload, s));
 //   ... push payload as round 1; the server answers with the update and `aggregate`
-//   TAMP_RETURN_IF_ERROR(worker->FinishRounds(aggregate, key));
+//   TAMP_RETURN_IF_ERROR(worker->FinishRounds(aggregate, key, s));
 #ifndef TAMP_COMPRESS_CUDA_POWERSGD_ROUNDS_H_
 #define TAMP_COMPRESS_CUDA_POWERSGD_ROUNDS_H_
 
@@ -49,20 +50,22 @@ namespace tamp::compress::cuda {
 // PowerSgdKernels
 //
 // The products of one chunk (internal/powersgd_agent.h's layout), on the memory its
-// pointers live in; factors cross as host spans. Errors are the backend's (a device fault).
+// pointers live in; factors cross as host spans. `stream` is the backend's (a cudaStream_t
+// for the GPU's; the emulation ignores it). Errors are the backend's (a device fault).
 class PowerSgdKernels {
  public:
   virtual ~PowerSgdKernels() = default;
 
   // M = input + residual (residual may be null: input), zero-padded; kept until the next
   // call. Both hold layout.n values.
-  virtual absl::Status Assemble(const float* input, const float* residual) = 0;
+  virtual absl::Status Assemble(const float* input, const float* residual, void* stream) = 0;
   // p (m r values) = M q (c r values).
-  virtual absl::Status Project(absl::Span<const float> q, absl::Span<float> p) = 0;
+  virtual absl::Status Project(absl::Span<const float> q, absl::Span<float> p, void* stream) = 0;
   // q_local (c r) = Mᵀ p_hat (m r); p_hat and q_local are kept for Finish().
-  virtual absl::Status ProjectBack(absl::Span<const float> p_hat, absl::Span<float> q_local) = 0;
+  virtual absl::Status ProjectBack(absl::Span<const float> p_hat, absl::Span<float> q_local,
+                                   void* stream) = 0;
   // residual (layout.n values) = residual_scale * (M - P̂ Q_iᵀ), cropped to the chunk.
-  virtual absl::Status Finish(float* residual, float residual_scale) = 0;
+  virtual absl::Status Finish(float* residual, float residual_scale, void* stream) = 0;
 };
 
 class PowerSgdWorker {
@@ -89,13 +92,13 @@ class PowerSgdWorker {
   // Round 0 of a step: M = input (+ residual: RESIDUAL memory with scale residual_scale;
   // null for NONE), the all-zero columns of Q drawn, P = M Q into *payload.
   absl::Status BeginRounds(const float* input, float* residual, float residual_scale,
-                           const RandomKey& key, std::string* payload);
+                           const RandomKey& key, std::string* payload, void* stream);
 
   // PowerSgdWorker::ReplayRounds()
   //
   // Round 0's payload again from the M the last BeginRounds() formed (a restarted server
   // lost the step). FAILED_PRECONDITION before any BeginRounds().
-  absl::Status ReplayRounds(const RandomKey& key, std::string* payload);
+  absl::Status ReplayRounds(const RandomKey& key, std::string* payload, void* stream);
 
   // PowerSgdWorker::NextRound()
   //
@@ -103,21 +106,21 @@ class PowerSgdWorker {
   // wrong, nothing changed), then Q_i = Mᵀ P̂ into *payload. FAILED_PRECONDITION out of
   // order (round must be 1, after round 0).
   absl::Status NextRound(int round, absl::string_view previous_answer, const RandomKey& key,
-                         std::string* payload);
+                         std::string* payload, void* stream);
 
   // PowerSgdWorker::FinishRounds()
   //
   // Checks the aggregate Q̄ (INVALID_ARGUMENT, nothing changed), then with RESIDUAL memory
   // residual = s * (M - P̂ Q_iᵀ), and the warm start becomes Q̄ with unit columns.
   // FAILED_PRECONDITION before round 1.
-  absl::Status FinishRounds(absl::string_view final_answer, const RandomKey& key);
+  absl::Status FinishRounds(absl::string_view final_answer, const RandomKey& key, void* stream);
 
  private:
   PowerSgdWorker(std::unique_ptr<PowerSgdCodec> host, const cuda_internal::PowerSgdLayout& layout,
                  std::unique_ptr<PowerSgdKernels> kernels);
 
   // P = M Q for the M the backend holds, with Q's zero columns drawn for `key`.
-  absl::Status RoundZero(const RandomKey& key, std::string* payload);
+  absl::Status RoundZero(const RandomKey& key, std::string* payload, void* stream);
 
   const std::unique_ptr<PowerSgdCodec> host_;  // Its helpers only; never its worker state.
   const std::unique_ptr<PowerSgdKernels> kernels_;

@@ -448,18 +448,19 @@ class EmulatedPowerSgdKernels final : public cuda::PowerSgdKernels {
   explicit EmulatedPowerSgdKernels(const PowerSgdLayout& l)
       : l_(l), matrix_(l.matrix_values()), p_hat_(l.p_values()), q_local_(l.q_values()) {}
 
-  absl::Status Assemble(const float* input, const float* residual) override {
+  absl::Status Assemble(const float* input, const float* residual, void*) override {
     const GlobalSource source{input, residual};
     for (uint64_t f = 0; f < l_.matrix_values(); ++f) matrix_[f] = MatrixEntry(l_, f, source);
     return absl::OkStatus();
   }
-  absl::Status Project(absl::Span<const float> q, absl::Span<float> p) override {
+  absl::Status Project(absl::Span<const float> q, absl::Span<float> p, void*) override {
     for (uint64_t e = 0; e < l_.p_values(); ++e) {
       p[e] = ProjectEntry(l_, matrix_.data(), q.data(), e);
     }
     return absl::OkStatus();
   }
-  absl::Status ProjectBack(absl::Span<const float> p_hat, absl::Span<float> q_local) override {
+  absl::Status ProjectBack(absl::Span<const float> p_hat, absl::Span<float> q_local,
+                           void*) override {
     std::copy(p_hat.begin(), p_hat.end(), p_hat_.begin());
     for (uint64_t e = 0; e < l_.q_values(); ++e) {
       q_local_[e] = ProjectBackEntry(l_, matrix_.data(), p_hat_.data(), e);
@@ -467,7 +468,7 @@ class EmulatedPowerSgdKernels final : public cuda::PowerSgdKernels {
     std::copy(q_local_.begin(), q_local_.end(), q_local.begin());
     return absl::OkStatus();
   }
-  absl::Status Finish(float* residual, float residual_scale) override {
+  absl::Status Finish(float* residual, float residual_scale, void*) override {
     for (uint64_t t = 0; t < l_.n; ++t) {
       FinishEntry(l_, matrix_.data(), p_hat_.data(), q_local_.data(), t, residual, residual_scale);
     }

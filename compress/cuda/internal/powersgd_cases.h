@@ -124,12 +124,13 @@ inline void ExpectPowerSgdMatchesCpu(const PowerSgdCase& c, cuda::PowerSgdWorker
     std::string cpu0, gpu0, other0;
     ASSERT_TRUE(twin_memory->BeginRounds(*twin, g, key, &cpu0).ok());
     ASSERT_TRUE(other_memory->BeginRounds(*other, h, other_key, &other0).ok());
-    const absl::Status begun = worker.BeginRounds(memory.gradient(), residual, c.scale, key, &gpu0);
+    const absl::Status begun =
+        worker.BeginRounds(memory.gradient(), residual, c.scale, key, &gpu0, nullptr);
     ASSERT_TRUE(begun.ok()) << begun;
     ASSERT_TRUE(CompareBytes("round 0", gpu0, cpu0));
     if (s == 1) {
       ASSERT_TRUE(twin_memory->ReplayRounds(*twin, key, &cpu0).ok());
-      ASSERT_TRUE(worker.ReplayRounds(key, &gpu0).ok());
+      ASSERT_TRUE(worker.ReplayRounds(key, &gpu0, nullptr).ok());
       ASSERT_TRUE(CompareBytes("replayed round 0", gpu0, cpu0));
     }
     std::vector<float> sum0(server->RoundValues(0), 0.0f);
@@ -142,7 +143,7 @@ inline void ExpectPowerSgdMatchesCpu(const PowerSgdCase& c, cuda::PowerSgdWorker
     std::string cpu1, gpu1, other1;
     ASSERT_TRUE(twin_memory->NextRound(*twin, 1, answer0, key, &cpu1).ok());
     ASSERT_TRUE(other_memory->NextRound(*other, 1, answer0, other_key, &other1).ok());
-    ASSERT_TRUE(worker.NextRound(1, answer0, key, &gpu1).ok());
+    ASSERT_TRUE(worker.NextRound(1, answer0, key, &gpu1, nullptr).ok());
     ASSERT_TRUE(CompareBytes("round 1", gpu1, cpu1));
     std::vector<float> sum1(server->RoundValues(1), 0.0f);
     ASSERT_TRUE(server->DecodeAddRound(1, cpu1, key, absl::MakeSpan(sum1)).ok());
@@ -154,7 +155,7 @@ inline void ExpectPowerSgdMatchesCpu(const PowerSgdCase& c, cuda::PowerSgdWorker
     // Finish: the memory and the warm start.
     ASSERT_TRUE(twin_memory->FinishRounds(*twin, answer1, key).ok());
     ASSERT_TRUE(other_memory->FinishRounds(*other, answer1, other_key).ok());
-    ASSERT_TRUE(worker.FinishRounds(answer1, key).ok());
+    ASSERT_TRUE(worker.FinishRounds(answer1, key, nullptr).ok());
     if (c.residual) {
       std::vector<float> gpu_residual;
       ASSERT_TRUE(memory.ReadResidual(&gpu_residual));

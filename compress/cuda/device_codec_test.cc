@@ -51,7 +51,9 @@ TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
   config::Codec threshold = cuda_testing::NamedSpec("threshold");
   threshold.set_threshold(0.5);
   EXPECT_EQ(DeviceCodec::Create(threshold, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(HasDeviceCodec("powersgd"));
+  EXPECT_TRUE(HasDeviceCodec("powersgd"));  // As a PowerSgdWorker (device_powersgd.h).
+  EXPECT_TRUE(HasDeviceRounds("powersgd"));
+  EXPECT_FALSE(HasDeviceRounds("topk"));
   if (!kernels::CudaDeviceAvailable()) {
     config::Codec fp16;
     fp16.set_name("fp16");

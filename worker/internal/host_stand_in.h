@@ -45,6 +45,9 @@ struct Calls {
   int to_host = 0;
   int to_device = 0;
   int encodes = 0;
+  int rounds = 0;    // PushRound().
+  int finishes = 0;  // FinishPushRounds().
+  int replays = 0;   // ReplayPushRounds().
   int applies = 0;
   int resets = 0;
   std::set<uintptr_t> streams;  // Every stream a call named.
@@ -95,9 +98,36 @@ class HostStandIn final : public DeviceBackend {
     calls_->streams.insert(stream);
     Chunk& chunk = chunks_[id];
     EXPECT_NE(chunk.push, nullptr) << "chunk " << id << " is not planned on the device";
-    return chunk.feedback->Compress(
-        *chunk.push, absl::MakeConstSpan(d_gradient, layout_.chunks[id].chunk.length), key,
-        payload);
+    const absl::Span<const float> gradient =
+        absl::MakeConstSpan(d_gradient, layout_.chunks[id].chunk.length);
+    if (chunk.push->rounds() > 1) {
+      return chunk.feedback->BeginRounds(*chunk.push, gradient, key, payload);
+    }
+    return chunk.feedback->Compress(*chunk.push, gradient, key, payload);
+  }
+  absl::Status PushRound(uint32_t id, int round, absl::string_view previous_answer,
+                         const RandomKey& key, std::string* payload, uintptr_t stream) override {
+    ++calls_->rounds;
+    calls_->streams.insert(stream);
+    Chunk& chunk = chunks_[id];
+    EXPECT_NE(chunk.push, nullptr) << "chunk " << id << " is not planned on the device";
+    return chunk.feedback->NextRound(*chunk.push, round, previous_answer, key, payload);
+  }
+  absl::Status FinishPushRounds(uint32_t id, absl::string_view final_answer, const RandomKey& key,
+                                uintptr_t stream) override {
+    ++calls_->finishes;
+    calls_->streams.insert(stream);
+    Chunk& chunk = chunks_[id];
+    EXPECT_NE(chunk.push, nullptr) << "chunk " << id << " is not planned on the device";
+    return chunk.feedback->FinishRounds(*chunk.push, final_answer, key);
+  }
+  absl::Status ReplayPushRounds(uint32_t id, const RandomKey& key, std::string* payload,
+                                uintptr_t stream) override {
+    ++calls_->replays;
+    calls_->streams.insert(stream);
+    Chunk& chunk = chunks_[id];
+    EXPECT_NE(chunk.push, nullptr) << "chunk " << id << " is not planned on the device";
+    return chunk.feedback->ReplayRounds(*chunk.push, key, payload);
   }
   absl::Status ApplyPull(uint32_t id, absl::string_view payload, const RandomKey& key,
                          float* d_target, bool overwrite, uintptr_t stream) override {

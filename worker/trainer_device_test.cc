@@ -30,31 +30,12 @@ namespace tamp {
 namespace {
 
 using ::tamp::testing::Calls;
+using ::tamp::testing::DeviceStandInModel;
 using ::tamp::testing::HostStandIn;
 
 constexpr int kTrainImages = 64;  // 4 steps of 16.
 constexpr uint64_t kSteps = 4;
 constexpr uintptr_t kStream = 0x5eed;  // The stand-in model's "staging stream".
-
-// The CPU model, claiming its spans are on cuda:0 with gradients final on kStream.
-class DeviceStandInModel final : public Model {
- public:
-  explicit DeviceStandInModel(std::unique_ptr<Model> cpu) : cpu_(std::move(cpu)) {}
-
-  absl::Span<float> params() override { return cpu_->params(); }
-  absl::Span<const float> grads() const override { return cpu_->grads(); }
-  TensorMemory memory() const override { return TensorMemory::Cuda(0, kStream); }
-  float TrainStep(const float* x, const uint8_t* labels, int batch,
-                  const std::function<void(int)>& on_tensor_ready) override {
-    return cpu_->TrainStep(x, labels, batch, on_tensor_ready);
-  }
-  int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) override {
-    return cpu_->CountCorrect(x, labels, batch);
-  }
-
- private:
-  std::unique_ptr<Model> cpu_;
-};
 
 void WriteDataSet(const std::string& dir) {
   for (const auto& [prefix, count] : {std::pair<std::string, int>{"train", kTrainImages},
@@ -179,7 +160,7 @@ TEST(TrainerDeviceTest, DeviceModelTrainsThroughTheDevicePathAsAHostWorker) {
     absl::StatusOr<std::unique_ptr<Model>> cpu =
         CreateCpuModel(config.model(), std::move(tensors), max_batch);
     if (!cpu.ok()) return cpu.status();
-    return std::unique_ptr<Model>(std::make_unique<DeviceStandInModel>(*std::move(cpu)));
+    return std::unique_ptr<Model>(std::make_unique<DeviceStandInModel>(*std::move(cpu), kStream));
   };
   parts.device_backends = [&](const JobLayout& layout, absl::Span<const DeviceChunkPlan> chunks,
                               int device) -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {

@@ -1,5 +1,6 @@
 // Test helper: a host-memory stand-in for the worker client's CUDA backend
-// (worker/device_backend.h), so the client's device path and its users run on the CPU.
+// (worker/device_backend.h), so the client's device path and its users run on the CPU; and
+// DeviceStandInModel, a CPU model that says its tensors are on cuda:0, for the trainer's.
 // "Device" memory is host memory; the chunks the plan puts on the device use the CPU codecs
 // and error feedback, which is what compress/cuda/'s codecs reproduce byte for byte
 // (worker/cuda_backend_test.cc checks the CUDA backend against that contract on a GPU).
@@ -20,9 +21,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +40,7 @@
 #include "gtest/gtest.h"
 #include "job/job_layout.h"
 #include "worker/device_backend.h"
+#include "worker/model.h"
 
 namespace tamp::testing {
 
@@ -162,6 +166,29 @@ class HostStandIn final : public DeviceBackend {
   Calls* const calls_;
   std::vector<Chunk> chunks_;
   std::vector<float> staging_;
+};
+
+// A CPU model claiming its spans are on cuda:0 (they are host memory), with gradients final
+// on `stream`: with a HostStandIn backend (TrainerParts) the trainer runs its device path.
+class DeviceStandInModel final : public Model {
+ public:
+  DeviceStandInModel(std::unique_ptr<Model> cpu, uintptr_t stream)
+      : cpu_(std::move(cpu)), stream_(stream) {}
+
+  absl::Span<float> params() override { return cpu_->params(); }
+  absl::Span<const float> grads() const override { return cpu_->grads(); }
+  TensorMemory memory() const override { return TensorMemory::Cuda(0, stream_); }
+  float TrainStep(const float* x, const uint8_t* labels, int batch,
+                  const std::function<void(int)>& on_tensor_ready) override {
+    return cpu_->TrainStep(x, labels, batch, on_tensor_ready);
+  }
+  int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) override {
+    return cpu_->CountCorrect(x, labels, batch);
+  }
+
+ private:
+  std::unique_ptr<Model> cpu_;
+  const uintptr_t stream_;
 };
 
 }  // namespace tamp::testing

@@ -28,7 +28,7 @@
 # 5e-2: cuBLAS sums in another order than OpenBLAS; compare_losses.py says how these were
 # chosen), the wire bytes (equal) and the test accuracy (within 0.02).
 # topk1_ef puts every compressed chunk on the GPU path (top-k 1% with residual both ways);
-# powersgd takes the client's host fallback for its pushes.
+# powersgd runs its two rounds on the GPU path too (compress/cuda/device_powersgd.h).
 #
 # A run that did not exercise a GPU fails; it never passes by skipping:
 #   - no GPU visible (nvidia-smi -L lists none): fails before running anything;

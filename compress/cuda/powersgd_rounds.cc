@@ -41,6 +41,7 @@ PowerSgdWorker::PowerSgdWorker(std::unique_ptr<PowerSgdCodec> host,
 
 absl::Status PowerSgdWorker::BeginRounds(const float* input, float* residual, float residual_scale,
                                          const RandomKey& key, std::string* payload, void* stream) {
+  have_matrix_ = false;  // Until M is formed whole: nothing to replay from a failed start.
   TAMP_RETURN_IF_ERROR(kernels_->Assemble(input, residual, stream));
   have_matrix_ = true;
   residual_ = residual;

@@ -208,5 +208,48 @@ TEST(PowerSgdWorkerTest, RoundsMustComeInOrder) {
   EXPECT_EQ(worker->FinishRounds("", key, nullptr).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// The emulated kernels, whose Assemble() fails (a device fault) while `fail` is set.
+class FaultyKernels final : public cuda::PowerSgdKernels {
+ public:
+  FaultyKernels(const PowerSgdLayout& l, const bool* fail) : kernels_(l), fail_(fail) {}
+  absl::Status Assemble(const float* input, const float* residual, void* stream) override {
+    if (*fail_) return absl::InternalError("device fault");
+    return kernels_.Assemble(input, residual, stream);
+  }
+  absl::Status Project(absl::Span<const float> q, absl::Span<float> p, void* stream) override {
+    return kernels_.Project(q, p, stream);
+  }
+  absl::Status ProjectBack(absl::Span<const float> p_hat, absl::Span<float> q_local,
+                           void* stream) override {
+    return kernels_.ProjectBack(p_hat, q_local, stream);
+  }
+  absl::Status Finish(float* residual, float residual_scale, void* stream) override {
+    return kernels_.Finish(residual, residual_scale, stream);
+  }
+
+ private:
+  EmulatedPowerSgdKernels kernels_;
+  const bool* fail_;
+};
+
+TEST(PowerSgdWorkerTest, AFailedBeginLeavesNothingToReplay) {
+  bool fail = false;
+  auto worker = *cuda::PowerSgdWorker::Create(
+      PowerSgdSpec(2), {.elements = 120, .row_length = 10},
+      [&](const PowerSgdLayout& l) -> absl::StatusOr<std::unique_ptr<cuda::PowerSgdKernels>> {
+        return std::make_unique<FaultyKernels>(l, &fail);
+      });
+  const std::vector<float> g = cuda_testing::PowerSgdGradient(120, 3);
+  const RandomKey key{.seed = 1};
+  std::string payload;
+  ASSERT_TRUE(worker->BeginRounds(g.data(), nullptr, 1.0f, key, &payload, nullptr).ok());
+  ASSERT_TRUE(worker->ReplayRounds(key, &payload, nullptr).ok());
+  fail = true;
+  EXPECT_EQ(worker->BeginRounds(g.data(), nullptr, 1.0f, key, &payload, nullptr).code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(worker->ReplayRounds(key, &payload, nullptr).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace tamp::compress::cuda_internal

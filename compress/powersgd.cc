@@ -138,11 +138,41 @@ absl::Status PowerSgdCodec::Decode(absl::string_view /*payload*/, const RandomKe
 }
 
 // ---------------------------------------------------------------------------------------
+// Warm start
+
+void PowerSgdCodec::DrawZeroColumns(const RandomKey& key, absl::Span<float> q) const {
+  const size_t c = view_.cols;
+  const size_t r = rank_;
+  CHECK_EQ(q.size(), c * r);
+  // Every all-zero column from the stream all workers share.
+  const PhiloxStream shared({.seed = key.seed, .step = key.step, .chunk = key.chunk,
+                             .worker = kSharedStream});
+  for (size_t j = 0; j < r; ++j) {
+    bool zero = true;
+    for (size_t k = 0; k < c && zero; ++k) zero = q[k * r + j] == 0.0f;
+    if (!zero) continue;
+    for (size_t k = 0; k < c; ++k) q[k * r + j] = 2.0f * shared.Uniform(j * c + k) - 1.0f;
+  }
+}
+
+void PowerSgdCodec::UnitColumns(absl::Span<float> q) const {
+  const size_t c = view_.cols;
+  const size_t r = rank_;
+  CHECK_EQ(q.size(), c * r);
+  for (size_t j = 0; j < r; ++j) {
+    double norm2 = 0;
+    for (size_t k = 0; k < c; ++k) norm2 += static_cast<double>(q[k * r + j]) * q[k * r + j];
+    const double scale = norm2 > 0 ? 1.0 / std::sqrt(norm2) : 1.0;
+    for (size_t k = 0; k < c; ++k) q[k * r + j] = static_cast<float>(q[k * r + j] * scale);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // Messages
 
 void PowerSgdCodec::AppendMessage(int round, absl::Span<const float> values,
                                   std::string* out) const {
-  DCHECK_EQ(values.size(), RoundValues(round));
+  CHECK_EQ(values.size(), RoundValues(round));
   out->clear();
   out->reserve(RoundPayloadBytes(round));
   AppendHeader(CodecId::kPowerSgd, kVersion, size(), out);
@@ -204,16 +234,8 @@ absl::Status PowerSgdCodec::EncodeRound(int round, absl::Span<const float> input
     CHECK_EQ(input.size(), size());
     matrix_.assign(m * c, 0.0f);
     std::copy(input.begin(), input.end(), matrix_.begin() + view_.lead);
-    // Draw every all-zero column of Q from the stream all workers share.
     if (q_.empty()) q_.assign(c * r, 0.0f);
-    const PhiloxStream shared({.seed = key.seed, .step = key.step, .chunk = key.chunk,
-                               .worker = kSharedStream});
-    for (size_t j = 0; j < r; ++j) {
-      bool zero = true;
-      for (size_t k = 0; k < c && zero; ++k) zero = q_[k * r + j] == 0.0f;
-      if (!zero) continue;
-      for (size_t k = 0; k < c; ++k) q_[k * r + j] = 2.0f * shared.Uniform(j * c + k) - 1.0f;
-    }
+    DrawZeroColumns(key, absl::MakeSpan(q_));
     // P = M Q.
     std::vector<float> p(m * r);
     std::vector<double> sum(r);
@@ -269,16 +291,7 @@ absl::Status PowerSgdCodec::FinishRounds(absl::string_view final_answer, const R
   TAMP_RETURN_IF_ERROR(ParseMessage(final_answer, 1, "aggregate", &q_bar));
   if (!sent.empty()) LowRankProduct(p_hat_, q_local_, sent);
   // Warm start: Q̄ with unit columns; an all-zero column is drawn anew at the next round 0.
-  const size_t c = view_.cols;
-  const size_t r = rank_;
-  for (size_t j = 0; j < r; ++j) {
-    double norm2 = 0;
-    for (size_t k = 0; k < c; ++k) norm2 += static_cast<double>(q_bar[k * r + j]) * q_bar[k * r + j];
-    const double scale = norm2 > 0 ? 1.0 / std::sqrt(norm2) : 1.0;
-    for (size_t k = 0; k < c; ++k) {
-      q_bar[k * r + j] = static_cast<float>(q_bar[k * r + j] * scale);
-    }
-  }
+  UnitColumns(absl::MakeSpan(q_bar));
   q_ = std::move(q_bar);
   next_round_ = 0;
   return absl::OkStatus();

@@ -121,6 +121,22 @@ class PowerSgdCodec final : public Codec {
   // The worker's warm start Q [c, r] for its next step (all zero before the first).
   absl::Span<const float> warm_start() const { return q_; }
 
+  // Pieces of the worker's side, public for its GPU version (compress/cuda/powersgd_rounds.h),
+  // which runs the products on the device and these on the host, so both share their bits.
+  //
+  // PowerSgdCodec::DrawZeroColumns(): every all-zero column j of q ([c, r]) becomes the
+  // shared stream's draw for `key` (the file comment); the others stay.
+  // PowerSgdCodec::UnitColumns(): q ([c, r]) with each column scaled to unit norm in fp64
+  // (an all-zero column stays zero): the next warm start from the aggregate Q̄.
+  // PowerSgdCodec::AppendMessage(), ParseMessage(): a round-`round` message (header, round,
+  // RoundValues(round) fp32 values), and its checked parse (header, round, exact length; an
+  // error names `what`, e.g. "answer").
+  void DrawZeroColumns(const RandomKey& key, absl::Span<float> q) const;
+  void UnitColumns(absl::Span<float> q) const;
+  void AppendMessage(int round, absl::Span<const float> values, std::string* out) const;
+  absl::Status ParseMessage(absl::string_view message, int round, absl::string_view what,
+                            std::vector<float>* values) const;
+
   CodecId id() const override { return CodecId::kPowerSgd; }
   // The larger of the two rounds.
   size_t MaxPayloadBytes() const override;
@@ -152,11 +168,6 @@ class PowerSgdCodec final : public Codec {
   // RoundValues(round) buffer (CHECKed).
   absl::StatusOr<const std::vector<float>*> ParsePush(int round, absl::string_view payload,
                                                       size_t out_size) const;
-  // Checks header, round and exact length of a round-`round` message (a worker's payload or
-  // the server's answer; `what` names it in errors) and copies its matrix into *values.
-  absl::Status ParseMessage(absl::string_view message, int round, absl::string_view what,
-                            std::vector<float>* values) const;
-  void AppendMessage(int round, absl::Span<const float> values, std::string* out) const;
   // out[t] = Σ_j p[i][j] q[k][j] for the chunk's values t (at (i, k) of the view).
   void LowRankProduct(absl::Span<const float> p, absl::Span<const float> q,
                       absl::Span<float> out) const;

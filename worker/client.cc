@@ -377,7 +377,7 @@ void Client::PushSingle(uint32_t id, std::string payload) {
       });
 }
 
-void Client::ContinueRounds() {
+void Client::ContinueRounds(const TensorMemory& memory) {
   std::vector<NextRound> ready;
   absl::Status failed;
   {
@@ -392,10 +392,12 @@ void Client::ContinueRounds() {
     if (failed.ok() && encode_error_.ok()) {
       ChunkCodecs& codecs = codecs_[next.id];
       const Clock::time_point encode_start = Clock::now();
-      encode_error_ = codecs.push_memory->NextRound(*codecs.push, static_cast<int>(next.round),
-                                                    next.answer,
-                                                    PushKey(config_, step_, next.id, rank_),
-                                                    &payload);
+      const RandomKey key = PushKey(config_, step_, next.id, rank_);
+      const int round = static_cast<int>(next.round);
+      encode_error_ =
+          PushesOnDevice(next.id, memory)
+              ? device_->PushRound(next.id, round, next.answer, key, &payload, memory.stream)
+              : codecs.push_memory->NextRound(*codecs.push, round, next.answer, key, &payload);
       timeline_.AddEncode(Clock::now() - encode_start);
       if (!encode_error_.ok()) {
         encode_error_ = absl::Status(
@@ -465,7 +467,7 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient,
   timeline_.ComputeEnd(arrived);
   timeline_.AddEncode(Clock::now() - arrived);  // The copy, when there was one.
   pushed_tensors_[tensor] = true;
-  ContinueRounds();
+  ContinueRounds(memory);
   // Local gradient clipping, once per tensor.
   absl::Span<const float> tensor_grads = host_grads;
   if (clip_threshold_ > 0 && !tensor_chunks_[tensor].empty()) {
@@ -482,7 +484,7 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient,
     ChunkCodecs& codecs = codecs_[id];
     const bool multi_round = codecs.push->rounds() > 1;
     const Clock::time_point encode_start = Clock::now();
-    if (on_device && device_plan_[id].push_on_device()) {
+    if (PushesOnDevice(id, memory)) {  // Round 0 of a multi-round codec too.
       encode_error_ = device_->EncodePush(id, gradient.data() + plan.chunk.offset,
                                           PushKey(config_, step_, id, rank_), &payload,
                                           memory.stream);
@@ -556,8 +558,11 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params,
   for (LostPush& push : pushes) {
     if (push.rounds) {  // The codec encodes round 0 again; the step's rounds follow.
       ChunkCodecs& codecs = codecs_[push.id];
-      TAMP_RETURN_IF_ERROR(codecs.push_memory->ReplayRounds(
-          *codecs.push, PushKey(config_, step_, push.id, rank_), &push.payload));
+      const RandomKey key = PushKey(config_, step_, push.id, rank_);
+      TAMP_RETURN_IF_ERROR(
+          PushesOnDevice(push.id, memory)
+              ? device_->ReplayPushRounds(push.id, key, &push.payload, memory.stream)
+              : codecs.push_memory->ReplayRounds(*codecs.push, key, &push.payload));
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -590,8 +595,11 @@ absl::Status Client::ApplyChunk(uint32_t id, TensorSpans params, const TensorMem
     // The push codec's final answer readies it for the next step, and the residual.
     totals_.bytes_pulled += aggregates_[id].size();
     report_.shard_bytes_pulled[plan.chunk.shard] += aggregates_[id].size();
-    absl::Status finished = codecs.push_memory->FinishRounds(*codecs.push, aggregates_[id],
-                                                              PushKey(config_, step_, id, rank_));
+    const RandomKey push_key = PushKey(config_, step_, id, rank_);
+    absl::Status finished =
+        PushesOnDevice(id, memory)
+            ? device_->FinishPushRounds(id, aggregates_[id], push_key, memory.stream)
+            : codecs.push_memory->FinishRounds(*codecs.push, aggregates_[id], push_key);
     if (!finished.ok()) {
       return absl::Status(finished.code(),
                           absl::StrCat("aggregate of chunk ", id, " step ", step_, " from shard ",
@@ -736,7 +744,7 @@ absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
       std::string().swap(aggregates_[id]);
     }
     to_apply.clear();
-    if (rounds_queued) ContinueRounds();
+    if (rounds_queued) ContinueRounds(memory);
     if (!to_resend.empty()) {
       const absl::Status resent = Resend(to_resend, params, memory);
       to_resend.clear();

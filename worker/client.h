@@ -256,7 +256,11 @@ class Client {
   // Pushes single-round chunk `id`, already counted in `outstanding_`.
   void PushSingle(uint32_t id, std::string payload);
   // Encodes and pushes the next round of every chunk whose last round was answered.
-  void ContinueRounds();
+  void ContinueRounds(const TensorMemory& memory);
+  // Whether chunk `id`'s push goes through the device backend for tensors in `memory`.
+  bool PushesOnDevice(uint32_t id, const TensorMemory& memory) const {
+    return memory.kind == TensorMemory::Kind::kCuda && device_plan_[id].push_on_device();
+  }
   // Reconnects the shards of `pushes`, resyncs their chunks of `params`, pushes them again.
   absl::Status Resend(std::vector<LostPush>& pushes, TensorSpans params,
                       const TensorMemory& memory);

@@ -14,7 +14,10 @@
 #include <cstring>
 
 #include "base/status_macros.h"
+#include "compress/codec.h"
 #include "compress/cuda/device_codec.h"
+#include "compress/cuda/device_powersgd.h"
+#include "compress/cuda/has_device_codec.h"
 #include "compress/error_feedback.h"
 #include "compress/wire_format.h"
 #include "kernels/cuda_check.h"
@@ -80,9 +83,17 @@ class CudaBackend final : public DeviceBackend {
       const DeviceChunkPlan& where = plan[chunk.chunk.id];
       const config::ChunkCompression& compression = chunk.compression;
       Chunk codecs;
-      if (where.push_on_device()) {
+      if (where.push_on_device() && compress::cuda::HasDeviceRounds(compression.push().name())) {
+        // Its matrix view needs the chunk's place in its tensor.
+        const compress::ChunkShape shape = compress::ChunkShapeInTensor(
+            layout.tensor_of(chunk).shape, chunk.chunk.offset, chunk.chunk.length);
+        TAMP_ASSIGN_OR_RETURN(codecs.rounds,
+                              compress::cuda::CreateDevicePowerSgd(compression.push(), shape));
+      } else if (where.push_on_device()) {
         TAMP_ASSIGN_OR_RETURN(codecs.push, compress::cuda::DeviceCodec::Create(compression.push(),
                                                                                chunk.chunk.length));
+      }
+      if (where.push_on_device()) {
         const config::ErrorFeedback& feedback = compression.push_feedback();
         if (feedback.kind() != config::ErrorFeedback::NONE) {
           TAMP_ASSIGN_OR_RETURN(codecs.residual,
@@ -129,11 +140,15 @@ class CudaBackend final : public DeviceBackend {
   absl::Status EncodePush(uint32_t id, const float* d_gradient, const RandomKey& key,
                           std::string* payload, uintptr_t stream) override {
     Chunk& chunk = chunks_[id];
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    if (chunk.rounds != nullptr) {  // Round 0; the residual changes in FinishPushRounds().
+      return chunk.rounds->BeginRounds(d_gradient, chunk.residual.data(), chunk.residual_scale, key,
+                                       payload, AsStream(stream));
+    }
     if (chunk.push == nullptr) {
       return absl::InternalError(absl::StrCat("chunk ", id, " has no GPU push codec"));
     }
-    ScopedDevice scoped(device_);
-    TAMP_RETURN_IF_ERROR(scoped.status());
     // The codec's own pinned buffer; a threshold body is as long as its count says.
     using compress::cuda::DeviceFeedback;
     const DeviceFeedback feedback =
@@ -142,6 +157,30 @@ class CudaBackend final : public DeviceBackend {
                                           chunk.momentum)
             : DeviceFeedback::Residual(chunk.residual.data(), chunk.residual_scale);
     return chunk.push->EncodeToPayload(d_gradient, feedback, key, payload, AsStream(stream));
+  }
+
+  absl::Status PushRound(uint32_t id, int round, absl::string_view previous_answer,
+                         const RandomKey& key, std::string* payload, uintptr_t stream) override {
+    TAMP_ASSIGN_OR_RETURN(compress::cuda::PowerSgdWorker * rounds, RoundsOf(id));
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    return rounds->NextRound(round, previous_answer, key, payload, AsStream(stream));
+  }
+
+  absl::Status FinishPushRounds(uint32_t id, absl::string_view final_answer, const RandomKey& key,
+                                uintptr_t stream) override {
+    TAMP_ASSIGN_OR_RETURN(compress::cuda::PowerSgdWorker * rounds, RoundsOf(id));
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    return rounds->FinishRounds(final_answer, key, AsStream(stream));
+  }
+
+  absl::Status ReplayPushRounds(uint32_t id, const RandomKey& key, std::string* payload,
+                                uintptr_t stream) override {
+    TAMP_ASSIGN_OR_RETURN(compress::cuda::PowerSgdWorker * rounds, RoundsOf(id));
+    ScopedDevice scoped(device_);
+    TAMP_RETURN_IF_ERROR(scoped.status());
+    return rounds->ReplayRounds(key, payload, AsStream(stream));
   }
 
   absl::Status ApplyPull(uint32_t id, absl::string_view payload, const RandomKey& key,
@@ -182,6 +221,8 @@ class CudaBackend final : public DeviceBackend {
   // One chunk's GPU codecs; null where the plan puts that direction on the host.
   struct Chunk {
     std::unique_ptr<compress::cuda::DeviceCodec> push;
+    // A multi-round push codec's worker side instead of `push` (HasDeviceRounds()).
+    std::unique_ptr<compress::cuda::PowerSgdWorker> rounds;
     // The push's error feedback: RESIDUAL's residual or DGC_MOMENTUM's v, and DGC's u;
     // empty where the kind keeps none.
     kernels::DeviceArray<float> residual;
@@ -192,6 +233,13 @@ class CudaBackend final : public DeviceBackend {
   };
 
   explicit CudaBackend(int device) : device_(device) {}
+
+  absl::StatusOr<compress::cuda::PowerSgdWorker*> RoundsOf(uint32_t id) {
+    if (chunks_[id].rounds == nullptr) {
+      return absl::InternalError(absl::StrCat("chunk ", id, " has no GPU multi-round push codec"));
+    }
+    return chunks_[id].rounds.get();
+  }
 
   // Copies `count` floats on `stream`, on this backend's device, and waits for the copy.
   absl::Status CopyAndWait(float* to, const float* from, size_t count, cudaMemcpyKind kind,

@@ -2,7 +2,8 @@
 // worker/client_device_test.cc's host stand-in keeps on the CPU: a device chunk's push
 // payloads are the CPU codec's and error feedback's bytes, step after step (the residual
 // carries on the device) and after ResetResiduals(); ApplyPull() adds (or writes) exactly
-// the CPU's decoded update; the copies move values unchanged. Skips without a GPU.
+// the CPU's decoded update; the copies move values unchanged; a multi-round codec's rounds
+// (powersgd) are the CPU's bytes too. Skips without a GPU.
 #include "worker/cuda_backend.h"
 
 #include <memory>
@@ -129,6 +130,71 @@ INSTANTIATE_TEST_SUITE_P(
                       BackendCase{"threshold", "threshold", config::ErrorFeedback::RESIDUAL},
                       BackendCase{"topk", "fp16", config::ErrorFeedback::DGC_MOMENTUM},
                       BackendCase{"threshold", "topk", config::ErrorFeedback::DGC_MOMENTUM}));
+
+// powersgd (two rounds; RESIDUAL at scale 0.75, rank 1 so that every chunk's view allows
+// it): round 0 from EncodePush(), round 1, the finish and a replay are the CPU's bytes step
+// after step, the server's answers being those a one-worker shard gives; the residual and
+// the warm start carry on the device (each step's payloads depend on them).
+TEST(CudaBackendRoundsTest, PowerSgdRoundsAreTheCpusBitForBit) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const config::RunConfig config = testing::TestConfig([](config::RunConfig& config) {
+    config.mutable_cluster()->set_num_workers(1);
+    config.mutable_compression()->set_min_compress_bytes(0);
+    config::ChunkCompression& all = *config.mutable_compression()->mutable_default_compression();
+    all.mutable_push()->set_name("powersgd");
+    all.mutable_push()->set_rank(1);
+    all.mutable_push_feedback()->set_kind(config::ErrorFeedback::RESIDUAL);
+    all.mutable_push_feedback()->set_scale(0.75f);
+    all.mutable_pull()->set_name("fp16");
+  });
+  const JobLayout layout = testing::TestLayout(config);
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> backend =
+      CreateCudaBackend(layout, PlanDeviceChunks(config, layout), 0);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  constexpr uintptr_t kStream = 1;
+  for (const ChunkPlan& chunk : layout.chunks) {
+    const uint32_t id = chunk.chunk.id;
+    const size_t n = chunk.chunk.length;
+    SCOPED_TRACE(layout.tensor_of(chunk).name + " chunk " + std::to_string(id));
+    const compress::ChunkShape shape =
+        compress::ChunkShapeInTensor(layout.tensor_of(chunk).shape, chunk.chunk.offset, n);
+    auto cpu = *compress::CreateCodec(chunk.compression.push(), shape);
+    auto server = *compress::CreateCodec(chunk.compression.push(), shape);
+    auto cpu_feedback = *compress::ErrorFeedback::Create(chunk.compression.push_feedback(), n);
+    for (uint64_t step = 0; step < 3; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      const std::vector<float> grad = testing::TestGradient(n, step, id);
+      const auto d_grad = Upload<float>(grad);
+      const RandomKey key = PushKey(config, step, id, 0);
+      std::string gpu, cpu_payload, answer;
+      ASSERT_TRUE((*backend)->EncodePush(id, d_grad.data(), key, &gpu, kStream).ok());
+      ASSERT_TRUE(cpu_feedback->BeginRounds(*cpu, grad, key, &cpu_payload).ok());
+      EXPECT_TRUE(CompareBytes("round 0", gpu, cpu_payload));
+      if (step == 2) {
+        ASSERT_TRUE((*backend)->ReplayPushRounds(id, key, &gpu, kStream).ok());
+        ASSERT_TRUE(cpu_feedback->ReplayRounds(*cpu, key, &cpu_payload).ok());
+        EXPECT_TRUE(CompareBytes("replayed round 0", gpu, cpu_payload));
+      }
+      for (int round = 0; round < 2; ++round) {
+        if (round == 1) {
+          ASSERT_TRUE((*backend)->PushRound(id, 1, answer, key, &gpu, kStream).ok());
+          ASSERT_TRUE(cpu_feedback->NextRound(*cpu, 1, answer, key, &cpu_payload).ok());
+          EXPECT_TRUE(CompareBytes("round 1", gpu, cpu_payload));
+        }
+        std::vector<float> sum(server->RoundValues(round), 0.0f);
+        ASSERT_TRUE(server->DecodeAddRound(round, cpu_payload, key, absl::MakeSpan(sum)).ok());
+        std::vector<float> aggregate(round == 1 ? n : 0);
+        server->FinishRound(round, 1, absl::MakeSpan(sum), key, &answer,
+                            absl::MakeSpan(aggregate));
+      }
+      ASSERT_TRUE((*backend)->FinishPushRounds(id, answer, key, kStream).ok());
+      ASSERT_TRUE(cpu_feedback->FinishRounds(*cpu, answer, key).ok());
+      // Round 1 again, after the finish: out of order.
+      EXPECT_EQ((*backend)->PushRound(id, 1, answer, key, &gpu, kStream).code(),
+                absl::StatusCode::kFailedPrecondition);
+    }
+  }
+}
 
 #else  // TAMP_HAVE_CUDA
 

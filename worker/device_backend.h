@@ -8,10 +8,12 @@
 //   push: a push codec with a GPU version (compress/cuda/has_device_codec.h) and error
 //         feedback NONE, RESIDUAL or (topk, dgc, threshold) DGC_MOMENTUM encodes on the
 //         device, on the caller's stream, the memory (residual; DGC's u and v) kept on the
-//         device; the payload comes to the host through a pinned buffer. Any other chunk (a
-//         codec without a GPU version such as powersgd, DGC momentum around another codec,
-//         sparsity warm-up, clip_norm) is copied to the host through the pinned buffer and
-//         goes through the CPU codec and residual, exactly as from host memory.
+//         device; the payload comes to the host through a pinned buffer. A multi-round codec
+//         (powersgd, NONE or RESIDUAL) keeps its matrix and residual on the device too, each
+//         round's factor crossing through pinned memory. Any other chunk (DGC momentum
+//         around another codec, sparsity warm-up, clip_norm) is copied to the host through
+//         the pinned buffer and goes through the CPU codec and residual, exactly as from
+//         host memory.
 //   pull: a pull codec with a GPU version decodes into the device tensor; any other answer
 //         is decoded on the host and the chunk makes a round trip through pinned memory
 //         (device -> host, += update, -> device; AGGREGATE only the way back).
@@ -74,7 +76,7 @@ struct TensorMemory {
 //
 // How one chunk's push and pull run when the client's tensors are on a device. An empty
 // reason means on the device; otherwise the reason it goes through the host, e.g.
-// "push codec 'powersgd' has no GPU version".
+// "the push codec's ratio_warmup has no GPU version".
 struct DeviceChunkPlan {
   std::string push_on_host_because;
   std::string pull_on_host_because;
@@ -118,8 +120,24 @@ class DeviceBackend {
   // Chunk `id` (a push_on_device() chunk): *payload = the chunk's push codec applied to
   // d_gradient (its length values) plus its residual, the residual updated as the chunk's
   // error feedback says: byte for byte what the CPU codec and compress/error_feedback.h send.
+  // For a multi-round push codec (rounds() > 1) this is round 0, as
+  // ErrorFeedback::BeginRounds(); the memory changes only in FinishPushRounds().
   virtual absl::Status EncodePush(uint32_t id, const float* d_gradient, const RandomKey& key,
                                   std::string* payload, uintptr_t stream) = 0;
+
+  // PushRound(), FinishPushRounds(), ReplayPushRounds()
+  //
+  // The later rounds of chunk `id`'s multi-round push codec, as compress/error_feedback.h's
+  // NextRound(), FinishRounds() and ReplayRounds() (byte for byte): round `round` >= 1 from
+  // the server's answer to the round before; the last answer (the codec's warm start and the
+  // residual follow from it); round 0 again from what the last EncodePush() formed. A bad
+  // answer is INVALID_ARGUMENT and changes nothing; out of order, FAILED_PRECONDITION.
+  virtual absl::Status PushRound(uint32_t id, int round, absl::string_view previous_answer,
+                                 const RandomKey& key, std::string* payload, uintptr_t stream) = 0;
+  virtual absl::Status FinishPushRounds(uint32_t id, absl::string_view final_answer,
+                                        const RandomKey& key, uintptr_t stream) = 0;
+  virtual absl::Status ReplayPushRounds(uint32_t id, const RandomKey& key, std::string* payload,
+                                        uintptr_t stream) = 0;
 
   // ApplyPull()
   //

@@ -58,9 +58,20 @@ TEST(PlanDeviceChunksTest, GpuCodecsRunOnTheDeviceAndTheRestSayWhyNot) {
     EXPECT_TRUE(plan.push_on_device()) << name << ": " << plan.push_on_host_because;
     EXPECT_TRUE(plan.pull_on_device()) << name << ": " << plan.pull_on_host_because;
   }
-  for (const auto& [name, plan] : Plans(Codecs("powersgd", "bf16"))) {
-    EXPECT_EQ(plan.push_on_host_because, "push codec 'powersgd' has no GPU version") << name;
-    EXPECT_TRUE(plan.pull_on_device()) << name;
+  // Multi-round: its worker side runs on the device, with or without a residual.
+  for (const config::ErrorFeedback::Kind feedback :
+       {config::ErrorFeedback::RESIDUAL, config::ErrorFeedback::NONE}) {
+    for (const auto& [name, plan] : Plans(Codecs("powersgd", "bf16", feedback))) {
+      EXPECT_TRUE(plan.push_on_device()) << name << ": " << plan.push_on_host_because;
+      EXPECT_TRUE(plan.pull_on_device()) << name;
+    }
+  }
+  for (const auto& [name, plan] :
+       Plans(Codecs("powersgd", "fp16", config::ErrorFeedback::DGC_MOMENTUM))) {
+    EXPECT_EQ(plan.push_on_host_because,
+              "push_feedback DGC_MOMENTUM has no GPU version with push codec 'powersgd' (topk, "
+              "dgc and threshold have one)")
+        << name;
   }
   for (const char* sparse : {"topk", "threshold"}) {
     for (const auto& [name, plan] :

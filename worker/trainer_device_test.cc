@@ -2,9 +2,10 @@
 // say they are on cuda:0 (Model::memory(); they are host memory) and a host-memory stand-in
 // for the client's CUDA backend (worker/internal/host_stand_in.h). The trainer must hand the
 // client the model's spans with the model's memory on every call, so that each gradient is
-// encoded "on the device", on the model's stream, and each answer applied there, with the
-// host path only for the chunks the plan puts there (powersgd, multi-round); and the
-// replica, losses and accuracy must be a host worker's, bit for bit.
+// encoded "on the device", on the model's stream, and each answer applied there, powersgd's
+// rounds too (multi-round: round 0 as the encode, round 1 and the finish through the
+// backend), with the host path only for the chunks the plan puts there (top-k's sparsity
+// warm-up); and the replica, losses and accuracy must be a host worker's, bit for bit.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,31 +30,12 @@ namespace tamp {
 namespace {
 
 using ::tamp::testing::Calls;
+using ::tamp::testing::DeviceStandInModel;
 using ::tamp::testing::HostStandIn;
 
 constexpr int kTrainImages = 64;  // 4 steps of 16.
 constexpr uint64_t kSteps = 4;
 constexpr uintptr_t kStream = 0x5eed;  // The stand-in model's "staging stream".
-
-// The CPU model, claiming its spans are on cuda:0 with gradients final on kStream.
-class DeviceStandInModel final : public Model {
- public:
-  explicit DeviceStandInModel(std::unique_ptr<Model> cpu) : cpu_(std::move(cpu)) {}
-
-  absl::Span<float> params() override { return cpu_->params(); }
-  absl::Span<const float> grads() const override { return cpu_->grads(); }
-  TensorMemory memory() const override { return TensorMemory::Cuda(0, kStream); }
-  float TrainStep(const float* x, const uint8_t* labels, int batch,
-                  const std::function<void(int)>& on_tensor_ready) override {
-    return cpu_->TrainStep(x, labels, batch, on_tensor_ready);
-  }
-  int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) override {
-    return cpu_->CountCorrect(x, labels, batch);
-  }
-
- private:
-  std::unique_ptr<Model> cpu_;
-};
 
 void WriteDataSet(const std::string& dir) {
   for (const auto& [prefix, count] : {std::pair<std::string, int>{"train", kTrainImages},
@@ -75,13 +57,15 @@ void WriteDataSet(const std::string& dir) {
 }
 
 // One worker, one shard: fc1.weight pushes topk 1% with RESIDUAL and pulls fp16 (both on the
-// device), fc2.weight pushes powersgd (host: no GPU version), the biases go uncompressed.
+// device), fc2.weight pushes powersgd rank 1 with RESIDUAL (device, two rounds), fc3.weight
+// topk with a ratio_warmup (host: the warm-up has no GPU version), the biases go
+// uncompressed.
 config::RunConfig Config(const std::string& dir) {
   const std::string path = dir + "job.pbtxt";
   testing::WriteRawFile(path, absl::StrCat(R"pb(
     version: 1
     cluster { num_servers: 1 num_workers: 1 rpc_timeout_ms: 10000 }
-    model { kind: MLP hidden: [ 16 ] init_seed: 3 }
+    model { kind: MLP hidden: [ 16, 12 ] init_seed: 3 }
     data { dir: ")pb", dir, R"pb(" batch_size: 16 shuffle_seed: 5 }
     training { epochs: 1 }
     optimizer { learning_rate: 0.05 momentum: 0.9 }
@@ -95,7 +79,19 @@ config::RunConfig Config(const std::string& dir) {
       }
       tensor_overrides {
         pattern: "fc2.weight"
-        compression { push { name: "powersgd" rank: 1 } pull { name: "fp16" } }
+        compression {
+          push { name: "powersgd" rank: 1 }
+          push_feedback { kind: RESIDUAL }
+          pull { name: "fp16" }
+        }
+      }
+      tensor_overrides {
+        pattern: "fc3.weight"
+        compression {
+          push { name: "topk" ratio: 0.1 ratio_warmup: [ 0.5 ] }
+          push_feedback { kind: RESIDUAL }
+          pull { name: "fp16" }
+        }
       }
     }
   )pb"));
@@ -164,7 +160,7 @@ TEST(TrainerDeviceTest, DeviceModelTrainsThroughTheDevicePathAsAHostWorker) {
     absl::StatusOr<std::unique_ptr<Model>> cpu =
         CreateCpuModel(config.model(), std::move(tensors), max_batch);
     if (!cpu.ok()) return cpu.status();
-    return std::unique_ptr<Model>(std::make_unique<DeviceStandInModel>(*std::move(cpu)));
+    return std::unique_ptr<Model>(std::make_unique<DeviceStandInModel>(*std::move(cpu), kStream));
   };
   parts.device_backends = [&](const JobLayout& layout, absl::Span<const DeviceChunkPlan> chunks,
                               int device) -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {
@@ -174,28 +170,34 @@ TEST(TrainerDeviceTest, DeviceModelTrainsThroughTheDevicePathAsAHostWorker) {
   };
   const RunResult device = Train(config, std::move(parts));
 
-  // The plan: fc2.weight's chunks push on the host (powersgd), every other chunk and every
-  // pull on the device.
+  // The plan: fc3.weight's chunks push on the host (the warm-up), every other
+  // chunk (powersgd's too) and every pull on the device.
   ASSERT_EQ(plan.size(), layout->chunks.size());
-  int device_pushes = 0, host_pushes = 0;
+  int device_pushes = 0, host_pushes = 0, powersgd_pushes = 0;
   for (const ChunkPlan& chunk : layout->chunks) {
     const DeviceChunkPlan& p = plan[chunk.chunk.id];
-    const bool powersgd = layout->tensor_of(chunk).name == "fc2.weight";
-    EXPECT_EQ(p.push_on_device(), !powersgd) << layout->tensor_of(chunk).name;
-    if (powersgd) {
-      EXPECT_EQ(p.push_on_host_because, "push codec 'powersgd' has no GPU version");
+    const std::string& tensor = layout->tensor_of(chunk).name;
+    const bool host = tensor == "fc3.weight";
+    EXPECT_EQ(p.push_on_device(), !host) << tensor << ": " << p.push_on_host_because;
+    if (host) {
+      EXPECT_EQ(p.push_on_host_because, "the push codec's ratio_warmup has no GPU version");
     }
-    EXPECT_TRUE(p.pull_on_device()) << layout->tensor_of(chunk).name << ": "
-                                    << p.pull_on_host_because;
+    EXPECT_TRUE(p.pull_on_device()) << tensor << ": " << p.pull_on_host_because;
     (p.push_on_device() ? device_pushes : host_pushes)++;
+    if (tensor == "fc2.weight") ++powersgd_pushes;
   }
   ASSERT_GT(host_pushes, 0);
+  ASSERT_GT(powersgd_pushes, 0);
 
-  // Every gradient of a device chunk was encoded through the backend, every answer applied
-  // there, all on the model's stream; only powersgd's gradient came to the host.
+  // Every gradient of a device chunk was encoded through the backend (powersgd's round 0),
+  // powersgd's round 1 and its finish went there too, every answer was applied there, all
+  // on the model's stream; only fc3.weight's gradient came to the host.
   EXPECT_EQ(calls.encodes, static_cast<int>(kSteps) * device_pushes);
+  EXPECT_EQ(calls.rounds, static_cast<int>(kSteps) * powersgd_pushes);
+  EXPECT_EQ(calls.finishes, static_cast<int>(kSteps) * powersgd_pushes);
+  EXPECT_EQ(calls.replays, 0);
   EXPECT_EQ(calls.applies, static_cast<int>(kSteps * layout->chunks.size()));
-  EXPECT_EQ(calls.to_host, static_cast<int>(kSteps));  // fc2.weight's gradient, once a step.
+  EXPECT_EQ(calls.to_host, static_cast<int>(kSteps));  // fc3.weight's gradient, once a step.
   EXPECT_EQ(calls.streams, std::set<uintptr_t>{kStream});
 
   // The same run as the host worker's, bit for bit.

@@ -12,7 +12,10 @@
 //
 // Two real Trainers run against two in-process servers: shard 0 is the plain service, shard 1 first
 // a service that loses those answers and then refuses everything (as a killed process does), then
-// the plain service over a shard restored from the checkpoint, on the same port.
+// the plain service over a shard restored from the checkpoint, on the same port. The
+// PowerSGD cases run once more with device workers (a CPU model claiming cuda:0 and the
+// host stand-in of the CUDA backend, worker/internal/host_stand_in.h), whose replayed first
+// rounds go through the backend.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -32,7 +35,9 @@
 #include "proto/checkpoint.pb.h"
 #include "server/service.h"
 #include "server/shard.h"
+#include "worker/cpu_models.h"
 #include "worker/idx_test_util.h"
+#include "worker/internal/host_stand_in.h"
 #include "worker/trainer.h"
 
 namespace tamp {
@@ -166,6 +171,8 @@ class TrainerRestartTest : public ::testing::Test {
  protected:
   // The push codec's spec.
   virtual std::string PushCodec() const { return R"(name: "topk" ratio: 0.1)"; }
+  // Whether the workers' tensors are on a (stand-in) device.
+  virtual bool DeviceWorkers() const { return false; }
 
   void SetUp() override {
     const std::string dir = testing::TestDir();
@@ -229,8 +236,26 @@ class TrainerRestartTest : public ::testing::Test {
 
     std::vector<std::unique_ptr<Trainer>> trainers;
     for (uint32_t rank = 0; rank < 2; ++rank) {
-      absl::StatusOr<std::unique_ptr<Trainer>> trainer =
-          Trainer::Create(config_, rank, addresses, [](const events::WorkerEvent&) {});
+      TrainerParts parts;
+      if (DeviceWorkers()) {
+        parts.model = [](const config::RunConfig& config, std::vector<TensorSpec> tensors,
+                         int max_batch) -> absl::StatusOr<std::unique_ptr<Model>> {
+          absl::StatusOr<std::unique_ptr<Model>> cpu =
+              CreateCpuModel(config.model(), std::move(tensors), max_batch);
+          if (!cpu.ok()) return cpu.status();
+          return std::unique_ptr<Model>(
+              std::make_unique<testing::DeviceStandInModel>(*std::move(cpu), 1));
+        };
+        testing::Calls* calls = &calls_[rank];
+        parts.device_backends = [calls](const JobLayout& layout,
+                                        absl::Span<const DeviceChunkPlan> plan, int)
+            -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {
+          return std::unique_ptr<DeviceBackend>(
+              std::make_unique<testing::HostStandIn>(layout, plan, calls));
+        };
+      }
+      absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(
+          config_, rank, addresses, [](const events::WorkerEvent&) {}, std::move(parts));
       ASSERT_TRUE(trainer.ok()) << trainer.status();
       trainers.push_back(*std::move(trainer));
     }
@@ -287,6 +312,7 @@ class TrainerRestartTest : public ::testing::Test {
   config::RunConfig config_;
   JobLayout layout_;
   std::vector<uint32_t> shard1_chunks_;
+  testing::Calls calls_[2];  // Each device worker's backend calls.
 };
 
 TEST_F(TrainerRestartTest, EachWorkerPushesAgainTheChunksWhoseAnswersTheOtherLost) {
@@ -318,6 +344,37 @@ TEST_F(PowerSgdRestartTest, AWorkerThatLostEveryFirstRoundAnswerPushesTheStepAga
   std::vector<Answer> lost;
   for (uint32_t chunk : shard1_chunks_) lost.push_back({0, chunk});
   TrainThroughTheRestart(lost);
+}
+
+// The same with device workers: powersgd's rounds, and the replayed first rounds, go through
+// the device backend, and no gradient comes to the host.
+class DevicePowerSgdRestartTest : public PowerSgdRestartTest {
+ protected:
+  bool DeviceWorkers() const override { return true; }
+
+  void ExpectEverythingThroughTheBackend() {
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_GT(calls_[rank].encodes, 0) << "worker " << rank;
+      EXPECT_GT(calls_[rank].finishes, 0) << "worker " << rank;
+      EXPECT_EQ(calls_[rank].to_host, 0) << "worker " << rank;
+    }
+  }
+};
+
+TEST_F(DevicePowerSgdRestartTest, EachWorkerReplaysTheStepThroughTheBackend) {
+  TrainThroughTheRestart({{0, shard1_chunks_[0]}, {1, shard1_chunks_[1]}});
+  ExpectEverythingThroughTheBackend();
+  // Each lost an answer of the restarted shard: each pushes the step to it again.
+  EXPECT_GT(calls_[0].replays, 0);
+  EXPECT_GT(calls_[1].replays, 0);
+}
+
+TEST_F(DevicePowerSgdRestartTest, AWorkerThatLostEveryFirstRoundAnswerReplaysThroughTheBackend) {
+  std::vector<Answer> lost;
+  for (uint32_t chunk : shard1_chunks_) lost.push_back({0, chunk});
+  TrainThroughTheRestart(lost);
+  ExpectEverythingThroughTheBackend();
+  EXPECT_GT(calls_[0].replays, 0);
 }
 
 }  // namespace

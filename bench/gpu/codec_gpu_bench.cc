@@ -15,11 +15,18 @@
 // (encode + decode time): 1.0 means compressing and decompressing a gradient costs as much
 // as copying it once.
 //
+// powersgd (rank 2, the n values as a vector) has no one-call encode and its decode is the
+// server's (CPU): a second table times the worker's step (compress/cuda/device_powersgd.h:
+// round 0, round 1 and the finish, host work included, the server's answers canned from
+// the first step), without and with the residual, against the same memcpy:
+//   codec | n | payload bytes/value (both rounds) | step ms | step+EF ms | memcpy ms |
+//   step+EF / memcpy
+//
 // Host code only (the kernels are in //compress/cuda); without a device (or built without
 // CUDA) it prints "no CUDA device: skipping (...)" and exits 0, or with TAMP_REQUIRE_CUDA=1
 // (kernels::CudaRequired(), set by run_on_device.sh) says so on stderr and exits 1.
 //
-// Usage: codec_gpu_bench [--sizes=24,26] [--iters=20] [--warmup=3] [--codecs=qsgd,topk]
+// Usage: codec_gpu_bench [--sizes=24,26] [--iters=20] [--warmup=3] [--codecs=qsgd,topk,powersgd]
 #include <cstdio>
 #include <string>
 
@@ -56,8 +63,12 @@ int NoDevice() {
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 #include "base/status_macros.h"
+#include "compress/codec.h"
 #include "compress/cuda/device_codec.h"
+#include "compress/cuda/device_powersgd.h"
+#include "compress/powersgd.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
 #include "proto/config.pb.h"
@@ -164,6 +175,46 @@ absl::StatusOr<double> MedianMs(int warmup, int iters, cudaStream_t stream, F&& 
   return times[times.size() / 2];
 }
 
+// One row of the powersgd table for n = 2^log_n values at d_input (d_residual: n scratch
+// values).
+absl::StatusOr<std::string> PowerSgdRow(int log_n, int warmup, int iters, const float* d_input,
+                                        float* d_residual, double memcpy_ms, cudaStream_t stream) {
+  const size_t n = size_t{1} << log_n;
+  constexpr int kRank = 2;
+  config::Codec spec;
+  spec.set_name("powersgd");
+  spec.set_rank(kRank);
+  const compress::ChunkShape shape{.elements = n};
+  TAMP_ASSIGN_OR_RETURN(auto worker, compress::cuda::CreateDevicePowerSgd(spec, shape));
+  const RandomKey key{.seed = 1, .step = 2, .chunk = 3, .worker = 4};
+  // The answers a one-worker shard gives to the first step: P̂ = orth(P), Q̄ = Q_i.
+  const compress::PowerSgdCodec host(shape, kRank);
+  std::string round0, round1, answer0;
+  TAMP_RETURN_IF_ERROR(worker->BeginRounds(d_input, nullptr, 1.0f, key, &round0, stream));
+  std::vector<float> p;
+  TAMP_RETURN_IF_ERROR(host.ParseMessage(round0, 0, "round 0", &p));
+  compress::OrthonormalizeColumns(host.view().rows, kRank, absl::MakeSpan(p));
+  host.AppendMessage(0, p, &answer0);
+  TAMP_RETURN_IF_ERROR(worker->NextRound(1, answer0, key, &round1, stream));
+  TAMP_RETURN_IF_ERROR(worker->FinishRounds(round1, key, stream));
+  auto step = [&](float* residual) -> absl::Status {
+    std::string payload;
+    TAMP_RETURN_IF_ERROR(worker->BeginRounds(d_input, residual, 1.0f, key, &payload, stream));
+    TAMP_RETURN_IF_ERROR(worker->NextRound(1, answer0, key, &payload, stream));
+    return worker->FinishRounds(round1, key, stream);
+  };
+  TAMP_ASSIGN_OR_RETURN(const double step_ms,
+                        MedianMs(warmup, iters, stream, [&] { return step(nullptr); }));
+  TAMP_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_residual, 0, 4 * n, stream));
+  TAMP_ASSIGN_OR_RETURN(const double step_ef_ms,
+                        MedianMs(warmup, iters, stream, [&] { return step(d_residual); }));
+  char row[256];
+  std::snprintf(row, sizeof(row), "| powersgd r=%d | 2^%d | %.4f | %.3f | %.3f | %.3f | %.3f |\n",
+                kRank, log_n, static_cast<double>(round0.size() + round1.size()) / n, step_ms,
+                step_ef_ms, memcpy_ms, step_ef_ms / memcpy_ms);
+  return std::string(row);
+}
+
 absl::Status Run(const std::vector<int>& log_sizes, int iters, int warmup,
                  const std::vector<std::string>& only) {
   cudaDeviceProp prop;
@@ -180,6 +231,9 @@ absl::Status Run(const std::vector<int>& log_sizes, int iters, int warmup,
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   cudaStream_t stream;
   TAMP_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream));
+  const bool powersgd =
+      only.empty() || std::find(only.begin(), only.end(), "powersgd") != only.end();
+  std::string powersgd_rows;
   for (const int log_n : log_sizes) {
     const size_t n = size_t{1} << log_n;
     const std::vector<float> host = GradientLike(n);
@@ -226,6 +280,18 @@ absl::Status Run(const std::vector<int>& log_sizes, int iters, int warmup,
                   memcpy_ms / (encode_ms + decode_ms));
       std::fflush(stdout);
     }
+    if (powersgd && log_n >= 2) {  // Rank 2 needs a view of at least 2 x 2.
+      TAMP_ASSIGN_OR_RETURN(const std::string row,
+                            PowerSgdRow(log_n, warmup, iters, input.data(), residual.data(),
+                                        memcpy_ms, stream));
+      powersgd_rows += row;
+    }
+  }
+  if (powersgd) {
+    std::printf(
+        "\n| codec | n | payload bytes/value (both rounds) | step ms | step+EF ms | memcpy ms | "
+        "step+EF / memcpy |\n|---|---|---|---|---|---|---|\n%s",
+        powersgd_rows.c_str());
   }
   cudaStreamDestroy(stream);
   return absl::OkStatus();

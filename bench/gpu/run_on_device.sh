@@ -28,7 +28,7 @@
 # 5e-2: cuBLAS sums in another order than OpenBLAS; compare_losses.py says how these were
 # chosen), the wire bytes (equal) and the test accuracy (within 0.02).
 # topk1_ef puts every compressed chunk on the GPU path (top-k 1% with residual both ways);
-# powersgd takes the client's host fallback for its pushes.
+# powersgd runs its two rounds on the GPU path too (compress/cuda/device_powersgd.h).
 #
 # A run that did not exercise a GPU fails; it never passes by skipping:
 #   - no GPU visible (nvidia-smi -L lists none): fails before running anything;
@@ -391,7 +391,8 @@ RACECHECK_SPECS=(fp16 qsgd_s127_d512 maxmin_b8_near_d512 terngrad efsign topk_r1
 SANITIZE_STEPS=(
   "memcheck|device_codec_test|240|$(gtest_filter MatchesCpuCodec "${MEMCHECK_SPECS[@]}"):$(
     gtest_filter RejectsWhatCpuRejects topk_r1 threshold_t5 qsgd_s127_d512 maxmin_b8_near_d512
-  ):DeviceCodecEdgeTest.*:DeviceCodecAsyncTest.*:SparseCodecs/DeviceCodecDgcTest.*/threshold_t5"
+  ):DeviceCodecEdgeTest.*:DeviceCodecAsyncTest.*:SparseCodecs/DeviceCodecDgcTest.*/threshold_t5"\
+":PowerSgdCases/DevicePowerSgdTest.*"
   "racecheck|device_codec_test|180|$(gtest_filter MatchesCpuCodec "${RACECHECK_SPECS[@]}")"
   "memcheck|layers_test|90|*"
 )

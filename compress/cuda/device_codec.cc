@@ -77,6 +77,12 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     return absl::UnimplementedError(
         absl::StrCat("codec '", spec.name(), "' has no GPU implementation"));
   }
+  if (HasDeviceRounds(spec.name())) {
+    return absl::UnimplementedError(absl::StrCat(
+        "codec '", spec.name(),
+        "' takes several rounds per step: its GPU version is CreateDevicePowerSgd() "
+        "(compress/cuda/device_powersgd.h)"));
+  }
   if (num_elements == 0) return absl::InvalidArgumentError("num_elements must be >= 1");
   if (num_elements >= kMaxElements) {
     return absl::UnimplementedError(

@@ -8,7 +8,8 @@
 // the CPU codec draws them: Floyd's algorithm is a sequential chain; the values move on the
 // device) (HasDeviceCodec()). signum keeps its momentum on the device (every Encode is one
 // step, as SignumCodec's). Others return UNIMPLEMENTED from Create(); callers fall back to
-// the CPU codec.
+// the CPU codec. powersgd, whose step is two exchanges, has its own GPU class
+// (device_powersgd.h).
 //
 // Error feedback is fused (DeviceFeedback): RESIDUAL encodes c = input + residual and
 // leaves residual = s * (c - decode(body)) in one pass over input and residual for the
@@ -99,7 +100,8 @@ class DeviceCodec {
   //
   // Validates `spec` (compress/registry.h ValidateCodecSpec) and sets up a codec for chunks
   // of num_elements values, allocating its device scratch. UNIMPLEMENTED for codecs without
-  // a GPU version and for chunks of 2^32 values or more; INVALID_ARGUMENT for a bad spec or
+  // a GPU version, for powersgd (CreateDevicePowerSgd()) and for chunks of 2^32 values or
+  // more; INVALID_ARGUMENT for a bad spec or
   // num_elements == 0; FAILED_PRECONDITION without a device.
   static absl::StatusOr<std::unique_ptr<DeviceCodec>> Create(const config::Codec& spec,
                                                              size_t num_elements);

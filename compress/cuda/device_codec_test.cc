@@ -8,6 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "compress/codec.h"
+#include "compress/cuda/internal/powersgd_cases.h"
 #include "compress/cuda/internal/test_cases.h"
 #include "compress/error_feedback.h"
 #include "compress/registry.h"
@@ -17,6 +18,7 @@
 #include "kernels/device.h"
 #if TAMP_HAVE_CUDA
 #include "compress/cuda/device_codec.h"
+#include "compress/cuda/device_powersgd.h"
 #endif
 
 namespace tamp::compress::cuda {
@@ -29,6 +31,7 @@ using kernels::DeviceArray;
 using kernels::testing::Allocate;
 using kernels::testing::CompareBitwise;
 using kernels::testing::CompareBytes;
+using kernels::testing::Download;
 using kernels::testing::Upload;
 
 // Runs without a device: the checks before any device work.
@@ -48,7 +51,9 @@ TEST(DeviceCodecCreateTest, RefusesWhatItCannotDo) {
   config::Codec threshold = cuda_testing::NamedSpec("threshold");
   threshold.set_threshold(0.5);
   EXPECT_EQ(DeviceCodec::Create(threshold, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(HasDeviceCodec("powersgd"));
+  EXPECT_TRUE(HasDeviceCodec("powersgd"));  // As a PowerSgdWorker (device_powersgd.h).
+  EXPECT_TRUE(HasDeviceRounds("powersgd"));
+  EXPECT_FALSE(HasDeviceRounds("topk"));
   if (!kernels::CudaDeviceAvailable()) {
     config::Codec fp16;
     fp16.set_name("fp16");
@@ -343,6 +348,72 @@ TEST(DeviceCodecEdgeTest, HalfConversionsOverManyBitPatterns) {
     ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), {}, {}, &gpu_payload, nullptr).ok());
     EXPECT_TRUE(CompareBytes(name, gpu_payload, cpu_payload));
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// powersgd: the worker's rounds (device_powersgd.h) against the CPU codec, step after step
+// (internal/powersgd_cases.h; powersgd_emulation_test.cc runs the same on the host).
+// ---------------------------------------------------------------------------------------
+
+class DeviceMemory final : public cuda_testing::WorkerMemory {
+ public:
+  // The residual starts at zero.
+  explicit DeviceMemory(size_t n) {
+    Report(Upload<float>(std::vector<float>(n, 0.0f), &residual_));
+  }
+  bool SetGradient(const std::vector<float>& g) override {
+    return Report(Upload<float>(g, &gradient_));
+  }
+  const float* gradient() override { return gradient_.data(); }
+  float* residual() override { return residual_.data(); }
+  bool ReadResidual(std::vector<float>* out) override { return Report(Download(residual_, out)); }
+
+ private:
+  static bool Report(const ::testing::AssertionResult& r) {
+    if (!r) ADD_FAILURE() << r.message();
+    return static_cast<bool>(r);
+  }
+  DeviceArray<float> gradient_, residual_;
+};
+
+void ExpectDevicePowerSgdMatchesCpu(const cuda_testing::PowerSgdCase& c, int steps) {
+  auto worker = CreateDevicePowerSgd(cuda_testing::PowerSgdSpec(c.rank), c.shape);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  DeviceMemory memory(c.shape.elements);
+  cuda_testing::ExpectPowerSgdMatchesCpu(c, **worker, memory, steps);
+}
+
+// Runs without a device: the checks before any device work.
+TEST(DevicePowerSgdCreateTest, RefusesWhatItCannotDo) {
+  const ChunkShape thin{.elements = 30, .offset = 0, .row_length = 10};  // 3 x 10.
+  EXPECT_EQ(CreateDevicePowerSgd(cuda_testing::PowerSgdSpec(4), thin).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateDevicePowerSgd(cuda_testing::NamedSpec("fp16"), thin).status().code(),
+            absl::StatusCode::kUnimplemented);
+  if (!kernels::CudaDeviceAvailable()) {
+    EXPECT_EQ(CreateDevicePowerSgd(cuda_testing::PowerSgdSpec(2), thin).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+}
+
+class DevicePowerSgdTest : public ::testing::TestWithParam<cuda_testing::PowerSgdCase> {};
+
+TEST_P(DevicePowerSgdTest, MatchesCpuCodecStepAfterStep) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  ExpectDevicePowerSgdMatchesCpu(GetParam(), 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(PowerSgdCases, DevicePowerSgdTest,
+                         ::testing::ValuesIn(cuda_testing::PowerSgdCases()),
+                         [](const auto& info) { return info.param.label; });
+
+// Many blocks and grid-stride loops: a 2^20-value slice of a 1000-column tensor that starts
+// mid-row (1049 x 1000), and a vector of 300001 values (548 x 548).
+TEST(DevicePowerSgdLargeTest, MatchesCpuCodecOnLargeChunks) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  ExpectDevicePowerSgdMatchesCpu(
+      {"tensor", {.elements = 1 << 20, .offset = 1000 * 7 + 333, .row_length = 1000}, 4}, 2);
+  ExpectDevicePowerSgdMatchesCpu({"vector", {.elements = 300001}, 2}, 2);
 }
 
 #else  // !TAMP_HAVE_CUDA

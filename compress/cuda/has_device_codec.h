@@ -9,10 +9,17 @@ namespace tamp::compress::cuda {
 
 // HasDeviceCodec()
 //
-// Whether DeviceCodec::Create() (device_codec.h) supports codec `name` (a registry name):
-// none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad, maxmin, topk, dgc,
-// threshold, randomblock, randomk.
+// Whether codec `name` (a registry name) has a GPU version: DeviceCodec::Create()
+// (device_codec.h) for none, fp16, bf16, natural, signsgd, signum, efsign, qsgd, terngrad,
+// maxmin, topk, dgc, threshold, randomblock, randomk; CreateDevicePowerSgd()
+// (device_powersgd.h, the worker's side of its rounds) for powersgd (HasDeviceRounds()).
 bool HasDeviceCodec(absl::string_view name);
+
+// HasDeviceRounds()
+//
+// Whether that GPU version takes several rounds per step (compress/codec.h rounds()), so it
+// is a PowerSgdWorker, not a DeviceCodec: powersgd.
+bool HasDeviceRounds(absl::string_view name);
 
 // HasDeviceDgcMomentum()
 //

@@ -1,5 +1,6 @@
 // Test helper: a host-memory stand-in for the worker client's CUDA backend
-// (worker/device_backend.h), so the client's device path and its users run on the CPU.
+// (worker/device_backend.h), so the client's device path and its users run on the CPU; and
+// DeviceStandInModel, a CPU model that says its tensors are on cuda:0, for the trainer's.
 // "Device" memory is host memory; the chunks the plan puts on the device use the CPU codecs
 // and error feedback, which is what compress/cuda/'s codecs reproduce byte for byte
 // (worker/cuda_backend_test.cc checks the CUDA backend against that contract on a GPU).
@@ -20,9 +21,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +40,7 @@
 #include "gtest/gtest.h"
 #include "job/job_layout.h"
 #include "worker/device_backend.h"
+#include "worker/model.h"
 
 namespace tamp::testing {
 
@@ -45,6 +49,9 @@ struct Calls {
   int to_host = 0;
   int to_device = 0;
   int encodes = 0;
+  int rounds = 0;    // PushRound().
+  int finishes = 0;  // FinishPushRounds().
+  int replays = 0;   // ReplayPushRounds().
   int applies = 0;
   int resets = 0;
   std::set<uintptr_t> streams;  // Every stream a call named.
@@ -95,9 +102,36 @@ class HostStandIn final : public DeviceBackend {
     calls_->streams.insert(stream);
     Chunk& chunk = chunks_[id];
     EXPECT_NE(chunk.push, nullptr) << "chunk " << id << " is not planned on the device";
-    return chunk.feedback->Compress(
-        *chunk.push, absl::MakeConstSpan(d_gradient, layout_.chunks[id].chunk.length), key,
-        payload);
+    const absl::Span<const float> gradient =
+        absl::MakeConstSpan(d_gradient, layout_.chunks[id].chunk.length);
+    if (chunk.push->rounds() > 1) {
+      return chunk.feedback->BeginRounds(*chunk.push, gradient, key, payload);
+    }
+    return chunk.feedback->Compress(*chunk.push, gradient, key, payload);
+  }
+  absl::Status PushRound(uint32_t id, int round, absl::string_view previous_answer,
+                         const RandomKey& key, std::string* payload, uintptr_t stream) override {
+    ++calls_->rounds;
+    calls_->streams.insert(stream);
+    Chunk& chunk = chunks_[id];
+    EXPECT_NE(chunk.push, nullptr) << "chunk " << id << " is not planned on the device";
+    return chunk.feedback->NextRound(*chunk.push, round, previous_answer, key, payload);
+  }
+  absl::Status FinishPushRounds(uint32_t id, absl::string_view final_answer, const RandomKey& key,
+                                uintptr_t stream) override {
+    ++calls_->finishes;
+    calls_->streams.insert(stream);
+    Chunk& chunk = chunks_[id];
+    EXPECT_NE(chunk.push, nullptr) << "chunk " << id << " is not planned on the device";
+    return chunk.feedback->FinishRounds(*chunk.push, final_answer, key);
+  }
+  absl::Status ReplayPushRounds(uint32_t id, const RandomKey& key, std::string* payload,
+                                uintptr_t stream) override {
+    ++calls_->replays;
+    calls_->streams.insert(stream);
+    Chunk& chunk = chunks_[id];
+    EXPECT_NE(chunk.push, nullptr) << "chunk " << id << " is not planned on the device";
+    return chunk.feedback->ReplayRounds(*chunk.push, key, payload);
   }
   absl::Status ApplyPull(uint32_t id, absl::string_view payload, const RandomKey& key,
                          float* d_target, bool overwrite, uintptr_t stream) override {
@@ -132,6 +166,29 @@ class HostStandIn final : public DeviceBackend {
   Calls* const calls_;
   std::vector<Chunk> chunks_;
   std::vector<float> staging_;
+};
+
+// A CPU model claiming its spans are on cuda:0 (they are host memory), with gradients final
+// on `stream`: with a HostStandIn backend (TrainerParts) the trainer runs its device path.
+class DeviceStandInModel final : public Model {
+ public:
+  DeviceStandInModel(std::unique_ptr<Model> cpu, uintptr_t stream)
+      : cpu_(std::move(cpu)), stream_(stream) {}
+
+  absl::Span<float> params() override { return cpu_->params(); }
+  absl::Span<const float> grads() const override { return cpu_->grads(); }
+  TensorMemory memory() const override { return TensorMemory::Cuda(0, stream_); }
+  float TrainStep(const float* x, const uint8_t* labels, int batch,
+                  const std::function<void(int)>& on_tensor_ready) override {
+    return cpu_->TrainStep(x, labels, batch, on_tensor_ready);
+  }
+  int64_t CountCorrect(const float* x, const uint8_t* labels, int batch) override {
+    return cpu_->CountCorrect(x, labels, batch);
+  }
+
+ private:
+  std::unique_ptr<Model> cpu_;
+  const uintptr_t stream_;
 };
 
 }  // namespace tamp::testing

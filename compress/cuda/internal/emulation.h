@@ -1,7 +1,9 @@
 // Host emulation of the GPU codecs' kernels: the agents of compress/cuda/internal/*_agent.h
 // run thread after thread, in the order of the kernels' phases (quantize.cu, topk.cu,
-// randomblock.cu, randomk.cu). Emulated is one DeviceCodec, as DeviceCodec::Create() maps a
-// spec. Internal, testonly: compress/cuda/emulation_test.cc compares it with the CPU codecs.
+// randomblock.cu, randomk.cu, powersgd.cu). Emulated is one DeviceCodec, as
+// DeviceCodec::Create() maps a spec, or powersgd's worker (EmulatedPowerSgdKernels).
+// Internal, testonly: compress/cuda/emulation_test.cc and powersgd_emulation_test.cc compare
+// it with the CPU codecs.
 //
 // Single-threaded; each call owns its scratch. What it cannot show is the CUDA plumbing
 // (grids, shared memory, barriers, CUB): device_codec_test.cc runs the kernels on a GPU.
@@ -11,17 +13,22 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "base/philox.h"
+#include "compress/cuda/internal/powersgd_agent.h"
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/randomblock_agent.h"
 #include "compress/cuda/internal/randomk_agent.h"
 #include "compress/cuda/internal/topk_agent.h"
+#include "compress/cuda/powersgd_rounds.h"
 #include "compress/randomk.h"
 #include "compress/signum.h"
 #include "compress/sparse.h"
@@ -428,6 +435,59 @@ inline Emulated MakeEmulated(const config::Codec& spec, size_t n) {
     e.top = MakeTopKLayout(n, TopKCodec::EntriesKept(spec, n), spec.fp16_values());
   }
   return e;
+}
+
+// ---------------------------------------------------------------------------------------
+// powersgd (the worker's side)
+// ---------------------------------------------------------------------------------------
+
+// The kernels of powersgd.cu on host memory, thread after thread, as a PowerSgdWorker's
+// backend (compress/cuda/powersgd_rounds.h): the worker's host code is the real one.
+class EmulatedPowerSgdKernels final : public cuda::PowerSgdKernels {
+ public:
+  explicit EmulatedPowerSgdKernels(const PowerSgdLayout& l)
+      : l_(l), matrix_(l.matrix_values()), p_hat_(l.p_values()), q_local_(l.q_values()) {}
+
+  absl::Status Assemble(const float* input, const float* residual, void*) override {
+    const GlobalSource source{input, residual};
+    for (uint64_t f = 0; f < l_.matrix_values(); ++f) matrix_[f] = MatrixEntry(l_, f, source);
+    return absl::OkStatus();
+  }
+  absl::Status Project(absl::Span<const float> q, absl::Span<float> p, void*) override {
+    for (uint64_t e = 0; e < l_.p_values(); ++e) {
+      p[e] = ProjectEntry(l_, matrix_.data(), q.data(), e);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status ProjectBack(absl::Span<const float> p_hat, absl::Span<float> q_local,
+                           void*) override {
+    std::copy(p_hat.begin(), p_hat.end(), p_hat_.begin());
+    for (uint64_t e = 0; e < l_.q_values(); ++e) {
+      q_local_[e] = ProjectBackEntry(l_, matrix_.data(), p_hat_.data(), e);
+    }
+    std::copy(q_local_.begin(), q_local_.end(), q_local.begin());
+    return absl::OkStatus();
+  }
+  absl::Status Finish(float* residual, float residual_scale, void*) override {
+    for (uint64_t t = 0; t < l_.n; ++t) {
+      FinishEntry(l_, matrix_.data(), p_hat_.data(), q_local_.data(), t, residual, residual_scale);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const PowerSgdLayout l_;
+  std::vector<float> matrix_, p_hat_, q_local_;
+};
+
+// A PowerSgdWorker on the emulated kernels.
+inline absl::StatusOr<std::unique_ptr<cuda::PowerSgdWorker>> MakeEmulatedPowerSgd(
+    const config::Codec& spec, const ChunkShape& shape) {
+  return cuda::PowerSgdWorker::Create(
+      spec, shape,
+      [](const PowerSgdLayout& l) -> absl::StatusOr<std::unique_ptr<cuda::PowerSgdKernels>> {
+        return std::make_unique<EmulatedPowerSgdKernels>(l);
+      });
 }
 
 }  // namespace tamp::compress::cuda_internal

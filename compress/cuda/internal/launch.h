@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "base/philox.h"
+#include "compress/cuda/internal/powersgd_agent.h"
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/randomblock_agent.h"
 #include "compress/cuda/internal/randomk_agent.h"
@@ -120,6 +121,27 @@ cudaError_t EncodeRandomK(void* temp, size_t* temp_bytes, const RandomKLayout& l
 cudaError_t DecodeRandomK(const RandomKLayout& layout, const uint32_t* positions,
                           const unsigned char* body, float* out, bool accumulate,
                           cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// powersgd, the worker's side (layout: powersgd_agent.h)
+// ---------------------------------------------------------------------------------------
+
+// matrix (layout.matrix_values()) = the zero-padded view of input (+ residual, may be null).
+cudaError_t AssemblePowerSgd(const PowerSgdLayout& layout, const float* input,
+                             const float* residual, float* matrix, cudaStream_t stream);
+
+// p (layout.p_values()) = matrix q.
+cudaError_t ProjectPowerSgd(const PowerSgdLayout& layout, const float* matrix, const float* q,
+                            float* p, cudaStream_t stream);
+
+// q_local (layout.q_values()) = matrixᵀ p_hat.
+cudaError_t ProjectBackPowerSgd(const PowerSgdLayout& layout, const float* matrix,
+                                const float* p_hat, float* q_local, cudaStream_t stream);
+
+// residual (layout.n) = residual_scale * (matrix - p_hat q_localᵀ) at the chunk's positions.
+cudaError_t FinishPowerSgd(const PowerSgdLayout& layout, const float* matrix, const float* p_hat,
+                           const float* q_local, float* residual, float residual_scale,
+                           cudaStream_t stream);
 
 }  // namespace tamp::compress::cuda_internal
 

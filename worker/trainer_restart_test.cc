@@ -101,7 +101,12 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
                              Killed(reactor);
                              return;
                            }
-                           FinishPushPull(reactor, response, status, answer);
+                           if (status.ok()) {
+                             response->set_step(answer->step);
+                             response->set_payload(*answer->update);
+                             response->set_aggregate(*answer->aggregate);
+                           }
+                           reactor->Finish(ToGrpcStatus(status));
                          });
     return reactor;
   }

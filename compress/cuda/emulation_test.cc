@@ -14,7 +14,9 @@
 //     thousands of corrupted payloads.
 // What it cannot check is the CUDA plumbing itself (grids, shared memory, barriers, CUB);
 // device_codec_test.cc does that on a GPU.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -216,6 +218,94 @@ TEST_P(EmulationDgcTest, MomentumCorrectionAndMaskingAsTheCpu) {
 INSTANTIATE_TEST_SUITE_P(
     SparseCodecs, EmulationDgcTest, ::testing::ValuesIn(cuda_testing::DgcMomentumSpecs()),
     [](const ::testing::TestParamInfo<cuda_testing::SpecCase>& info) { return info.param.label; });
+
+// GPU top-k's two ways to its cutoff (topk_agent.h): levels 1 and 2 over the candidates of
+// the cutoff's level-0 bin, placed in any order, or over the whole chunk when there are more
+// candidates than the capacity. Both give the CPU's body, residual, u and v.
+class EmulationTopKPathTest : public ::testing::TestWithParam<cuda_testing::TopKCase> {};
+
+// How many entries share the level-0 bin (key bits 30..20) of the k-th largest key: what
+// the candidates pass gathers.
+uint64_t CandidatesOf(const std::vector<float>& x, uint64_t k) {
+  std::vector<uint32_t> keys;
+  for (const float v : x) keys.push_back(MagnitudeKey(v));
+  std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<uint32_t>());
+  const uint32_t bin = keys[k - 1] >> 20;
+  uint64_t count = 0;
+  for (const float v : x) count += (MagnitudeKey(v) >> 20) == bin;
+  return count;
+}
+
+TEST_P(EmulationTopKPathTest, BothPathsGiveTheCpuSelection) {
+  const cuda_testing::TopKCase& c = GetParam();
+  const size_t n = c.x.size();
+  const config::Codec spec = c.Spec();
+  auto cpu = CreateCodec(spec, n);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  Emulated gpu = MakeEmulated(spec, n);
+  const uint64_t gathered = CandidatesOf(c.x, c.k);
+  ASSERT_EQ(CandidatesFit(gathered, gpu.candidates.capacity), c.fits) << gathered;
+  std::vector<float> rotated = c.x;  // Step 1's gradient: other values, the same kinds.
+  std::rotate(rotated.begin(), rotated.begin() + n / 3, rotated.end());
+
+  const TopKPath by_default = c.fits ? TopKPath::kCandidates : TopKPath::kWholeChunk;
+  const struct {
+    CandidateOptions options;
+    TopKPath path;  // Of the plain encode and step 0 (where c is the input).
+  } runs[] = {
+      {{gpu.candidates.capacity, 0}, by_default},
+      {{gpu.candidates.capacity, 5}, by_default},
+      {{gathered, 7}, TopKPath::kCandidates},  // Exactly full.
+      {{gathered - 1, 3}, TopKPath::kWholeChunk},
+      {{0, 0}, TopKPath::kWholeChunk},
+  };
+  for (const auto& run : runs) {
+    SCOPED_TRACE(::testing::Message() << "capacity " << run.options.capacity << " shuffle "
+                                      << run.options.shuffle_seed);
+    gpu.candidates = run.options;
+    std::string payload;
+    ASSERT_TRUE((*cpu)->Encode(c.x, {}, &payload).ok());
+    Body body(gpu.body_bytes());
+    gpu.Encode({}, c.x.data(), {}, body.data());
+    EXPECT_EQ(gpu.last_path, run.path);
+    ASSERT_TRUE(CompareBytes("body", body.str(), payload.substr(kHeaderBytes)));
+
+    for (const auto kind : {config::ErrorFeedback::RESIDUAL, config::ErrorFeedback::DGC_MOMENTUM}) {
+      SCOPED_TRACE(config::ErrorFeedback::Kind_Name(kind));
+      config::ErrorFeedback ef_spec;
+      ef_spec.set_kind(kind);
+      if (kind == config::ErrorFeedback::RESIDUAL) {
+        ef_spec.set_scale(0.5f);
+      } else {
+        ef_spec.set_momentum(0.9f);
+      }
+      auto memory = ErrorFeedback::Create(ef_spec, n);
+      ASSERT_TRUE(memory.ok()) << memory.status();
+      std::vector<float> u(n, 0.0f), v(n, 0.0f);
+      const SparseFeedback feedback = kind == config::ErrorFeedback::RESIDUAL
+                                          ? SparseFeedback{v.data(), nullptr, 0.5f}
+                                          : SparseFeedback{v.data(), u.data(), 1.0f, 0.9f};
+      for (int step = 0; step < 2; ++step) {
+        const std::vector<float>& g = step == 0 ? c.x : rotated;
+        ASSERT_TRUE((*memory)->Compress(**cpu, g, {}, &payload).ok());
+        gpu.Encode({}, g.data(), feedback, body.data());
+        if (step == 0) {
+          EXPECT_EQ(gpu.last_path, run.path);
+        }
+        ASSERT_TRUE(CompareBytes("EF body", body.str(), payload.substr(kHeaderBytes)))
+            << "step " << step;
+        ASSERT_TRUE(CompareBitwise("residual or v", v, (*memory)->residual())) << "step " << step;
+        if (feedback.dgc()) {
+          ASSERT_TRUE(CompareBitwise("u", u, (*memory)->velocity())) << "step " << step;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, EmulationTopKPathTest, ::testing::ValuesIn(cuda_testing::TopKCases()),
+    [](const ::testing::TestParamInfo<cuda_testing::TopKCase>& info) { return info.param.label; });
 
 // The chunk statistics of terngrad and efsign in compress/internal/segments.h's order (per
 // segment, then pairwise), on inputs where another order gives other sums: 1e16 (ulp 2) in

@@ -11,13 +11,22 @@
 //   decode   out = (zeros, then the values) or out += the values, only if valid
 //
 // Passes of a top-k encode over the n values (each a kernel; CUB only for the tile scan):
-//   histogram level 0 (stages c)  find   histogram level 1  find   histogram level 2  find
-//   tile counts   cub::DeviceScan::ExclusiveSum   select (indices, values, memory)   pack
-// so c is read five times and the memory written twice; the finds and the scan touch
-// only small arrays. A threshold encode knows its cutoff: tile counts (stages c), the scan
-// (one more tile, whose offset is the count), the count into the body, select, pack.
+//   top histogram: level 0, stages c                                  reads c (1)
+//   find b0 (the cutoff's level-0 bin)
+//   candidates: per tile the keys above b0; gathers b0's keys          reads c (2)
+//   level 1 histogram, find, level 2 histogram, find: over the candidates
+//   tile counts: the candidates' added to the tiles'
+//   cub::DeviceScan::ExclusiveSum over the tiles
+//   select (indices, values, memory)                                   reads c (3)
+//   pack
+// so c is read three times and the memory written twice; the rest touches the candidates
+// (gradient-like data: under k of them) and small arrays. More candidates than
+// CandidateCapacity() (many equal magnitudes): the device sees it and the level histograms
+// and the tile counts read c instead, six reads in all. A threshold encode knows its
+// cutoff: tile counts (stages c), the scan (one more tile, whose offset is the count), the
+// count into the body, select, pack; c is read twice.
 // Scratch (two-pass sizing): histogram, state, tile counts and offsets, CUB's temp storage,
-// k indices.
+// k indices, and for top-k the candidates and their count.
 
 #include <cuda_runtime.h>
 
@@ -38,8 +47,12 @@ namespace {
 // Tuning constants.
 constexpr int kItems = 16;                        // Per thread in the tile passes.
 constexpr uint32_t kTile = kThreads * kItems;     // 4096 entries per tile
+static_assert(kTile == kTopKTile, "the agents' tiles");
 constexpr int kBinsPerThread = kTopKBins / kThreads;  // 8, in the find kernel
 constexpr unsigned kMaxGrid = 1u << 16;
+// The candidate passes' grid: enough threads to fill the device (grid-stride loops), few
+// enough blocks that flushing their shared histograms stays cheap.
+constexpr unsigned kCandidateGrid = 1024;
 
 inline size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -52,41 +65,111 @@ struct Scratch {
   void* cub_temp;
   size_t cub_bytes;
   uint32_t* indices;  // k
+  Candidate* candidates;                  // capacity (top-k only)
+  unsigned long long* candidate_count;    // All gathered, also those past the capacity.
+  uint64_t capacity;
 };
 
 // ---------------------------------------------------------------------------------------
 // CUDA kernels
 // ---------------------------------------------------------------------------------------
 
-__global__ void init_kernel(uint32_t* histogram, SelectState* state) {
+__global__ void init_kernel(uint32_t* histogram, SelectState* state,
+                            unsigned long long* candidate_count) {
   for (uint32_t b = threadIdx.x; b < kTopKBins; b += blockDim.x) histogram[b] = 0;
-  if (threadIdx.x == 0) *state = InitialSelectState();
+  if (threadIdx.x == 0) {
+    *state = InitialSelectState();
+    *candidate_count = 0;
+  }
 }
 
-// Level `level` histogram of the keys that agree with the state's prefix. With a memory,
-// level 0 forms c and stages it there; the later levels read it back.
-__global__ void __launch_bounds__(kThreads)
-    histogram_kernel(int level, TopKLayout l, const float* input, SparseFeedback feedback,
-                     const SelectState* state, uint32_t* histogram) {
-  __shared__ uint32_t bins[kTopKBins];
+// A block's histogram in shared memory: cleared, counted into, added to the global one.
+__device__ void ClearBins(uint32_t* bins) {
   for (uint32_t b = threadIdx.x; b < kTopKBins; b += kThreads) bins[b] = 0;
   __syncthreads();
-  const SelectState s = *state;
-  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(kThreads) + threadIdx.x; i < l.n;
-       i += static_cast<uint64_t>(gridDim.x) * kThreads) {
-    float c;
-    if (!feedback.on()) {
-      c = input[i];
-    } else {
-      c = level == 0 ? StageCompensated(feedback, input, i) : feedback.residual[i];
-    }
-    const uint32_t key = MagnitudeKey(c);
-    if (InLevel(s, key)) atomicAdd(&bins[LevelBin(level, key)], 1u);
-  }
+}
+__device__ void FlushBins(const uint32_t* bins, uint32_t* histogram) {
   __syncthreads();
   for (uint32_t b = threadIdx.x; b < kTopKBins; b += kThreads) {
     if (bins[b] != 0) atomicAdd(&histogram[b], bins[b]);
   }
+}
+
+// Level 0 over every key. With a memory it forms c and stages it there.
+__global__ void __launch_bounds__(kThreads)
+    top_histogram_kernel(TopKLayout l, const float* input, SparseFeedback feedback,
+                         uint32_t* histogram) {
+  __shared__ uint32_t bins[kTopKBins];
+  ClearBins(bins);
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(kThreads) + threadIdx.x; i < l.n;
+       i += static_cast<uint64_t>(gridDim.x) * kThreads) {
+    const float c = feedback.on() ? StageCompensated(feedback, input, i) : input[i];
+    atomicAdd(&bins[LevelBin(0, MagnitudeKey(c))], 1u);
+  }
+  FlushBins(bins, histogram);
+}
+
+// Per tile: the keys above the cutoff's level-0 bin (into tile_counts, as "greater"), and
+// the keys in it appended to `candidates` at one atomic offset per block; those past
+// `capacity` are counted, not stored.
+__global__ void __launch_bounds__(kThreads)
+    candidates_kernel(TopKLayout l, const float* c, const SelectState* state, uint64_t capacity,
+                      Candidate* candidates, unsigned long long* candidate_count,
+                      unsigned long long* tile_counts) {
+  using BlockScan = cub::BlockScan<uint32_t, kThreads>;
+  using BlockReduce = cub::BlockReduce<uint32_t, kThreads>;
+  __shared__ union {
+    typename BlockScan::TempStorage scan;
+    typename BlockReduce::TempStorage reduce;
+  } storage;
+  __shared__ unsigned long long block_base;
+  const SelectState s = *state;
+  const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kTile;
+  uint32_t keys[kItems];
+  uint32_t above = 0;
+  uint32_t mine = 0;
+  for (int j = 0; j < kItems; ++j) {
+    const uint64_t i = first + static_cast<uint64_t>(j) * kThreads + threadIdx.x;  // Striped.
+    keys[j] = i < l.n ? MagnitudeKey(c[i]) : 0;
+    const Standing standing = i < l.n ? StandingOf(s, keys[j]) : Standing::kBelow;
+    above += standing == Standing::kAbove;
+    mine += standing == Standing::kCandidate;
+  }
+  uint32_t before;
+  uint32_t block_total;
+  BlockScan(storage.scan).ExclusiveSum(mine, before, block_total);
+  if (threadIdx.x == 0) {
+    block_base = block_total == 0 ? 0 : atomicAdd(candidate_count, block_total);
+  }
+  __syncthreads();  // block_base, and the scan's storage is the reduce's.
+  unsigned long long at = block_base + before;
+  for (int j = 0; j < kItems && mine != 0; ++j) {
+    const uint64_t i = first + static_cast<uint64_t>(j) * kThreads + threadIdx.x;
+    if (i >= l.n || StandingOf(s, keys[j]) != Standing::kCandidate) continue;
+    if (at < capacity) candidates[at] = Candidate{keys[j], static_cast<uint32_t>(i)};
+    ++at;
+  }
+  const uint32_t tile_above = BlockReduce(storage.reduce).Sum(above);
+  if (threadIdx.x == 0) tile_counts[blockIdx.x] = TileCountOf(tile_above, 0);
+}
+
+// Level 1 or 2: the histogram of the keys that agree with the state's prefix, over the
+// candidates when they all fit, else over the whole of c.
+__global__ void __launch_bounds__(kThreads)
+    level_kernel(int level, TopKLayout l, const float* c, const SelectState* state,
+                 const Candidate* candidates, const unsigned long long* candidate_count,
+                 uint64_t capacity, uint32_t* histogram) {
+  __shared__ uint32_t bins[kTopKBins];
+  ClearBins(bins);
+  const SelectState s = *state;
+  const bool fit = CandidatesFit(*candidate_count, capacity);
+  const uint64_t m = fit ? *candidate_count : l.n;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(kThreads) + threadIdx.x; i < m;
+       i += static_cast<uint64_t>(gridDim.x) * kThreads) {
+    const uint32_t key = fit ? candidates[i].key : MagnitudeKey(c[i]);
+    if (InLevel(s, key)) atomicAdd(&bins[LevelBin(level, key)], 1u);
+  }
+  FlushBins(bins, histogram);
 }
 
 // One block: finds the bin of the (k - above)-th largest counted key, scanning the bins from
@@ -120,24 +203,51 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Per tile: (key > cutoff, key == cutoff) counts. `stage`: forms c from `values` (the input)
-// and stages it in the memory, as threshold's first pass does; else `values` is c.
-__global__ void __launch_bounds__(kThreads)
-    count_kernel(TopKLayout l, const float* values, SparseFeedback stage,
-                 const SelectState* state, unsigned long long* tile_counts) {
+// Tile blockIdx.x's count of TileCount() into tile_counts. `stage`: forms c from `values`
+// (the input) and stages it in the memory, as threshold's first pass does; else `values`
+// is c.
+__device__ void CountTile(const TopKLayout& l, const float* values, const SparseFeedback& stage,
+                          const SelectState& s, unsigned long long* tile_counts) {
   using BlockReduce = cub::BlockReduce<unsigned long long, kThreads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
-  const SelectState s = *state;
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kTile;
-  unsigned long long counts = 0;  // (gt << 32) | eq; both < 2^32 since n < 2^32.
+  unsigned long long counts = 0;
   for (int j = 0; j < kItems; ++j) {
     const uint64_t i = first + static_cast<uint64_t>(j) * kThreads + threadIdx.x;  // Striped.
     if (i >= l.n) break;
-    const uint32_t key = MagnitudeKey(stage.on() ? StageCompensated(stage, values, i) : values[i]);
-    counts += key > s.prefix ? (1ull << 32) : (key == s.prefix ? 1ull : 0ull);
+    const float c = stage.on() ? StageCompensated(stage, values, i) : values[i];
+    counts += TileCount(s, MagnitudeKey(c));
   }
   const unsigned long long total = BlockReduce(reduce_storage).Sum(counts);
   if (threadIdx.x == 0) tile_counts[blockIdx.x] = total;
+}
+
+// threshold's tile counts (a block per tile).
+__global__ void __launch_bounds__(kThreads)
+    count_kernel(TopKLayout l, const float* values, SparseFeedback stage,
+                 const SelectState* state, unsigned long long* tile_counts) {
+  CountTile(l, values, stage, *state, tile_counts);
+}
+
+// top-k's tile counts (a block per tile), the cutoff final: the candidates' shares added
+// to the counts of the keys above b0 (atomics: the candidates are in no particular order),
+// or, when they did not fit, each tile counted over c.
+__global__ void __launch_bounds__(kThreads)
+    tile_count_kernel(TopKLayout l, const float* c, const SelectState* state,
+                      const Candidate* candidates, const unsigned long long* candidate_count,
+                      uint64_t capacity, unsigned long long* tile_counts) {
+  const SelectState s = *state;
+  const unsigned long long gathered = *candidate_count;
+  if (!CandidatesFit(gathered, capacity)) {
+    CountTile(l, c, SparseFeedback{}, s, tile_counts);
+    return;
+  }
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(kThreads) + threadIdx.x; i < gathered;
+       i += static_cast<uint64_t>(gridDim.x) * kThreads) {
+    const Candidate candidate = candidates[i];
+    const unsigned long long share = TileCount(s, candidate.key);
+    if (share != 0) atomicAdd(&tile_counts[TileOf(candidate.index)], share);
+  }
 }
 
 // `count`: threshold's count field (k), null for top-k; `body`: the entries (after the
@@ -276,8 +386,9 @@ __global__ void store_count_kernel(const unsigned long long* total, unsigned cha
 inline uint64_t TilesOf(const TopKLayout& l) { return (l.n + kTile - 1) / kTile; }
 
 // Carves `temp` (or sizes it, temp == nullptr): room to scan one tile more than the chunk has
-// (threshold's total).
-cudaError_t Carve(void* temp, const TopKLayout& l, Scratch* s, size_t* total) {
+// (threshold's total), and for `capacity` candidates (0 for threshold).
+cudaError_t Carve(void* temp, const TopKLayout& l, uint64_t capacity, Scratch* s,
+                  size_t* total) {
   const uint64_t tiles = TilesOf(l) + 1;
   size_t cub_bytes = 0;
   if (const cudaError_t e = cub::DeviceScan::ExclusiveSum(
@@ -286,14 +397,16 @@ cudaError_t Carve(void* temp, const TopKLayout& l, Scratch* s, size_t* total) {
       e != cudaSuccess) {
     return e;
   }
-  const size_t sizes[] = {
+  constexpr int kParts = 8;
+  const size_t sizes[kParts] = {
       Align256(sizeof(uint32_t) * kTopKBins),   Align256(sizeof(SelectState)),
       Align256(sizeof(unsigned long long) * tiles), Align256(sizeof(unsigned long long) * tiles),
       Align256(cub_bytes),                        Align256(sizeof(uint32_t) * l.k),
+      Align256(sizeof(Candidate) * capacity),     Align256(sizeof(unsigned long long)),
   };
   size_t offset = 0;
-  size_t offsets[6];
-  for (int j = 0; j < 6; ++j) {
+  size_t offsets[kParts];
+  for (int j = 0; j < kParts; ++j) {
     offsets[j] = offset;
     offset += sizes[j];
   }
@@ -307,6 +420,9 @@ cudaError_t Carve(void* temp, const TopKLayout& l, Scratch* s, size_t* total) {
   s->cub_temp = base + offsets[4];
   s->cub_bytes = sizes[4];
   s->indices = reinterpret_cast<uint32_t*>(base + offsets[5]);
+  s->candidates = reinterpret_cast<Candidate*>(base + offsets[6]);
+  s->candidate_count = reinterpret_cast<unsigned long long*>(base + offsets[7]);
+  s->capacity = capacity;
   return cudaSuccess;
 }
 
@@ -323,17 +439,12 @@ cudaError_t Carve(void* temp, const TopKLayout& l, Scratch* s, size_t* total) {
 
 namespace {
 
-// The tile passes after the cutoff is known (state on the device): counts (which stage c
-// when `stage` is on), the scan over `scanned` tiles, threshold's count (`count` non-null),
-// select and pack. `values`: c, or the input when staging.
-cudaError_t SelectTiles(const Scratch& s, const TopKLayout& l, const float* values,
-                        const SparseFeedback& stage, const SparseFeedback& feedback,
-                        uint64_t scanned, unsigned char* count, unsigned char* entries,
-                        cudaStream_t stream) {
+// The tile passes once the cutoff (state) and the tile counts are on the device: the scan
+// over `scanned` tiles, threshold's count (`count` non-null), select and pack. `c`: c.
+cudaError_t ScanAndSelect(const Scratch& s, const TopKLayout& l, const float* c,
+                          const SparseFeedback& feedback, uint64_t scanned, unsigned char* count,
+                          unsigned char* entries, cudaStream_t stream) {
   const uint64_t tiles = TilesOf(l);
-  count_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(l, values, stage, s.state,
-                                                                     s.tile_counts);
-  TAMP_LAUNCH_CHECK();
   size_t cub_bytes = s.cub_bytes;
   if (const cudaError_t e = cub::DeviceScan::ExclusiveSum(s.cub_temp, cub_bytes, s.tile_counts,
                                                           s.tile_offsets,
@@ -345,7 +456,6 @@ cudaError_t SelectTiles(const Scratch& s, const TopKLayout& l, const float* valu
     store_count_kernel<<<1, 1, 0, stream>>>(s.tile_offsets + tiles, count);
     TAMP_LAUNCH_CHECK();
   }
-  const float* c = feedback.on() ? feedback.residual : values;
   select_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
       l, c, s.state, s.tile_offsets, feedback, count, s.indices, entries);
   TAMP_LAUNCH_CHECK();
@@ -356,11 +466,11 @@ cudaError_t SelectTiles(const Scratch& s, const TopKLayout& l, const float* valu
 }
 
 // Carves `temp`; *ready is false when the call only sized it (or failed: see the result).
-cudaError_t Prepare(void* temp, size_t* temp_bytes, const TopKLayout& l, Scratch* s,
-                    bool* ready) {
+cudaError_t Prepare(void* temp, size_t* temp_bytes, const TopKLayout& l, uint64_t capacity,
+                    Scratch* s, bool* ready) {
   *ready = false;
   size_t needed = 0;
-  if (const cudaError_t e = Carve(temp, l, s, &needed); e != cudaSuccess) return e;
+  if (const cudaError_t e = Carve(temp, l, capacity, s, &needed); e != cudaSuccess) return e;
   if (temp == nullptr) {
     *temp_bytes = needed;
     return cudaSuccess;
@@ -377,20 +487,36 @@ cudaError_t EncodeTopK(void* temp, size_t* temp_bytes, const TopKLayout& l, cons
                        cudaStream_t stream) {
   Scratch s{};
   bool ready;
-  if (const cudaError_t e = Prepare(temp, temp_bytes, l, &s, &ready); e != cudaSuccess || !ready) {
+  if (const cudaError_t e = Prepare(temp, temp_bytes, l, CandidateCapacity(l), &s, &ready);
+      e != cudaSuccess || !ready) {
     return e;
   }
-  init_kernel<<<1, kThreads, 0, stream>>>(s.histogram, s.state);
+  const unsigned tiles = static_cast<unsigned>(TilesOf(l));
+  const unsigned candidate_grid = GridFor(s.capacity, kCandidateGrid);
+  init_kernel<<<1, kThreads, 0, stream>>>(s.histogram, s.state, s.candidate_count);
   TAMP_LAUNCH_CHECK();
-  for (int level = 0; level < kTopKLevels; ++level) {
-    histogram_kernel<<<GridFor(l.n, kMaxGrid), kThreads, 0, stream>>>(level, l, input, feedback,
-                                                                      s.state, s.histogram);
+  top_histogram_kernel<<<GridFor(l.n, kMaxGrid), kThreads, 0, stream>>>(l, input, feedback,
+                                                                        s.histogram);
+  TAMP_LAUNCH_CHECK();
+  find_kernel<<<1, kThreads, 0, stream>>>(0, l.k, s.histogram, s.state);
+  TAMP_LAUNCH_CHECK();
+  const float* c = feedback.on() ? feedback.residual : input;  // Staged by level 0.
+  candidates_kernel<<<tiles, kThreads, 0, stream>>>(l, c, s.state, s.capacity, s.candidates,
+                                                     s.candidate_count, s.tile_counts);
+  TAMP_LAUNCH_CHECK();
+  for (int level = 1; level < kTopKLevels; ++level) {
+    level_kernel<<<candidate_grid, kThreads, 0, stream>>>(level, l, c, s.state, s.candidates,
+                                                          s.candidate_count, s.capacity,
+                                                          s.histogram);
     TAMP_LAUNCH_CHECK();
     find_kernel<<<1, kThreads, 0, stream>>>(level, l.k, s.histogram, s.state);
     TAMP_LAUNCH_CHECK();
   }
-  const float* c = feedback.on() ? feedback.residual : input;  // Staged by level 0.
-  return SelectTiles(s, l, c, SparseFeedback{}, feedback, TilesOf(l), nullptr, body, stream);
+  tile_count_kernel<<<tiles, kThreads, 0, stream>>>(l, c, s.state, s.candidates,
+                                                    s.candidate_count, s.capacity,
+                                                    s.tile_counts);
+  TAMP_LAUNCH_CHECK();
+  return ScanAndSelect(s, l, c, feedback, tiles, nullptr, body, stream);
 }
 
 cudaError_t EncodeThreshold(void* temp, size_t* temp_bytes, const TopKLayout& l,
@@ -399,14 +525,18 @@ cudaError_t EncodeThreshold(void* temp, size_t* temp_bytes, const TopKLayout& l,
                             cudaStream_t stream) {
   Scratch s{};
   bool ready;
-  if (const cudaError_t e = Prepare(temp, temp_bytes, l, &s, &ready); e != cudaSuccess || !ready) {
+  if (const cudaError_t e = Prepare(temp, temp_bytes, l, 0, &s, &ready);
+      e != cudaSuccess || !ready) {
     return e;
   }
   const uint64_t tiles = TilesOf(l);
   threshold_init_kernel<<<1, 1, 0, stream>>>(key_floor, s.state, s.tile_counts + tiles);
   TAMP_LAUNCH_CHECK();
-  return SelectTiles(s, l, input, feedback, feedback, tiles + 1, body, body + kCountBytes,
-                     stream);
+  count_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(l, input, feedback, s.state,
+                                                                     s.tile_counts);
+  TAMP_LAUNCH_CHECK();
+  return ScanAndSelect(s, l, feedback.on() ? feedback.residual : input, feedback, tiles + 1, body,
+                       body + kCountBytes, stream);
 }
 
 #undef TAMP_LAUNCH_CHECK

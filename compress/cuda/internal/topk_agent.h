@@ -4,12 +4,19 @@
 // The selection is compress/select.h's, exactly: keys MagnitudeKey(c) (31 bits: |c|'s bits,
 // NaN as +inf); the k largest, ties to the lowest indices; indices ascending. It is found by
 // radix select without sorting:
-//   1. three histogram levels over the key bits 30..20, 19..9, 8..0 (each pass counts only
-//      the keys that agree with the prefix found so far) give the cutoff key T and `ties`,
-//      how many entries equal to T belong to the k (select.cc RadixCutoff(), same levels);
-//   2. per tile of 4096 entries, count (key > T, key == T); an exclusive scan of the tile
-//      counts says where each tile's selected entries go and how many of the T's before it
-//      were taken;
+//   1. three histogram levels over the key bits 30..20, 19..9, 8..0 (each counts only the
+//      keys that agree with the prefix found so far) give the cutoff key T and `ties`, how
+//      many entries equal to T belong to the k (select.cc RadixCutoff(), same levels). Only
+//      level 0 reads the whole chunk: it finds the cutoff's bin b0, and one pass then
+//      counts per tile the keys above b0 (selected whatever T is) and gathers the keys in
+//      b0, the candidates (key, index), into scratch; levels 1 and 2 histogram the
+//      candidates alone. Candidates land in whatever order the blocks' atomics give, which
+//      the histograms and counts do not see. When more than CandidateCapacity() of them
+//      turn up (many equal magnitudes), levels 1 and 2 and the tile counts read the whole
+//      chunk instead, which gives the same counts;
+//   2. per tile of kTopKTile entries, count (key > T, key == T): the keys above b0 plus the
+//      candidates' (or counted over the tile); an exclusive scan of the tile counts says
+//      where each tile's selected entries go and how many of the T's before it were taken;
 //   3. each tile writes its selected indices and values in index order (block scans).
 // Body (compress/topk.h): k indices of IndexBits(n) bits (PackCodes order, zero-padded to a
 // byte), then k values, fp32 or fp16 (sparse.h FloatToHalf(): saturating), unaligned.
@@ -104,6 +111,54 @@ TAMP_HD void FindBin(const uint32_t* histogram, uint32_t bins, uint64_t rank, ui
   *bin = 0;
   *bin_above = above;
 }
+
+// ---------------------------------------------------------------------------------------
+// Candidates and tile counts
+// ---------------------------------------------------------------------------------------
+
+inline constexpr uint32_t kTopKTile = 4096;  // Entries per tile of the count and select passes.
+
+// An entry of the cutoff's level-0 bin, gathered after level 0.
+struct Candidate {
+  uint32_t key;
+  uint32_t index;
+};
+
+// Candidates the scratch holds: select.cc's gather cap (4k + 65536), at most n. The level-0
+// bin of the k-th key spans an eighth of an octave, which for gradient-like data holds
+// less than k entries.
+TAMP_HD uint64_t CandidateCapacity(const TopKLayout& l) {
+  const uint64_t cap = 4 * l.k + 65536;
+  return cap < l.n ? cap : l.n;
+}
+
+// Whether `count` candidates were all gathered; if not, levels 1 and 2 and the tile counts
+// read the whole chunk.
+TAMP_HD bool CandidatesFit(unsigned long long count, uint64_t capacity) {
+  return count <= capacity;
+}
+
+// Where a key stands once level 0 has found the cutoff's bin (state `s` after level 0).
+enum class Standing { kBelow, kCandidate, kAbove };
+TAMP_HD Standing StandingOf(const SelectState& s, uint32_t key) {
+  const uint32_t bin = key >> s.prefix_shift;
+  const uint32_t cutoff_bin = s.prefix >> s.prefix_shift;
+  return bin > cutoff_bin ? Standing::kAbove
+                          : (bin == cutoff_bin ? Standing::kCandidate : Standing::kBelow);
+}
+
+// Tile counts pack (key > T) << 32 | (key == T); both < 2^32 since n < 2^32.
+TAMP_HD unsigned long long TileCountOf(uint64_t greater, uint64_t equal) {
+  return (static_cast<unsigned long long>(greater) << 32) | equal;
+}
+
+// An entry's share of its tile's count once the cutoff is final (state after level 2, or
+// threshold's).
+TAMP_HD unsigned long long TileCount(const SelectState& s, uint32_t key) {
+  return key > s.prefix ? TileCountOf(1, 0) : (key == s.prefix ? TileCountOf(0, 1) : 0ull);
+}
+
+TAMP_HD uint64_t TileOf(uint64_t index) { return index / kTopKTile; }
 
 // ---------------------------------------------------------------------------------------
 // threshold: the count field

@@ -406,8 +406,9 @@ MEMCHECK_SPECS=(none fp16 natural signum efsign terngrad qsgd_s127_d512 qsgd_s7_
   maxmin_b3_stoch_d37 maxmin_b8_near_d512 topk_r1 topk_r30_fp16 dgc_r1 threshold_t5_fp16
   randomblock_r1_b4_fp16 randomblock_r30_b1000 randomk_r1 randomk_r30_fp16)
 # The kernels that share memory between threads: the tile (every quantize codec), fused
-# stats, chunk stats, top-k's histograms, candidates and scans (DeviceCodecTopKTest: both
-# ways to the cutoff), threshold's scans.
+# stats, chunk stats, top-k's histograms, sample sort, candidates and scans
+# (DeviceCodecTopKTest: level 0's gather, then the candidates pass and the whole-chunk
+# fallback), threshold's scans.
 RACECHECK_SPECS=(fp16 qsgd_s127_d512 maxmin_b8_near_d512 terngrad efsign topk_r1 threshold_t5)
 
 # The sanitizer steps: tool, binary, time limit in seconds, gtest filter.

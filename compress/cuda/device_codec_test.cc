@@ -323,9 +323,10 @@ TEST(DeviceCodecEdgeTest, TopKWithMassiveTies) {
   }
 }
 
-// Top-k's two ways to its cutoff (topk_agent.h): the candidates of the cutoff's level-0
-// bin, gathered in whatever order the blocks' atomics give, or the whole chunk when they
-// pass CandidateCapacity() (the *_large cases). Plain, then two steps of RESIDUAL and of
+// Top-k's paths to its cutoff (topk_agent.h TopKPath), candidates gathered in whatever order
+// the blocks' atomics give: level 0's gather above the sampled floor (most cases), the
+// candidates pass (sample_misses), the whole chunk (the *_large cases); emulation_test
+// checks that these inputs take these paths. Plain, then two steps of RESIDUAL and of
 // DGC_MOMENTUM against the CPU.
 class DeviceCodecTopKTest : public ::testing::TestWithParam<cuda_testing::TopKCase> {};
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -205,21 +206,49 @@ inline void EmulateScanAndSelect(const TopKLayout& host_layout, const float* c_v
   for (uint64_t g = 0; g < l.index_groups(); ++g) PackIndexGroup(l, indices.data(), g, entries);
 }
 
-// How an emulated top-k encode found its cutoff: levels 1 and 2 over the gathered
-// candidates, or (more than the capacity) over the whole chunk.
-enum class TopKPath { kCandidates, kWholeChunk };
-
-// The emulated top-k's candidate scratch: its capacity (the kernels': CandidateCapacity())
-// and the order in which the blocks' atomics place the candidates (shuffle_seed 0: tile
-// after tile; else the tiles in a shuffled order and the gathered candidates shuffled again,
-// an order the device may well produce).
+// The emulated top-k's candidate scratch: its capacity (the kernels': CandidateCapacity()),
+// the floor of level 0's gather (the kernels': the sample's) and the order in which the
+// blocks' atomics place the candidates (shuffle_seed 0: tile after tile; else the tiles in
+// a shuffled order and the gathered candidates shuffled again, an order the device may
+// well produce).
 struct CandidateOptions {
   uint64_t capacity = 0;
   uint32_t shuffle_seed = 0;
+  bool sampled_floor = true;  // false: `floor` instead.
+  uint32_t floor = 0;
 };
 
+// prepare_kernel of topk.cu: the floor of level 0's gather, from kSampleSize keys of c.
+inline uint32_t EmulateSampleFloor(const TopKLayout& l, const float* input,
+                                   const SparseFeedback& feedback, uint64_t capacity) {
+  const uint32_t rank = SampleRank(l, capacity);
+  if (rank == 0) return 0;
+  std::vector<uint32_t> keys(kSampleSize);
+  for (uint32_t j = 0; j < kSampleSize; ++j) {
+    keys[j] = MagnitudeKey(PeekCompensated(feedback, input, SamplePosition(l.n, j)));
+  }
+  std::sort(keys.begin(), keys.end(), std::greater<uint32_t>());
+  return BinFloor(keys[rank - 1]);
+}
+
+// The blocks of a tile pass in the order their atomics ran: tile after tile, or shuffled.
+inline std::vector<uint64_t> TileOrder(uint64_t tiles, std::mt19937* rng, bool shuffle) {
+  std::vector<uint64_t> order(tiles);
+  for (uint64_t t = 0; t < tiles; ++t) order[t] = t;
+  if (shuffle) std::shuffle(order.begin(), order.end(), *rng);
+  return order;
+}
+
+// Appends a gathered entry: stored within the capacity, counted always (the atomic).
+inline void Gather(uint32_t key, uint64_t i, uint64_t capacity, std::vector<Candidate>* out,
+                   GatherState* g) {
+  if (g->count < capacity) out->push_back({key, static_cast<uint32_t>(i)});
+  ++g->count;
+}
+
 // level_kernel of topk.cu: the histogram of `level` over the keys that agree with the
-// state's prefix, from the candidates when they fit, else from the whole of c.
+// state's prefix, from the candidates when they fit, else from the whole of c; then
+// find_kernel.
 inline void EmulateLevel(int level, uint64_t n, const float* values,
                          const std::vector<Candidate>& candidates, bool fit, SelectState* s,
                          uint64_t k) {
@@ -229,7 +258,7 @@ inline void EmulateLevel(int level, uint64_t n, const float* values,
     const uint32_t key = fit ? candidates[i].key : MagnitudeKey(values[i]);
     if (InLevel(*s, key)) ++histogram[LevelBin(level, key)];
   }
-  uint32_t bin;  // find_kernel
+  uint32_t bin;
   uint64_t bin_above;
   FindBin(histogram.data(), LevelMask(level) + 1, k - s->above, &bin, &bin_above);
   AdvanceSelect(s, level, bin, bin_above, k);
@@ -239,36 +268,49 @@ inline void EmulateLevel(int level, uint64_t n, const float* values,
 inline TopKPath EmulateEncodeTopK(const TopKLayout& l, const float* input,
                                   const SparseFeedback& feedback, unsigned char* body,
                                   const CandidateOptions& options) {
-  // top_histogram_kernel: stages c, and level 0 over all of it.
-  for (uint64_t i = 0; i < l.n && feedback.on(); ++i) StageCompensated(feedback, input, i);
+  const uint64_t capacity = options.capacity;
+  GatherState g{0, 0, 0};  // prepare_kernel
+  g.floor = options.sampled_floor ? EmulateSampleFloor(l, input, feedback, capacity)
+                                  : options.floor;
+  const uint64_t tiles = (l.n + kTopKTile - 1) / kTopKTile;
+  std::mt19937 rng(options.shuffle_seed);
+  const bool shuffle = options.shuffle_seed != 0;
+
+  // level_zero_kernel: stages c, histograms level 0, gathers the keys >= floor.
+  std::vector<Candidate> candidates;
+  std::vector<uint32_t> histogram(kTopKBins, 0);
+  for (const uint64_t t : TileOrder(tiles, &rng, shuffle)) {
+    for (uint64_t i = t * kTopKTile; i < std::min<uint64_t>(l.n, (t + 1) * kTopKTile); ++i) {
+      const uint32_t key = MagnitudeKey(
+          feedback.on() ? StageCompensated(feedback, input, i) : input[i]);
+      ++histogram[LevelBin(0, key)];
+      if (key >= g.floor) Gather(key, i, capacity, &candidates, &g);
+    }
+  }
   const float* values = feedback.on() ? feedback.residual : input;
   SelectState s = InitialSelectState();
-  const std::vector<Candidate> none;
-  EmulateLevel(0, l.n, values, none, false, &s, l.k);
-
-  // candidates_kernel, a block per tile, the blocks in the order their atomics ran.
-  const uint64_t tiles = (l.n + kTopKTile - 1) / kTopKTile;
-  std::vector<uint64_t> order(tiles);
-  for (uint64_t t = 0; t < tiles; ++t) order[t] = t;
-  std::mt19937 rng(options.shuffle_seed);
-  if (options.shuffle_seed != 0) std::shuffle(order.begin(), order.end(), rng);
+  uint32_t bin;  // find_kernel, level 0, and its verdict on the gather.
+  uint64_t bin_above;
+  FindBin(histogram.data(), LevelMask(0) + 1, l.k, &bin, &bin_above);
+  AdvanceSelect(&s, 0, bin, bin_above, l.k);
+  g.again = !GatherHolds(s, g, capacity);
   std::vector<unsigned long long> counts(tiles + 1, 0);
-  std::vector<Candidate> candidates;
-  uint64_t gathered = 0;  // The atomic counter: every candidate, stored or not.
-  for (const uint64_t t : order) {
-    uint64_t above = 0;
-    for (uint64_t i = t * kTopKTile; i < std::min<uint64_t>(l.n, (t + 1) * kTopKTile); ++i) {
-      const uint32_t key = MagnitudeKey(values[i]);
-      const Standing standing = StandingOf(s, key);
-      above += standing == Standing::kAbove;
-      if (standing != Standing::kCandidate) continue;
-      if (gathered < options.capacity) candidates.push_back({key, static_cast<uint32_t>(i)});
-      ++gathered;
+  if (g.again) {  // candidates_kernel: gathers b0 afresh, counts the keys above it.
+    g.count = 0;
+    candidates.clear();
+    for (const uint64_t t : TileOrder(tiles, &rng, shuffle)) {
+      uint64_t above = 0;
+      for (uint64_t i = t * kTopKTile; i < std::min<uint64_t>(l.n, (t + 1) * kTopKTile); ++i) {
+        const uint32_t key = MagnitudeKey(values[i]);
+        const Standing standing = StandingOf(s, key);
+        above += standing == Standing::kAbove;
+        if (standing == Standing::kCandidate) Gather(key, i, capacity, &candidates, &g);
+      }
+      counts[t] = TileCountOf(above, 0);
     }
-    counts[t] = TileCountOf(above, 0);
   }
-  const bool fit = CandidatesFit(gathered, options.capacity);
-  if (options.shuffle_seed != 0) std::shuffle(candidates.begin(), candidates.end(), rng);
+  const bool fit = CandidatesFit(g.count, capacity);
+  if (shuffle) std::shuffle(candidates.begin(), candidates.end(), rng);
 
   for (int level = 1; level < kTopKLevels; ++level) {
     EmulateLevel(level, l.n, values, candidates, fit, &s, l.k);
@@ -279,6 +321,7 @@ inline TopKPath EmulateEncodeTopK(const TopKLayout& l, const float* input,
     counts = EmulateCountTiles(l.n, values, SparseFeedback{}, s);
   }
   EmulateScanAndSelect(l, values, feedback, s, counts, nullptr, body);
+  if (!g.again) return TopKPath::kLevelZeroGather;
   return fit ? TopKPath::kCandidates : TopKPath::kWholeChunk;
 }
 
@@ -401,7 +444,7 @@ struct Emulated {
   RandomBlockLayout blocks;
   RandomKLayout random;
   CandidateOptions candidates;            // topk's scratch (capacity as the kernels').
-  mutable TopKPath last_path = TopKPath::kCandidates;  // Of the last topk Encode.
+  mutable TopKPath last_path = TopKPath::kLevelZeroGather;  // Of the last topk Encode.
   mutable std::vector<float> state;  // signum's momentum, stepped by every Encode.
 
   // The largest body (DeviceCodec::BodyBytes()), and the length of an encoded one.

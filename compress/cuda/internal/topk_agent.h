@@ -7,16 +7,18 @@
 //   1. three histogram levels over the key bits 30..20, 19..9, 8..0 (each counts only the
 //      keys that agree with the prefix found so far) give the cutoff key T and `ties`, how
 //      many entries equal to T belong to the k (select.cc RadixCutoff(), same levels). Only
-//      level 0 reads the whole chunk: it finds the cutoff's bin b0, and one pass then
-//      counts per tile the keys above b0 (selected whatever T is) and gathers the keys in
-//      b0, the candidates (key, index), into scratch; levels 1 and 2 histogram the
-//      candidates alone. Candidates land in whatever order the blocks' atomics give, which
-//      the histograms and counts do not see. When more than CandidateCapacity() of them
-//      turn up (many equal magnitudes), levels 1 and 2 and the tile counts read the whole
-//      chunk instead, which gives the same counts;
-//   2. per tile of kTopKTile entries, count (key > T, key == T): the keys above b0 plus the
-//      candidates' (or counted over the tile); an exclusive scan of the tile counts says
-//      where each tile's selected entries go and how many of the T's before it were taken;
+//      level 0 reads the whole chunk, and finds the cutoff's bin b0; levels 1 and 2
+//      histogram the candidates, keys of b0 and above (key, index) gathered into scratch
+//      in whatever order the blocks' atomics give, which histograms and counts do not see.
+//      Level 0 itself gathers the keys >= a floor that a sample guessed (GatherHolds());
+//      where that gather missed part of b0 or overflowed, a candidates pass counts per
+//      tile the keys above b0 and gathers b0's. When b0 alone holds more than
+//      CandidateCapacity() keys (many equal magnitudes), levels 1 and 2 and the tile counts
+//      read the whole chunk instead, which gives the same counts;
+//   2. per tile of kTopKTile entries, count (key > T, key == T): the candidates' (plus the
+//      candidates pass's keys above b0), or counted over the tile; an exclusive scan of
+//      the tile counts says where each tile's selected entries go and how many of the T's
+//      before it were taken;
 //   3. each tile writes its selected indices and values in index order (block scans).
 // Body (compress/topk.h): k indices of IndexBits(n) bits (PackCodes order, zero-padded to a
 // byte), then k values, fp32 or fp16 (sparse.h FloatToHalf(): saturating), unaligned.
@@ -223,20 +225,77 @@ struct SparseFeedback {
   TAMP_HD bool dgc() const { return velocity != nullptr; }
 };
 
-// Element i's c, in the order error_feedback.cc computes it, staged in the memory
-// (residual[i] = c; velocity[i] = the new u).
+// Element i's c (memory on), in the order error_feedback.cc computes it; *u = DGC's new u.
+TAMP_HD float CompensatedAt(const SparseFeedback& f, const float* input, uint64_t i, float* u) {
+  if (!f.dgc()) return Compensate(input[i], f.residual[i]);
+  *u = AddRn(MulRn(f.momentum, f.velocity[i]), input[i]);
+  return AddRn(f.residual[i], *u);
+}
+
+// Element i's c, staged in the memory (residual[i] = c; velocity[i] = the new u).
 TAMP_HD float StageCompensated(const SparseFeedback& f, const float* input, uint64_t i) {
-  float c;
-  if (f.dgc()) {
-    const float u = AddRn(MulRn(f.momentum, f.velocity[i]), input[i]);
-    f.velocity[i] = u;
-    c = AddRn(f.residual[i], u);
-  } else {
-    c = Compensate(input[i], f.residual[i]);
-  }
+  float u = 0.0f;
+  const float c = CompensatedAt(f, input, i, &u);
+  if (f.dgc()) f.velocity[i] = u;
   f.residual[i] = c;
   return c;
 }
+
+// Element i's c, read without staging (the input itself without a memory).
+TAMP_HD float PeekCompensated(const SparseFeedback& f, const float* input, uint64_t i) {
+  float u = 0.0f;
+  return f.on() ? CompensatedAt(f, input, i, &u) : input[i];
+}
+
+// ---------------------------------------------------------------------------------------
+// The level-0 gather: a floor guessed from a sample
+// ---------------------------------------------------------------------------------------
+
+// Before level 0, a sample of kSampleSize keys of c (evenly spaced) guesses a floor under
+// the cutoff, a level-0 bin boundary, and level 0 gathers every key >= floor as it
+// histograms. Once level 0 has found the cutoff's bin b0, GatherHolds() says whether
+// that gather holds all of b0 and above (floor <= b0's start) within the capacity; then
+// the candidates pass is skipped (its "above b0" keys are among the gathered, and counted
+// from there). Otherwise the candidates pass gathers b0 afresh. Either way the selection
+// is exact: the sample only decides how many passes it takes.
+inline constexpr uint32_t kSampleSize = 4096;
+
+TAMP_HD uint64_t SamplePosition(uint64_t n, uint32_t j) {
+  return (2 * static_cast<uint64_t>(j) + 1) * n / (2 * static_cast<uint64_t>(kSampleSize));
+}
+
+// The rank in the sample (1: its largest key) whose bin's start is the floor: where the
+// sample puts the chunk's midpoint between k and the capacity, keys enough to cover the
+// k-th with room to spare. 0: floor 0, everything (the capacity holds the chunk).
+TAMP_HD uint32_t SampleRank(const TopKLayout& l, uint64_t capacity) {
+  const uint64_t target = (l.k + capacity) / 2;
+  if (target >= l.n) return 0;
+  const uint64_t rank = target * kSampleSize / l.n;
+  return rank < 1 ? 1u : static_cast<uint32_t>(rank);
+}
+
+// The start of `key`'s level-0 bin.
+TAMP_HD uint32_t BinFloor(uint32_t key) { return key >> LevelShift(0) << LevelShift(0); }
+
+// The candidate gathers' state (scratch).
+struct GatherState {
+  unsigned long long count;  // Gathered so far, also those past the capacity.
+  uint32_t floor;            // Level 0 gathered the keys >= floor.
+  uint32_t again;            // 1: it did not hold; the candidates pass gathers b0.
+};
+
+// After level 0 (state `s`): whether level 0's gather holds every key of the cutoff's bin
+// and above, all stored.
+TAMP_HD bool GatherHolds(const SelectState& s, const GatherState& g, uint64_t capacity) {
+  return CandidatesFit(g.count, capacity) && g.floor <= s.prefix;
+}
+
+// How a top-k encode reached its cutoff, and so how often it read c.
+enum class TopKPath {
+  kLevelZeroGather,  // Level 0's gather held: 2 reads (level 0, select).
+  kCandidates,       // The candidates pass gathered b0: 3 reads.
+  kWholeChunk,       // b0 held more than the capacity: 6 reads (levels and counts over c).
+};
 
 // Whether DGC_MOMENTUM zeroes an element's u and v: what the receiver decodes is not 0.
 TAMP_HD bool DgcMasks(float decoded) { return decoded != 0.0f; }

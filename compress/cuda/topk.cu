@@ -99,7 +99,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   BlockSort(sort_storage).SortDescending(keys);  // Blocked: thread t holds ranks 16t ...
   for (int q = 0; q < kSampleItems; ++q) {
-    if (threadIdx.x * kSampleItems + q == rank - 1) *gather = GatherState{0, BinFloor(keys[q]), 0};
+    if (threadIdx.x * kSampleItems + q == rank - 1) {
+      *gather = GatherState{0, BinFloor(keys[q]), 0};
+    }
   }
 }
 
@@ -157,13 +159,25 @@ __global__ void __launch_bounds__(kThreads)
   const uint64_t tiles = (l.n + kTile - 1) / kTile;
   for (uint64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const uint64_t first = t * kTile;
+    // Every load of the tile first (the memory's stores could alias them), then c.
+    float c[kItems];
+    Remembered memory[kItems];
+    for (int j = 0; j < kItems; ++j) {
+      const uint64_t i = Striped(first, j);
+      c[j] = i < l.n ? input[i] : 0.0f;
+      if (i < l.n) memory[j] = LoadMemory(feedback, i);
+    }
     uint32_t keys[kItems];
     uint32_t take = 0;
     for (int j = 0; j < kItems; ++j) {
       const uint64_t i = Striped(first, j);
       keys[j] = 0;
       if (i >= l.n) continue;
-      keys[j] = MagnitudeKey(feedback.on() ? StageCompensated(feedback, input, i) : input[i]);
+      if (feedback.on()) {
+        c[j] = Compensated(feedback, c[j], &memory[j]);
+        StoreStaged(feedback, i, c[j], memory[j]);
+      }
+      keys[j] = MagnitudeKey(c[j]);
       atomicAdd(&bins[LevelBin(0, keys[j])], 1u);
       take |= static_cast<uint32_t>(keys[j] >= floor) << j;
     }

@@ -225,26 +225,46 @@ struct SparseFeedback {
   TAMP_HD bool dgc() const { return velocity != nullptr; }
 };
 
-// Element i's c (memory on), in the order error_feedback.cc computes it; *u = DGC's new u.
-TAMP_HD float CompensatedAt(const SparseFeedback& f, const float* input, uint64_t i, float* u) {
-  if (!f.dgc()) return Compensate(input[i], f.residual[i]);
-  *u = AddRn(MulRn(f.momentum, f.velocity[i]), input[i]);
-  return AddRn(f.residual[i], *u);
+// An element's memory as loaded (the kernels load a tile's first, then compute).
+struct Remembered {
+  float residual = 0.0f;  // Or v.
+  float velocity = 0.0f;  // u (DGC_MOMENTUM)
+};
+
+TAMP_HD Remembered LoadMemory(const SparseFeedback& f, uint64_t i) {
+  Remembered m;
+  if (f.on()) m.residual = f.residual[i];
+  if (f.dgc()) m.velocity = f.velocity[i];
+  return m;
 }
 
-// Element i's c, staged in the memory (residual[i] = c; velocity[i] = the new u).
-TAMP_HD float StageCompensated(const SparseFeedback& f, const float* input, uint64_t i) {
-  float u = 0.0f;
-  const float c = CompensatedAt(f, input, i, &u);
-  if (f.dgc()) f.velocity[i] = u;
+// c from input value g and memory m (memory on), in the order error_feedback.cc computes
+// it; m->velocity becomes DGC's new u.
+TAMP_HD float Compensated(const SparseFeedback& f, float g, Remembered* m) {
+  if (!f.dgc()) return Compensate(g, m->residual);
+  m->velocity = AddRn(MulRn(f.momentum, m->velocity), g);
+  return AddRn(m->residual, m->velocity);
+}
+
+// Stages c (memory on) for element i: residual[i] = c; velocity[i] = the new u.
+TAMP_HD void StoreStaged(const SparseFeedback& f, uint64_t i, float c, const Remembered& m) {
+  if (f.dgc()) f.velocity[i] = m.velocity;
   f.residual[i] = c;
+}
+
+// Element i's c, staged in the memory.
+TAMP_HD float StageCompensated(const SparseFeedback& f, const float* input, uint64_t i) {
+  Remembered m = LoadMemory(f, i);
+  const float c = Compensated(f, input[i], &m);
+  StoreStaged(f, i, c, m);
   return c;
 }
 
 // Element i's c, read without staging (the input itself without a memory).
 TAMP_HD float PeekCompensated(const SparseFeedback& f, const float* input, uint64_t i) {
-  float u = 0.0f;
-  return f.on() ? CompensatedAt(f, input, i, &u) : input[i];
+  if (!f.on()) return input[i];
+  Remembered m = LoadMemory(f, i);
+  return Compensated(f, input[i], &m);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -11,7 +11,10 @@
 //     step;
 //   - decoded values (= and +=) bitwise equal to the CPU decoder's;
 //   - the body checks accepting and rejecting exactly what the CPU decoder does, on
-//     thousands of corrupted payloads.
+//     thousands of corrupted payloads;
+//   - top-k's every path to its cutoff (level 0's gather, the candidates pass, the whole
+//     chunk), floors and capacities forced to each side of each boundary, candidates in
+//     shuffled orders.
 // What it cannot check is the CUDA plumbing itself (grids, shared memory, barriers, CUB);
 // device_codec_test.cc does that on a GPU.
 #include <algorithm>

@@ -8,6 +8,8 @@
 //   decode      DeviceCodec::Decode (=); for checked codecs this includes the body check
 //               and the wait for its verdict
 //   memcpy      cudaMemcpyAsync of the n values, device to device
+// on GradientLike() values; the row "topk 1%, 0.5% non-zero" times top-k's fallback
+// (compress/cuda/README.md: the cutoff's bin holds most of the chunk) on MostlyZero().
 // and prints one markdown table (bench/gpu/torch_compare.py prints the same columns):
 //   codec | n | payload bytes/value | encode ms | encode+EF ms | decode ms | memcpy ms |
 //   enc+dec GB/s | enc+dec / memcpy
@@ -76,9 +78,14 @@ int NoDevice() {
 namespace tamp {
 namespace {
 
+// The values a row encodes: GradientLike(), or MostlyZero() (top-k's fallback: the cutoff's
+// level-0 bin holds more keys than compress/cuda's CandidateCapacity()).
+enum class Input { kGradient, kMostlyZero };
+
 struct BenchCodec {
   std::string label;
   config::Codec spec;
+  Input input = Input::kGradient;
 };
 
 std::vector<BenchCodec> Codecs() {
@@ -126,6 +133,8 @@ std::vector<BenchCodec> Codecs() {
     s.set_fp16_values(true);
   });
   add("topk 0.1%", "topk", [](config::Codec& s) { s.set_ratio(0.001); });
+  add("topk 1%, 0.5% non-zero", "topk", [](config::Codec& s) { s.set_ratio(0.01); });
+  codecs.back().input = Input::kMostlyZero;
   // Its payload column says what fraction passes on GradientLike() values.
   add("threshold 4", "threshold", [](config::Codec& s) { s.set_threshold(4.0); });
   return codecs;
@@ -150,6 +159,14 @@ std::vector<float> GradientLike(size_t n) {
     const float scale = std::ldexp(1.0f, static_cast<int>(next() % 15) - 12);
     x[i] = static_cast<float>(radius * std::cos(6.283185307179586 * u2)) * scale;
     if (i + 1 < n) x[i + 1] = static_cast<float>(radius * std::sin(6.283185307179586 * u2)) * scale;
+  }
+  return x;
+}
+
+// GradientLike() with all but every 200th value zeroed: at k = 1% the cutoff is 0.
+std::vector<float> MostlyZero(std::vector<float> x) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (i % 200 != 0) x[i] = 0.0f;
   }
   return x;
 }
@@ -241,6 +258,9 @@ absl::Status Run(const std::vector<int>& log_sizes, int iters, int warmup,
     TAMP_ASSIGN_OR_RETURN(auto residual, kernels::DeviceArray<float>::Create(n));
     TAMP_ASSIGN_OR_RETURN(auto output, kernels::DeviceArray<float>::Create(n));
     TAMP_RETURN_IF_ERROR(input.CopyFromHost(host.data(), n, stream));
+    const std::vector<float> host_mostly_zero = MostlyZero(host);
+    TAMP_ASSIGN_OR_RETURN(auto mostly_zero, kernels::DeviceArray<float>::Create(n));
+    TAMP_RETURN_IF_ERROR(mostly_zero.CopyFromHost(host_mostly_zero.data(), n, stream));
     TAMP_ASSIGN_OR_RETURN(
         const double memcpy_ms, MedianMs(warmup, iters, stream, [&]() -> absl::Status {
           TAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(output.data(), input.data(), 4 * n,
@@ -252,24 +272,25 @@ absl::Status Run(const std::vector<int>& log_sizes, int iters, int warmup,
           std::find(only.begin(), only.end(), codec.spec.name()) == only.end()) {
         continue;
       }
+      const float* values = codec.input == Input::kGradient ? input.data() : mostly_zero.data();
       TAMP_ASSIGN_OR_RETURN(auto gpu, compress::cuda::DeviceCodec::Create(codec.spec, n));
       TAMP_ASSIGN_OR_RETURN(auto body, kernels::DeviceArray<unsigned char>::Create(gpu->BodyBytes()));
       const RandomKey key{.seed = 1, .step = 2, .chunk = 3, .worker = 4};
       TAMP_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(residual.data(), 0, 4 * n, stream));
       TAMP_ASSIGN_OR_RETURN(const double encode_ms, MedianMs(warmup, iters, stream, [&] {
-                              return gpu->Encode(input.data(), {}, key, body.data(), stream);
+                              return gpu->Encode(values, {}, key, body.data(), stream);
                             }));
       TAMP_ASSIGN_OR_RETURN(const double encode_ef_ms, MedianMs(warmup, iters, stream, [&] {
-                              return gpu->Encode(input.data(),
+                              return gpu->Encode(values,
                                                  compress::cuda::DeviceFeedback::Residual(
                                                      residual.data()),
                                                  key, body.data(), stream);
                             }));
       // Decode a body of the plain input (the EF runs above changed `body`); its payload's
       // size (threshold's varies with the input).
-      TAMP_RETURN_IF_ERROR(gpu->Encode(input.data(), {}, key, body.data(), stream));
+      TAMP_RETURN_IF_ERROR(gpu->Encode(values, {}, key, body.data(), stream));
       std::string payload;
-      TAMP_RETURN_IF_ERROR(gpu->EncodeToPayload(input.data(), {}, key, &payload, stream));
+      TAMP_RETURN_IF_ERROR(gpu->EncodeToPayload(values, {}, key, &payload, stream));
       TAMP_ASSIGN_OR_RETURN(const double decode_ms, MedianMs(warmup, iters, stream, [&] {
                               return gpu->Decode(body.data(), key, output.data(), false, stream);
                             }));

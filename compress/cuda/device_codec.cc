@@ -178,10 +178,12 @@ absl::StatusOr<std::unique_ptr<DeviceCodec>> DeviceCodec::Create(const config::C
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeRandomK(nullptr, &temp_bytes, codec->randomk_,
                                                            nullptr, nullptr, nullptr, 1.0f,
                                                            nullptr, nullptr));
-  } else if (codec->family_ == Family::kTopK || codec->family_ == Family::kThreshold) {
-    // The same scratch for both.
+  } else if (codec->family_ == Family::kTopK) {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeTopK(nullptr, &temp_bytes, codec->topk_,
                                                         nullptr, {}, nullptr, nullptr));
+  } else if (codec->family_ == Family::kThreshold) {
+    TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeThreshold(
+        nullptr, &temp_bytes, codec->topk_, codec->key_floor_, nullptr, {}, nullptr, nullptr));
   } else {
     TAMP_CUDA_RETURN_IF_ERROR(cuda_internal::EncodeQuant(nullptr, &temp_bytes, codec->quant_,
                                                          RandomKey{}, nullptr, nullptr, 1.0f,

@@ -323,6 +323,64 @@ TEST(DeviceCodecEdgeTest, TopKWithMassiveTies) {
   }
 }
 
+// Top-k's paths to its cutoff (topk_agent.h TopKPath), candidates gathered in whatever order
+// the blocks' atomics give: level 0's gather above the sampled floor (most cases), the
+// candidates pass (sample_misses), the whole chunk (the *_large cases); emulation_test
+// checks that these inputs take these paths. Plain, then two steps of RESIDUAL and of
+// DGC_MOMENTUM against the CPU.
+class DeviceCodecTopKTest : public ::testing::TestWithParam<cuda_testing::TopKCase> {};
+
+TEST_P(DeviceCodecTopKTest, BothPathsGiveTheCpuSelection) {
+  TAMP_SKIP_WITHOUT_CUDA();
+  const cuda_testing::TopKCase& c = GetParam();
+  const size_t n = c.x.size();
+  auto cpu = CreateCodec(c.Spec(), n);
+  auto gpu = DeviceCodec::Create(c.Spec(), n);
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  std::vector<float> rotated = c.x;
+  std::rotate(rotated.begin(), rotated.begin() + n / 3, rotated.end());
+  DeviceArray<float> d_x, d_rotated;
+  ASSERT_TRUE(Upload<float>(c.x, &d_x));
+  ASSERT_TRUE(Upload<float>(rotated, &d_rotated));
+  std::string cpu_payload, gpu_payload;
+  ASSERT_TRUE((*cpu)->Encode(c.x, {}, &cpu_payload).ok());
+  ASSERT_TRUE((*gpu)->EncodeToPayload(d_x.data(), {}, {}, &gpu_payload, nullptr).ok());
+  ASSERT_TRUE(CompareBytes("payload", gpu_payload, cpu_payload));
+  for (const auto kind : {config::ErrorFeedback::RESIDUAL, config::ErrorFeedback::DGC_MOMENTUM}) {
+    SCOPED_TRACE(config::ErrorFeedback::Kind_Name(kind));
+    const bool dgc = kind == config::ErrorFeedback::DGC_MOMENTUM;
+    config::ErrorFeedback ef;
+    ef.set_kind(kind);
+    if (dgc) {
+      ef.set_momentum(0.9f);
+    } else {
+      ef.set_scale(0.5f);
+    }
+    auto memory = ErrorFeedback::Create(ef, n);
+    ASSERT_TRUE(memory.ok());
+    DeviceArray<float> d_u, d_v;
+    ASSERT_TRUE(Upload<float>(std::vector<float>(n, 0.0f), &d_u));
+    ASSERT_TRUE(Upload<float>(std::vector<float>(n, 0.0f), &d_v));
+    const DeviceFeedback feedback = dgc ? DeviceFeedback::DgcMomentum(d_u.data(), d_v.data(), 0.9f)
+                                        : DeviceFeedback::Residual(d_v.data(), 0.5f);
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_TRUE((*memory)->Compress(**cpu, step == 0 ? c.x : rotated, {}, &cpu_payload).ok());
+      ASSERT_TRUE((*gpu)->EncodeToPayload(step == 0 ? d_x.data() : d_rotated.data(), feedback, {},
+                                          &gpu_payload, nullptr)
+                      .ok());
+      ASSERT_TRUE(CompareBytes("payload", gpu_payload, cpu_payload)) << "step " << step;
+      ASSERT_TRUE(CompareBitwise("residual or v", d_v, (*memory)->residual())) << "step " << step;
+      if (dgc) {
+        ASSERT_TRUE(CompareBitwise("u", d_u, (*memory)->velocity())) << "step " << step;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, DeviceCodecTopKTest, ::testing::ValuesIn(cuda_testing::TopKCases()),
+    [](const ::testing::TestParamInfo<cuda_testing::TopKCase>& info) { return info.param.label; });
+
 TEST(DeviceCodecEdgeTest, HalfConversionsOverManyBitPatterns) {
   TAMP_SKIP_WITHOUT_CUDA();
   const size_t n = size_t{1} << 24;

@@ -11,10 +11,15 @@
 //     step;
 //   - decoded values (= and +=) bitwise equal to the CPU decoder's;
 //   - the body checks accepting and rejecting exactly what the CPU decoder does, on
-//     thousands of corrupted payloads.
+//     thousands of corrupted payloads;
+//   - top-k's every path to its cutoff (level 0's gather, the candidates pass, the whole
+//     chunk), floors and capacities forced to each side of each boundary, candidates in
+//     shuffled orders.
 // What it cannot check is the CUDA plumbing itself (grids, shared memory, barriers, CUB);
 // device_codec_test.cc does that on a GPU.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -216,6 +221,140 @@ TEST_P(EmulationDgcTest, MomentumCorrectionAndMaskingAsTheCpu) {
 INSTANTIATE_TEST_SUITE_P(
     SparseCodecs, EmulationDgcTest, ::testing::ValuesIn(cuda_testing::DgcMomentumSpecs()),
     [](const ::testing::TestParamInfo<cuda_testing::SpecCase>& info) { return info.param.label; });
+
+// GPU top-k's ways to its cutoff (topk_agent.h TopKPath): level 0's gather above a floor,
+// the candidates pass where that gather missed part of the cutoff's bin or overflowed, the
+// whole chunk where the bin alone overflows; candidates in any order. Each gives the CPU's
+// body, residual, u and v. Floors and capacities are forced around each boundary.
+class EmulationTopKPathTest : public ::testing::TestWithParam<cuda_testing::TopKCase> {};
+
+// What the gathers see of x at k: the start of the cutoff's level-0 bin, the keys at or
+// above it, and the keys in it.
+struct Bins {
+  uint32_t floor = 0;
+  uint64_t from_floor = 0;
+  uint64_t in_bin = 0;
+};
+Bins BinsOf(const std::vector<float>& x, uint64_t k) {
+  std::vector<uint32_t> keys;
+  for (const float v : x) keys.push_back(MagnitudeKey(v));
+  std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<uint32_t>());
+  Bins b;
+  b.floor = BinFloor(keys[k - 1]);
+  for (const uint32_t key : keys) {
+    b.from_floor += key >= b.floor;
+    b.in_bin += BinFloor(key) == b.floor;
+  }
+  return b;
+}
+
+TEST_P(EmulationTopKPathTest, EveryPathGivesTheCpuSelection) {
+  const cuda_testing::TopKCase& c = GetParam();
+  const size_t n = c.x.size();
+  const config::Codec spec = c.Spec();
+  auto cpu = CreateCodec(spec, n);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  Emulated gpu = MakeEmulated(spec, n);
+  const Bins bins = BinsOf(c.x, c.k);
+  std::vector<float> rotated = c.x;  // Step 1's gradient: other values, the same kinds.
+  std::rotate(rotated.begin(), rotated.begin() + n / 3, rotated.end());
+
+  const uint64_t capacity = gpu.candidates.capacity;
+  // Where level 0's gather does not hold, the candidates pass gathers in_bin keys.
+  const auto again = [&](uint64_t cap) {
+    return CandidatesFit(bins.in_bin, cap) ? TopKPath::kCandidates : TopKPath::kWholeChunk;
+  };
+  const uint32_t above = bins.floor + (1u << 20);  // One bin too high.
+  const struct {
+    CandidateOptions options;
+    TopKPath path;  // Of the plain encode and step 0 (where c is the input).
+  } runs[] = {
+      {{capacity, 0}, c.path},  // The sampled floor.
+      {{capacity, 5}, c.path},
+      {{n, 0, false, 0}, TopKPath::kLevelZeroGather},  // Everything gathered, just fits.
+      {{n - 1, 0, false, 0}, again(n - 1)},
+      {{bins.from_floor, 7, false, bins.floor}, TopKPath::kLevelZeroGather},  // Just fits.
+      {{bins.from_floor - 1, 3, false, bins.floor}, again(bins.from_floor - 1)},
+      {{bins.in_bin, 9, false, above}, TopKPath::kCandidates},  // Just fits.
+      {{bins.in_bin - 1, 0, false, above}, TopKPath::kWholeChunk},
+      {{0, 0}, TopKPath::kWholeChunk},
+  };
+  for (const auto& run : runs) {
+    SCOPED_TRACE(::testing::Message()
+                 << "capacity " << run.options.capacity << " shuffle " << run.options.shuffle_seed
+                 << " floor " << (run.options.sampled_floor ? -1 : int64_t{run.options.floor}));
+    gpu.candidates = run.options;
+    std::string payload;
+    ASSERT_TRUE((*cpu)->Encode(c.x, {}, &payload).ok());
+    Body body(gpu.body_bytes());
+    gpu.Encode({}, c.x.data(), {}, body.data());
+    EXPECT_EQ(gpu.last_path, run.path);
+    ASSERT_TRUE(CompareBytes("body", body.str(), payload.substr(kHeaderBytes)));
+
+    for (const auto kind : {config::ErrorFeedback::RESIDUAL, config::ErrorFeedback::DGC_MOMENTUM}) {
+      SCOPED_TRACE(config::ErrorFeedback::Kind_Name(kind));
+      config::ErrorFeedback ef_spec;
+      ef_spec.set_kind(kind);
+      if (kind == config::ErrorFeedback::RESIDUAL) {
+        ef_spec.set_scale(0.5f);
+      } else {
+        ef_spec.set_momentum(0.9f);
+      }
+      auto memory = ErrorFeedback::Create(ef_spec, n);
+      ASSERT_TRUE(memory.ok()) << memory.status();
+      std::vector<float> u(n, 0.0f), v(n, 0.0f);
+      const SparseFeedback feedback = kind == config::ErrorFeedback::RESIDUAL
+                                          ? SparseFeedback{v.data(), nullptr, 0.5f}
+                                          : SparseFeedback{v.data(), u.data(), 1.0f, 0.9f};
+      for (int step = 0; step < 2; ++step) {
+        const std::vector<float>& g = step == 0 ? c.x : rotated;
+        ASSERT_TRUE((*memory)->Compress(**cpu, g, {}, &payload).ok());
+        gpu.Encode({}, g.data(), feedback, body.data());
+        if (step == 0) {
+          EXPECT_EQ(gpu.last_path, run.path);
+        }
+        ASSERT_TRUE(CompareBytes("EF body", body.str(), payload.substr(kHeaderBytes)))
+            << "step " << step;
+        ASSERT_TRUE(CompareBitwise("residual or v", v, (*memory)->residual())) << "step " << step;
+        if (feedback.dgc()) {
+          ASSERT_TRUE(CompareBitwise("u", u, (*memory)->velocity())) << "step " << step;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, EmulationTopKPathTest, ::testing::ValuesIn(cuda_testing::TopKCases()),
+    [](const ::testing::TestParamInfo<cuda_testing::TopKCase>& info) { return info.param.label; });
+
+// The sampled floor on gradient-like chunks (normal values, and normal values over a wide
+// range of scales) at the usual ratios: level 0's gather holds, so c is read twice.
+TEST(EmulationTopKSampleTest, GradientsTakeTheTwoReadPath) {
+  const size_t n = size_t{1} << 20;
+  std::vector<float> normal(n);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> draw(0.0f, 1.0f);
+  for (float& v : normal) v = draw(rng);
+  std::vector<float> scaled = cuda_testing::Values(n, 4, Flavor::kGradient);
+  for (const std::vector<float>* x : {&normal, &scaled}) {
+    for (const double ratio : {0.001, 0.01, 0.1, 0.3}) {
+      SCOPED_TRACE(::testing::Message() << (x == &normal ? "normal" : "scaled") << " ratio "
+                                        << ratio);
+      config::Codec spec = cuda_testing::NamedSpec("topk");
+      spec.set_ratio(ratio);
+      auto cpu = CreateCodec(spec, n);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      const Emulated gpu = MakeEmulated(spec, n);
+      std::string payload;
+      ASSERT_TRUE((*cpu)->Encode(*x, {}, &payload).ok());
+      Body body(gpu.body_bytes());
+      gpu.Encode({}, x->data(), {}, body.data());
+      EXPECT_EQ(gpu.last_path, TopKPath::kLevelZeroGather);
+      EXPECT_TRUE(CompareBytes("body", body.str(), payload.substr(kHeaderBytes)));
+    }
+  }
+}
 
 // The chunk statistics of terngrad and efsign in compress/internal/segments.h's order (per
 // segment, then pairwise), on inputs where another order gives other sums: 1e16 (ulp 2) in

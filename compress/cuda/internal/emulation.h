@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -155,30 +157,38 @@ inline unsigned long long EmulateCheckQuant(const QuantLayout& l, const unsigned
   return std::min(verdict, CheckPadding(l, body));
 }
 
-// SelectTiles() of topk.cu, once the cutoff is in `s`: the tile counts (which stage c in
-// the memory when `stage` is on), the scan (one tile more: its offset is threshold's
-// count), threshold's count into `count` (null for top-k), select, pack.
-inline void EmulateSelectTiles(const TopKLayout& host_layout, const float* values,
-                               const SparseFeedback& stage, const SparseFeedback& feedback,
-                               const SelectState& s, unsigned char* count, unsigned char* entries) {
-  constexpr uint64_t kTile = 4096;
-  const uint64_t n = host_layout.n;
-  const uint64_t tiles = (n + kTile - 1) / kTile;
-  std::vector<unsigned long long> counts(tiles + 1, 0), offsets(tiles + 1, 0);
-  for (uint64_t i = 0; i < n; ++i) {  // count_kernel
-    const uint32_t key = MagnitudeKey(stage.on() ? StageCompensated(stage, values, i) : values[i]);
-    counts[i / kTile] += key > s.prefix ? (1ull << 32) : (key == s.prefix ? 1ull : 0ull);
+// count_kernel of topk.cu: per tile, TileCount() summed over c (staged in the memory first
+// when `stage` is on), and one extra tile of 0 whose scanned offset is the total.
+inline std::vector<unsigned long long> EmulateCountTiles(uint64_t n, const float* values,
+                                                         const SparseFeedback& stage,
+                                                         const SelectState& s) {
+  std::vector<unsigned long long> counts((n + kTopKTile - 1) / kTopKTile + 1, 0);
+  for (uint64_t i = 0; i < n; ++i) {
+    const float c = stage.on() ? StageCompensated(stage, values, i) : values[i];
+    counts[TileOf(i)] += TileCount(s, MagnitudeKey(c));
   }
+  return counts;
+}
+
+// ScanAndSelect() of topk.cu, once the cutoff is in `s` and the tile counts in `counts`:
+// the scan (over the extra tile too: its offset is threshold's count), threshold's count
+// into `count` (null for top-k), select, pack. `c_values`: c.
+inline void EmulateScanAndSelect(const TopKLayout& host_layout, const float* c_values,
+                                 const SparseFeedback& feedback, const SelectState& s,
+                                 const std::vector<unsigned long long>& counts,
+                                 unsigned char* count, unsigned char* entries) {
+  const uint64_t n = host_layout.n;
+  const uint64_t tiles = counts.size() - 1;
+  std::vector<unsigned long long> offsets(tiles + 1, 0);
   for (uint64_t t = 1; t <= tiles; ++t) offsets[t] = offsets[t - 1] + counts[t - 1];
   if (count != nullptr) StoreCount(count, offsets[tiles] >> 32);  // store_count_kernel
   const TopKLayout l = CountedLayout(host_layout, count);
-  const float* c_values = feedback.on() ? feedback.residual : values;
   std::vector<uint32_t> indices(l.k);
   for (uint64_t t = 0; t < tiles; ++t) {  // select_kernel
     const uint64_t eq_before = offsets[t] & 0xffffffffull;
     uint64_t eq_rank = eq_before;
     uint64_t position = (offsets[t] >> 32) + std::min<uint64_t>(eq_before, s.ties);
-    for (uint64_t i = t * kTile; i < std::min(n, (t + 1) * kTile); ++i) {
+    for (uint64_t i = t * kTopKTile; i < std::min<uint64_t>(n, (t + 1) * kTopKTile); ++i) {
       const float c = c_values[i];
       const uint32_t key = MagnitudeKey(c);
       bool take = key > s.prefix;
@@ -196,31 +206,133 @@ inline void EmulateSelectTiles(const TopKLayout& host_layout, const float* value
   for (uint64_t g = 0; g < l.index_groups(); ++g) PackIndexGroup(l, indices.data(), g, entries);
 }
 
-// EncodeTopK() of topk.cu, pass by pass (the tile passes sequentially, same formulas).
-inline void EmulateEncodeTopK(const TopKLayout& l, const float* input,
-                              const SparseFeedback& feedback, unsigned char* body) {
-  for (uint64_t i = 0; i < l.n && feedback.on(); ++i) StageCompensated(feedback, input, i);
-  const float* values = feedback.on() ? feedback.residual : input;
-  SelectState s = InitialSelectState();
-  for (int level = 0; level < kTopKLevels; ++level) {
-    std::vector<uint32_t> histogram(kTopKBins, 0);
-    for (uint64_t i = 0; i < l.n; ++i) {
-      const uint32_t key = MagnitudeKey(values[i]);
-      if (InLevel(s, key)) ++histogram[LevelBin(level, key)];
-    }
-    uint32_t bin;
-    uint64_t bin_above;
-    FindBin(histogram.data(), LevelMask(level) + 1, l.k - s.above, &bin, &bin_above);
-    AdvanceSelect(&s, level, bin, bin_above, l.k);
+// The emulated top-k's candidate scratch: its capacity (the kernels': CandidateCapacity()),
+// the floor of level 0's gather (the kernels': the sample's) and the order in which the
+// blocks' atomics place the candidates (shuffle_seed 0: tile after tile; else the tiles in
+// a shuffled order and the gathered candidates shuffled again, an order the device may
+// well produce).
+struct CandidateOptions {
+  uint64_t capacity = 0;
+  uint32_t shuffle_seed = 0;
+  bool sampled_floor = true;  // false: `floor` instead.
+  uint32_t floor = 0;
+};
+
+// prepare_kernel of topk.cu: the floor of level 0's gather, from kSampleSize keys of c.
+inline uint32_t EmulateSampleFloor(const TopKLayout& l, const float* input,
+                                   const SparseFeedback& feedback, uint64_t capacity) {
+  const uint32_t rank = SampleRank(l, capacity);
+  if (rank == 0) return 0;
+  std::vector<uint32_t> keys(kSampleSize);
+  for (uint32_t j = 0; j < kSampleSize; ++j) {
+    keys[j] = MagnitudeKey(PeekCompensated(feedback, input, SamplePosition(l.n, j)));
   }
-  EmulateSelectTiles(l, values, SparseFeedback{}, feedback, s, nullptr, body);
+  std::sort(keys.begin(), keys.end(), std::greater<uint32_t>());
+  return BinFloor(keys[rank - 1]);
 }
 
-// EncodeThreshold() of topk.cu: the tile passes with the fixed cutoff.
+// The blocks of a tile pass in the order their atomics ran: tile after tile, or shuffled.
+inline std::vector<uint64_t> TileOrder(uint64_t tiles, std::mt19937* rng, bool shuffle) {
+  std::vector<uint64_t> order(tiles);
+  for (uint64_t t = 0; t < tiles; ++t) order[t] = t;
+  if (shuffle) std::shuffle(order.begin(), order.end(), *rng);
+  return order;
+}
+
+// Appends a gathered entry: stored within the capacity, counted always (the atomic).
+inline void Gather(uint32_t key, uint64_t i, uint64_t capacity, std::vector<Candidate>* out,
+                   GatherState* g) {
+  if (g->count < capacity) out->push_back({key, static_cast<uint32_t>(i)});
+  ++g->count;
+}
+
+// level_kernel of topk.cu: the histogram of `level` over the keys that agree with the
+// state's prefix, from the candidates when they fit, else from the whole of c; then
+// find_kernel.
+inline void EmulateLevel(int level, uint64_t n, const float* values,
+                         const std::vector<Candidate>& candidates, bool fit, SelectState* s,
+                         uint64_t k) {
+  std::vector<uint32_t> histogram(kTopKBins, 0);
+  const uint64_t m = fit ? candidates.size() : n;
+  for (uint64_t i = 0; i < m; ++i) {
+    const uint32_t key = fit ? candidates[i].key : MagnitudeKey(values[i]);
+    if (InLevel(*s, key)) ++histogram[LevelBin(level, key)];
+  }
+  uint32_t bin;
+  uint64_t bin_above;
+  FindBin(histogram.data(), LevelMask(level) + 1, k - s->above, &bin, &bin_above);
+  AdvanceSelect(s, level, bin, bin_above, k);
+}
+
+// EncodeTopK() of topk.cu, pass by pass (the tile passes sequentially, same formulas).
+inline TopKPath EmulateEncodeTopK(const TopKLayout& l, const float* input,
+                                  const SparseFeedback& feedback, unsigned char* body,
+                                  const CandidateOptions& options) {
+  const uint64_t capacity = options.capacity;
+  GatherState g{0, 0, 0};  // prepare_kernel
+  g.floor = options.sampled_floor ? EmulateSampleFloor(l, input, feedback, capacity)
+                                  : options.floor;
+  const uint64_t tiles = (l.n + kTopKTile - 1) / kTopKTile;
+  std::mt19937 rng(options.shuffle_seed);
+  const bool shuffle = options.shuffle_seed != 0;
+
+  // level_zero_kernel: stages c, histograms level 0, gathers the keys >= floor.
+  std::vector<Candidate> candidates;
+  std::vector<uint32_t> histogram(kTopKBins, 0);
+  for (const uint64_t t : TileOrder(tiles, &rng, shuffle)) {
+    for (uint64_t i = t * kTopKTile; i < std::min<uint64_t>(l.n, (t + 1) * kTopKTile); ++i) {
+      const uint32_t key = MagnitudeKey(
+          feedback.on() ? StageCompensated(feedback, input, i) : input[i]);
+      ++histogram[LevelBin(0, key)];
+      if (key >= g.floor) Gather(key, i, capacity, &candidates, &g);
+    }
+  }
+  const float* values = feedback.on() ? feedback.residual : input;
+  SelectState s = InitialSelectState();
+  uint32_t bin;  // find_kernel, level 0, and its verdict on the gather.
+  uint64_t bin_above;
+  FindBin(histogram.data(), LevelMask(0) + 1, l.k, &bin, &bin_above);
+  AdvanceSelect(&s, 0, bin, bin_above, l.k);
+  g.again = !GatherHolds(s, g, capacity);
+  std::vector<unsigned long long> counts(tiles + 1, 0);
+  if (g.again) {  // candidates_kernel: gathers b0 afresh, counts the keys above it.
+    g.count = 0;
+    candidates.clear();
+    for (const uint64_t t : TileOrder(tiles, &rng, shuffle)) {
+      uint64_t above = 0;
+      for (uint64_t i = t * kTopKTile; i < std::min<uint64_t>(l.n, (t + 1) * kTopKTile); ++i) {
+        const uint32_t key = MagnitudeKey(values[i]);
+        const Standing standing = StandingOf(s, key);
+        above += standing == Standing::kAbove;
+        if (standing == Standing::kCandidate) Gather(key, i, capacity, &candidates, &g);
+      }
+      counts[t] = TileCountOf(above, 0);
+    }
+  }
+  const bool fit = CandidatesFit(g.count, capacity);
+  if (shuffle) std::shuffle(candidates.begin(), candidates.end(), rng);
+
+  for (int level = 1; level < kTopKLevels; ++level) {
+    EmulateLevel(level, l.n, values, candidates, fit, &s, l.k);
+  }
+  if (fit) {  // tile_count_kernel: the candidates' shares added to the tiles' counts.
+    for (const Candidate& c : candidates) counts[TileOf(c.index)] += TileCount(s, c.key);
+  } else {  // The same, counted over the whole chunk.
+    counts = EmulateCountTiles(l.n, values, SparseFeedback{}, s);
+  }
+  EmulateScanAndSelect(l, values, feedback, s, counts, nullptr, body);
+  if (!g.again) return TopKPath::kLevelZeroGather;
+  return fit ? TopKPath::kCandidates : TopKPath::kWholeChunk;
+}
+
+// EncodeThreshold() of topk.cu: the cutoff is known, so only the tile passes (the count
+// pass stages c).
 inline void EmulateEncodeThreshold(const TopKLayout& l, uint32_t key_floor, const float* input,
                                    const SparseFeedback& feedback, unsigned char* body) {
-  EmulateSelectTiles(l, input, feedback, feedback, ThresholdState(key_floor), body,
-                     body + kCountBytes);
+  const SelectState s = ThresholdState(key_floor);
+  const std::vector<unsigned long long> counts = EmulateCountTiles(l.n, input, feedback, s);
+  EmulateScanAndSelect(l, feedback.on() ? feedback.residual : input, feedback, s, counts, body,
+                       body + kCountBytes);
 }
 
 // CheckTopK(), CheckThreshold() (count: the body's count field, null for top-k).
@@ -331,6 +443,8 @@ struct Emulated {
   TopKLayout top;
   RandomBlockLayout blocks;
   RandomKLayout random;
+  CandidateOptions candidates;            // topk's scratch (capacity as the kernels').
+  mutable TopKPath last_path = TopKPath::kLevelZeroGather;  // Of the last topk Encode.
   mutable std::vector<float> state;  // signum's momentum, stepped by every Encode.
 
   // The largest body (DeviceCodec::BodyBytes()), and the length of an encoded one.
@@ -356,7 +470,7 @@ struct Emulated {
     } else if (threshold) {
       EmulateEncodeThreshold(top, key_floor, input, feedback, body);
     } else if (topk) {
-      EmulateEncodeTopK(top, input, feedback, body);
+      last_path = EmulateEncodeTopK(top, input, feedback, body, candidates);
     } else {
       EmulateEncodeQuant(quant, key, input, residual, s, state.data(), body);
     }
@@ -433,6 +547,7 @@ inline Emulated MakeEmulated(const config::Codec& spec, size_t n) {
   if (name == "topk" || name == "dgc") {
     e.topk = true;
     e.top = MakeTopKLayout(n, TopKCodec::EntriesKept(spec, n), spec.fp16_values());
+    e.candidates.capacity = CandidateCapacity(e.top);
   }
   return e;
 }

@@ -73,7 +73,8 @@ cudaError_t DecodeTopK(const TopKLayout& layout, const unsigned char* body, floa
 
 // Writes the body (count, then the entries whose MagnitudeKey(c) > key_floor:
 // ThresholdCodec::KeyFloor()) of c as EncodeTopK() forms it, with the same memory. The
-// body's length follows from its count (ThresholdBodyBytes()); scratch as EncodeTopK()'s.
+// body's length follows from its count (ThresholdBodyBytes()); its scratch (sized by its own
+// null-temp call) holds no candidates, EncodeTopK()'s does.
 cudaError_t EncodeThreshold(void* temp, size_t* temp_bytes, const TopKLayout& layout,
                             uint32_t key_floor, const float* input,
                             const SparseFeedback& feedback, unsigned char* body,

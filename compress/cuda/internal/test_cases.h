@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/philox.h"
+#include "compress/cuda/internal/topk_agent.h"
 #include "proto/config.pb.h"
 
 namespace tamp::compress::cuda_testing {
@@ -192,6 +193,67 @@ inline std::vector<float> Values(size_t n, uint32_t seed, Flavor flavor) {
     }
   }
   return x;
+}
+
+// Inputs for GPU top-k's ways to its cutoff (topk_agent.h TopKPath): level 0's gather above
+// the sampled floor, the candidates pass (the sample missed), or the whole chunk (the
+// cutoff's level-0 bin holds more than CandidateCapacity() = min(n, 4k + 65536) keys).
+// `path`: the one each takes.
+struct TopKCase {
+  std::string label;
+  std::vector<float> x;
+  uint64_t k = 1;
+  bool fp16_values = false;
+  cuda_internal::TopKPath path = cuda_internal::TopKPath::kLevelZeroGather;
+
+  config::Codec Spec() const {
+    config::Codec spec = NamedSpec("topk");
+    spec.set_count(k);
+    spec.set_fp16_values(fp16_values);
+    return spec;
+  }
+};
+
+inline void PrintTo(const TopKCase& c, std::ostream* os) { *os << c.label; }
+
+inline std::vector<TopKCase> TopKCases() {
+  using cuda_internal::TopKPath;
+  std::vector<TopKCase> cases;
+  {  // 4118 ties at 0.5 (every third entry), 13 entries above them, the rest below; the
+     // 2487 ties taken run through the first two tiles of 4096.
+    std::vector<float> x = Values(3 * 4096 + 77, 11, Flavor::kGradient);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = i % 3 == 0 ? (i % 2 ? -0.5f : 0.5f) : 0.01f * std::tanh(x[i]);
+      if (i % 1000 == 1) x[i] = -2.0f;
+    }
+    cases.push_back({"ties_across_tiles", x, 2500});
+  }
+  const std::vector<float> special = Values(20011, 12, Flavor::kSpecial);
+  cases.push_back({"specials_k1", special, 1});  // A NaN or an infinity.
+  cases.push_back({"specials_k6", special, 6});  // Among the NaNs and infinities.
+  cases.push_back({"specials_r1", special, 200});
+  cases.push_back({"specials_r1_fp16", special, 200, true});  // Saturated and rounded.
+  cases.push_back({"gradient_k_n", Values(4099, 13, Flavor::kGradient), 4099});
+  cases.push_back({"gradient_r30_fp16", Values(8199, 14, Flavor::kGradient), 2460, true});
+  cases.push_back({"all_equal", std::vector<float>(2 * 4096 + 5, -0.75f), 100});
+  const size_t large = (size_t{1} << 18) + 3;
+  {  // The sample (every 64th entry from the 32nd, kSampleSize of them) sees only the 1.0s,
+     // the 20000th largest is among the rest, in [1e-3, 2e-3): its bin holds about n/8.
+    std::vector<float> x(size_t{1} << 18);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float spread = static_cast<float>((i * 7919) % 1000) / 1000.0f;
+      x[i] = i % 64 == 32 ? 1.0f : 1e-3f * (1.0f + spread);
+    }
+    cases.push_back({"sample_misses", x, 20000, false, TopKPath::kCandidates});
+  }
+  // Past the capacity (69536 at k = 1000): every entry is in the cutoff's bin.
+  cases.push_back({"all_equal_large", std::vector<float>(large, 0.25f), 1000, false,
+                   TopKPath::kWholeChunk});
+  std::vector<float> sparse(large, 0.0f);  // The cutoff is 0 (with -0s among the zeros).
+  for (size_t i = 0; i < large; i += 5003) sparse[i] = i % 2 ? 1.0f + i : -3.0f;
+  for (size_t i = 7; i < large; i += 3) sparse[i] = -0.0f;
+  cases.push_back({"mostly_zero_large", sparse, 1000, false, TopKPath::kWholeChunk});
+  return cases;
 }
 
 inline RandomKey Key(uint32_t chunk) { return RandomKey{.seed = 42, .step = 7, .chunk = chunk, .worker = 3}; }

@@ -4,12 +4,21 @@
 // The selection is compress/select.h's, exactly: keys MagnitudeKey(c) (31 bits: |c|'s bits,
 // NaN as +inf); the k largest, ties to the lowest indices; indices ascending. It is found by
 // radix select without sorting:
-//   1. three histogram levels over the key bits 30..20, 19..9, 8..0 (each pass counts only
-//      the keys that agree with the prefix found so far) give the cutoff key T and `ties`,
-//      how many entries equal to T belong to the k (select.cc RadixCutoff(), same levels);
-//   2. per tile of 4096 entries, count (key > T, key == T); an exclusive scan of the tile
-//      counts says where each tile's selected entries go and how many of the T's before it
-//      were taken;
+//   1. three histogram levels over the key bits 30..20, 19..9, 8..0 (each counts only the
+//      keys that agree with the prefix found so far) give the cutoff key T and `ties`, how
+//      many entries equal to T belong to the k (select.cc RadixCutoff(), same levels). Only
+//      level 0 reads the whole chunk, and finds the cutoff's bin b0; levels 1 and 2
+//      histogram the candidates, keys of b0 and above (key, index) gathered into scratch
+//      in whatever order the blocks' atomics give, which histograms and counts do not see.
+//      Level 0 itself gathers the keys >= a floor that a sample guessed (GatherHolds());
+//      where that gather missed part of b0 or overflowed, a candidates pass counts per
+//      tile the keys above b0 and gathers b0's. When b0 alone holds more than
+//      CandidateCapacity() keys (many equal magnitudes), levels 1 and 2 and the tile counts
+//      read the whole chunk instead, which gives the same counts;
+//   2. per tile of kTopKTile entries, count (key > T, key == T): the candidates' (plus the
+//      candidates pass's keys above b0), or counted over the tile; an exclusive scan of
+//      the tile counts says where each tile's selected entries go and how many of the T's
+//      before it were taken;
 //   3. each tile writes its selected indices and values in index order (block scans).
 // Body (compress/topk.h): k indices of IndexBits(n) bits (PackCodes order, zero-padded to a
 // byte), then k values, fp32 or fp16 (sparse.h FloatToHalf(): saturating), unaligned.
@@ -106,6 +115,54 @@ TAMP_HD void FindBin(const uint32_t* histogram, uint32_t bins, uint64_t rank, ui
 }
 
 // ---------------------------------------------------------------------------------------
+// Candidates and tile counts
+// ---------------------------------------------------------------------------------------
+
+inline constexpr uint32_t kTopKTile = 4096;  // Entries per tile of the count and select passes.
+
+// An entry of the cutoff's level-0 bin, gathered after level 0.
+struct Candidate {
+  uint32_t key;
+  uint32_t index;
+};
+
+// Candidates the scratch holds: select.cc's gather cap (4k + 65536), at most n. The level-0
+// bin of the k-th key spans an eighth of an octave, which for gradient-like data holds
+// less than k entries.
+TAMP_HD uint64_t CandidateCapacity(const TopKLayout& l) {
+  const uint64_t cap = 4 * l.k + 65536;
+  return cap < l.n ? cap : l.n;
+}
+
+// Whether `count` candidates were all gathered; if not, levels 1 and 2 and the tile counts
+// read the whole chunk.
+TAMP_HD bool CandidatesFit(unsigned long long count, uint64_t capacity) {
+  return count <= capacity;
+}
+
+// Where a key stands once level 0 has found the cutoff's bin (state `s` after level 0).
+enum class Standing { kBelow, kCandidate, kAbove };
+TAMP_HD Standing StandingOf(const SelectState& s, uint32_t key) {
+  const uint32_t bin = key >> s.prefix_shift;
+  const uint32_t cutoff_bin = s.prefix >> s.prefix_shift;
+  return bin > cutoff_bin ? Standing::kAbove
+                          : (bin == cutoff_bin ? Standing::kCandidate : Standing::kBelow);
+}
+
+// Tile counts pack (key > T) << 32 | (key == T); both < 2^32 since n < 2^32.
+TAMP_HD unsigned long long TileCountOf(uint64_t greater, uint64_t equal) {
+  return (static_cast<unsigned long long>(greater) << 32) | equal;
+}
+
+// An entry's share of its tile's count once the cutoff is final (state after level 2, or
+// threshold's).
+TAMP_HD unsigned long long TileCount(const SelectState& s, uint32_t key) {
+  return key > s.prefix ? TileCountOf(1, 0) : (key == s.prefix ? TileCountOf(0, 1) : 0ull);
+}
+
+TAMP_HD uint64_t TileOf(uint64_t index) { return index / kTopKTile; }
+
+// ---------------------------------------------------------------------------------------
 // threshold: the count field
 // ---------------------------------------------------------------------------------------
 
@@ -168,20 +225,97 @@ struct SparseFeedback {
   TAMP_HD bool dgc() const { return velocity != nullptr; }
 };
 
-// Element i's c, in the order error_feedback.cc computes it, staged in the memory
-// (residual[i] = c; velocity[i] = the new u).
-TAMP_HD float StageCompensated(const SparseFeedback& f, const float* input, uint64_t i) {
-  float c;
-  if (f.dgc()) {
-    const float u = AddRn(MulRn(f.momentum, f.velocity[i]), input[i]);
-    f.velocity[i] = u;
-    c = AddRn(f.residual[i], u);
-  } else {
-    c = Compensate(input[i], f.residual[i]);
-  }
+// An element's memory as loaded (the kernels load a tile's first, then compute).
+struct Remembered {
+  float residual = 0.0f;  // Or v.
+  float velocity = 0.0f;  // u (DGC_MOMENTUM)
+};
+
+TAMP_HD Remembered LoadMemory(const SparseFeedback& f, uint64_t i) {
+  Remembered m;
+  if (f.on()) m.residual = f.residual[i];
+  if (f.dgc()) m.velocity = f.velocity[i];
+  return m;
+}
+
+// c from input value g and memory m (memory on), in the order error_feedback.cc computes
+// it; m->velocity becomes DGC's new u.
+TAMP_HD float Compensated(const SparseFeedback& f, float g, Remembered* m) {
+  if (!f.dgc()) return Compensate(g, m->residual);
+  m->velocity = AddRn(MulRn(f.momentum, m->velocity), g);
+  return AddRn(m->residual, m->velocity);
+}
+
+// Stages c (memory on) for element i: residual[i] = c; velocity[i] = the new u.
+TAMP_HD void StoreStaged(const SparseFeedback& f, uint64_t i, float c, const Remembered& m) {
+  if (f.dgc()) f.velocity[i] = m.velocity;
   f.residual[i] = c;
+}
+
+// Element i's c, staged in the memory.
+TAMP_HD float StageCompensated(const SparseFeedback& f, const float* input, uint64_t i) {
+  Remembered m = LoadMemory(f, i);
+  const float c = Compensated(f, input[i], &m);
+  StoreStaged(f, i, c, m);
   return c;
 }
+
+// Element i's c, read without staging (the input itself without a memory).
+TAMP_HD float PeekCompensated(const SparseFeedback& f, const float* input, uint64_t i) {
+  if (!f.on()) return input[i];
+  Remembered m = LoadMemory(f, i);
+  return Compensated(f, input[i], &m);
+}
+
+// ---------------------------------------------------------------------------------------
+// The level-0 gather: a floor guessed from a sample
+// ---------------------------------------------------------------------------------------
+
+// Before level 0, a sample of kSampleSize keys of c (evenly spaced) guesses a floor under
+// the cutoff, a level-0 bin boundary, and level 0 gathers every key >= floor as it
+// histograms. Once level 0 has found the cutoff's bin b0, GatherHolds() says whether
+// that gather holds all of b0 and above (floor <= b0's start) within the capacity; then
+// the candidates pass is skipped (its "above b0" keys are among the gathered, and counted
+// from there). Otherwise the candidates pass gathers b0 afresh. Either way the selection
+// is exact: the sample only decides how many passes it takes.
+inline constexpr uint32_t kSampleSize = 4096;
+
+TAMP_HD uint64_t SamplePosition(uint64_t n, uint32_t j) {
+  return (2 * static_cast<uint64_t>(j) + 1) * n / (2 * static_cast<uint64_t>(kSampleSize));
+}
+
+// The rank in the sample (1: its largest key) whose bin's start is the floor: where the
+// sample puts the chunk's midpoint between k and the capacity, keys enough to cover the
+// k-th with room to spare. 0: floor 0, everything (the capacity holds the chunk).
+TAMP_HD uint32_t SampleRank(const TopKLayout& l, uint64_t capacity) {
+  const uint64_t target = (l.k + capacity) / 2;
+  if (target >= l.n) return 0;
+  const uint64_t rank = target * kSampleSize / l.n;
+  return rank < 1 ? 1u : static_cast<uint32_t>(rank);
+}
+
+// The start of `key`'s level-0 bin.
+TAMP_HD uint32_t BinFloor(uint32_t key) { return key >> LevelShift(0) << LevelShift(0); }
+
+// The candidate gathers' state (scratch).
+struct GatherState {
+  unsigned long long count;  // Gathered so far, also those past the capacity.
+  uint32_t floor;            // Level 0 gathered the keys >= floor.
+  uint32_t again;            // 1: it did not hold; the candidates pass gathers b0.
+};
+
+// After level 0 (state `s`): whether level 0's gather holds every key of the cutoff's bin
+// and above, all stored.
+TAMP_HD bool GatherHolds(const SelectState& s, const GatherState& g, uint64_t capacity) {
+  return CandidatesFit(g.count, capacity) && g.floor <= s.prefix;
+}
+
+// How a top-k encode reached its cutoff, and so how often it read c.
+enum class TopKPath {
+  kLevelZeroGather,  // Level 0's gather held: 2 reads (level 0, select).
+  kCandidates,       // The candidates pass gathered b0: 3 reads.
+  kWholeChunk,       // b0 held more than the capacity: 6 reads (levels and counts over c).
+};
 
 // Whether DGC_MOMENTUM zeroes an element's u and v: what the receiver decodes is not 0.
 TAMP_HD bool DgcMasks(float decoded) { return decoded != 0.0f; }

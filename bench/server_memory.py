@@ -6,6 +6,7 @@ step by step, for sets of server binaries run alternately in one run, on loopbac
                            [--servers 2] [--workers 4] [--steps 200] [--rounds 2]
                            [--job_binaries DIR]
                            [--json bench/results/server_memory.json] [--doc docs/server_memory.md]
+                           [--variants_note TEXT] [--report_only]
 
 Each DIR holds a tamp_server; the job's launcher and workers are this checkout's (bazel-bin,
 build them with -c opt first), or the tamp and tamp_worker in --job_binaries. Each round
@@ -129,6 +130,7 @@ def write_doc(report, path):
         f"loopback, {meta['steps']} steps, the variants alternating. "
         "Growth: from a quarter of the run to its end.",
         "",
+    ] + ([f"Variants: {meta['variants']}", ""] if meta.get("variants") else []) + [
         "| variant | round | server | " +
         " | ".join(f"RSS MiB @{m}" for m in report["runs"][0]["servers"]["server-0"]
                    ["rss_mib_at_step"]) + " | growth MiB | faults / step |",
@@ -155,12 +157,17 @@ def main():
     parser.add_argument("--json", default="bench/results/server_memory.json")
     parser.add_argument("--doc", default="docs/server_memory.md")
     parser.add_argument("--job_binaries", help="a folder with tamp and tamp_worker")
+    parser.add_argument("--variants_note",
+                        help="what the variants are (their commits), for the doc; with "
+                             "--report_only it replaces the JSON's")
     parser.add_argument("--report_only", action="store_true",
                         help="run nothing: summarize the JSON's samples again, rewrite both")
     args = parser.parse_args()
     os.chdir(REPO)
     if args.report_only:
         report = json.load(open(args.json))
+        if args.variants_note:
+            report["meta"]["variants"] = args.variants_note
         for run in report["runs"]:
             run["servers"] = summarize(run["samples"], report["meta"]["steps"])
         with open(args.json, "w") as f:
@@ -184,7 +191,8 @@ def main():
                                      capture_output=True, text=True).stdout.strip(),
             "command": "bench/server_memory.py " + " ".join(sys.argv[1:]),
             "config": args.config, "servers": args.servers, "workers": args.workers,
-            "steps": args.steps, "cores": os.cpu_count(), "load_before": load()}
+            "steps": args.steps, "cores": os.cpu_count(), "load_before": load(),
+            "variants": args.variants_note}
     runs = []
     with tempfile.TemporaryDirectory() as work:
         config = os.path.join(work, "job.pbtxt")

@@ -40,6 +40,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "bench/results/auto_vs.json")
 DOC = os.path.join(REPO, "docs/auto.md")
 BEGIN, END = "<!-- auto_vs.py: begin -->", "<!-- auto_vs.py: end -->"
+# The per-host table: bench/scaling.sh's rows (emulated hosts) of configs named *_auto next to
+# the same model's other configs at the same servers, workers and rate.
+SCALING = os.path.join(REPO, "bench/results/scaling.json")
+HOSTS_BEGIN, HOSTS_END = "<!-- auto_vs.py hosts: begin -->", "<!-- auto_vs.py hosts: end -->"
 # Steps per run and warm-up steps not counted, per model.
 STEPS = {"mlp": (40, 10), "cnn": (40, 10), "resnet50": (12, 4), "bert_base": (8, 3), "gpt2_small": (8, 3)}
 ALLOWED_MLP = ["mlp_none", "mlp_fp16", "mlp_topk1_ef"]  # bench/configs/auto/*'s candidates.
@@ -168,8 +172,41 @@ def block():
     return "\n".join(lines)
 
 
+def hosts_block():
+    rows = json.load(open(SCALING))
+    lines = [HOSTS_BEGIN,
+             "From bench/results/scaling.json (`bench/scaling.sh --configs \"scaling/resnet50_none "
+             "scaling/resnet50_topk1_ef scaling/resnet50_auto\"`): every server and worker on "
+             "an emulated host of its own behind a link of the rate each way; auto planned for "
+             "that cluster with `--topology hosts`. ms per step, the median over every "
+             "worker's steps after the warm-up; \"predicted\": `tamp model` on the resolved "
+             "config. One run each, on this shared 2-core machine (run: date, commit).", "",
+             "| model | servers x workers | rate | none ms | top-k 1% ms | auto ms | "
+             "auto predicted ms | auto / none | auto / best | run |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for auto in (r for r in rows if r["config"].endswith("_auto")):
+        model = auto["config"][:-len("_auto")]
+        same = {r["config"][len(model) + 1:]: r for r in rows
+                if r["config"].startswith(model + "_") and r is not auto and
+                (r["servers"], r["workers"], r["rate"]) ==
+                (auto["servers"], auto["workers"], auto["rate"])}
+        if "none" not in same or "topk1_ef" not in same:
+            continue  # Measured without both references: nothing to compare with.
+        none, topk = same["none"]["step_ms_median"], same["topk1_ef"]["step_ms_median"]
+        ms = auto["step_ms_median"]
+        predicted = auto.get("predicted_step_ms")
+        lines.append(f"| {model} | {auto['servers']} x {auto['workers']} | {auto['rate']} | "
+                     f"{none:.1f} | {topk:.1f} | {ms:.1f} | "
+                     f"{'-' if predicted is None else f'{predicted:.1f}'} | {ms / none:.2f} | "
+                     f"{ms / min(none, topk):.2f} | {auto['run']['started']}, "
+                     f"{auto['run']['commit']} |")
+    lines.append(HOSTS_END)
+    return "\n".join(lines)
+
+
 def doc_text():
-    return replace_block(open(DOC).read(), BEGIN, END, block(), DOC)
+    text = replace_block(open(DOC).read(), BEGIN, END, block(), DOC)
+    return replace_block(text, HOSTS_BEGIN, HOSTS_END, hosts_block(), DOC)
 
 
 def main():

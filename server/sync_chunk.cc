@@ -151,10 +151,7 @@ SyncChunk::Completion SyncChunk::FinishRound() {
                                     &done.aggregate, {});
   done.step = c.step;
   done.last_round = false;
-  ++round_;
-  c.accumulator.assign(c.PushCodecAt(c.step).RoundValues(static_cast<int>(round_)), 0.0f);
-  std::fill(arrived_.begin(), arrived_.end(), false);
-  num_arrived_ = 0;
+  StartRound(round_ + 1);
   done.callbacks = std::move(pending_);
   pending_.clear();
   return done;
@@ -193,7 +190,7 @@ SyncChunk::Completion SyncChunk::FinishStep(float learning_rate) {
   ++c.step;
   done.step = c.step;
   c.resuming = false;  // In step with the workers again.
-  ClearRound();
+  StartRound(0);
   done.callbacks = std::move(pending_);
   pending_.clear();
   return done;
@@ -204,9 +201,9 @@ std::string SyncChunk::RoundLabel(uint32_t round) const {
   return core_->rounds == 1 ? "" : absl::StrCat(" round ", round);
 }
 
-void SyncChunk::ClearRound() {
-  round_ = 0;
-  core_->accumulator.assign(core_->push_codec->RoundValues(0), 0.0f);
+void SyncChunk::StartRound(uint32_t round) {
+  round_ = round;
+  core_->accumulator.assign(core_->push_codec->RoundValues(static_cast<int>(round)), 0.0f);
   std::fill(arrived_.begin(), arrived_.end(), false);
   num_arrived_ = 0;
 }
@@ -237,7 +234,7 @@ absl::Status SyncChunk::FollowWorkers(uint64_t push_step, uint64_t run_end,
     pending_.clear();
   }
   c.step = push_step;
-  ClearRound();
+  StartRound(0);
   return absl::OkStatus();
 }
 
@@ -349,7 +346,7 @@ absl::Status SyncChunk::CheckRestore(const checkpoint::ChunkState& saved) const 
 void SyncChunk::Restore(const checkpoint::ChunkState& saved) {
   std::lock_guard<std::mutex> lock(core_->mu);
   RestoreCore(saved, core_.get());
-  ClearRound();
+  StartRound(0);
 }
 
 void SyncChunk::SetWeights(absl::string_view bytes) {

@@ -134,8 +134,8 @@ class SyncChunk : public ShardChunk {
   absl::Status FollowWorkers(uint64_t push_step, uint64_t run_end, Completion* superseded);
   // The chunk moves to a step where no worker will push (CompleteIfDone). Requires mu.
   void SkipStepsNoOneTakes();
-  // Back to round 0 with nothing gathered. Requires mu.
-  void ClearRound();
+  // Round `round` of the current step with nothing gathered (0: a step anew). Requires mu.
+  void StartRound(uint32_t round);
   // Calls the completion's callbacks (outside the lock: a callback may push again).
   void Deliver(Completion& completion);
 

@@ -75,10 +75,9 @@ absl::Status PowerSgdWorker::NextRound(int round, absl::string_view previous_ans
                      next_round_ == 0 ? "BeginRounds()"
                                       : (next_round_ == 1 ? "NextRound(1)" : "FinishRounds()")));
   }
-  std::vector<float> p_hat;
-  TAMP_RETURN_IF_ERROR(host_->ParseMessage(previous_answer, 0, "answer", &p_hat));
+  TAMP_RETURN_IF_ERROR(host_->ParseMessage(previous_answer, 0, "answer", &answer_));
   factor_.resize(layout_.q_values());
-  TAMP_RETURN_IF_ERROR(kernels_->ProjectBack(p_hat, absl::MakeSpan(factor_), stream));
+  TAMP_RETURN_IF_ERROR(kernels_->ProjectBack(answer_, absl::MakeSpan(factor_), stream));
   host_->AppendMessage(1, factor_, payload);
   next_round_ = PowerSgdCodec::kRounds;
   return absl::OkStatus();
@@ -91,13 +90,12 @@ absl::Status PowerSgdWorker::FinishRounds(absl::string_view final_answer, const 
         absl::StrCat("powersgd: FinishRounds() before the last round; the worker expects ",
                      next_round_ == 0 ? "BeginRounds()" : "NextRound(1)"));
   }
-  std::vector<float> q_bar;
-  TAMP_RETURN_IF_ERROR(host_->ParseMessage(final_answer, 1, "aggregate", &q_bar));
+  TAMP_RETURN_IF_ERROR(host_->ParseMessage(final_answer, 1, "aggregate", &answer_));
   if (residual_ != nullptr) {
     TAMP_RETURN_IF_ERROR(kernels_->Finish(residual_, residual_scale_, stream));
   }
-  host_->UnitColumns(absl::MakeSpan(q_bar));
-  q_ = std::move(q_bar);
+  host_->UnitColumns(absl::MakeSpan(answer_));
+  q_.swap(answer_);  // Both keep their memory for the next step.
   next_round_ = 0;
   return absl::OkStatus();
 }

@@ -131,6 +131,7 @@ class PowerSgdWorker {
   float residual_scale_ = 1.0f;
   std::vector<float> q_;       // Warm start Q [c, r].
   std::vector<float> factor_;  // Scratch: P or Q_i.
+  std::vector<float> answer_;  // Scratch: the server's P̂ or Q̄, parsed (Q̄ then swaps into q_).
 };
 
 }  // namespace tamp::compress::cuda

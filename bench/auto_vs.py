@@ -188,10 +188,10 @@ def hosts_block():
         model = auto["config"][:-len("_auto")]
         same = {r["config"][len(model) + 1:]: r for r in rows
                 if r["config"].startswith(model + "_") and r is not auto and
-                (r["servers"], r["workers"], r["rate"]) ==
-                (auto["servers"], auto["workers"], auto["rate"])}
+                (r["servers"], r["workers"], r["rate"], r["run"]["started"]) ==
+                (auto["servers"], auto["workers"], auto["rate"], auto["run"]["started"])}
         if "none" not in same or "topk1_ef" not in same:
-            continue  # Measured without both references: nothing to compare with.
+            continue  # Not measured in the same run as both references: no comparison.
         none, topk = same["none"]["step_ms_median"], same["topk1_ef"]["step_ms_median"]
         ms = auto["step_ms_median"]
         predicted = auto.get("predicted_step_ms")

@@ -10,8 +10,9 @@
 #                 [--hosts_rates "1gbit 10gbit"] [--skip_vs] [--skip_hosts]
 #
 # On this 2-core machine the whole set takes about an hour: BERT and GPT-2 without
-# compression run 28-32 s steps at 1 Gbit/s (8 steps each), and hold ~20 GB between them
-# (4 workers and 2 servers of 110-124M parameters); run nothing else meanwhile.
+# compression run 28-32 s steps at 1 Gbit/s (8 steps each), and a job of either holds ~20 GB
+# (4 workers and 2 servers of 110-124M parameters); run nothing else meanwhile. On 24 GB,
+# GPT-2's 10 Gbit/s `auto` run was OOM-killed (2026-11-26): leave it out with --models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=2 models="mlp,cnn,resnet50,bert_base,gpt2_small" hosts_points="2x4"

@@ -74,7 +74,7 @@ Commands:
                              the table.
       --compute_ms MS        Use this forward/backward time instead of the measured one.
       --latency_ms MS        Per-message latency (default 0.05, an estimate).
-      --transport_gbit GBIT  gRPC's throughput ceiling (default 6, fitted on this machine).
+      --transport_gbit GBIT  gRPC's throughput ceiling (default 12, fitted on this machine).
       --calibration_job      First run the job and its uncompressed twin for a few
                              steps on loopback (~15 s for the example MLP) and add the
                              CPU they burn beyond the measured parts to the CPU bound.

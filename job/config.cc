@@ -352,9 +352,9 @@ void ApplyDefaults(config::RunConfig* config) {
     DefaultCodecNames(override.mutable_compression());
   }
   if (compression->has_automatic()) {  // mutable_automatic() would make it present.
-    for (auto& candidate : *compression->mutable_automatic()->mutable_candidates()) {
-      DefaultCodecNames(&candidate);
-    }
+    config::AutoCompression* automatic = compression->mutable_automatic();
+    for (auto& candidate : *automatic->mutable_candidates()) DefaultCodecNames(&candidate);
+    if (!automatic->has_min_gain()) automatic->set_min_gain(kDefaultAutoMinGain);
   }
 }
 
@@ -439,6 +439,11 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
     if (automatic.bandwidth().empty()) {
       return FieldError("compression.automatic.bandwidth",
                         "required: the link the job runs on (\"1gbit\", \"unshaped\", ...)");
+    }
+    if (!(automatic.min_gain() >= 0 && automatic.min_gain() < 1)) {
+      return FieldError("compression.automatic.min_gain",
+                        absl::StrCat("is ", automatic.min_gain(),
+                                     "; a share of the step in [0, 1), e.g. 0.05"));
     }
   }
   TAMP_RETURN_IF_ERROR(ValidateServerMode(config));

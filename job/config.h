@@ -23,6 +23,10 @@ inline constexpr uint32_t kConfigVersion = 1;
 
 inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 
+// compression.automatic.min_gain when the config leaves it out: rounds of one config differ
+// by up to 4% on a shared machine (docs/auto.md), so a smaller predicted gain is noise.
+inline constexpr double kDefaultAutoMinGain = 0.05;
+
 // Parses text-format `text`; `source` (a path) prefixes error messages.
 absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::string_view source);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "google/protobuf/text_format.h"
+#include "job/config.h"
 #include "tools/tamp/cpu_time.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/perf_calibrate.h"
@@ -27,6 +28,12 @@ std::string OneLine(const google::protobuf::Message& message) {
   printer.PrintToString(message, &text);
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
+}
+
+// compression.automatic.min_gain, or its default in a config that was not loaded with
+// defaults filled (ParseConfig alone).
+double MinGain(const config::AutoCompression& automatic) {
+  return automatic.has_min_gain() ? automatic.min_gain() : kDefaultAutoMinGain;
 }
 
 }  // namespace
@@ -87,7 +94,10 @@ absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
   }
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = ThreadCpuMs();
-  TAMP_ASSIGN_OR_RETURN(result.plan, PlanCompression(base, costs));
+  TAMP_ASSIGN_OR_RETURN(
+      result.plan,
+      PlanCompression(base, costs,
+                      MinGain(automatic)));
   result.decision_cpu_ms = ThreadCpuMs() - cpu_start;
   result.decision_ms = std::chrono::duration<double, std::milli>(
                            std::chrono::steady_clock::now() - start)
@@ -107,6 +117,14 @@ std::string FormatPlan(const config::RunConfig& config, const AutoResult& result
       link.name, p.step_ms, perf::BoundName(p.bound), p.compute_ms, p.encode_ms, p.wire_ms,
       p.decode_ms, p.apply_ms, (p.push_bytes + p.pull_bytes) / 1e6, result.decision_ms,
       result.decision_cpu_ms, result.plan.predictions);
+  if (result.plan.below_min_gain) {
+    absl::StrAppendFormat(
+        &out,
+        "every tensor stays on candidate 0: the best plan found (%.2f ms) saves %.1f%% of its "
+        "step, less than compression.automatic.min_gain (%.0f%%)\n",
+        result.plan.searched_ms, 100 * (1 - result.plan.searched_ms / p.step_ms),
+        100 * (MinGain(automatic)));
+  }
   std::vector<std::vector<std::string>> candidates;
   for (int c = 0; c < automatic.candidates_size(); ++c) {
     const int tensors = static_cast<int>(std::count(result.plan.tensor_candidate.begin(),

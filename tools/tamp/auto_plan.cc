@@ -88,8 +88,13 @@ config::RunConfig CandidateConfig(const config::RunConfig& config, int index) {
 }
 
 absl::StatusOr<CompressionPlan> PlanCompression(
-    const perf::StepInputs& base, const std::vector<std::vector<perf::ChunkCost>>& costs) {
+    const perf::StepInputs& base, const std::vector<std::vector<perf::ChunkCost>>& costs,
+    double min_gain) {
   if (costs.empty()) return absl::InvalidArgumentError("no candidates to plan with");
+  if (!(min_gain >= 0 && min_gain < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_gain is ", min_gain, "; a share of the step in [0, 1)"));
+  }
   const size_t num_chunks = costs[0].size();
   for (const auto& candidate : costs) {
     if (candidate.size() != num_chunks) {
@@ -123,11 +128,12 @@ absl::StatusOr<CompressionPlan> PlanCompression(
 
   // The best uniform plan.
   int best = 0;
-  perf::StepPrediction best_prediction;
+  perf::StepPrediction best_prediction, first_prediction;
   for (size_t c = 0; c < costs.size(); ++c) {
     inputs.chunks = costs[c];
     absl::StatusOr<perf::StepPrediction> predicted = predict();
     if (!predicted.ok()) return predicted.status();
+    if (c == 0) first_prediction = *predicted;
     plan.uniform_ms.push_back(predicted->step_ms);
     if (c == 0 || predicted->step_ms < best_prediction.step_ms - kTieMs) {
       best = static_cast<int>(c);
@@ -192,6 +198,13 @@ absl::StatusOr<CompressionPlan> PlanCompression(
     }
   }
   plan.prediction = best_prediction;
+  if (best_prediction.step_ms > (1 - min_gain) * first_prediction.step_ms) {
+    plan.below_min_gain = std::any_of(plan.tensor_candidate.begin(),
+                                      plan.tensor_candidate.end(), [](int c) { return c != 0; });
+    plan.searched_ms = best_prediction.step_ms;
+    plan.tensor_candidate.assign(num_tensors, 0);
+    plan.prediction = first_prediction;
+  }
   return plan;
 }
 

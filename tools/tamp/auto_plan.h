@@ -13,10 +13,15 @@
 // budget (bench/auto_plan_bench.cc). Tensors whose chunks cost the same under every
 // candidate (all below min_compress_bytes: raw anyway) are not tried.
 //
+// Last, the search's plan is kept only where it saves at least min_gain of the step with
+// every tensor on the first candidate (the simplest: "none"); the model's error and the
+// run-to-run spread are larger than a smaller gain (Agarwal et al.: compression that is
+// predicted to pay a little often does not).
+//
 // Thread safety: free functions without shared state. Example:
 //   TAMP_RETURN_IF_ERROR(CheckCandidates(config.compression()));
 //   ... costs[c] = perf::MeasureChunkCosts(CandidateConfig(config, c), ...) ...
-//   TAMP_ASSIGN_OR_RETURN(CompressionPlan plan, PlanCompression(base_inputs, costs));
+//   TAMP_ASSIGN_OR_RETURN(CompressionPlan plan, PlanCompression(base_inputs, costs, 0.05));
 //   config::RunConfig resolved = ApplyPlan(config, layout, plan);
 #ifndef TAMP_TOOLS_TAMP_AUTO_PLAN_H_
 #define TAMP_TOOLS_TAMP_AUTO_PLAN_H_
@@ -58,15 +63,23 @@ struct CompressionPlan {
   perf::StepPrediction prediction;    // Of the plan.
   std::vector<double> uniform_ms;     // By candidate: every tensor on it.
   int predictions = 0;                // perf::PredictStep calls the search made.
+  // The search's best plan saved less than min_gain of candidate 0's step, so every tensor
+  // stays on candidate 0; searched_ms is what that plan was predicted to take.
+  bool below_min_gain = false;
+  double searched_ms = 0;
 };
 
 // PlanCompression()
 //
 // `base` is the job's inputs without chunks; costs[c] the chunk costs with candidate c (one
-// per chunk, in chunk order, as perf::MeasureChunkCosts returns them). INVALID_ARGUMENT if
-// there are no candidates or their chunk lists differ in length or tensors.
+// per chunk, in chunk order, as perf::MeasureChunkCosts returns them). The search's plan is
+// kept only if predicted at most (1 - min_gain) x the step with every tensor on candidate
+// 0; otherwise every tensor stays there (compression.automatic.min_gain). INVALID_ARGUMENT
+// if there are no candidates, their chunk lists differ in length or tensors, or min_gain is
+// outside [0, 1).
 absl::StatusOr<CompressionPlan> PlanCompression(
-    const perf::StepInputs& base, const std::vector<std::vector<perf::ChunkCost>>& costs);
+    const perf::StepInputs& base, const std::vector<std::vector<perf::ChunkCost>>& costs,
+    double min_gain);
 
 // ApplyPlan()
 //

@@ -1,5 +1,6 @@
 #include "tools/tamp/auto_plan.h"
 
+#include <cmath>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -46,7 +47,7 @@ std::vector<std::vector<perf::ChunkCost>> Costs() {
 TEST(PlanCompressionTest, LinkBoundCompressesTheBigTensorAndKeepsTheSmallOneRaw) {
   // 1 Gbit/s: 4 MB is 32 ms per push; the small tensor's 4 KB is 0.03 ms, less than its
   // fixed encode.
-  absl::StatusOr<CompressionPlan> plan = PlanCompression(Base(10, 1e9), Costs());
+  absl::StatusOr<CompressionPlan> plan = PlanCompression(Base(10, 1e9), Costs(), 0);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(plan->tensor_candidate, ElementsAre(1, 0));
   ASSERT_EQ(plan->uniform_ms.size(), 2u);
@@ -56,7 +57,7 @@ TEST(PlanCompressionTest, LinkBoundCompressesTheBigTensorAndKeepsTheSmallOneRaw)
 }
 
 TEST(PlanCompressionTest, UnshapedKeepsNoneWhereCompressionDoesNotPay) {
-  absl::StatusOr<CompressionPlan> plan = PlanCompression(Base(10, 0), Costs());
+  absl::StatusOr<CompressionPlan> plan = PlanCompression(Base(10, 0), Costs(), 0);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(plan->tensor_candidate, ElementsAre(0, 0));
   EXPECT_DOUBLE_EQ(plan->prediction.step_ms, plan->uniform_ms[0]);
@@ -64,11 +65,43 @@ TEST(PlanCompressionTest, UnshapedKeepsNoneWhereCompressionDoesNotPay) {
 
 TEST(PlanCompressionTest, OnlyTheListedCandidatesAndConsistentCosts) {
   // One candidate: every tensor on it, whatever it costs.
-  absl::StatusOr<CompressionPlan> plan = PlanCompression(Base(10, 0), {Costs()[1]});
+  absl::StatusOr<CompressionPlan> plan = PlanCompression(Base(10, 0), {Costs()[1]}, 0);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(plan->tensor_candidate, ElementsAre(0, 0));
-  EXPECT_FALSE(PlanCompression(Base(10, 0), {}).ok());
-  EXPECT_FALSE(PlanCompression(Base(10, 0), {Costs()[0], {Chunk(0, 4, false)}}).ok());
+  EXPECT_FALSE(PlanCompression(Base(10, 0), {}, 0).ok());
+  EXPECT_FALSE(PlanCompression(Base(10, 0), {Costs()[0], {Chunk(0, 4, false)}}, 0).ok());
+}
+
+TEST(PlanCompressionTest, AGainBelowMinGainKeepsTheFirstCandidateEverywhere) {
+  // 8 Gbit/s: raw, the big tensor's pushes and pulls take 4 ms each on the link;
+  // compressed, its encode and decode add 4.4 ms to shorten the pushes: a gain of ~5%.
+  absl::StatusOr<CompressionPlan> searched = PlanCompression(Base(10, 8e9), Costs(), 0);
+  ASSERT_TRUE(searched.ok()) << searched.status();
+  ASSERT_THAT(searched->tensor_candidate, ElementsAre(1, 0));
+  const double gain = 1 - searched->prediction.step_ms / searched->uniform_ms[0];
+  ASSERT_GT(gain, 0.02);
+  ASSERT_LT(gain, 0.1);
+  EXPECT_FALSE(searched->below_min_gain);
+
+  // A min_gain above that gain: every tensor raw, predicted as all-raw.
+  absl::StatusOr<CompressionPlan> kept = PlanCompression(Base(10, 8e9), Costs(), gain + 0.01);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_THAT(kept->tensor_candidate, ElementsAre(0, 0));
+  EXPECT_TRUE(kept->below_min_gain);
+  EXPECT_DOUBLE_EQ(kept->prediction.step_ms, kept->uniform_ms[0]);
+  EXPECT_DOUBLE_EQ(kept->searched_ms, searched->prediction.step_ms);
+
+  // Just below it: the search's plan stands.
+  absl::StatusOr<CompressionPlan> taken = PlanCompression(Base(10, 8e9), Costs(), gain - 0.001);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_THAT(taken->tensor_candidate, ElementsAre(1, 0));
+  EXPECT_FALSE(taken->below_min_gain);
+
+  for (double bad : {-0.1, 1.0, std::nan("")}) {
+    absl::StatusOr<CompressionPlan> refused = PlanCompression(Base(10, 8e9), Costs(), bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_THAT(refused.status().message(), HasSubstr("min_gain"));
+  }
 }
 
 config::RunConfig Config(const std::string& candidates) {
@@ -122,6 +155,33 @@ TEST(CheckCandidatesTest, OverridesAndEmptyListsAreRefused) {
   ApplyDefaults(&*empty);
   EXPECT_THAT(ValidateConfig(*empty).message(),
               HasSubstr("compression.automatic.candidates: is empty"));
+}
+
+TEST(CheckCandidatesTest, MinGainDefaultsAndOutOfRangeIsRefused) {
+  const std::string text =
+      "version: 1 cluster { num_servers: 1 num_workers: 2 } model { kind: MLP hidden: 8 } "
+      "optimizer { learning_rate: 0.1 } compression { automatic { bandwidth: '1gbit' "
+      "candidates { push { name: 'none' } } ";
+  absl::StatusOr<config::RunConfig> defaulted = ParseConfig(text + "} }", "auto.pbtxt");
+  ASSERT_TRUE(defaulted.ok()) << defaulted.status();
+  ApplyDefaults(&*defaulted);
+  EXPECT_DOUBLE_EQ(defaulted->compression().automatic().min_gain(), kDefaultAutoMinGain);
+  EXPECT_TRUE(ValidateConfig(*defaulted).ok());
+
+  absl::StatusOr<config::RunConfig> zero = ParseConfig(text + "min_gain: 0 } }", "auto.pbtxt");
+  ASSERT_TRUE(zero.ok());
+  ApplyDefaults(&*zero);
+  EXPECT_EQ(zero->compression().automatic().min_gain(), 0);  // Set, so kept.
+  EXPECT_TRUE(ValidateConfig(*zero).ok());
+
+  for (const char* bad : {"-0.01", "1", "1.5"}) {
+    absl::StatusOr<config::RunConfig> config =
+        ParseConfig(text + "min_gain: " + bad + " } }", "auto.pbtxt");
+    ASSERT_TRUE(config.ok());
+    ApplyDefaults(&*config);
+    EXPECT_THAT(ValidateConfig(*config).message(),
+                HasSubstr("compression.automatic.min_gain: is ")) << bad;
+  }
 }
 
 TEST(ApplyPlanTest, MostChosenIsTheDefaultTheRestOverridesAndProcessesRefuseAuto) {

@@ -1,5 +1,6 @@
 #include "tools/tamp/run_command.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -26,6 +27,9 @@ absl::StatusOr<config::RunConfig> ResolveAutoForRun(const config::RunConfig& con
   TAMP_ASSIGN_OR_RETURN(const perf::Topology topology, AutoTopology(automatic));
   TAMP_ASSIGN_OR_RETURN(const AutoResult result,
                         ResolveAutomatic(config, link, topology, AvailableCores()));
+  // The measurements (the model's copies, their gradients, the candidates' payloads) are
+  // freed; hand their pages back before the job starts next to this process.
+  malloc_trim(0);
   std::cerr << FormatPlan(config, result, link);
   TAMP_ASSIGN_OR_RETURN(const std::string run_dir, MakeRunDir(options->run_dir));
   const std::string path = run_dir + "/auto.pbtxt";

@@ -6,14 +6,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "google/protobuf/wire_format_lite.h"
-#include "grpc/slice.h"
 #include "glog/logging.h"
 #include "job/security.h"
 #include "protocol/grpc_security.h"
 #include "protocol/handshake.h"
+#include "protocol/wire_message.h"
 #include "server/refusal_log.h"
 
 namespace tamp {
@@ -93,41 +90,12 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
   return FinishNow(context, absl::OkStatus());
 }
 
-namespace {
-
-// A slice of `bytes` that keeps them alive until gRPC lets go of it.
-grpc::Slice SharedSlice(std::shared_ptr<const std::string> bytes) {
-  auto* holder = new std::shared_ptr<const std::string>(std::move(bytes));
-  const grpc_slice slice = grpc_slice_new_with_user_data(
-      const_cast<char*>((*holder)->data()), (*holder)->size(),
-      [](void* user_data) { delete static_cast<std::shared_ptr<const std::string>*>(user_data); },
-      holder);
-  return grpc::Slice(slice, grpc::Slice::STEAL_REF);
-}
-
-}  // namespace
-
 grpc::ByteBuffer PushPullResponseBytes(const Shard::PushAnswer& answer) {
   rpc::PushPullResponse fields;
   fields.set_step(answer.step);
   fields.set_aggregate(*answer.aggregate);
-  std::string head = fields.SerializeAsString();
-  if (answer.update == nullptr || answer.update->empty()) {  // proto3 leaves it out.
-    grpc::Slice only(head);
-    return grpc::ByteBuffer(&only, 1);
-  }
-  // Then the payload field as the wire has it, its bytes by reference: protobuf takes a
-  // message's fields in any order.
-  {
-    google::protobuf::io::StringOutputStream stream(&head);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
-        rpc::PushPullResponse::kPayloadFieldNumber,
-        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
-    coded.WriteVarint64(answer.update->size());
-  }
-  grpc::Slice slices[] = {grpc::Slice(head), SharedSlice(answer.update)};
-  return grpc::ByteBuffer(slices, 2);
+  return WithBytesField(fields, rpc::PushPullResponse::kPayloadFieldNumber,
+                        answer.update == nullptr ? grpc::Slice() : SharedSlice(answer.update));
 }
 
 void FinishPushPull(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,

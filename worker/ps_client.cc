@@ -1,6 +1,7 @@
 #include "worker/ps_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -13,11 +14,18 @@
 #include "job/security.h"
 #include "protocol/grpc_security.h"
 #include "protocol/handshake.h"
+#include "protocol/wire_message.h"
 
 namespace tamp {
 namespace {
 
 constexpr int kMaxMessageBytes = 1 << 30;  // A shard's weights travel in one PullWeights.
+
+// proto/tamp.proto's ParameterServer.PushPull, called raw (PsClient::PushPullRound).
+const std::string& PushPullMethod() {
+  static const std::string* const method = new std::string("/tamp.rpc.ParameterServer/PushPull");
+  return *method;
+}
 // Reconnect(): waits between attempts, doubling.
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(5000);
@@ -51,8 +59,9 @@ absl::Status PsClient::OpenChannels() {
   for (const std::string& address : addresses_) {
     TAMP_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                           MakeChannelCredentials(config_.cluster(), address));
-    stubs_.push_back(
-        rpc::ParameterServer::NewStub(grpc::CreateCustomChannel(address, credentials, args)));
+    std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(address, credentials, args);
+    stubs_.push_back(rpc::ParameterServer::NewStub(channel));
+    raw_stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
   }
   return absl::OkStatus();
 }
@@ -287,21 +296,27 @@ void PsClient::PushPull(uint64_t step, uint32_t chunk_id, std::string payload, P
 void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, std::string payload,
                              PushPullRoundDone done) {
   // One heap object per call keeps context, request and response alive until the callback.
+  // The request goes raw: its payload is a slice of `payload` (protocol/wire_message.h), not
+  // a copy the serializer makes of it.
   struct Call {
     grpc::ClientContext context;
-    rpc::PushPullRequest request;
-    rpc::PushPullResponse response;
+    rpc::PushPullRequest fields;  // Every field but the payload; kept for error messages.
+    std::shared_ptr<std::string> payload;
+    grpc::ByteBuffer request;
+    grpc::ByteBuffer response;
     uint32_t shard = 0;
     PushPullRoundDone done;
   };
   auto* call = new Call;
   call->shard = layout_.chunks[chunk_id].chunk.shard;
-  call->request.set_worker_rank(worker_rank_);
-  call->request.set_step(step);
-  call->request.set_chunk_id(chunk_id);
-  call->request.set_round(round);
-  call->request.set_server_incarnation(incarnations_[call->shard]);
-  *call->request.mutable_payload() = std::move(payload);
+  call->fields.set_worker_rank(worker_rank_);
+  call->fields.set_step(step);
+  call->fields.set_chunk_id(chunk_id);
+  call->fields.set_round(round);
+  call->fields.set_server_incarnation(incarnations_[call->shard]);
+  call->payload = std::make_shared<std::string>(std::move(payload));
+  call->request = WithBytesField(call->fields, rpc::PushPullRequest::kPayloadFieldNumber,
+                                 SharedSlice(call->payload));
   call->done = std::move(done);
   call->context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
   AttachJobToken(job_token_, &call->context);
@@ -315,24 +330,45 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
     ++in_flight_;
   }
   std::lock_guard<std::mutex> handing_over(handover_mu_);
-  stubs_[call->shard]->async()->PushPull(
-      &call->context, &call->request, &call->response, [this, call](grpc::Status status) {
+  raw_stubs_[call->shard]->UnaryCall(
+      &call->context, PushPullMethod(), grpc::StubOptions(), &call->request, &call->response,
+      [this, call](grpc::Status status) {
         { std::lock_guard<std::mutex> handed_over(handover_mu_); }
         std::unique_ptr<Call> owned(call);
+        auto where = [this, &owned] {
+          const rpc::PushPullRequest& request = owned->fields;
+          return absl::StrCat(Describe(owned->shard), "PushPull of chunk ", request.chunk_id(),
+                              " step ", request.step(),
+                              request.round() == 0 ? "" : absl::StrCat(" round ", request.round()),
+                              ": ");
+        };
         absl::Status result;
         RoundAnswer answer;
         if (status.ok()) {
-          answer.update = std::move(*owned->response.mutable_payload());
-          answer.aggregate = std::move(*owned->response.mutable_aggregate());
+          rpc::PushPullResponse response;
+          const grpc::Status parsed =
+              grpc::SerializationTraits<rpc::PushPullResponse>::Deserialize(&owned->response,
+                                                                           &response);
+          if (parsed.ok()) {
+            answer.update = std::move(*response.mutable_payload());
+            answer.aggregate = std::move(*response.mutable_aggregate());
+          } else {
+            result = absl::DataLossError(absl::StrCat(
+                where(), "the answer is not a tamp.rpc.PushPullResponse (",
+                parsed.error_message(), ")"));
+          }
         } else {
-          const rpc::PushPullRequest& request = owned->request;
-          result = FromGrpc(
-              status, absl::StrCat(Describe(owned->shard), "PushPull of chunk ", request.chunk_id(),
-                                   " step ", request.step(),
-                                   request.round() == 0 ? "" : absl::StrCat(" round ", request.round()),
-                                   ": "));
+          result = FromGrpc(status, where());
         }
-        answer.pushed = std::move(*owned->request.mutable_payload());
+        // The payload goes back to the caller (to push it again); gRPC has let go of its
+        // slice once the call is over, else it is copied.
+        owned->request.Clear();
+        if (owned->payload.use_count() == 1) {
+          std::atomic_thread_fence(std::memory_order_acquire);  // gRPC's last read of it.
+          answer.pushed = std::move(*owned->payload);
+        } else {
+          answer.pushed = *owned->payload;
+        }
         const PushPullRoundDone done = std::move(owned->done);
         owned.reset();  // The call, and its context's channel reference, before ~PsClient().
         done(std::move(result), std::move(answer));

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "job/job_layout.h"
 #include "proto/config.pb.h"
 #include "proto/tamp.grpc.pb.h"
@@ -136,6 +137,8 @@ class PsClient {
   uint64_t latest_step_at_connect_ = 0;  // Set by Connect().
   std::string job_token_;  // Sent with every call when not empty (job/security.h).
   std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
+  // By shard, on the same channel: PushPull's raw calls (grpc::ByteBuffer both ways).
+  std::vector<std::unique_ptr<grpc::GenericStub>> raw_stubs_;
   // By shard: what its last handshake returned, sent with every push. Written by Handshake()
   // and read by PushPullRound(), both on the calling (training) thread.
   std::vector<uint64_t> incarnations_;

@@ -11,7 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tools/install_deps.sh
-bazel build //python:tamp //tools/tamp
+# Optimised, as tools/train_example.sh and the benches build (-c opt: NDEBUG, no debug
+# checks in the hot paths); the servers and workers too, which the launcher finds beside it.
+bazel build -c opt //python:tamp //tools/tamp:tamp //server:tamp_server //worker:tamp_worker
 
 PYTHON=/usr/bin/python3
 prefix=${TAMP_PYTHON_PREFIX:-$("$PYTHON" -c 'import sys; print(f"/usr/local/lib/python{sys.version_info.major}.{sys.version_info.minor}/dist-packages")')}

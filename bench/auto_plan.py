@@ -66,6 +66,8 @@ def block():
         name = os.path.basename(r["config"]).replace(".pbtxt", "")
         uniform = " | ".join(f"{ms:.1f}" for ms in r["uniform_ms"])
         per = ", ".join(str(n) for n in r["tensors_per_candidate"])
+        if r.get("searched_ms"):  # min_gain kept candidate 0 everywhere.
+            per += f" (min_gain: the plan found, {r['searched_ms']:.1f} ms, saved too little)"
         lines.append(f"| {name} | {r['link']} | {r['tensors']} | {r['auto_ms']:.1f} | {uniform} "
                      f"| {per} | {r['decision_ms']:.1f} ({r['decision_cpu_ms']:.1f}) | {r['predictions']} |")
     lines.append(END)

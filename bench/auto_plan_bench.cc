@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
     for (double ms : plan.uniform_ms) line.add_uniform_ms(ms);
     line.mutable_tensors_per_candidate()->Resize(plan.uniform_ms.size(), 0);
     for (int c : plan.tensor_candidate) ++*line.mutable_tensors_per_candidate()->Mutable(c);
+    if (plan.below_min_gain) line.set_searched_ms(plan.searched_ms);
     std::cout << tamp::ProtoToJson(line) << std::endl;
   }
   return 0;

@@ -104,7 +104,6 @@ absl::Status Client::BuildCodecs() {
     clip_threshold_ =
         LocalClipThreshold(config_.compression().clip_norm(), config_.cluster().num_workers());
   }
-  pulled_.resize(layout_.total_elements);
   updates_.resize(chunks);
   pushed_.resize(chunks);
   aggregates_.resize(chunks);
@@ -181,6 +180,11 @@ absl::Status Client::WriteTensor(const float* from, float* to, size_t count,
   return device_->CopyToDevice(from, to, count, memory.stream);
 }
 
+absl::Span<float> Client::Pulled() {
+  pulled_.resize(layout_.total_elements);
+  return absl::MakeSpan(pulled_);
+}
+
 absl::Status Client::CopyPulled(int shard, TensorSpans params, const TensorMemory& memory) {
   for (const ChunkPlan& plan : layout_.chunks) {
     if (shard >= 0 && plan.chunk.shard != static_cast<uint32_t>(shard)) continue;
@@ -197,12 +201,13 @@ absl::Status Client::SetInitialWeights(TensorSpans params, const TensorMemory& m
     return absl::OkStatus();
   }
   // Worker 0's weights are the job's initial weights (the others pull them).
+  const absl::Span<float> flat = Pulled();
   for (const ChunkPlan& plan : layout_.chunks) {
     TAMP_RETURN_IF_ERROR(ReadTensor(params[plan.chunk.tensor].data() + plan.chunk.offset,
-                                    pulled_.data() + layout_.flat_offset(plan),
+                                    flat.data() + layout_.flat_offset(plan),
                                     plan.chunk.length, memory));
   }
-  return ps_client_->InitWeights(pulled_);
+  return ps_client_->InitWeights(flat);
 }
 
 absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& memory) {
@@ -219,7 +224,7 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& m
     }
     return Rejoin(params, absl::StrCat("the run is at step ", latest), memory);
   }
-  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->PullWeights(absl::MakeSpan(pulled_)));
+  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->PullWeights(Pulled()));
   TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   if (!sync && step != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -237,9 +242,12 @@ absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMe
   TAMP_RETURN_IF_ERROR(UseMemory("BeginStep()", 0, memory));
   const uint32_t resync_steps = config_.training().resync_steps();
   if (resync_steps != 0 && step != 0 && step % resync_steps == 0) {
-    TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(absl::MakeSpan(pulled_)).status());
+    TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(Pulled()).status());
     TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   }
+  // The exact weights pulled by Start(), Rejoin(), a resend or the resync above are applied:
+  // the steps do without the scratch, a whole model's size, until the next pull.
+  std::vector<float>().swap(pulled_);
   in_step_ = true;
   step_ = step;
   epoch_ = static_cast<uint32_t>(step / length_.steps_per_epoch);

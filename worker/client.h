@@ -280,6 +280,9 @@ class Client {
                            const TensorMemory& memory);
   // INVALID_ARGUMENT naming `call` and the first tensor whose span does not fit the layout.
   absl::Status CheckTensors(absl::string_view call, TensorSpans tensors) const;
+  // pulled_, sized to the whole model: the scratch the exact weights are pulled into. It is
+  // freed by the next BeginStep(), so it is held only around Start(), resyncs and recovery.
+  absl::Span<float> Pulled();
   // Copies the chunks of `shard` (all chunks: -1) from pulled_ into `params`.
   absl::Status CopyPulled(int shard, TensorSpans params, const TensorMemory& memory);
 
@@ -313,7 +316,7 @@ class Client {
   ClientTotals totals_;
   StepTimeline timeline_;
   std::vector<float> decoded_;              // Scratch: one chunk's decoded update.
-  std::vector<float> pulled_;               // Scratch: exact weights pulled (flat).
+  std::vector<float> pulled_;               // Exact weights pulled (flat); see Pulled().
   compress::SparseEntries pulled_entries_;  // Scratch: one sparse update's entries.
 
   // Shared with gRPC's callbacks, guarded by mu_ (std::mutex, not absl::Mutex: Debian's

@@ -28,7 +28,7 @@ absl::StatusOr<uint64_t> Client::Resume(TensorSpans params, const TensorMemory& 
   const uint64_t latest = ps_client_->latest_step_at_connect();
   if (latest >= length_.total_steps) {
     // Nothing left to train: the final weights, for the caller's evaluation.
-    TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(absl::MakeSpan(pulled_)).status());
+    TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(Pulled()).status());
     TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
     LOG(WARNING) << "worker " << rank_ << ": resumed after the run's last step (" << latest
                  << "); nothing left to train";
@@ -56,7 +56,7 @@ absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view ca
   for (ChunkCodecs& codecs : codecs_) codecs.push_memory->Reset();
   if (device_ != nullptr) TAMP_RETURN_IF_ERROR(device_->ResetResiduals(memory.stream));
   in_step_ = false;
-  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->Rejoin(absl::MakeSpan(pulled_)));
+  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->Rejoin(Pulled()));
   TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   LOG(WARNING) << "worker " << rank_ << " rejoined at step " << step;
   return step;
@@ -76,7 +76,7 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params,
     TAMP_ASSIGN_OR_RETURN(const bool new_process,
                           ps_client_->Reconnect(shard, push.status.message()));
     TAMP_ASSIGN_OR_RETURN(const uint64_t shard_step,
-                          ps_client_->PullShardWeights(shard, absl::MakeSpan(pulled_)));
+                          ps_client_->PullShardWeights(shard, Pulled()));
     TAMP_RETURN_IF_ERROR(CopyPulled(static_cast<int>(shard), params, memory));
     LOG(WARNING) << "worker " << rank_ << ": resynced with shard " << shard << " (its step "
                  << shard_step << "); pushing its chunks of step " << step_ << " again";

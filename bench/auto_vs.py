@@ -153,8 +153,7 @@ def block():
              "(each the median over every worker's steps after the warm-up). \"best "
              "hand-picked\": the fastest contender measured but auto (`none` included); "
              "\"allowed\": the fastest of those auto could choose itself. run: date, commit, rounds, "
-             "load averages before and after (the rows at 87d3bff-dirty and 0950e01 carry "
-             "those of their invocation's last link).", "",
+             "load averages before and after.", "",
              "| model | link | none ms | best hand-picked | best ms | allowed | allowed ms | "
              "auto ms | auto / none | auto / allowed | run |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

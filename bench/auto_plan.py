@@ -21,6 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import opt_build  # noqa: E402
 from doc_block import replace_block  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,13 +32,13 @@ BEGIN, END = "<!-- auto_plan.py: begin -->", "<!-- auto_plan.py: end -->"
 
 
 def run():
-    subprocess.run(["bazel", "build", "//bench:auto_plan_bench"], cwd=REPO, check=True)
+    bench = os.path.join(opt_build.build("//bench:auto_plan_bench"), "bench/auto_plan_bench")
     start = time.time()
     load_before = open("/proc/loadavg").read().split()[:3]
     results = []
     for config in sorted(glob.glob(os.path.join(REPO, "bench/configs/auto/*.pbtxt"))):
         rel = os.path.relpath(config, REPO)
-        out = subprocess.run([os.path.join(REPO, "bazel-bin/bench/auto_plan_bench"), rel] + LINKS,
+        out = subprocess.run([bench, rel] + LINKS,
                              cwd=REPO, check=True, capture_output=True, text=True).stdout
         results += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,

@@ -33,6 +33,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import opt_build  # noqa: E402
 import speed_table  # noqa: E402  (run_job, timed_config, digest)
 from doc_block import replace_block  # noqa: E402
 
@@ -100,13 +101,12 @@ def write(results):
 
 
 def run(models, links, reps):
-    subprocess.run(["bazel", "build", "//tools/tamp", "//server:tamp_server",
-                    "//worker:tamp_worker"], cwd=REPO, check=True)
+    built = opt_build.build("//tools/tamp", "//server:tamp_server", "//worker:tamp_worker")
     work = tempfile.mkdtemp(prefix="auto_vs.")
     binaries = os.path.join(work, "bin")
     os.makedirs(binaries)
     for path in ("tools/tamp/tamp", "server/tamp_server", "worker/tamp_worker"):
-        shutil.copy(os.path.join(REPO, "bazel-bin", path), binaries)
+        shutil.copy(os.path.join(built, path), binaries)
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
                             capture_output=True, text=True).stdout.strip()
     results = []

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 
+import opt_build
 import tamp_files
 from doc_block import replace_block
 
@@ -61,9 +62,8 @@ def use_openblas_kernels():
 
 def build_tamp():
     # The servers and workers too: `tamp model --calibration_job` runs them (found next to tamp).
-    subprocess.run(["bazel", "build", "//tools/tamp:tamp", "//server:tamp_server",
-                    "//worker:tamp_worker"], cwd=REPO, check=True)
-    return os.path.join(REPO, "bazel-bin/tools/tamp/tamp")
+    return os.path.join(opt_build.build("//tools/tamp:tamp", "//server:tamp_server",
+                                        "//worker:tamp_worker"), "tools/tamp/tamp")
 
 
 def first_key(entry, names):

@@ -5,9 +5,9 @@
 // Search: first every tensor on each candidate in turn (the best uniform plan; on a tie, to
 // within kTieMs, the earlier candidate), then one pass over the tensors, largest first,
 // moving each to the candidate that lowers the predicted step most (an earlier candidate
-// is taken when no worse, a later one only when better by more than kTieMs). So the plan
-// is never predicted slower than the best uniform one, and a tensor keeps the simplest
-// candidate where another does not pay. The tensors below kSmallTensorBytes (biases and
+// is taken when no worse, a later one only when better by more than kTieMs). So the
+// search's plan is never predicted slower than the best uniform one, and a tensor keeps the
+// simplest candidate where another does not pay. The tensors below kSmallTensorBytes (biases and
 // norms: 106 of ResNet-50's 161) move as one group, last: one at a time they change the
 // prediction by less than its precision, and the group keeps the decision inside its
 // budget (bench/auto_plan_bench.cc). Tensors whose chunks cost the same under every

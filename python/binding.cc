@@ -235,10 +235,10 @@ class PyClient {
   }
 
   // WorkerEvent JSON lines (worker/worker_events.h), as tamp_worker prints them.
-  std::string StepEvent(uint64_t completed_steps, uint32_t epoch, float loss,
-                        double step_ms) const {
-    return ProtoToJson(
-        ::tamp::StepEvent(Figures(), completed_steps, total_steps_, epoch, loss, step_ms));
+  std::string StepEvent(uint64_t completed_steps, uint32_t epoch, float loss, double step_ms,
+                        double thread_cpu_ms) const {
+    return ProtoToJson(::tamp::StepEvent(Figures(), completed_steps, total_steps_, epoch, loss,
+                                         step_ms, thread_cpu_ms));
   }
   std::string EvalEvent(uint64_t completed_steps, uint32_t epoch, double accuracy) const {
     return ProtoToJson(::tamp::EvalEvent(Figures(), completed_steps, total_steps_, epoch, accuracy));
@@ -356,7 +356,7 @@ PYBIND11_MODULE(_tamp, m) {
       .def("report", &PyClient::Report)
       .def("totals", &PyClient::Totals)
       .def("step_event", &PyClient::StepEvent, py::arg("completed_steps"), py::arg("epoch"),
-           py::arg("loss"), py::arg("step_ms"))
+           py::arg("loss"), py::arg("step_ms"), py::arg("thread_cpu_ms") = 0.0)
       .def("eval_event", &PyClient::EvalEvent, py::arg("completed_steps"), py::arg("epoch"),
            py::arg("test_accuracy"))
       .def("done_event", &PyClient::DoneEvent, py::arg("completed_steps"),

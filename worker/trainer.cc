@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "base/cpu_time.h"
 #include "base/median.h"
 #include "base/status_macros.h"
 #include "job/config.h"
@@ -153,6 +154,7 @@ absl::Status Trainer::Run(bool resume) {
   for (; step < total_steps; ++step) {
     const uint32_t epoch = static_cast<uint32_t>(step / per_epoch);
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = ThreadCpuMs();
     float loss = 0;
     const absl::Status stepped = Step(step, static_cast<int64_t>(step % per_epoch), &loss);
     if (sync && absl::IsAborted(stepped)) {  // Dropped from the barriers.
@@ -164,7 +166,8 @@ absl::Status Trainer::Run(bool resume) {
     TAMP_RETURN_IF_ERROR(stepped);
     step_ms.push_back(MillisecondsSince(start));
 
-    Emit(StepEvent(Figures(), step + 1, total_steps, epoch, loss, step_ms.back()));
+    Emit(StepEvent(Figures(), step + 1, total_steps, epoch, loss, step_ms.back(),
+                   ThreadCpuMs() - cpu_start));
 
     const bool last_step = step + 1 == total_steps;
     const bool epoch_done = (step + 1) % per_epoch == 0 || last_step;

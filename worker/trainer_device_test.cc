@@ -104,6 +104,8 @@ struct RunResult {
   std::vector<float> params;
   std::vector<float> losses;
   double accuracy = -1;
+  // By STEP event: the training thread's CPU time and the step's wall time.
+  std::vector<std::pair<double, double>> thread_cpu_and_step_ms;
 };
 
 // Trains the whole run against a fresh in-process shard.
@@ -126,7 +128,10 @@ RunResult Train(const config::RunConfig& config, TrainerParts parts) {
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(
       config, 0, {absl::StrCat("127.0.0.1:", port)},
       [&](const events::WorkerEvent& event) {
-        if (event.kind() == events::WorkerEvent::STEP) result.losses.push_back(event.loss());
+        if (event.kind() == events::WorkerEvent::STEP) {
+          result.losses.push_back(event.loss());
+          result.thread_cpu_and_step_ms.emplace_back(event.thread_cpu_ms(), event.step_ms());
+        }
         if (event.kind() == events::WorkerEvent::DONE) result.accuracy = event.test_accuracy();
       },
       std::move(parts));
@@ -199,6 +204,14 @@ TEST(TrainerDeviceTest, DeviceModelTrainsThroughTheDevicePathAsAHostWorker) {
   EXPECT_EQ(calls.applies, static_cast<int>(kSteps * layout->chunks.size()));
   EXPECT_EQ(calls.to_host, static_cast<int>(kSteps));  // fc3.weight's gradient, once a step.
   EXPECT_EQ(calls.streams, std::set<uintptr_t>{kStream});
+
+  // Every step reports the training thread's CPU time: some, and no more than the step took
+  // (plus the clocks' granularity).
+  ASSERT_EQ(host.thread_cpu_and_step_ms.size(), kSteps);
+  for (const auto& [thread_cpu_ms, step_ms] : host.thread_cpu_and_step_ms) {
+    EXPECT_GT(thread_cpu_ms, 0);
+    EXPECT_LE(thread_cpu_ms, step_ms + 0.1);
+  }
 
   // The same run as the host worker's, bit for bit.
   ASSERT_EQ(device.losses.size(), kSteps);

@@ -20,12 +20,14 @@ events::WorkerEvent Event(const WorkerFigures& figures, events::WorkerEvent::Kin
 }  // namespace
 
 events::WorkerEvent StepEvent(const WorkerFigures& figures, uint64_t completed_steps,
-                              uint64_t total_steps, uint32_t epoch, float loss, double step_ms) {
+                              uint64_t total_steps, uint32_t epoch, float loss, double step_ms,
+                              double thread_cpu_ms) {
   events::WorkerEvent event =
       Event(figures, events::WorkerEvent::STEP, completed_steps, total_steps);
   event.set_epoch(epoch);
   event.set_loss(loss);
   event.set_step_ms(step_ms);
+  event.set_thread_cpu_ms(thread_cpu_ms);
   const StepReport& report = figures.step;
   uint64_t step_pushed = 0;
   for (const uint64_t bytes : report.shard_bytes_pushed) {

@@ -10,7 +10,8 @@
 //
 // Example:
 //   const WorkerFigures figures{client.rank(), client.totals(), client.report()};
-//   WriteLine(ProtoToJson(StepEvent(figures, step + 1, total_steps, epoch, loss, step_ms)));
+//   WriteLine(ProtoToJson(StepEvent(figures, step + 1, total_steps, epoch, loss, step_ms,
+//                                   thread_cpu_ms)));
 #ifndef TAMP_WORKER_WORKER_EVENTS_H_
 #define TAMP_WORKER_WORKER_EVENTS_H_
 
@@ -28,9 +29,11 @@ struct WorkerFigures {
   const StepReport& step;  // Of the step just completed; read by StepEvent() only.
 };
 
-// The step that has just completed (`completed_steps` counted from 1).
+// The step that has just completed (`completed_steps` counted from 1); `thread_cpu_ms`: the
+// training thread's CPU time in it (0: not measured).
 events::WorkerEvent StepEvent(const WorkerFigures& figures, uint64_t completed_steps,
-                              uint64_t total_steps, uint32_t epoch, float loss, double step_ms);
+                              uint64_t total_steps, uint32_t epoch, float loss, double step_ms,
+                              double thread_cpu_ms);
 
 // A test evaluation after `completed_steps` steps.
 events::WorkerEvent EvalEvent(const WorkerFigures& figures, uint64_t completed_steps,

@@ -260,7 +260,9 @@ def render(results):
               "the wait for the last answer; decode and apply the answers). Python: batch; "
               "forward + backward with the pushes its hooks make (they encode); waiting for "
               "and applying the answers in `step()`; and the worker process's CPU time per "
-              "step (all its threads).", ""]
+              "step (all its threads). Both: the training thread's own CPU time per step "
+              "(CLOCK_THREAD_CPUTIME_ID; `time.thread_time()` in Python), whatever else waited "
+              "on the cores.", ""]
     for name, f in frontends.items():
         if "phases_ms" not in f:
             continue
@@ -272,6 +274,8 @@ def render(results):
             f"batch {fmt(python.get('batch_ms'), '.2f')}, forward + backward + pushes "
             f"{fmt(python.get('backward_ms'), '.2f')}, step {fmt(python.get('wait_ms'), '.2f')}, "
             f"CPU {fmt(python.get('cpu_ms'), '.2f')} ms per step, "
+            f"training thread's CPU {fmt(python.get('thread_cpu_ms'), '.2f')} ms per step "
+            f"(C++ {fmt(cpp.get('thread_cpu_ms'), '.2f')}), "
             f"{fmt(python.get('page_faults'), '.0f')} page faults and "
             f"{fmt(python.get('preemptions'), '.0f')} preemptions of the training thread per "
             "step.")
@@ -293,8 +297,8 @@ def render(results):
         "pass each gradient's memory to the client without a copy (DLPack) and encode with "
         "the GIL released, and `step()` waits with the GIL released. What is left is torch's "
         "own work per step around the same GEMMs (autograd bookkeeping, a fresh output "
-        "tensor per operation, bias and activation passes): the worker's CPU time per step "
-        "above (this bench does not measure the C++ worker's CPU time per step). With two "
+        "tensor per operation, bias and activation passes): the training thread's CPU time "
+        "per step above, Python's against C++'s. With two "
         "servers and two workers on two cores every process's CPU time adds to the step "
         "time. The preemptions above fall almost all inside the pushes (profiled by hand, "
         "not by this bench): each push's send wakes a server and the client's gRPC threads, "

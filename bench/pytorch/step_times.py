@@ -10,7 +10,8 @@ and step, proto/events.proto). python: the --timing folder of examples/pytorch/t
 Each figure is the median over a worker's steps after the first S (warm-up), then the median
 over the workers (as the summary's step_ms_median); the phases are each front end's own
 split (C++: compute, encode, wire, decode, apply; Python: batch, forward+backward with its
-pushes, waiting for and applying the answers, and the process's CPU time per step).
+pushes, waiting for and applying the answers, and the process's CPU time per step). Both:
+thread_cpu_ms, the training thread's CPU time per step.
 """
 
 import argparse
@@ -19,9 +20,10 @@ import os
 import statistics
 import sys
 
-CPP_PHASES = ("step_ms", "compute_ms", "encode_ms", "wire_ms", "decode_ms", "apply_ms")
-PYTHON_PHASES = ("step_ms", "batch_ms", "backward_ms", "wait_ms", "cpu_ms", "page_faults",
-                 "waits", "preemptions")
+CPP_PHASES = ("step_ms", "compute_ms", "encode_ms", "wire_ms", "decode_ms", "apply_ms",
+              "thread_cpu_ms")
+PYTHON_PHASES = ("step_ms", "batch_ms", "backward_ms", "wait_ms", "cpu_ms", "thread_cpu_ms",
+                 "page_faults", "waits", "preemptions")
 
 
 def cpp_workers(path):

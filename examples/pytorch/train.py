@@ -67,17 +67,19 @@ def run(model: torch.nn.Module, default_config: str) -> float:
     # Per step: batch (the data), backward (zero_grad, forward, backward and its pushes),
     # step (waiting for the answers and applying them); the C++ trainer's step_ms spans the
     # same: batch to applied update.
-    # Also per step: the process's CPU time (all threads), its minor page faults, and how
+    # Also per step: the process's CPU time (all threads) and the training thread's, its
+    # minor page faults, and how
     # often the training thread gave up the CPU waiting (voluntary context switches) or
     # was preempted (involuntary ones).
     phases = {"step_ms": [], "batch_ms": [], "backward_ms": [], "wait_ms": [], "cpu_ms": [],
-              "page_faults": [], "waits": [], "preemptions": []}
+              "thread_cpu_ms": [], "page_faults": [], "waits": [], "preemptions": []}
     for epoch in range(step // shard.steps_per_epoch, config.epochs):
         batches = shard.epoch(epoch)
         for _ in range(step - epoch * shard.steps_per_epoch):  # Taken by the others.
             next(batches, None)
         while step < total:
             began, cpu_began = time.perf_counter(), time.process_time()
+            thread_began = time.thread_time()
             process, thread = (resource.getrusage(resource.RUSAGE_SELF),
                                resource.getrusage(resource.RUSAGE_THREAD))
             batch = next(batches, None)
@@ -95,7 +97,8 @@ def run(model: torch.nn.Module, default_config: str) -> float:
             ended = time.perf_counter()
             for name, ms in (("step_ms", ended - began), ("batch_ms", fetched - began),
                              ("backward_ms", computed - fetched), ("wait_ms", ended - computed),
-                             ("cpu_ms", time.process_time() - cpu_began)):
+                             ("cpu_ms", time.process_time() - cpu_began),
+                             ("thread_cpu_ms", time.thread_time() - thread_began)):
                 phases[name].append(1000 * ms)
             process_end, thread_end = (resource.getrusage(resource.RUSAGE_SELF),
                                        resource.getrusage(resource.RUSAGE_THREAD))
@@ -105,7 +108,8 @@ def run(model: torch.nn.Module, default_config: str) -> float:
             # One more, or the others' step after a rejoin.
             step = tamp.torch.current_step()
             # tamp run's progress line and summary (as tamp_worker's).
-            tamp.torch.report_step(loss.item(), phases["step_ms"][-1])
+            tamp.torch.report_step(loss.item(), phases["step_ms"][-1],
+                                   phases["thread_cpu_ms"][-1])
             if step % 100 == 0 and where.rank == 0:
                 print(f"step {step}/{total} | epoch {epoch + 1}/{config.epochs} | "
                       f"loss {loss.item():.4f} | "

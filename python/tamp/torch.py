@@ -101,15 +101,18 @@ def _print_event(line: str) -> None:
     print(line, flush=True)
 
 
-def report_step(loss: float, step_ms: float) -> None:
+def report_step(loss: float, step_ms: float, thread_cpu_ms: float = 0.0) -> None:
     """Prints the step the last step() completed as a WorkerEvent JSON line on stdout (its
     loss and wall time `step_ms`, with the step's bytes per shard and the client's
-    timeline), as tamp_worker does: `tamp run` shows it and sums it into the summary."""
+    timeline), as tamp_worker does: `tamp run` shows it and sums it into the summary.
+    `thread_cpu_ms`: the training thread's CPU time in the step (time.thread_time()), or 0."""
     session = _started("report_step")
     if not step_ms >= 0:
         raise ValueError(f"report_step: step_ms must be >= 0, got {step_ms}")
+    if not thread_cpu_ms >= 0:
+        raise ValueError(f"report_step: thread_cpu_ms must be >= 0, got {thread_cpu_ms}")
     _print_event(session.client.step_event(session.step, _epoch(session.step), float(loss),
-                                           float(step_ms)))
+                                           float(step_ms), float(thread_cpu_ms)))
 
 
 def report_eval(test_accuracy: float) -> None:

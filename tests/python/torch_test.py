@@ -105,7 +105,7 @@ class TorchTest(unittest.TestCase):
         optimizer.step()
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            tamp.torch.report_step(0.5, 12.25)
+            tamp.torch.report_step(0.5, 12.25, 3.5)
             tamp.torch.report_eval(0.75)
             tamp.torch.report_done(0.75, 11.5)
         step, evaluation, done = [json.loads(line) for line in printed.getvalue().splitlines()]
@@ -113,7 +113,8 @@ class TorchTest(unittest.TestCase):
         raw = 4 * sum(p.numel() for p in model.parameters())
         self.assertEqual((step["kind"], step["worker"], step["step"], step["total_steps"]),
                          ("STEP", 0, completed, 200))
-        self.assertEqual((step["loss"], step["step_ms"], step["epoch"]), (0.5, 12.25, 0))
+        self.assertEqual((step["loss"], step["step_ms"], step["epoch"], step["thread_cpu_ms"]),
+                         (0.5, 12.25, 0, 3.5))
         # Codec none: each shard's payloads carry the step's raw bytes, plus their headers.
         self.assertEqual(step["step_raw_bytes_pushed"], raw)
         self.assertEqual(len(step["step_shard_bytes_pushed"]), 2)
@@ -127,6 +128,8 @@ class TorchTest(unittest.TestCase):
                           done["step_ms_median"]), ("DONE", completed, 0.75, 11.5))
         self.assertEqual(done["bytes_pushed"], step["bytes_pushed"])
         self.assertRefused(ValueError, lambda: tamp.torch.report_step(0.5, -1.0), "step_ms")
+        self.assertRefused(ValueError, lambda: tamp.torch.report_step(0.5, 1.0, float("nan")),
+                           "thread_cpu_ms")
         self.assertRefused(ValueError, lambda: tamp.torch.report_eval(1.5), "test_accuracy")
         self.assertRefused(ValueError, lambda: tamp.torch.report_done(0.5, float("nan")),
                            "step_ms_median")

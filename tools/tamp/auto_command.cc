@@ -9,7 +9,7 @@
 #include "base/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "job/config.h"
-#include "tools/tamp/cpu_time.h"
+#include "base/cpu_time.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/perf_calibrate.h"
 #include "tools/tamp/table.h"

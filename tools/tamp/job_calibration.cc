@@ -12,7 +12,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
-#include "tools/tamp/cpu_time.h"
+#include "base/cpu_time.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/run_options.h"

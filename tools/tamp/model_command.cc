@@ -16,7 +16,7 @@
 #include "proto/events.pb.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
-#include "tools/tamp/cpu_time.h"
+#include "base/cpu_time.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/job_calibration.h"
 #include "tools/tamp/perf_calibrate.h"

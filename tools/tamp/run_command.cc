@@ -10,7 +10,7 @@
 #include "job/config.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
-#include "tools/tamp/cpu_time.h"
+#include "base/cpu_time.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/progress.h"

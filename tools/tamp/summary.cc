@@ -135,6 +135,7 @@ std::string StepMetricsJson(int worker, const events::WorkerEvent& step) {
   metrics.set_apply_ms(step.apply_ms());
   metrics.set_comm_ms(step.comm_ms());
   metrics.set_comm_hidden_percent(step.comm_hidden_percent());
+  metrics.set_thread_cpu_ms(step.thread_cpu_ms());
   return ProtoToJson(metrics);
 }
 

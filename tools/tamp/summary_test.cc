@@ -158,13 +158,15 @@ TEST(StepMetricsJsonTest, OneObjectWithPerShardBytesAndTheirSums) {
   e.set_step_raw_bytes_pushed(14240);
   e.set_step_compression_ratio(4);
   e.set_comm_ms(9.5);
+  e.set_thread_cpu_ms(3.5);
   e.set_bytes_pushed(999999);  // Cumulative: not what the metrics line reports.
   EXPECT_EQ(StepMetricsJson(1, e),
             R"({"format_version":2,"worker":1,"step":40,"loss":0.5,"step_ms":4,)"
             R"("bytes_pushed":3560,"bytes_pulled":8500,"shard_bytes_pushed":[2560,1000],)"
             R"("shard_bytes_pulled":[4500,4000],"raw_bytes_pushed":14240,)"
             R"("compression_ratio":4,"compute_ms":2.5,"encode_ms":0.25,"wire_ms":1,)"
-            R"("decode_ms":0.125,"apply_ms":0.0625,"comm_ms":9.5,"comm_hidden_percent":61.5})");
+            R"("decode_ms":0.125,"apply_ms":0.0625,"comm_ms":9.5,"comm_hidden_percent":61.5,)"
+            R"("thread_cpu_ms":3.5})");
   e.set_loss(std::nanf(""));
   EXPECT_THAT(StepMetricsJson(0, e), HasSubstr(R"("loss":"NaN",)"));
 }

@@ -13,7 +13,7 @@
 #include "base/median.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
-#include "tools/tamp/cpu_time.h"
+#include "base/cpu_time.h"
 #include "tools/tamp/summary.h"
 
 namespace tamp::perf {

@@ -1,4 +1,4 @@
-#include "tools/tamp/cpu_time.h"
+#include "base/cpu_time.h"
 
 #include <sched.h>
 #include <sys/resource.h>

@@ -1,8 +1,8 @@
 // CpuMs(): CPU time (user + sys) from getrusage, in milliseconds, for the calibrations that
 // charge a measured job or probe with the CPU it burnt. ThreadCpuMs(): the calling thread's.
 // AvailableCores(): the CPUs this process may run on.
-#ifndef TAMP_TOOLS_TAMP_CPU_TIME_H_
-#define TAMP_TOOLS_TAMP_CPU_TIME_H_
+#ifndef TAMP_BASE_CPU_TIME_H_
+#define TAMP_BASE_CPU_TIME_H_
 
 namespace tamp {
 
@@ -19,4 +19,4 @@ int AvailableCores();
 
 }  // namespace tamp
 
-#endif  // TAMP_TOOLS_TAMP_CPU_TIME_H_
+#endif  // TAMP_BASE_CPU_TIME_H_

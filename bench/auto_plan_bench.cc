@@ -12,7 +12,7 @@
 #include "job/config.h"
 #include "proto/events.pb.h"
 #include "tools/tamp/auto_command.h"
-#include "tools/tamp/cpu_time.h"
+#include "base/cpu_time.h"
 #include "tools/tamp/summary.h"
 
 int main(int argc, char** argv) {

@@ -8,11 +8,11 @@
 #include <iostream>
 #include <string>
 
+#include "base/cpu_time.h"
 #include "base/proto_json.h"
 #include "job/config.h"
 #include "proto/events.pb.h"
 #include "tools/tamp/auto_command.h"
-#include "base/cpu_time.h"
 #include "tools/tamp/summary.h"
 
 int main(int argc, char** argv) {

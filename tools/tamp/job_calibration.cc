@@ -8,11 +8,11 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/cpu_time.h"
 #include "base/median.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
-#include "base/cpu_time.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/run_options.h"

@@ -6,11 +6,11 @@
 #include <iostream>
 
 #include "absl/status/statusor.h"
+#include "base/cpu_time.h"
 #include "base/status_macros.h"
 #include "job/config.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
-#include "base/cpu_time.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
 #include "tools/tamp/progress.h"

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/cpu_time.h"
 #include "base/median.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
-#include "base/cpu_time.h"
 #include "tools/tamp/summary.h"
 
 namespace tamp::perf {

@@ -26,6 +26,7 @@ const std::string& PushPullMethod() {
   static const std::string* const method = new std::string("/tamp.rpc.ParameterServer/PushPull");
   return *method;
 }
+
 // Reconnect(): waits between attempts, doubling.
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(5000);

@@ -9,7 +9,6 @@
 #include "base/cpu_time.h"
 #include "base/status_macros.h"
 #include "google/protobuf/text_format.h"
-#include "job/config.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/perf_calibrate.h"
 #include "tools/tamp/table.h"
@@ -28,12 +27,6 @@ std::string OneLine(const google::protobuf::Message& message) {
   printer.PrintToString(message, &text);
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
-}
-
-// compression.automatic.min_gain, or its default in a config that was not loaded with
-// defaults filled (ParseConfig alone).
-double MinGain(const config::AutoCompression& automatic) {
-  return automatic.has_min_gain() ? automatic.min_gain() : kDefaultAutoMinGain;
 }
 
 }  // namespace
@@ -94,10 +87,7 @@ absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
   }
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = ThreadCpuMs();
-  TAMP_ASSIGN_OR_RETURN(
-      result.plan,
-      PlanCompression(base, costs,
-                      MinGain(automatic)));
+  TAMP_ASSIGN_OR_RETURN(result.plan, PlanCompression(base, costs, automatic.min_gain()));
   result.decision_cpu_ms = ThreadCpuMs() - cpu_start;
   result.decision_ms = std::chrono::duration<double, std::milli>(
                            std::chrono::steady_clock::now() - start)
@@ -123,7 +113,7 @@ std::string FormatPlan(const config::RunConfig& config, const AutoResult& result
         "every tensor stays on candidate 0: the best plan found (%.2f ms) saves %.1f%% of its "
         "step, less than compression.automatic.min_gain (%.0f%%)\n",
         result.plan.searched_ms, 100 * (1 - result.plan.searched_ms / p.step_ms),
-        100 * (MinGain(automatic)));
+        100 * automatic.min_gain());
   }
   std::vector<std::vector<std::string>> candidates;
   for (int c = 0; c < automatic.candidates_size(); ++c) {

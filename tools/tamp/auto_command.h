@@ -38,8 +38,9 @@ absl::StatusOr<perf::Topology> AutoTopology(const config::AutoCompression& autom
 
 // ResolveAutomatic()
 //
-// For a loaded config with compression.automatic, on `link` and `topology` with `cores`
-// shared by the job's processes. Errors: CheckCandidates()'s, and the measurements'.
+// For a loaded config (LoadConfigFile: defaults filled, min_gain among them) with
+// compression.automatic, on `link` and `topology` with `cores` shared by the job's
+// processes. Errors: CheckCandidates()'s, and the measurements'.
 absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
                                             const perf::Link& link, perf::Topology topology,
                                             int cores);

@@ -24,17 +24,19 @@ at most 8.9e-5 (powersgd) and 3.4e-5 (topk1_ef); steps 6-20 at most 4.1e-3 and 5
 1.1e-2 by step 30 (topk1_ef), so `train` stops at step 20; wire bytes equal; accuracy within
 0.003. The bounds leave about 10x of that.
 
-Prints a table (markdown) and a verdict; exits 1 on any mismatch, on a missing step, or when
+Prints a table (markdown), each run's median step time (steps 2 on) and a verdict; exits 1 on any mismatch, on a missing step, or when
 either file holds no step. Plain Python 3 (the device machine's interpreter), no third-party modules.
 """
 import argparse
 import json
+import statistics
 import sys
 
 
 def read(path):
-    """(losses by (worker, step), bytes by (worker, step), accuracies by step)."""
-    losses, wire, accuracy = {}, {}, {}
+    """(losses by (worker, step), bytes by (worker, step), accuracies by step, step times in
+    ms of steps 2 on)."""
+    losses, wire, accuracy, step_ms = {}, {}, {}, []
     with open(path) as f:
         for line in f:
             if not line.strip():
@@ -44,9 +46,11 @@ def read(path):
                 key = (row["worker"], row["step"])
                 losses[key] = float(row["loss"])  # "NaN", "Infinity" are strings.
                 wire[key] = (row.get("bytes_pushed"), row.get("bytes_pulled"))
+                if row["step"] >= 2 and "step_ms" in row:
+                    step_ms.append(float(row["step_ms"]))
             elif "test_accuracy" in row:
                 accuracy[row["step"]] = float(row["test_accuracy"])
-    return losses, wire, accuracy
+    return losses, wire, accuracy, step_ms
 
 
 def main(argv):
@@ -59,8 +63,8 @@ def main(argv):
     parser.add_argument("--rel", type=float, default=5e-2)
     parser.add_argument("--accuracy", type=float, default=0.02)
     args = parser.parse_args(argv)
-    cpu_losses, cpu_wire, cpu_accuracy = read(args.cpu)
-    gpu_losses, gpu_wire, gpu_accuracy = read(args.gpu)
+    cpu_losses, cpu_wire, cpu_accuracy, cpu_step_ms = read(args.cpu)
+    gpu_losses, gpu_wire, gpu_accuracy, gpu_step_ms = read(args.gpu)
     problems = []
     if not cpu_losses:
         problems.append(f"{args.cpu}: no step")
@@ -94,6 +98,10 @@ def main(argv):
     if set(cpu_accuracy) != set(gpu_accuracy):
         problems.append(f"evaluations at steps {sorted(cpu_accuracy)} on the CPU, "
                         f"{sorted(gpu_accuracy)} on the GPU")
+    if cpu_step_ms and gpu_step_ms:
+        cpu, gpu = statistics.median(cpu_step_ms), statistics.median(gpu_step_ms)
+        print(f"\nmedian step ms (steps 2 on): CPU {cpu:.2f}, GPU {gpu:.2f}: "
+              f"CPU / GPU {cpu / max(gpu, 1e-9):.2f}")
     print()
     if problems:
         for problem in problems:

@@ -14,10 +14,15 @@
 #                                           # there: compute-sanitizer memcheck/racecheck
 #   device tool: run(command="bash bench/gpu/run_on_device.sh train", carry=[".gpu_carry"])
 #                                           # there: GPU worker vs CPU worker, losses compared
+#   device tool: run(command="bash bench/gpu/run_on_device.sh all", carry=[".gpu_carry"])
+#                                           # there: all three in one call (ALL_BUDGET_S)
 #   bench/gpu/run_on_device.sh sanitize-plan   # anywhere: the sanitizer's steps and filters
 #
 # Each of `run`, `sanitize` and `train` fits one device call (10 minutes): every step has its
-# own time limit (below), and a step that runs out of time fails.
+# own time limit (below), and a step that runs out of time fails. A session that holds only
+# 15 minutes of device time runs `all`: the benchmarks alone on the GPU, then the training
+# jobs, then the tests and the sanitizer steps all at once, with every limit cut to fit
+# ALL_BUDGET_S (default 360 s), and every log brought back in one all.tar.gz.
 #
 # `train` runs `tamp run` (carried tamp, tamp_server, tamp_worker) on a cut of Fashion-MNIST
 # that pack carries (the first TRAIN_IMAGES training and TEST_IMAGES test images, from
@@ -79,15 +84,17 @@ KERNEL_BINARIES=(layers_test cnn_layers_test device_codec_test codec_gpu_bench)
 # them). With the benchmarks', 570 s of the 600 s call.
 TESTS=(device_test:20 layers_test:40 cnn_layers_test:40 device_codec_test:120
   cuda_backend_test:40 gpu_model_test:70)
-BENCH_LIMIT_S=120
-TORCH_LIMIT_S=120
-# train: the codecs compared, the run's length and data, each tamp run's time limit. With 2
-# codecs x 2 devices x 120 s: 480 s of the 600 s call.
-TRAIN_CODECS=(topk1_ef powersgd)
+BENCH_LIMIT_S=${BENCH_LIMIT_S:-120}
+TORCH_LIMIT_S=${TORCH_LIMIT_S:-120}
+# train: the jobs compared (train_config), the run's length and data, each tamp run's time
+# limit. With 3 jobs x 2 devices x 90 s: 540 s of the 600 s call.
+TRAIN_CODECS=(topk1_ef powersgd cnn)
 TRAIN_STEPS=20
 TRAIN_IMAGES=4096
 TEST_IMAGES=1024
-TRAIN_LIMIT_S=120
+TRAIN_LIMIT_S=${TRAIN_LIMIT_S:-90}
+# all: the whole call's budget in seconds.
+ALL_BUDGET_S=${ALL_BUDGET_S:-360}
 
 pack() {
   bazel build --config=cuda_lineinfo "${TARGETS[@]}" || return 1
@@ -234,59 +241,95 @@ gtest_verdict() {
   return 1
 }
 
-run() {
-  unpack
-  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
-  local out="${OUT:-bench/gpu/out}"
-  mkdir -p "$out"
-  require_gpu >"$out/device.txt" 2>&1 || { cat "$out/device.txt"; return 1; }
-  CARRIED_LIBRARY_PATH="$(carried_library_path)"
-  {
-    nvidia-smi || true
-    echo "carried binaries: LD_LIBRARY_PATH=$CARRIED_LIBRARY_PATH"
-  } >>"$out/device.txt" 2>&1
-  local status=0 summary="" total=$((BENCH_LIMIT_S + TORCH_LIMIT_S))
-  for entry in "${TESTS[@]}"; do total=$((total + ${entry##*:})); done
-  echo "run: ${#TESTS[@]} test binaries and 2 benchmarks, ${total} s of time limits" \
-    "(one device call: 600 s)"
-  for bin in "$CARRY"/bin/*; do
-    host_binary "$bin" || links_cuda_runtime "$bin" "$CARRIED_LIBRARY_PATH" || return 1
-  done
+# run_tests OUT [PARALLEL]: each of TESTS, one after another (or all at once where PARALLEL is
+# 1: `all` does so), its GoogleTest output in OUT/<test>.log; appends a verdict per test to
+# OUT/summary.txt; fails if any failed.
+run_tests() {
+  local out=$1 parallel=${2:-0} status=0 entry
   for entry in "${TESTS[@]}"; do
-    local test="${entry%%:*}" limit="${entry##*:}" verdict
+    local test="${entry%%:*}" limit="${entry##*:}"
+    [ "${TEST_LIMIT_CAP_S:-$limit}" -lt "$limit" ] && limit=$TEST_LIMIT_CAP_S
     echo "== $test (limit ${limit} s)"
-    carried timeout -k 5 "$limit" "$CARRY/bin/$test" >"$out/$test.log" 2>&1
-    verdict="$(gtest_verdict "$out/$test.log" $?)" || status=1
-    grep -E '^\[  FAILED  \] [A-Za-z]' "$out/$test.log" | head -10
-    summary+="$test: $verdict"$'\n'
+    if [ "$parallel" -eq 1 ]; then
+      (carried timeout -k 5 "$limit" "$CARRY/bin/$test" >"$out/$test.log" 2>&1
+        echo $? >"$out/$test.status") &
+    else
+      carried timeout -k 5 "$limit" "$CARRY/bin/$test" >"$out/$test.log" 2>&1
+      echo $? >"$out/$test.status"
+    fi
   done
+  wait
+  for entry in "${TESTS[@]}"; do
+    local test="${entry%%:*}" verdict
+    verdict="$(gtest_verdict "$out/$test.log" "$(cat "$out/$test.status")")" || status=1
+    grep -E '^\[  FAILED  \] [A-Za-z]' "$out/$test.log" | head -10
+    echo "$test: $verdict" >>"$out/summary.txt"
+  done
+  return $status
+}
+
+# run_benchmarks OUT: codec_gpu_bench and torch_compare.py into OUT/codec_gpu_bench.md and
+# OUT/torch_compare.md, verdicts and top-k against torch.topk appended to OUT/summary.txt.
+run_benchmarks() {
+  local out=$1 status=0
   echo "== codec_gpu_bench (limit ${BENCH_LIMIT_S} s)"
   carried timeout -k 5 "$BENCH_LIMIT_S" "$CARRY/bin/codec_gpu_bench" 2>&1 | tee "$out/codec_gpu_bench.md"
   local bench=$?
   if [ "$bench" -ne 0 ]; then
-    summary+="codec_gpu_bench: FAILED: exit status $bench"$'\n'
+    echo "codec_gpu_bench: FAILED: exit status $bench" >>"$out/summary.txt"
     status=1
   elif grep -q 'skipping' "$out/codec_gpu_bench.md"; then
-    summary+="codec_gpu_bench: FAILED: it skipped"$'\n'
+    echo "codec_gpu_bench: FAILED: it skipped" >>"$out/summary.txt"
     status=1
   else
-    summary+="codec_gpu_bench: passed"$'\n'
+    echo "codec_gpu_bench: passed" >>"$out/summary.txt"
   fi
   echo "== torch_compare.py (limit ${TORCH_LIMIT_S} s; the device's own environment)"
   PYTHONUNBUFFERED=1 timeout -k 5 "$TORCH_LIMIT_S" "${PYTHON:-python3}" bench/gpu/torch_compare.py \
     --require-cuda 2>&1 | tee "$out/torch_compare.md"
   local torch=$?
   if [ "$torch" -ne 0 ]; then
-    summary+="torch_compare.py: FAILED: exit status $torch"$'\n'
+    echo "torch_compare.py: FAILED: exit status $torch" >>"$out/summary.txt"
     status=1
   else
-    summary+="torch_compare.py: passed"$'\n'
+    echo "torch_compare.py: passed" >>"$out/summary.txt"
   fi
-  local versus
-  versus="$(topk_vs_torch "$out/codec_gpu_bench.md" "$out/torch_compare.md")"
-  if [ -n "$versus" ]; then summary+="$versus"$'\n'; fi
+  topk_vs_torch "$out/codec_gpu_bench.md" "$out/torch_compare.md" >>"$out/summary.txt"
+  return $status
+}
+
+# prepare OUT: unpacks, checks the GPU and the binaries, and sets CARRIED_LIBRARY_PATH;
+# writes OUT/device.txt.
+prepare() {
+  local out=$1
+  unpack
+  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
+  mkdir -p "$out"
+  require_gpu >"$out/device.txt" 2>&1 || { cat "$out/device.txt"; return 1; }
+  CARRIED_LIBRARY_PATH="$(carried_library_path)"
+  {
+    nvidia-smi || true
+    uname -r
+    echo "carried binaries: LD_LIBRARY_PATH=$CARRIED_LIBRARY_PATH"
+  } >>"$out/device.txt" 2>&1
+  local bin
+  for bin in "$CARRY"/bin/*; do
+    host_binary "$bin" || links_cuda_runtime "$bin" "$CARRIED_LIBRARY_PATH" || return 1
+  done
+}
+
+run() {
+  local out="${OUT:-bench/gpu/out}"
+  prepare "$out" || return 1
+  : >"$out/summary.txt"
+  local status=0 total=$((BENCH_LIMIT_S + TORCH_LIMIT_S))
+  for entry in "${TESTS[@]}"; do total=$((total + ${entry##*:})); done
+  echo "run: ${#TESTS[@]} test binaries and 2 benchmarks, ${total} s of time limits" \
+    "(one device call: 600 s)"
+  run_tests "$out" || status=1
+  run_benchmarks "$out" || status=1
   echo "== summary"
-  printf '%s' "$summary"
+  cat "$out/summary.txt"
   return $status
 }
 
@@ -309,22 +352,26 @@ topk_vs_torch() {
     }' "$1" "$2" 2>/dev/null
 }
 
-# train_config CODEC DEVICE DATA_DIR: the seeded job `train` runs, on DEVICE (CPU or CUDA).
+# train_config JOB DEVICE DATA_DIR: the seeded job `train` runs, on DEVICE (CPU or CUDA):
+# topk1_ef and powersgd train the MLP with those codecs, cnn the CNN uncompressed.
 train_config() {
-  local compression
+  local compression model='model { kind: MLP hidden: [1024, 1024] init_seed: 1 }'
   case "$1" in
     topk1_ef)
       compression='push { name: "topk" ratio: 0.01 } push_feedback { kind: RESIDUAL }
     pull { name: "topk" ratio: 0.01 } pull_feedback { kind: RESIDUAL }' ;;
     powersgd) compression='push { name: "powersgd" rank: 2 }' ;;
-    *) echo "train_config: unknown codec $1" >&2; return 1 ;;
+    cnn)
+      compression='push { name: "none" }'
+      model='model { kind: CNN conv_channels: [32, 64] kernel_size: 5 fc_hidden: [128] init_seed: 1 }' ;;
+    *) echo "train_config: unknown job $1" >&2; return 1 ;;
   esac
   cat <<CONFIG
 version: 1
 name: "gpu_train_$1"
 device: $2
 cluster { num_servers: 1 num_workers: 1 }
-model { kind: MLP hidden: [1024, 1024] init_seed: 1 }
+$model
 data { dir: "$3" batch_size: 64 shuffle_seed: 1 }
 training { max_steps: $TRAIN_STEPS eval_every_steps: 10 }
 optimizer { name: "sgd" learning_rate: 0.01 momentum: 0.9 }
@@ -338,19 +385,15 @@ compression {
 CONFIG
 }
 
-# Trains each of TRAIN_CODECS on the CPU and on the GPU and compares the losses.
-train() {
-  unpack
-  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
+# train_jobs OUT: trains each of TRAIN_CODECS on the CPU and on the GPU and compares the
+# losses; verdicts in OUT/summary.txt, and each job's median step times (steps 2 on, CPU
+# and GPU) in OUT/step_times.md.
+train_jobs() {
+  local out=$1
   [ -d "$CARRY/data" ] || { echo "FAIL: no $CARRY/data: pack again (it cuts the data set)"; return 1; }
-  local out="${OUT:-bench/gpu/out}"
-  mkdir -p "$out"
-  require_gpu >"$out/train_device.txt" 2>&1 || { cat "$out/train_device.txt"; return 1; }
-  CARRIED_LIBRARY_PATH="$(carried_library_path)"
-  links_cuda_runtime "$CARRY/bin/tamp_worker" "$CARRIED_LIBRARY_PATH" || return 1
-  echo "train: ${#TRAIN_CODECS[@]} codecs x 2 devices," \
-    "$((${#TRAIN_CODECS[@]} * 2 * TRAIN_LIMIT_S)) s of time limits (one device call: 600 s)"
-  local status=0 summary="" codec device work
+  echo "train: ${#TRAIN_CODECS[@]} jobs x 2 devices," \
+    "$((${#TRAIN_CODECS[@]} * 2 * TRAIN_LIMIT_S)) s of time limits"
+  local status=0 codec device work
   work="$(mktemp -d)"
   for codec in "${TRAIN_CODECS[@]}"; do
     local ran=0
@@ -366,7 +409,7 @@ train() {
       local code=$?
       tail -3 "$out/$name.log"
       if [ "$code" -ne 0 ]; then
-        summary+="$name: FAILED: exit status $code (see $name.log)"$'\n'
+        echo "$name: FAILED: exit status $code (see $name.log)" >>"$out/summary.txt"
         status=1
       else
         ran=$((ran + 1))
@@ -379,14 +422,30 @@ train() {
     local compared=$?
     tail -4 "$out/train_$codec.md"
     if [ "$compared" -ne 0 ]; then
-      summary+="train $codec: FAILED: the losses differ (see train_$codec.md)"$'\n'
+      echo "train $codec: FAILED: the losses differ (see train_$codec.md)" >>"$out/summary.txt"
       status=1
     else
-      summary+="train $codec: passed ($(tail -1 "$out/train_$codec.md"))"$'\n'
+      echo "train $codec: passed ($(tail -1 "$out/train_$codec.md"))" >>"$out/summary.txt"
     fi
   done
+  grep -H '^median step ms' "$out"/train_*.md >"$out/step_times.md"
+  cat "$out/step_times.md"
+  return $status
+}
+
+train() {
+  local out="${OUT:-bench/gpu/out}"
+  mkdir -p "$out"
+  unpack
+  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
+  require_gpu >"$out/train_device.txt" 2>&1 || { cat "$out/train_device.txt"; return 1; }
+  CARRIED_LIBRARY_PATH="$(carried_library_path)"
+  links_cuda_runtime "$CARRY/bin/tamp_worker" "$CARRIED_LIBRARY_PATH" || return 1
+  : >"$out/summary.txt"
+  local status=0
+  train_jobs "$out" || status=1
   echo "== summary"
-  printf '%s' "$summary"
+  cat "$out/summary.txt"
   return $status
 }
 
@@ -423,37 +482,50 @@ SANITIZE_STEPS=(
   "memcheck|layers_test|90|*"
 )
 
-sanitize() {
-  unpack
-  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
-  require_gpu || return 1
+# sanitize_steps OUT [PARALLEL]: runs SANITIZE_STEPS one after another (or all at once where
+# PARALLEL is 1: `all` does so); verdicts in OUT/summary.txt.
+sanitize_steps() {
+  local out=$1 parallel=${2:-0}
   local sanitizer
   sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
   [ -n "$sanitizer" ] || { echo "FAIL: no compute-sanitizer on this machine"; return 1; }
-  CARRIED_LIBRARY_PATH="$(carried_library_path)"
-  local out="${OUT:-bench/gpu/out}"
-  mkdir -p "$out"
   local total=0
   for step in "${SANITIZE_STEPS[@]}"; do
     IFS='|' read -r _ _ limit _ <<<"$step"
     total=$((total + limit))
   done
   echo "sanitize: ${#SANITIZE_STEPS[@]} steps, ${total} s of time limits (one device call: 600 s)"
-  local status=0 summary="" index=0
+  local status=0 index=0 logs=() limits=()
   for step in "${SANITIZE_STEPS[@]}"; do
     local tool binary limit filter log
     IFS='|' read -r tool binary limit filter <<<"$step"
-    # SANITIZE_LIMIT_CAP_S (tests) lowers every limit.
+    # SANITIZE_LIMIT_CAP_S (tests, `all`) lowers every limit.
     [ "${SANITIZE_LIMIT_CAP_S:-$limit}" -lt "$limit" ] && limit=$SANITIZE_LIMIT_CAP_S
     index=$((index + 1))
     log="$out/sanitize$index-$tool-$binary.log"
+    logs+=("$log")
+    limits+=("$limit")
     echo "== compute-sanitizer --tool $tool $binary (limit ${limit} s)"
-    carried timeout -k 5 "$limit" "$sanitizer" --tool "$tool" --error-exitcode 3 \
-      "$CARRY/bin/$binary" --gtest_filter="$filter" >"$log" 2>&1
-    local code=$? verdict
+    if [ "$parallel" -eq 1 ]; then
+      (carried timeout -k 5 "$limit" "$sanitizer" --tool "$tool" --error-exitcode 3 \
+        "$CARRY/bin/$binary" --gtest_filter="$filter" >"$log" 2>&1
+        echo $? >"$log.status") &
+    else
+      carried timeout -k 5 "$limit" "$sanitizer" --tool "$tool" --error-exitcode 3 \
+        "$CARRY/bin/$binary" --gtest_filter="$filter" >"$log" 2>&1
+      echo $? >"$log.status"
+    fi
+  done
+  wait
+  index=0
+  for step in "${SANITIZE_STEPS[@]}"; do
+    local tool binary log code verdict
+    IFS='|' read -r tool binary _ _ <<<"$step"
+    log=${logs[$index]}
+    code="$(cat "$log.status")"
     tail -8 "$log"
     if [ "$code" -eq 124 ] || [ "$code" -eq 137 ]; then
-      verdict="FAILED: timed out after ${limit} s (over budget: narrow its filter here)"
+      verdict="FAILED: timed out after ${limits[$index]} s (over budget: narrow its filter here)"
     elif grep -q 'Device not supported' "$log"; then
       verdict="FAILED: compute-sanitizer cannot use this device (a gVisor machine?)"
     elif [ "$code" -eq 3 ]; then
@@ -462,10 +534,61 @@ sanitize() {
       verdict="$(gtest_verdict "$log" "$code")" && verdict="passed"
     fi
     [ "$verdict" = passed ] || status=1
-    summary+="$tool $binary: $verdict"$'\n'
+    echo "$tool $binary: $verdict" >>"$out/summary.txt"
+    index=$((index + 1))
   done
+  return $status
+}
+
+sanitize() {
+  local out="${OUT:-bench/gpu/out}"
+  mkdir -p "$out"
+  unpack
+  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
+  require_gpu || return 1
+  CARRIED_LIBRARY_PATH="$(carried_library_path)"
+  : >"$out/summary.txt"
+  local status=0
+  sanitize_steps "$out" || status=1
   echo "== summary"
-  printf '%s' "$summary"
+  cat "$out/summary.txt"
+  return $status
+}
+
+# all: everything in one device call, within ALL_BUDGET_S (a device session holds 15 minutes
+# in all): the benchmarks first, alone on the GPU; then the training jobs, alone; then the
+# test binaries and the sanitizer steps all at once (their timings do not matter). Each step's
+# limit is cut to fit. The device tool brings back at most 8 files, so everything lands in
+# $OUT/all.tar.gz, with summary.txt and the tables beside it.
+all() {
+  local final="${OUT:-bench/gpu/out}" out status=0 started=$SECONDS
+  local BENCH_LIMIT_S=60 TORCH_LIMIT_S=60 TRAIN_LIMIT_S=25
+  out="$(mktemp -d)"
+  mkdir -p "$final"
+  prepare "$out" || { cp "$out/device.txt" "$final/" 2>/dev/null; return 1; }
+  : >"$out/summary.txt"
+  echo "all: budget ${ALL_BUDGET_S} s: benchmarks ${BENCH_LIMIT_S}+${TORCH_LIMIT_S} s," \
+    "training $((${#TRAIN_CODECS[@]} * 2))x${TRAIN_LIMIT_S} s, then tests and sanitizer at once"
+  run_benchmarks "$out" || status=1
+  echo "[all] benchmarks done at $((SECONDS - started)) s"
+  train_jobs "$out" || status=1
+  echo "[all] training done at $((SECONDS - started)) s"
+  local left=$((ALL_BUDGET_S - (SECONDS - started) - 10))
+  [ "$left" -ge 30 ] || left=30
+  TEST_LIMIT_CAP_S=$left run_tests "$out" 1 >"$out/tests.txt" 2>&1 &
+  local tests=$!
+  SANITIZE_LIMIT_CAP_S=$left sanitize_steps "$out" 1 >"$out/sanitize.txt" 2>&1 &
+  local sanitize=$!
+  wait "$tests" || status=1
+  wait "$sanitize" || status=1
+  cat "$out/tests.txt" "$out/sanitize.txt"
+  echo "[all] tests and sanitizer done at $((SECONDS - started)) s"
+  echo "== summary"
+  cat "$out/summary.txt"
+  [ "$status" -eq 0 ] && echo "all: passed" || echo "all: FAILED"
+  tar -C "$out" -czf "$final/all.tar.gz" .
+  cp "$out/summary.txt" "$out/codec_gpu_bench.md" "$out/torch_compare.md" "$out/step_times.md" \
+    "$final/" 2>/dev/null
   return $status
 }
 
@@ -482,9 +605,10 @@ case "${1:-}" in
   run) run ;;
   sanitize) sanitize ;;
   train) train ;;
+  all) all ;;
   sanitize-plan) sanitize_plan ;;
   *)
-    echo "usage: $0 pack|run|sanitize|train|sanitize-plan" >&2
+    echo "usage: $0 pack|run|sanitize|train|all|sanitize-plan" >&2
     exit 2
     ;;
 esac

@@ -74,7 +74,7 @@ path, scale, nan = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1"
 with open(path, "w") as out:
     for step in range(1, 21):
         loss = "NaN" if nan and step == 3 else (2.3 - 0.05 * step) * scale
-        out.write(json.dumps({"worker": 0, "step": step, "loss": loss,
+        out.write(json.dumps({"worker": 0, "step": step, "loss": loss, "step_ms": 10 / scale,
                               "bytes_pushed": 1000, "bytes_pulled": 2000}) + "\n")
         if step % 10 == 0:
             out.write(json.dumps({"worker": 0, "step": step, "test_accuracy": 0.5}) + "\n")
@@ -208,13 +208,15 @@ device train
 expect_exit "train" 0 $?
 expect_log "train" "train topk1_ef: passed"
 expect_log "train" "train powersgd: passed"
+expect_log "train" "train cnn: passed"
+expect_log "train" "train_cnn.md:median step ms (steps 2 on): CPU 10.00, GPU 10.00"
 planned="$(sed -n 's/^train: .*, \([0-9]*\) s of time limits.*/\1/p' "$ROOT/log")"
 if [ -z "$planned" ] || [ "$planned" -gt 570 ]; then
   fail "train plans '${planned}' s; one device call is 600 s"
 fi
 runs="$(grep -c "^LD_LIBRARY_PATH=$ROOT/.gpu_carry/lib.* TAMP_REQUIRE_CUDA=1 run .*--worker_binary=$ROOT/.gpu_carry/bin/tamp_worker" \
   "$ROOT/seen/tamp")"
-[ "$runs" = 4 ] || fail "train: tamp's runs: $(cat "$ROOT/seen/tamp")"
+[ "$runs" = 6 ] || fail "train: tamp's runs: $(cat "$ROOT/seen/tamp")"
 for mode in gpudrift gpunan; do
   setup
   touch "$ROOT/mode/$mode"
@@ -239,6 +241,32 @@ touch "$ROOT/mode/nocudart"
 device train
 expect_exit "train, CPU-only worker" 1 $?
 expect_log "train, CPU-only worker" "tamp_worker does not link the CUDA runtime"
+
+# all: one call within its budget: the benchmarks, the training, then the tests and the
+# sanitizer at once; passes when everything does, brings back at most 8 files (the
+# device tool's limit) with every log in all.tar.gz, and fails when any one part fails.
+setup
+device all
+expect_exit "all" 0 $?
+expect_log "all" "all: passed"
+for line in "codec_gpu_bench: passed" "train cnn: passed" "gpu_model_test: passed" \
+  "racecheck device_codec_test: passed"; do
+  grep -q "$line" "$ROOT/out/summary.txt" || fail "all: no '$line' in summary.txt"
+done
+[ "$(ls "$ROOT/out" | wc -l)" -le 8 ] || fail "all: over 8 files back: $(ls "$ROOT/out")"
+tar -tzf "$ROOT/out/all.tar.gz" | grep -q 'device_codec_test.log' ||
+  fail "all: no test log in all.tar.gz"
+setup
+echo fail >"$ROOT/mode/cnn_layers_test"
+device all
+expect_exit "all, a failed test" 1 $?
+expect_log "all, a failed test" "cnn_layers_test: FAILED: exit status 1"
+expect_log "all, a failed test" "all: FAILED"
+setup
+touch "$ROOT/mode/nogpu"
+device all
+expect_exit "all, no GPU" 1 $?
+[ -z "$(ls "$ROOT/seen")" ] || fail "all, no GPU: binaries ran anyway: $(ls "$ROOT/seen")"
 
 # The sanitizer pass: plans within one 600 s device call with margin, passes when the tool
 # does, and a step out of time fails.

@@ -24,15 +24,36 @@ TEST(DeviceTest, AvailabilityHasAReasonWhenFalse) {
   }
 }
 
-// Sets TAMP_REQUIRE_CUDA for one scope.
+// Sets TAMP_REQUIRE_CUDA (or unsets it, for nullptr) for one scope, then restores what it
+// was: on a device the test binary itself runs with TAMP_REQUIRE_CUDA=1.
 class RequireCuda {
  public:
-  explicit RequireCuda(const char* value) { setenv("TAMP_REQUIRE_CUDA", value, 1); }
-  ~RequireCuda() { unsetenv("TAMP_REQUIRE_CUDA"); }
+  explicit RequireCuda(const char* value) {
+    const char* before = std::getenv("TAMP_REQUIRE_CUDA");
+    if (before != nullptr) before_ = before;
+    if (value == nullptr) {
+      unsetenv("TAMP_REQUIRE_CUDA");
+    } else {
+      setenv("TAMP_REQUIRE_CUDA", value, 1);
+    }
+  }
+  ~RequireCuda() {
+    if (before_.has_value()) {
+      setenv("TAMP_REQUIRE_CUDA", before_->c_str(), 1);
+    } else {
+      unsetenv("TAMP_REQUIRE_CUDA");
+    }
+  }
+
+ private:
+  std::optional<std::string> before_;
 };
 
 TEST(DeviceTest, CudaRequiredOnlyForTheValueOne) {
-  EXPECT_FALSE(CudaRequired());
+  {
+    RequireCuda unset(nullptr);
+    EXPECT_FALSE(CudaRequired());
+  }
   {
     RequireCuda required("1");
     EXPECT_TRUE(CudaRequired());

@@ -51,9 +51,13 @@ std::vector<TensorSpec> Tensors(const config::Model& model) {
   return tensors.ok() ? *tensors : std::vector<TensorSpec>{};
 }
 
-TEST(GpuModelTest, SelectCudaDeviceNamesTheCauseWithoutADevice) {
-  if (kernels::CudaDeviceAvailable()) GTEST_SKIP() << "a device is present";
+TEST(GpuModelTest, SelectCudaDeviceTakesTheDeviceOrNamesTheCause) {
   const absl::StatusOr<int> device = SelectCudaDevice(0);
+  if (kernels::CudaDeviceAvailable()) {
+    ASSERT_TRUE(device.ok()) << device.status();
+    EXPECT_EQ(*device, 0);  // Local rank 0 takes the first visible device.
+    return;
+  }
   ASSERT_FALSE(device.ok());
   EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition);
 #if TAMP_HAVE_CUDA
@@ -90,15 +94,19 @@ void Randomize(absl::Span<float> values, uint32_t seed, float scale) {
   for (float& v : values) v = value(rng);
 }
 
-// The GPU model's device spans from and to the host. Writes are synchronous (the model's
-// streams are idle between calls); a read waits for `stream` first, so a read of a gradient
-// in on_tensor_ready checks that it is final on memory().stream, as the model promises.
+// The GPU model's device spans from and to the host. A write has landed when it returns:
+// cudaMemcpy from pageable memory may return before its DMA reaches the device, and the
+// model's streams do not wait for the default stream (a read on them right after saw zeros
+// on an H200), so it synchronizes the device. A read waits for `stream` first, so a read of
+// a gradient in on_tensor_ready checks that it is final on memory().stream, as the model
+// promises.
 ::testing::AssertionResult ToDevice(absl::Span<const float> host, absl::Span<float> device) {
 #if TAMP_HAVE_CUDA
-  if (const cudaError_t error = cudaMemcpy(device.data(), host.data(), host.size() * sizeof(float),
-                                           cudaMemcpyHostToDevice);
-      error != cudaSuccess) {
-    return ::testing::AssertionFailure() << "cudaMemcpy: " << cudaGetErrorName(error);
+  cudaError_t error = cudaMemcpy(device.data(), host.data(), host.size() * sizeof(float),
+                                 cudaMemcpyHostToDevice);
+  if (error == cudaSuccess) error = cudaDeviceSynchronize();
+  if (error != cudaSuccess) {
+    return ::testing::AssertionFailure() << "host to device: " << cudaGetErrorName(error);
   }
   return ::testing::AssertionSuccess();
 #else

@@ -385,6 +385,20 @@ compression {
 CONFIG
 }
 
+# loss_bounds JOB: compare_losses.py's bounds for JOB beyond its defaults (calibrated for the
+# MLP jobs). The CNN job's loss climbs from 3.9 to 6.1 over steps 2-3 before it falls, which
+# amplifies any difference in summation order: on the first H200 machine (2026-11-26) the
+# same tamp_worker on that machine's CPU (another OpenBLAS kernel) drifted from this
+# machine's CPU run by 1.9e-4 at step 2, 2.0e-3 by step 5 and 5.9e-2 by step 20, while the
+# GPU run stayed within 1e-7 of this machine's through step 16 (docs/gpu.md). The bounds
+# leave about 5x of the CPU's own drift.
+loss_bounds() {
+  case "$1" in
+    cnn) echo "--early_rel 1e-2 --rel 0.3" ;;
+    *) echo "" ;;
+  esac
+}
+
 # train_jobs OUT: trains each of TRAIN_CODECS on the CPU and on the GPU and compares the
 # losses; verdicts in OUT/summary.txt, and each job's median step times (steps 2 on, CPU
 # and GPU) in OUT/step_times.md.
@@ -417,8 +431,10 @@ train_jobs() {
     done
     [ "$ran" -eq 2 ] || continue
     echo "== $codec: GPU against CPU"
+    local bounds=()
+    read -r -a bounds <<<"$(loss_bounds "$codec")"
     "${PYTHON:-python3}" bench/gpu/compare_losses.py "$out/train_${codec}_CPU.jsonl" \
-      "$out/train_${codec}_CUDA.jsonl" >"$out/train_$codec.md" 2>&1
+      "$out/train_${codec}_CUDA.jsonl" "${bounds[@]}" >"$out/train_$codec.md" 2>&1
     local compared=$?
     tail -4 "$out/train_$codec.md"
     if [ "$compared" -ne 0 ]; then

@@ -7,7 +7,9 @@
 # libraries in the git-ignored folder .gpu_carry/, as one carry.tar.gz (the device tool
 # carries at most 64 MiB; Debian's OpenBLAS alone is 36 MB unpacked), unpacked there:
 #
-#   bench/gpu/run_on_device.sh pack         # here: bazel build + collect (no GPU needed)
+#   bench/gpu/run_on_device.sh pack         # here: bazel build + collect (no GPU needed);
+#                                           # BEFORE_BENCH=path also carries another build of
+#                                           # codec_gpu_bench, which `run` and `all` time too
 #   device tool: run(command="bash bench/gpu/run_on_device.sh run", carry=[".gpu_carry"])
 #                                           # there: tests, codec_gpu_bench, torch_compare.py
 #   device tool: run(command="bash bench/gpu/run_on_device.sh sanitize", carry=[".gpu_carry"])
@@ -129,6 +131,10 @@ pack() {
         *) cp -L "$lib" "$CARRY/lib/" ;;
       esac
     done
+  if [ -n "${BEFORE_BENCH:-}" ]; then
+    cp -L "$BEFORE_BENCH" "$CARRY/bin/codec_gpu_bench_before" || return 1
+    links_cuda_runtime "$CARRY/bin/codec_gpu_bench_before" "" || return 1
+  fi
   echo "packed: $(ls "$CARRY/bin" | tr '\n' ' ')"
   cut_data "${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}" "$CARRY/data" || return 1
   tar -C "$CARRY" -czf "$CARRY/carry.tar.gz" bin lib data || return 1
@@ -283,6 +289,13 @@ run_benchmarks() {
     status=1
   else
     echo "codec_gpu_bench: passed" >>"$out/summary.txt"
+  fi
+  if [ -x "$CARRY/bin/codec_gpu_bench_before" ]; then
+    echo "== codec_gpu_bench_before (the build BEFORE_BENCH named at pack; limit ${BENCH_LIMIT_S} s)"
+    carried timeout -k 5 "$BENCH_LIMIT_S" "$CARRY/bin/codec_gpu_bench_before" 2>&1 |
+      tee "$out/codec_gpu_bench_before.md"
+    local before=$?
+    [ "$before" -eq 0 ] || { echo "codec_gpu_bench_before: FAILED: exit status $before" >>"$out/summary.txt"; status=1; }
   fi
   echo "== torch_compare.py (limit ${TORCH_LIMIT_S} s; the device's own environment)"
   PYTHONUNBUFFERED=1 timeout -k 5 "$TORCH_LIMIT_S" "${PYTHON:-python3}" bench/gpu/torch_compare.py \
@@ -603,8 +616,8 @@ all() {
   cat "$out/summary.txt"
   [ "$status" -eq 0 ] && echo "all: passed" || echo "all: FAILED"
   tar -C "$out" -czf "$final/all.tar.gz" .
-  cp "$out/summary.txt" "$out/codec_gpu_bench.md" "$out/torch_compare.md" "$out/step_times.md" \
-    "$final/" 2>/dev/null
+  cp "$out/summary.txt" "$out/codec_gpu_bench.md" "$out/codec_gpu_bench_before.md" \
+    "$out/torch_compare.md" "$out/step_times.md" "$final/" 2>/dev/null
   return $status
 }
 

@@ -356,6 +356,46 @@ TEST(EmulationTopKSampleTest, GradientsTakeTheTwoReadPath) {
   }
 }
 
+// The tile kernels' staging of codes (quantize_agent.h StagedByte(), StagedWordWalk): for
+// every code width, each byte of a full tile's code stretch has its own place inside the
+// staging area, a group's bytes stay together at its thread's region, the walk of a thread's
+// words (kFusedTile / kGroup threads apart) finds the same places, and the 32 threads of a
+// warp storing their w-th words hit 32 different banks. The payloads through the staging are
+// EmulationTest's.
+TEST(EmulationStagingTest, EveryCodeByteHasItsOwnPlace) {
+  for (int bits = 1; bits <= 32; ++bits) {
+    SCOPED_TRACE(::testing::Message() << "bits " << bits);
+    QuantLayout l = MakeQuantLayout(QuantKind::kMaxMin, 3 * kFusedTile, 0, 512, 8);
+    l.bits = bits;
+    l.code_bytes = PackedBytes(l.n, bits);
+    ASSERT_EQ(TileCodeBytes(l, 1), 4u * bits * kTileGroups);
+    ASSERT_LE(StagedCodeBytes(l), kMaxStagedCodeBytes);
+    std::vector<bool> taken(StagedCodeBytes(l), false);
+    for (uint32_t p = 0; p < TileCodeBytes(l, 1); ++p) {
+      const uint32_t place = StagedByte(l, p);
+      ASSERT_LT(place, StagedCodeBytes(l)) << "byte " << p;
+      ASSERT_FALSE(taken[place]) << "byte " << p;
+      taken[place] = true;
+      const uint32_t group = p / (4 * bits);
+      ASSERT_EQ(place, 4 * CodeStride(l) * group + p % (4 * bits)) << "byte " << p;
+    }
+    for (uint32_t thread = 0; thread < kTileGroups; ++thread) {
+      StagedWordWalk walk(l, thread, kTileGroups);
+      for (uint32_t w = thread; w < TileCodeBytes(l, 1) / 4; w += kTileGroups, walk.Advance()) {
+        ASSERT_EQ(4 * walk.Staged(), StagedByte(l, 4 * w)) << "thread " << thread << " word " << w;
+      }
+    }
+    for (int w = 0; w < bits; ++w) {
+      std::vector<bool> bank(32, false);
+      for (uint32_t thread = 0; thread < 32; ++thread) {
+        const uint32_t b = (thread * CodeStride(l) + w) % 32;
+        EXPECT_FALSE(bank[b]) << "word " << w << " thread " << thread;
+        bank[b] = true;
+      }
+    }
+  }
+}
+
 // The chunk statistics of terngrad and efsign in compress/internal/segments.h's order (per
 // segment, then pairwise), on inputs where another order gives other sums: 1e16 (ulp 2) in
 // lane 0 of the first segment absorbs ones added to it one at a time, but not a segment's

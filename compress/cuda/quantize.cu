@@ -20,15 +20,18 @@
 //                          bucket_size in [128, 8192] computes its buckets' stats there (8
 //                          lanes each, the CPU's summation order: one read of input and
 //                          residual in all); then a thread per 32 values writes the codes
-//                          (word stores) and the new residual into the tile, which goes back
-//                          to device memory with coalesced stores.
-// Decode runs the same tile kernel the other way (coalesced loads of the accumulator,
-// coalesced stores of the output).
+//                          into the staging area (dynamic shared memory, StagedByte()) and
+//                          the new residual into the tile; both go back to device memory
+//                          with coalesced stores.
+// Decode runs the same tile kernel the other way (coalesced loads of the codes and the
+// accumulator, coalesced stores of the output). Tile, lanes and staging take up to 74 KB
+// of shared memory, past the 48 KB a block gets without asking (AllowStagedCodes()).
 // Per-thread work lives in the agents (quantize_agent.h), shared with the host emulation
 // test; this file only maps them onto threads.
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "compress/cuda/internal/grid.cuh"
@@ -53,11 +56,46 @@ __device__ __forceinline__ uint32_t TileLength(const QuantLayout& l, uint64_t fi
   return l.n - first < kFusedTile ? static_cast<uint32_t>(l.n - first) : kFusedTile;
 }
 
+// The block's codes (all threads): staging area to the body (store) or back (load), whole
+// words with coalesced accesses, then the stream's last bytes where it ends mid-word.
+__device__ __forceinline__ void StoreTileCodes(const QuantLayout& l, const unsigned char* staged,
+                                               unsigned char* body) {
+  const uint64_t tile = blockIdx.x;
+  const uint32_t bytes = TileCodeBytes(l, tile);
+  unsigned char* codes = body + l.stats_bytes + TileCodeOffset(l, tile);
+  auto* words = reinterpret_cast<uint32_t*>(codes);
+  const auto* staged_words = reinterpret_cast<const uint32_t*>(staged);
+  StagedWordWalk walk(l, threadIdx.x, kThreads);
+  for (uint32_t w = threadIdx.x; w < bytes / 4; w += kThreads, walk.Advance()) {
+    words[w] = staged_words[walk.Staged()];
+  }
+  for (uint32_t p = bytes / 4 * 4 + threadIdx.x; p < bytes; p += kThreads) {
+    codes[p] = staged[StagedByte(l, p)];
+  }
+}
+
+__device__ __forceinline__ void LoadTileCodes(const QuantLayout& l, const unsigned char* body,
+                                              unsigned char* staged) {
+  const uint64_t tile = blockIdx.x;
+  const uint32_t bytes = TileCodeBytes(l, tile);
+  const unsigned char* codes = body + l.stats_bytes + TileCodeOffset(l, tile);
+  const auto* words = reinterpret_cast<const uint32_t*>(codes);
+  auto* staged_words = reinterpret_cast<uint32_t*>(staged);
+  StagedWordWalk walk(l, threadIdx.x, kThreads);
+  for (uint32_t w = threadIdx.x; w < bytes / 4; w += kThreads, walk.Advance()) {
+    staged_words[walk.Staged()] = words[w];
+  }
+  for (uint32_t p = bytes / 4 * 4 + threadIdx.x; p < bytes; p += kThreads) {
+    staged[StagedByte(l, p)] = codes[p];
+  }
+}
+
 __global__ void __launch_bounds__(kThreads)
     encode_tile_kernel(QuantLayout l, RandomKey key, GlobalSource source, float* residual,
                        float residual_scale, float* state, unsigned char* body) {
   __shared__ float tile[kTilePadded];
   __shared__ LaneStat lanes[kFusedLanes];
+  extern __shared__ __align__(16) unsigned char staged[];  // StagedCodeBytes(l)
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
   const uint32_t length = TileLength(l, first);
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) tile[Padded(j)] = source(first + j);
@@ -82,10 +120,12 @@ __global__ void __launch_bounds__(kThreads)
   const uint64_t g = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const bool with_residual = residual != nullptr;
   if (g < l.groups()) {
-    EncodeGroup(l, key, g, values, with_residual, residual_scale, state, body);
+    EncodeGroup(l, key, g, values, with_residual, residual_scale, state, body,
+                staged + 4 * CodeStride(l) * threadIdx.x);
   }
-  if (!with_residual) return;
   __syncthreads();
+  StoreTileCodes(l, staged, body);
+  if (!with_residual) return;
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) residual[first + j] = tile[Padded(j)];
 }
 
@@ -170,20 +210,51 @@ __global__ void __launch_bounds__(kThreads)
                        const unsigned long long* verdict) {
   if (verdict != nullptr && *verdict != kValid) return;
   __shared__ float tile[kTilePadded];
+  extern __shared__ __align__(16) unsigned char staged[];  // StagedCodeBytes(l)
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
   const uint32_t length = TileLength(l, first);
+  LoadTileCodes(l, body, staged);
   if (accumulate) {
     for (uint32_t j = threadIdx.x; j < length; j += kThreads) tile[Padded(j)] = out[first + j];
-    __syncthreads();
   }
+  __syncthreads();
   const uint64_t g = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (g < l.groups()) DecodeGroup(l, g, body, TileValues{tile, first}, accumulate);
+  if (g < l.groups()) {
+    DecodeGroup(l, g, body, staged + 4 * CodeStride(l) * threadIdx.x, TileValues{tile, first},
+                accumulate);
+  }
   __syncthreads();
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) out[first + j] = tile[Padded(j)];
 }
 
 inline unsigned TilesFor(const QuantLayout& l) {
   return static_cast<unsigned>((l.n + kFusedTile - 1) / kFusedTile);
+}
+
+// Lets the tile kernels take the staging area beyond the 48 KB of shared memory a block gets
+// by default (sm_80 and sm_90 allow up to 163 and 227 KB), once per device of the process.
+cudaError_t AllowStagedCodes() {
+  static_assert(sizeof(float) * kTilePadded + sizeof(LaneStat) * kFusedLanes +
+                        kMaxStagedCodeBytes <= 160 * 1024,
+                "the encode tile kernel's shared memory must fit sm_80's 163 KB");
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  static std::atomic<uint64_t> allowed{0};  // Bit d: device d (devices 64+: every call).
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (allowed.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+  const int bytes = static_cast<int>(kMaxStagedCodeBytes);
+  if (const cudaError_t e = cudaFuncSetAttribute(
+          encode_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      e != cudaSuccess) {
+    return e;
+  }
+  if (const cudaError_t e = cudaFuncSetAttribute(
+          decode_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      e != cudaSuccess) {
+    return e;
+  }
+  allowed.fetch_or(bit, std::memory_order_acq_rel);
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -226,8 +297,9 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
                                                       body);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  encode_tile_kernel<<<TilesFor(l), kThreads, 0, stream>>>(l, key, source, residual,
-                                                           residual_scale, state, body);
+  if (const cudaError_t e = AllowStagedCodes(); e != cudaSuccess) return e;
+  encode_tile_kernel<<<TilesFor(l), kThreads, StagedCodeBytes(l), stream>>>(
+      l, key, source, residual, residual_scale, state, body);
   return cudaGetLastError();
 }
 
@@ -245,7 +317,9 @@ cudaError_t CheckQuant(const QuantLayout& l, const unsigned char* body,
 
 cudaError_t DecodeQuant(const QuantLayout& l, const unsigned char* body, float* out,
                         bool accumulate, const unsigned long long* verdict, cudaStream_t stream) {
-  decode_tile_kernel<<<TilesFor(l), kThreads, 0, stream>>>(l, body, out, accumulate, verdict);
+  if (const cudaError_t e = AllowStagedCodes(); e != cudaSuccess) return e;
+  decode_tile_kernel<<<TilesFor(l), kThreads, StagedCodeBytes(l), stream>>>(l, body, out,
+                                                                            accumulate, verdict);
   return cudaGetLastError();
 }
 

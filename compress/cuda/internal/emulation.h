@@ -61,11 +61,13 @@ class Body {
 // ---------------------------------------------------------------------------------------
 
 // encode_tile_kernel of quantize.cu, block by block: stage the tile, (fused) bucket stats
-// from it, the groups' codes and residuals into it, the residuals back.
+// from it, the groups' codes into the staging area and residuals into the tile, then the
+// codes and the residuals back.
 inline void EmulateEncodeTiles(const QuantLayout& l, const RandomKey& key,
                                const GlobalSource& source, float* residual, float residual_scale,
                                float* state, unsigned char* body) {
   std::vector<float> tile(kTilePadded);
+  std::vector<unsigned char> staged(StagedCodeBytes(l));
   for (uint64_t first = 0; first < l.n; first += kFusedTile) {
     const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(kFusedTile, l.n - first));
     for (uint32_t j = 0; j < length; ++j) tile[Padded(j)] = source(first + j);
@@ -84,8 +86,12 @@ inline void EmulateEncodeTiles(const QuantLayout& l, const RandomKey& key,
       }
     }
     for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
-      EncodeGroup(l, key, g, values, residual != nullptr, residual_scale, state, body);
+      EncodeGroup(l, key, g, values, residual != nullptr, residual_scale, state, body,
+                  staged.data() + 4 * CodeStride(l) * (g % kTileGroups));
     }
+    const uint64_t tile_index = first / kFusedTile;
+    unsigned char* codes = body + l.stats_bytes + TileCodeOffset(l, tile_index);
+    for (uint32_t p = 0; p < TileCodeBytes(l, tile_index); ++p) codes[p] = staged[StagedByte(l, p)];
     if (residual == nullptr) continue;
     for (uint32_t j = 0; j < length; ++j) residual[first + j] = tile[Padded(j)];
   }
@@ -138,13 +144,18 @@ inline void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const
 inline void EmulateDecodeTiles(const QuantLayout& l, const unsigned char* body, float* out,
                                bool accumulate) {
   std::vector<float> tile(kTilePadded);
+  std::vector<unsigned char> staged(StagedCodeBytes(l));
   for (uint64_t first = 0; first < l.n; first += kFusedTile) {
     const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(kFusedTile, l.n - first));
+    const uint64_t tile_index = first / kFusedTile;
+    const unsigned char* codes = body + l.stats_bytes + TileCodeOffset(l, tile_index);
+    for (uint32_t p = 0; p < TileCodeBytes(l, tile_index); ++p) staged[StagedByte(l, p)] = codes[p];
     if (accumulate) {
       for (uint32_t j = 0; j < length; ++j) tile[Padded(j)] = out[first + j];
     }
     for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
-      DecodeGroup(l, g, body, TileValues{tile.data(), first}, accumulate);
+      DecodeGroup(l, g, body, staged.data() + 4 * CodeStride(l) * (g % kTileGroups),
+                  TileValues{tile.data(), first}, accumulate);
     }
     for (uint32_t j = 0; j < length; ++j) out[first + j] = tile[Padded(j)];
   }

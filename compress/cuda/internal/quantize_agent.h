@@ -14,10 +14,12 @@
 // Work split: a group is 32 consecutive values [32g, 32g + 32) ∩ [0, n); its codes fill
 // exactly `bits` 32-bit words (4 * bits bytes at 4 * bits * g into the code stream), so a
 // thread encodes or decodes a group with word-sized stores and no cooperation, and a group
-// covers 8 whole Philox blocks (4 of the 16-bit stream). The values themselves (input,
-// residual, decoded output) move between device memory and a block's tile of kFusedTile
-// values in shared memory with coalesced loads and stores (consecutive threads, consecutive
-// values); the groups read and write the tile (TileValues), never device memory.
+// covers 8 whole Philox blocks (4 of the 16-bit stream). Neither the values (input,
+// residual, decoded output) nor the codes move between a thread and device memory: a
+// block's kFusedTile values sit in a tile in shared memory and its groups' codes in a
+// staging area beside it (StagedByte()), and both move to and from device memory with
+// coalesced loads and stores (consecutive threads, consecutive words); the groups read and
+// write only the tile (TileValues) and their staged codes.
 #ifndef TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 #define TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 
@@ -35,6 +37,7 @@ inline constexpr uint32_t kGroup = 32;  // Values per thread.
 // least kFusedMinBucket values (at most 64 buckets per tile).
 inline constexpr uint32_t kFusedTile = 8192;
 inline constexpr uint32_t kFusedMinBucket = 128;
+inline constexpr uint32_t kTileGroups = kFusedTile / kGroup;  // A tile block's threads.
 // Not a tuning constant: the segment of terngrad's and efsign's statistics is part of their
 // wire format (compress/internal/segments.h kStatSegment).
 inline constexpr uint32_t kStatSegment = 8192;
@@ -161,6 +164,57 @@ struct GlobalSource {
   }
 };
 
+// Codes staged in shared memory: the groups of one tile write (encode) or read (decode) their
+// codes in a staging area, group t of the tile (thread t) at word t * CodeStride(l), and the
+// block moves the tile's stretch of the code stream between the staging area and the body
+// with coalesced word loads and stores. The stride is odd (bits, or bits + 1) so that the
+// 32 threads of a warp touching their w-th words hit 32 different banks.
+TAMP_HD uint32_t CodeStride(const QuantLayout& l) { return static_cast<uint32_t>(l.bits) | 1u; }
+// The staging area's size in bytes (the largest, for 32-bit codes: kMaxStagedCodeBytes).
+TAMP_HD uint32_t StagedCodeBytes(const QuantLayout& l) { return 4 * kTileGroups * CodeStride(l); }
+inline constexpr uint32_t kMaxStagedCodeBytes = 4 * kTileGroups * 33;
+// Where tile `tile`'s codes start in the code stream, and how many bytes they take.
+TAMP_HD uint64_t TileCodeOffset(const QuantLayout& l, uint64_t tile) {
+  return 4 * static_cast<uint64_t>(l.bits) * kTileGroups * tile;
+}
+TAMP_HD uint32_t TileCodeBytes(const QuantLayout& l, uint64_t tile) {
+  const uint64_t left = l.code_bytes - TileCodeOffset(l, tile);
+  const uint64_t full = 4 * static_cast<uint64_t>(l.bits) * kTileGroups;
+  return static_cast<uint32_t>(left < full ? left : full);
+}
+// Byte p of a tile's stretch of the code stream in the staging area (a multiple of 4 where p
+// is: a group's 4 * bits bytes stay contiguous).
+TAMP_HD uint32_t StagedByte(const QuantLayout& l, uint32_t p) {
+  const uint32_t group_bytes = 4 * static_cast<uint32_t>(l.bits);
+  return p / group_bytes * 4 * CodeStride(l) + p % group_bytes;
+}
+
+// Word start, start + step, start + 2 step, ... of a tile's stretch of the code stream and
+// its word in the staging area (StagedByte(l, 4 w) / 4), without a division per word: the
+// tile kernels' copy loops, a word per thread and kThreads apart.
+class StagedWordWalk {
+ public:
+  TAMP_HD StagedWordWalk(const QuantLayout& l, uint32_t start, uint32_t step)
+      : bits_(static_cast<uint32_t>(l.bits)),
+        stride_(CodeStride(l)),
+        group_(start / bits_),
+        word_(start % bits_),
+        step_groups_(step / bits_),
+        step_words_(step % bits_) {}
+  TAMP_HD uint32_t Staged() const { return group_ * stride_ + word_; }
+  TAMP_HD void Advance() {
+    group_ += step_groups_;
+    word_ += step_words_;
+    if (word_ >= bits_) {
+      word_ -= bits_;
+      ++group_;
+    }
+  }
+
+ private:
+  uint32_t bits_, stride_, group_, word_, step_groups_, step_words_;
+};
+
 // Per-bucket statistics as stored in the body (read back by the quantize pass).
 TAMP_HD float LoadStat(const unsigned char* body, uint64_t index) {
   return reinterpret_cast<const float*>(body)[index];
@@ -246,15 +300,16 @@ TAMP_HD uint32_t EncodeValue(const QuantLayout& l, const unsigned char* stats, u
   return 0;
 }
 
-// Encodes group g: codes into the body, and (with_residual) the new residual
+// Encodes group g: its codes (4 * bits bytes, fewer for the chunk's last group) to `codes`
+// (its place in the staging area), and (with_residual) the new residual
 // residual_scale * (c - decoded) over c in the tile (tile.At(i)). The group's values are in
-// `tile`; the stats of its buckets are already in the body; `state` as for EncodeValue().
+// `tile`; the stats of its buckets are already in `body`; `state` as for EncodeValue().
 TAMP_HD void EncodeGroup(const QuantLayout& l, const RandomKey& key, uint64_t g,
                          const TileValues& tile, bool with_residual, float residual_scale,
-                         float* state, unsigned char* body) {
+                         float* state, const unsigned char* body, unsigned char* codes) {
   const uint64_t first = g * kGroup;
   const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
-  BitSink sink(body + l.stats_bytes + 4 * static_cast<uint64_t>(l.bits) * g);
+  BitSink sink(codes);
   const bool random = UsesRandom(l);
   const bool random16 = UsesRandom16(l);
   const uint32_t per_block = random16 ? 8 : 4;  // Values per Philox block.
@@ -312,14 +367,15 @@ TAMP_HD float DecodeValue(const QuantLayout& l, const unsigned char* body, uint6
   return 0;
 }
 
-// tile.At(i) = (or +=) the decoded values of group g; with `accumulate` the tile holds the
-// accumulator's values first.
+// tile.At(i) = (or +=) the decoded values of group g, whose codes are at `codes` (its place
+// in the staging area); with `accumulate` the tile holds the accumulator's values first.
+// The stats are read from `body`.
 TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* body,
-                         const TileValues& out, bool accumulate) {
+                         const unsigned char* codes, const TileValues& out, bool accumulate) {
   const uint64_t first = g * kGroup;
   const uint32_t count = l.n - first < kGroup ? static_cast<uint32_t>(l.n - first) : kGroup;
   const uint64_t offset = 4 * static_cast<uint64_t>(l.bits) * g;
-  BitSource source(body + l.stats_bytes + offset, l.code_bytes - offset);
+  BitSource source(codes, l.code_bytes - offset);
   for (uint32_t j = 0; j < count; ++j) {
     const uint64_t i = first + j;
     const float v = DecodeValue(l, body, i, source.Get(l.bits));

@@ -23,6 +23,11 @@
 //                          into the staging area (dynamic shared memory, StagedByte()) and
 //                          the new residual into the tile; both go back to device memory
 //                          with coalesced stores.
+//   encode lanes           instead of the tile for the elementwise codecs (UsesLanePath():
+//                          none, fp16, bf16, signsgd, signum, efsign): a warp per 32 values,
+//                          a value per lane in registers, each code word put together with
+//                          __shfl_xor_sync and stored by its first lane; decode is a value
+//                          per thread.
 // Decode runs the same tile kernel the other way (coalesced loads of the codes and the
 // accumulator, coalesced stores of the output). Tile, lanes and staging take up to 74 KB
 // of shared memory, past the 48 KB a block gets without asking (AllowStagedCodes()).
@@ -127,6 +132,35 @@ __global__ void __launch_bounds__(kThreads)
   StoreTileCodes(l, staged, body);
   if (!with_residual) return;
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) residual[first + j] = tile[Padded(j)];
+}
+
+// The lane path (UsesLanePath()): a warp per group of 32 values, grid-stride over the groups.
+__global__ void __launch_bounds__(kThreads)
+    encode_lanes_kernel(QuantLayout l, GlobalSource source, float* residual,
+                        float residual_scale, float* state, unsigned char* body) {
+  const uint32_t lane = threadIdx.x % 32;
+  const uint32_t per_word = 32 / static_cast<uint32_t>(l.bits);
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * (kThreads / 32);
+  // g is the same for the whole warp, so every lane takes part in every shuffle.
+  for (uint64_t g = (static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x) / 32;
+       g < l.groups(); g += warps) {
+    const uint64_t i = g * kGroup + lane;
+    uint32_t word =
+        LanePlacedCode(l, i, EncodeLane(l, i, source, residual, residual_scale, state, body));
+    for (uint32_t mask = 1; mask < per_word; mask <<= 1) {
+      word |= __shfl_xor_sync(0xFFFFFFFFu, word, static_cast<int>(mask));
+    }
+    if (lane % per_word == 0) {
+      StoreCodeWord(l, body + l.stats_bytes, i * static_cast<uint64_t>(l.bits) / 32, word);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    decode_lanes_kernel(QuantLayout l, const unsigned char* body, float* out, bool accumulate,
+                        const unsigned long long* verdict) {
+  if (verdict != nullptr && *verdict != kValid) return;
+  TAMP_GRID_STRIDE(i, l.n) { DecodeLane(l, i, body, out, accumulate); }
 }
 
 __global__ void bucket_lanes_kernel(QuantLayout l, GlobalSource source, LaneStat* lanes) {
@@ -297,6 +331,11 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
                                                       body);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
+  if (UsesLanePath(l)) {
+    encode_lanes_kernel<<<GridFor(l.groups() * 32), kThreads, 0, stream>>>(
+        l, source, residual, residual_scale, state, body);
+    return cudaGetLastError();
+  }
   if (const cudaError_t e = AllowStagedCodes(); e != cudaSuccess) return e;
   encode_tile_kernel<<<TilesFor(l), kThreads, StagedCodeBytes(l), stream>>>(
       l, key, source, residual, residual_scale, state, body);
@@ -317,6 +356,10 @@ cudaError_t CheckQuant(const QuantLayout& l, const unsigned char* body,
 
 cudaError_t DecodeQuant(const QuantLayout& l, const unsigned char* body, float* out,
                         bool accumulate, const unsigned long long* verdict, cudaStream_t stream) {
+  if (UsesLanePath(l)) {
+    decode_lanes_kernel<<<GridFor(l.n), kThreads, 0, stream>>>(l, body, out, accumulate, verdict);
+    return cudaGetLastError();
+  }
   if (const cudaError_t e = AllowStagedCodes(); e != cudaSuccess) return e;
   decode_tile_kernel<<<TilesFor(l), kThreads, StagedCodeBytes(l), stream>>>(l, body, out,
                                                                             accumulate, verdict);

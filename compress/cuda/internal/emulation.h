@@ -97,6 +97,37 @@ inline void EmulateEncodeTiles(const QuantLayout& l, const RandomKey& key,
   }
 }
 
+// encode_lanes_kernel of quantize.cu, warp by warp: each lane's code and residual, then each
+// word the OR of its lanes' placed codes as the warp's butterfly of __shfl_xor_sync gives
+// it to every lane of the word, stored by the word's first lane.
+inline void EmulateEncodeLanes(const QuantLayout& l, const GlobalSource& source, float* residual,
+                               float residual_scale, float* state, unsigned char* body) {
+  const uint32_t per_word = 32 / static_cast<uint32_t>(l.bits);
+  for (uint64_t g = 0; g < l.groups(); ++g) {
+    uint32_t lanes[kGroup];
+    for (uint32_t lane = 0; lane < kGroup; ++lane) {
+      const uint64_t i = g * kGroup + lane;
+      lanes[lane] =
+          LanePlacedCode(l, i, EncodeLane(l, i, source, residual, residual_scale, state, body));
+    }
+    for (uint32_t mask = 1; mask < per_word; mask <<= 1) {
+      uint32_t shuffled[kGroup];
+      for (uint32_t lane = 0; lane < kGroup; ++lane) shuffled[lane] = lanes[lane ^ mask];
+      for (uint32_t lane = 0; lane < kGroup; ++lane) lanes[lane] |= shuffled[lane];
+    }
+    for (uint32_t lane = 0; lane < kGroup; lane += per_word) {
+      const uint64_t word = (g * kGroup + lane) * static_cast<uint64_t>(l.bits) / 32;
+      StoreCodeWord(l, body + l.stats_bytes, word, lanes[lane]);
+    }
+  }
+}
+
+// decode_lanes_kernel of quantize.cu: a value per thread.
+inline void EmulateDecodeLanes(const QuantLayout& l, const unsigned char* body, float* out,
+                               bool accumulate) {
+  for (uint64_t i = 0; i < l.n; ++i) DecodeLane(l, i, body, out, accumulate);
+}
+
 // chunk_segments_kernel and chunk_tree_kernel of quantize.cu: the whole chunk's partial.
 inline ChunkPartial EmulateChunkStats(const QuantLayout& l, const GlobalSource& source) {
   std::vector<ChunkPartial> a(NumSegments(l)), b(NumSegments(l));
@@ -137,7 +168,11 @@ inline void EmulateEncodeQuant(const QuantLayout& l, const RandomKey& key, const
   if (l.kind == QuantKind::kTernGrad || l.kind == QuantKind::kEfSign) {
     StoreChunkScale(l, EmulateChunkStats(l, source), body);
   }
-  EmulateEncodeTiles(l, key, source, residual, residual_scale, state, body);  // encode_tile
+  if (UsesLanePath(l)) {
+    EmulateEncodeLanes(l, source, residual, residual_scale, state, body);
+  } else {
+    EmulateEncodeTiles(l, key, source, residual, residual_scale, state, body);
+  }
 }
 
 // decode_tile_kernel of quantize.cu, block by block.
@@ -158,6 +193,16 @@ inline void EmulateDecodeTiles(const QuantLayout& l, const unsigned char* body, 
                   TileValues{tile.data(), first}, accumulate);
     }
     for (uint32_t j = 0; j < length; ++j) out[first + j] = tile[Padded(j)];
+  }
+}
+
+// DecodeQuant() of quantize.cu: the lane path or the tiles.
+inline void EmulateDecodeQuant(const QuantLayout& l, const unsigned char* body, float* out,
+                               bool accumulate) {
+  if (UsesLanePath(l)) {
+    EmulateDecodeLanes(l, body, out, accumulate);
+  } else {
+    EmulateDecodeTiles(l, body, out, accumulate);
   }
 }
 
@@ -509,7 +554,7 @@ struct Emulated {
     } else if (topk) {
       EmulateDecodeEntries(top, nullptr, body, out, accumulate);
     } else {
-      EmulateDecodeTiles(quant, body, out, accumulate);
+      EmulateDecodeQuant(quant, body, out, accumulate);
     }
   }
 };

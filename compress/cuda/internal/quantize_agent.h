@@ -383,6 +383,83 @@ TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* 
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// The lane path: elementwise codecs, a value per thread
+// ---------------------------------------------------------------------------------------
+
+// Whether a codec takes the lane path: its code of a value depends on that value alone (and
+// on signum's momentum of it, or efsign's one scale, already in the body), draws no random
+// words, and its width divides 32. A warp then encodes a group with each lane holding one
+// value (coalesced loads and stores of values, residuals and signum's momentum, in
+// registers: no tile), the group's code words put together across the lanes; a decode is a
+// value per thread. The other codecs (random draws, bucket statistics, widths like 9) take
+// the tile.
+TAMP_HD bool UsesLanePath(const QuantLayout& l) {
+  switch (l.kind) {
+    case QuantKind::kNone:
+    case QuantKind::kFp16:
+    case QuantKind::kBf16:
+    case QuantKind::kSignSgd:
+    case QuantKind::kSignum:
+    case QuantKind::kEfSign:
+      return 32 % l.bits == 0;
+    default:
+      return false;
+  }
+}
+
+// The code of value i (lane i % 32 of group i / 32), shifted to its place in its word of
+// the code stream; a word is the OR of its 32 / bits lanes' (LanePlacedCode() of lanes
+// w * 32 / bits ... of the group, whose first lane stores it: StoreCodeWord()).
+TAMP_HD uint32_t LanePlacedCode(const QuantLayout& l, uint64_t i, uint32_t code) {
+  const uint32_t per_word = 32 / static_cast<uint32_t>(l.bits);
+  return code << ((i % kGroup) % per_word * static_cast<uint32_t>(l.bits));
+}
+
+// Word `word` of the code stream (4-byte aligned at `codes`), stored or loaded whole, or
+// bytewise where the stream ends inside it (the body holds only code_bytes).
+TAMP_HD void StoreCodeWord(const QuantLayout& l, unsigned char* codes, uint64_t word,
+                           uint32_t value) {
+  const uint64_t first = 4 * word;
+  if (first + 4 <= l.code_bytes) {
+    reinterpret_cast<uint32_t*>(codes)[word] = value;
+    return;
+  }
+  for (uint64_t b = first; b < l.code_bytes; ++b) {
+    codes[b] = static_cast<unsigned char>(value >> (8 * (b - first)));
+  }
+}
+TAMP_HD uint32_t LoadCodeWord(const QuantLayout& l, const unsigned char* codes, uint64_t word) {
+  const uint64_t first = 4 * word;
+  if (first + 4 <= l.code_bytes) return reinterpret_cast<const uint32_t*>(codes)[word];
+  uint32_t value = 0;
+  for (uint64_t b = first; b < l.code_bytes; ++b) value |= uint32_t{codes[b]} << (8 * (b - first));
+  return value;
+}
+
+// Encodes value i on the lane path: returns its code (0 past the chunk's end, so the
+// padding stays zero) and, with error feedback, stores its new residual.
+TAMP_HD uint32_t EncodeLane(const QuantLayout& l, uint64_t i, const GlobalSource& source,
+                            float* residual, float residual_scale, float* state,
+                            const unsigned char* body) {
+  if (i >= l.n) return 0;
+  const float c = source(i);
+  float decoded;
+  const uint32_t code = EncodeValue(l, body, i, c, 0, state, &decoded);
+  if (residual != nullptr) residual[i] = NextResidual(residual_scale, c, decoded);
+  return code;
+}
+
+// Decodes value i on the lane path into out[i] (= or +=).
+TAMP_HD void DecodeLane(const QuantLayout& l, uint64_t i, const unsigned char* body, float* out,
+                        bool accumulate) {
+  const uint64_t bit = i * static_cast<uint64_t>(l.bits);
+  const uint32_t word = LoadCodeWord(l, body + l.stats_bytes, bit / 32);
+  const uint32_t mask = l.bits == 32 ? 0xFFFFFFFFu : (1u << l.bits) - 1;
+  const float v = DecodeValue(l, body, i, (word >> (bit % 32)) & mask);
+  out[i] = accumulate ? AddRn(out[i], v) : v;
+}
+
 // Whether every stat is allowed: qsgd norms NaN or finite >= +0; terngrad scale likewise;
 // efsign scale with the sign bit clear; maxmin pairs (NaN, NaN) or finite, min <= max,
 // max - min finite. Returns kValid or the verdict of bucket b's problem.

@@ -8,8 +8,10 @@
 # carries at most 64 MiB; Debian's OpenBLAS alone is 36 MB unpacked), unpacked there:
 #
 #   bench/gpu/run_on_device.sh pack         # here: bazel build + collect (no GPU needed);
-#                                           # BEFORE_BENCH=path also carries another build of
-#                                           # codec_gpu_bench, which `run` and `all` time too
+#                                           # EXTRA_BENCHES="NAME=PATH ..." also carries other
+#                                           # builds of codec_gpu_bench (e.g. the commit
+#                                           # before a change), which `run` and `all` time
+#                                           # in the same run (codec_gpu_bench_NAME.md)
 #   device tool: run(command="bash bench/gpu/run_on_device.sh run", carry=[".gpu_carry"])
 #                                           # there: tests, codec_gpu_bench, torch_compare.py
 #   device tool: run(command="bash bench/gpu/run_on_device.sh sanitize", carry=[".gpu_carry"])
@@ -131,10 +133,12 @@ pack() {
         *) cp -L "$lib" "$CARRY/lib/" ;;
       esac
     done
-  if [ -n "${BEFORE_BENCH:-}" ]; then
-    cp -L "$BEFORE_BENCH" "$CARRY/bin/codec_gpu_bench_before" || return 1
-    links_cuda_runtime "$CARRY/bin/codec_gpu_bench_before" "" || return 1
-  fi
+  local extra
+  for extra in ${EXTRA_BENCHES:-}; do
+    local name="${extra%%=*}" path="${extra#*=}"
+    cp -L "$path" "$CARRY/bin/codec_gpu_bench_$name" || return 1
+    links_cuda_runtime "$CARRY/bin/codec_gpu_bench_$name" "" || return 1
+  done
   echo "packed: $(ls "$CARRY/bin" | tr '\n' ' ')"
   cut_data "${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}" "$CARRY/data" || return 1
   tar -C "$CARRY" -czf "$CARRY/carry.tar.gz" bin lib data || return 1
@@ -290,13 +294,16 @@ run_benchmarks() {
   else
     echo "codec_gpu_bench: passed" >>"$out/summary.txt"
   fi
-  if [ -x "$CARRY/bin/codec_gpu_bench_before" ]; then
-    echo "== codec_gpu_bench_before (the build BEFORE_BENCH named at pack; limit ${BENCH_LIMIT_S} s)"
-    carried timeout -k 5 "$BENCH_LIMIT_S" "$CARRY/bin/codec_gpu_bench_before" 2>&1 |
-      tee "$out/codec_gpu_bench_before.md"
-    local before=$?
-    [ "$before" -eq 0 ] || { echo "codec_gpu_bench_before: FAILED: exit status $before" >>"$out/summary.txt"; status=1; }
-  fi
+  local extra
+  for extra in "$CARRY"/bin/codec_gpu_bench_*; do
+    [ -x "$extra" ] || continue
+    local name
+    name="$(basename "$extra")"
+    echo "== $name (a build EXTRA_BENCHES named at pack; limit ${BENCH_LIMIT_S} s)"
+    carried timeout -k 5 "$BENCH_LIMIT_S" "$extra" 2>&1 | tee "$out/$name.md"
+    local code=$?
+    [ "$code" -eq 0 ] || { echo "$name: FAILED: exit status $code" >>"$out/summary.txt"; status=1; }
+  done
   echo "== torch_compare.py (limit ${TORCH_LIMIT_S} s; the device's own environment)"
   PYTHONUNBUFFERED=1 timeout -k 5 "$TORCH_LIMIT_S" "${PYTHON:-python3}" bench/gpu/torch_compare.py \
     --require-cuda 2>&1 | tee "$out/torch_compare.md"
@@ -616,8 +623,10 @@ all() {
   cat "$out/summary.txt"
   [ "$status" -eq 0 ] && echo "all: passed" || echo "all: FAILED"
   tar -C "$out" -czf "$final/all.tar.gz" .
-  cp "$out/summary.txt" "$out/codec_gpu_bench.md" "$out/codec_gpu_bench_before.md" \
-    "$out/torch_compare.md" "$out/step_times.md" "$final/" 2>/dev/null
+  cp "$out/summary.txt" "$out/codec_gpu_bench.md" "$out/torch_compare.md" \
+    "$out/step_times.md" "$final/" 2>/dev/null
+  local extra
+  for extra in "$out"/codec_gpu_bench_*.md; do [ -e "$extra" ] && cp "$extra" "$final/"; done
   return $status
 }
 

@@ -107,8 +107,9 @@ inline void EmulateEncodeLanes(const QuantLayout& l, const GlobalSource& source,
     uint32_t lanes[kGroup];
     for (uint32_t lane = 0; lane < kGroup; ++lane) {
       const uint64_t i = g * kGroup + lane;
+      const float c = i < l.n ? source(i) : 0.0f;
       lanes[lane] =
-          LanePlacedCode(l, i, EncodeLane(l, i, source, residual, residual_scale, state, body));
+          LanePlacedCode(l, i, EncodeLane(l, i, c, residual, residual_scale, state, body));
     }
     for (uint32_t mask = 1; mask < per_word; mask <<= 1) {
       uint32_t shuffled[kGroup];
@@ -125,7 +126,10 @@ inline void EmulateEncodeLanes(const QuantLayout& l, const GlobalSource& source,
 // decode_lanes_kernel of quantize.cu: a value per thread.
 inline void EmulateDecodeLanes(const QuantLayout& l, const unsigned char* body, float* out,
                                bool accumulate) {
-  for (uint64_t i = 0; i < l.n; ++i) DecodeLane(l, i, body, out, accumulate);
+  for (uint64_t i = 0; i < l.n; ++i) {
+    const uint32_t word = LoadCodeWord(l, body + l.stats_bytes, LaneWord(l, i));
+    out[i] = DecodeLane(l, i, body, word, out[i], accumulate);
+  }
 }
 
 // chunk_segments_kernel and chunk_tree_kernel of quantize.cu: the whole chunk's partial.

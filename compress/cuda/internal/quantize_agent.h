@@ -437,27 +437,29 @@ TAMP_HD uint32_t LoadCodeWord(const QuantLayout& l, const unsigned char* codes, 
   return value;
 }
 
-// Encodes value i on the lane path: returns its code (0 past the chunk's end, so the
-// padding stays zero) and, with error feedback, stores its new residual.
-TAMP_HD uint32_t EncodeLane(const QuantLayout& l, uint64_t i, const GlobalSource& source,
-                            float* residual, float residual_scale, float* state,
-                            const unsigned char* body) {
+// Encodes value i, whose compensated value (source(i)) is c, on the lane path: returns its
+// code (0 past the chunk's end, so the padding stays zero) and, with error feedback, stores
+// its new residual. The kernels load c apart from this, several values ahead.
+TAMP_HD uint32_t EncodeLane(const QuantLayout& l, uint64_t i, float c, float* residual,
+                            float residual_scale, float* state, const unsigned char* body) {
   if (i >= l.n) return 0;
-  const float c = source(i);
   float decoded;
   const uint32_t code = EncodeValue(l, body, i, c, 0, state, &decoded);
   if (residual != nullptr) residual[i] = NextResidual(residual_scale, c, decoded);
   return code;
 }
 
-// Decodes value i on the lane path into out[i] (= or +=).
-TAMP_HD void DecodeLane(const QuantLayout& l, uint64_t i, const unsigned char* body, float* out,
-                        bool accumulate) {
-  const uint64_t bit = i * static_cast<uint64_t>(l.bits);
-  const uint32_t word = LoadCodeWord(l, body + l.stats_bytes, bit / 32);
+// The word of the code stream that holds value i's code on the lane path, and the value
+// decoded from that word (`accumulator`: out[i] before, for +=).
+TAMP_HD uint64_t LaneWord(const QuantLayout& l, uint64_t i) {
+  return i * static_cast<uint64_t>(l.bits) / 32;
+}
+TAMP_HD float DecodeLane(const QuantLayout& l, uint64_t i, const unsigned char* body,
+                         uint32_t word, float accumulator, bool accumulate) {
+  const uint32_t shift = static_cast<uint32_t>(i * static_cast<uint64_t>(l.bits) % 32);
   const uint32_t mask = l.bits == 32 ? 0xFFFFFFFFu : (1u << l.bits) - 1;
-  const float v = DecodeValue(l, body, i, (word >> (bit % 32)) & mask);
-  out[i] = accumulate ? AddRn(out[i], v) : v;
+  const float v = DecodeValue(l, body, i, (word >> shift) & mask);
+  return accumulate ? AddRn(accumulator, v) : v;
 }
 
 // Whether every stat is allowed: qsgd norms NaN or finite >= +0; terngrad scale likewise;

@@ -20,17 +20,17 @@
 //                          bucket_size in [128, 8192] computes its buckets' stats there (8
 //                          lanes each, the CPU's summation order: one read of input and
 //                          residual in all); then a thread per 32 values writes the codes
-//                          into the staging area (dynamic shared memory, StagedByte()) and
-//                          the new residual into the tile; both go back to device memory
-//                          with coalesced stores.
-//   encode lanes           instead of the tile for the elementwise codecs (UsesLanePath():
-//                          none, fp16, bf16, signsgd, signum, efsign): a warp per 32 values,
-//                          a value per lane in registers, each code word put together with
-//                          __shfl_xor_sync and stored by its first lane; decode is a value
-//                          per thread.
-// Decode runs the same tile kernel the other way (coalesced loads of the codes and the
-// accumulator, coalesced stores of the output). Tile, lanes and staging take up to 74 KB
-// of shared memory, past the 48 KB a block gets without asking (AllowStagedCodes()).
+//                          (word stores; for 16- and 32-bit codes into a staging area in
+//                          dynamic shared memory, StagesCodes(), then coalesced to the body)
+//                          and the new residual into the tile, which goes back to device
+//                          memory with coalesced stores.
+//   encode lanes           signum instead of the tile (UsesLanePath()): a warp per 32 values,
+//                          a value per lane in registers (its momentum too), each code word
+//                          put together with __shfl_xor_sync and stored by its first lane;
+//                          decode is a value per thread.
+// Decode runs the same tile kernel the other way (coalesced loads of the accumulator and, if
+// staged, the codes; coalesced stores of the output). Tile, lanes and staging take up to
+// 74 KB of shared memory, past the 48 KB a block gets without asking (AllowStagedCodes()).
 // Per-thread work lives in the agents (quantize_agent.h), shared with the host emulation
 // test; this file only maps them onto threads.
 
@@ -87,7 +87,6 @@ __device__ __forceinline__ void LoadTileCodes(const QuantLayout& l, const unsign
   const auto* words = reinterpret_cast<const uint32_t*>(codes);
   auto* staged_words = reinterpret_cast<uint32_t*>(staged);
   StagedWordWalk walk(l, threadIdx.x, kThreads);
-#pragma unroll 8
   for (uint32_t w = threadIdx.x; w < bytes / 4; w += kThreads, walk.Advance()) {
     staged_words[walk.Staged()] = words[w];
   }
@@ -101,10 +100,9 @@ __global__ void __launch_bounds__(kThreads)
                        float residual_scale, float* state, unsigned char* body) {
   __shared__ float tile[kTilePadded];
   __shared__ LaneStat lanes[kFusedLanes];
-  extern __shared__ __align__(16) unsigned char staged[];  // StagedCodeBytes(l)
+  extern __shared__ __align__(16) unsigned char staged[];  // StagedCodeBytes(l), if StagesCodes(l)
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
   const uint32_t length = TileLength(l, first);
-#pragma unroll 8  // Several loads in flight per thread, not one after another.
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) tile[Padded(j)] = source(first + j);
   __syncthreads();
   const TileValues values{tile, first};
@@ -126,21 +124,22 @@ __global__ void __launch_bounds__(kThreads)
 
   const uint64_t g = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const bool with_residual = residual != nullptr;
+  const bool stages = StagesCodes(l);
   if (g < l.groups()) {
     EncodeGroup(l, key, g, values, with_residual, residual_scale, state, body,
-                staged + 4 * CodeStride(l) * threadIdx.x);
+                GroupCodes(l, g, stages ? staged : body + l.stats_bytes));
   }
+  if (!stages && !with_residual) return;
   __syncthreads();
-  StoreTileCodes(l, staged, body);
+  if (stages) StoreTileCodes(l, staged, body);
   if (!with_residual) return;
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) residual[first + j] = tile[Padded(j)];
 }
 
 // The lane path (UsesLanePath()). A grid of at most kLaneBlocks blocks strides over the
-// chunk; each thread loads kLaneUnroll values (a warp: kLaneUnroll groups) before it
-// encodes or decodes any, so that enough loads are in flight to keep up with the memory (a
-// grid with a block per 256 values spent its time starting blocks: 0.3 ms for 2^26 values
-// on an H200, where the copy takes 0.13).
+// chunk (a block per 256 values spent its time starting blocks); each thread loads
+// kLaneUnroll values (a warp: kLaneUnroll groups) before it codes any, so that several
+// loads are in flight.
 constexpr unsigned kLaneBlocks = 2048;
 constexpr uint32_t kLaneUnroll = 4;
 
@@ -279,19 +278,19 @@ __global__ void __launch_bounds__(kThreads)
                        const unsigned long long* verdict) {
   if (verdict != nullptr && *verdict != kValid) return;
   __shared__ float tile[kTilePadded];
-  extern __shared__ __align__(16) unsigned char staged[];  // StagedCodeBytes(l)
+  extern __shared__ __align__(16) unsigned char staged[];  // StagedCodeBytes(l), if StagesCodes(l)
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
   const uint32_t length = TileLength(l, first);
-  LoadTileCodes(l, body, staged);
+  const bool stages = StagesCodes(l);
+  if (stages) LoadTileCodes(l, body, staged);
   if (accumulate) {
-#pragma unroll 8
     for (uint32_t j = threadIdx.x; j < length; j += kThreads) tile[Padded(j)] = out[first + j];
   }
-  __syncthreads();
+  if (stages || accumulate) __syncthreads();
   const uint64_t g = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (g < l.groups()) {
-    DecodeGroup(l, g, body, staged + 4 * CodeStride(l) * threadIdx.x, TileValues{tile, first},
-                accumulate);
+    DecodeGroup(l, g, body, GroupCodes(l, g, stages ? staged : body + l.stats_bytes),
+                TileValues{tile, first}, accumulate);
   }
   __syncthreads();
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) out[first + j] = tile[Padded(j)];
@@ -372,8 +371,9 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
         l, source, residual, residual_scale, state, body);
     return cudaGetLastError();
   }
+  const unsigned staged_bytes = StagesCodes(l) ? StagedCodeBytes(l) : 0;
   if (const cudaError_t e = AllowStagedCodes(); e != cudaSuccess) return e;
-  encode_tile_kernel<<<TilesFor(l), kThreads, StagedCodeBytes(l), stream>>>(
+  encode_tile_kernel<<<TilesFor(l), kThreads, staged_bytes, stream>>>(
       l, key, source, residual, residual_scale, state, body);
   return cudaGetLastError();
 }
@@ -397,9 +397,10 @@ cudaError_t DecodeQuant(const QuantLayout& l, const unsigned char* body, float* 
                                                                              accumulate, verdict);
     return cudaGetLastError();
   }
+  const unsigned staged_bytes = StagesCodes(l) ? StagedCodeBytes(l) : 0;
   if (const cudaError_t e = AllowStagedCodes(); e != cudaSuccess) return e;
-  decode_tile_kernel<<<TilesFor(l), kThreads, StagedCodeBytes(l), stream>>>(l, body, out,
-                                                                            accumulate, verdict);
+  decode_tile_kernel<<<TilesFor(l), kThreads, staged_bytes, stream>>>(l, body, out, accumulate,
+                                                                      verdict);
   return cudaGetLastError();
 }
 

@@ -87,11 +87,15 @@ inline void EmulateEncodeTiles(const QuantLayout& l, const RandomKey& key,
     }
     for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
       EncodeGroup(l, key, g, values, residual != nullptr, residual_scale, state, body,
-                  staged.data() + 4 * CodeStride(l) * (g % kTileGroups));
+                  GroupCodes(l, g, StagesCodes(l) ? staged.data() : body + l.stats_bytes));
     }
-    const uint64_t tile_index = first / kFusedTile;
-    unsigned char* codes = body + l.stats_bytes + TileCodeOffset(l, tile_index);
-    for (uint32_t p = 0; p < TileCodeBytes(l, tile_index); ++p) codes[p] = staged[StagedByte(l, p)];
+    if (StagesCodes(l)) {
+      const uint64_t tile_index = first / kFusedTile;
+      unsigned char* codes = body + l.stats_bytes + TileCodeOffset(l, tile_index);
+      for (uint32_t p = 0; p < TileCodeBytes(l, tile_index); ++p) {
+        codes[p] = staged[StagedByte(l, p)];
+      }
+    }
     if (residual == nullptr) continue;
     for (uint32_t j = 0; j < length; ++j) residual[first + j] = tile[Padded(j)];
   }
@@ -186,15 +190,20 @@ inline void EmulateDecodeTiles(const QuantLayout& l, const unsigned char* body, 
   std::vector<unsigned char> staged(StagedCodeBytes(l));
   for (uint64_t first = 0; first < l.n; first += kFusedTile) {
     const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(kFusedTile, l.n - first));
-    const uint64_t tile_index = first / kFusedTile;
-    const unsigned char* codes = body + l.stats_bytes + TileCodeOffset(l, tile_index);
-    for (uint32_t p = 0; p < TileCodeBytes(l, tile_index); ++p) staged[StagedByte(l, p)] = codes[p];
+    if (StagesCodes(l)) {
+      const uint64_t tile_index = first / kFusedTile;
+      const unsigned char* stream = body + l.stats_bytes + TileCodeOffset(l, tile_index);
+      for (uint32_t p = 0; p < TileCodeBytes(l, tile_index); ++p) {
+        staged[StagedByte(l, p)] = stream[p];
+      }
+    }
     if (accumulate) {
       for (uint32_t j = 0; j < length; ++j) tile[Padded(j)] = out[first + j];
     }
+    const unsigned char* codes = StagesCodes(l) ? staged.data() : body + l.stats_bytes;
     for (uint64_t g = first / kGroup; g < l.groups() && g < (first + kFusedTile) / kGroup; ++g) {
-      DecodeGroup(l, g, body, staged.data() + 4 * CodeStride(l) * (g % kTileGroups),
-                  TileValues{tile.data(), first}, accumulate);
+      DecodeGroup(l, g, body, GroupCodes(l, g, codes), TileValues{tile.data(), first},
+                  accumulate);
     }
     for (uint32_t j = 0; j < length; ++j) out[first + j] = tile[Padded(j)];
   }

@@ -164,11 +164,16 @@ struct GlobalSource {
   }
 };
 
-// Codes staged in shared memory: the groups of one tile write (encode) or read (decode) their
-// codes in a staging area, group t of the tile (thread t) at word t * CodeStride(l), and the
-// block moves the tile's stretch of the code stream between the staging area and the body
-// with coalesced word loads and stores. The stride is odd (bits, or bits + 1) so that the
-// 32 threads of a warp touching their w-th words hit 32 different banks.
+// Codes staged in shared memory, for codes of 16 bits or more (none, fp16, bf16), where a
+// group's codes are 64 or 128 bytes and a warp's word stores or loads straight to the body,
+// that far apart, made the encode and decode several times slower than the copy they
+// amount to; for narrower codes staging cost more than it saved (docs/gpu.md, "GPU codec
+// speed"). A tile's groups write (encode) or read (decode) their codes in a staging area,
+// group t of the tile (thread t) at word t * CodeStride(l), and the block moves the tile's
+// stretch of the code stream between the staging area and the body with coalesced word
+// loads and stores. The stride is odd (bits, or bits + 1) so that the 32 threads of a warp
+// touching their w-th words hit 32 different banks.
+TAMP_HD bool StagesCodes(const QuantLayout& l) { return l.bits >= 16; }
 TAMP_HD uint32_t CodeStride(const QuantLayout& l) { return static_cast<uint32_t>(l.bits) | 1u; }
 // The staging area's size in bytes (the largest, for 32-bit codes: kMaxStagedCodeBytes).
 TAMP_HD uint32_t StagedCodeBytes(const QuantLayout& l) { return 4 * kTileGroups * CodeStride(l); }
@@ -182,6 +187,17 @@ TAMP_HD uint32_t TileCodeBytes(const QuantLayout& l, uint64_t tile) {
   const uint64_t full = 4 * static_cast<uint64_t>(l.bits) * kTileGroups;
   return static_cast<uint32_t>(left < full ? left : full);
 }
+// Where group g's codes go (encode) or come from (decode): its region of the staging area
+// `codes` (StagesCodes()), or its place in the code stream `codes` (not).
+TAMP_HD unsigned char* GroupCodes(const QuantLayout& l, uint64_t g, unsigned char* codes) {
+  return StagesCodes(l) ? codes + 4 * CodeStride(l) * (g % kTileGroups)
+                        : codes + 4 * static_cast<uint64_t>(l.bits) * g;
+}
+TAMP_HD const unsigned char* GroupCodes(const QuantLayout& l, uint64_t g,
+                                        const unsigned char* codes) {
+  return GroupCodes(l, g, const_cast<unsigned char*>(codes));
+}
+
 // Byte p of a tile's stretch of the code stream in the staging area (a multiple of 4 where p
 // is: a group's 4 * bits bytes stay contiguous).
 TAMP_HD uint32_t StagedByte(const QuantLayout& l, uint32_t p) {
@@ -387,26 +403,15 @@ TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* 
 // The lane path: elementwise codecs, a value per thread
 // ---------------------------------------------------------------------------------------
 
-// Whether a codec takes the lane path: its code of a value depends on that value alone (and
-// on signum's momentum of it, or efsign's one scale, already in the body), draws no random
-// words, and its width divides 32. A warp then encodes a group with each lane holding one
+// Whether a codec takes the lane path: a warp encodes a group with each lane holding one
 // value (coalesced loads and stores of values, residuals and signum's momentum, in
 // registers: no tile), the group's code words put together across the lanes; a decode is a
-// value per thread. The other codecs (random draws, bucket statistics, widths like 9) take
-// the tile.
-TAMP_HD bool UsesLanePath(const QuantLayout& l) {
-  switch (l.kind) {
-    case QuantKind::kNone:
-    case QuantKind::kFp16:
-    case QuantKind::kBf16:
-    case QuantKind::kSignSgd:
-    case QuantKind::kSignum:
-    case QuantKind::kEfSign:
-      return 32 % l.bits == 0;
-    default:
-      return false;
-  }
-}
+// value per thread. It serves any codec whose code of a value depends on that value alone
+// (and on its own state), draws no random words and has a width dividing 32, but was faster
+// than the tile only for signum, whose momentum the tile's threads read and write 32 values
+// apart; none, fp16, bf16, signsgd and efsign were slower on it (docs/gpu.md, "GPU codec
+// speed").
+TAMP_HD bool UsesLanePath(const QuantLayout& l) { return l.kind == QuantKind::kSignum; }
 
 // The code of value i (lane i % 32 of group i / 32), shifted to its place in its word of
 // the code stream; a word is the OR of its 32 / bits lanes' (LanePlacedCode() of lanes

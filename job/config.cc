@@ -89,7 +89,8 @@ int CodecRounds(const std::string& name) {
 // OK when every push codec of `compression` takes one round per step; else an error naming
 // the first that does not, the rounds it takes, then `why_not`.
 // Calls check(block, field) for every compression block (the default, each shard override,
-// each tensor override) with its field path, e.g. "compression.shard_overrides[1].compression";
+// each tensor override, each of compression.automatic's candidates, any of which the plan may
+// put on a tensor) with its field path, e.g. "compression.shard_overrides[1].compression";
 // the first error.
 template <typename Check>
 absl::Status ForEachChunkCompression(const config::Compression& compression, Check check) {
@@ -102,6 +103,10 @@ absl::Status ForEachChunkCompression(const config::Compression& compression, Che
   for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
     TAMP_RETURN_IF_ERROR(check(compression.tensor_overrides(i).compression(),
                                absl::StrCat("compression.tensor_overrides[", i, "].compression")));
+  }
+  for (int i = 0; i < compression.automatic().candidates_size(); ++i) {
+    TAMP_RETURN_IF_ERROR(check(compression.automatic().candidates(i),
+                               absl::StrCat("compression.automatic.candidates[", i, "]")));
   }
   return absl::OkStatus();
 }

@@ -274,6 +274,27 @@ TEST(ConfigTest, DgcMomentumCorrectionRefusesAServerMomentum) {
   EXPECT_TRUE(ValidateConfig(residual).ok()) << ValidateConfig(residual);
 }
 
+// compression.automatic's plan may put any candidate on any tensor, so each candidate is held
+// to the rules every other compression block is: DGC's momentum correction next to a server
+// momentum, and multi-round push codecs outside SYNC, are refused naming the candidate.
+TEST(ConfigTest, AutomaticCandidatesObeyTheRulesOfEveryCompressionBlock) {
+  const std::string dgc =
+      "candidates { push { name: 'none' } } candidates { push { name: 'dgc' ratio: 0.01 } "
+      "push_feedback { kind: DGC_MOMENTUM } pull { name: 'topk' ratio: 0.01 } "
+      "pull_feedback { kind: RESIDUAL } }";
+  ExpectInvalid("compression { automatic { bandwidth: '1gbit' " + dgc + " } }",
+                "optimizer.momentum: is 0.9 but compression.automatic.candidates[1].push_feedback "
+                "is DGC_MOMENTUM");
+  const config::RunConfig plain_sgd =
+      Load("optimizer { momentum: 0 } compression { automatic { bandwidth: '1gbit' " + dgc +
+           " } }");
+  EXPECT_TRUE(ValidateConfig(plain_sgd).ok()) << ValidateConfig(plain_sgd);
+  ExpectInvalid(
+      "consistency { mode: ASYNC } compression { automatic { bandwidth: '1gbit' candidates { "
+      "push { name: 'none' } } candidates { push { name: 'powersgd' rank: 2 } } } }",
+      "compression.automatic.candidates[1].push.name: codec 'powersgd' takes 2 rounds per step");
+}
+
 TEST(ConfigTest, DgcClippingAndSparsityWarmupErrorsNameTheField) {
   const config::RunConfig good = Load(
       "optimizer { momentum: 0 } "

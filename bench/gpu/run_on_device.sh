@@ -318,13 +318,14 @@ run_benchmarks() {
   return $status
 }
 
-# prepare OUT: unpacks, checks the GPU and the binaries, and sets CARRIED_LIBRARY_PATH;
-# writes OUT/device.txt.
+# prepare OUT: unpacks, checks the GPU and that every carried binary but the host ones links
+# the CUDA runtime, and sets CARRIED_LIBRARY_PATH; writes OUT/device.txt. Every mode starts
+# with it.
 prepare() {
   local out=$1
+  mkdir -p "$out"
   unpack
   [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
-  mkdir -p "$out"
   require_gpu >"$out/device.txt" 2>&1 || { cat "$out/device.txt"; return 1; }
   CARRIED_LIBRARY_PATH="$(carried_library_path)"
   {
@@ -471,12 +472,7 @@ train_jobs() {
 
 train() {
   local out="${OUT:-bench/gpu/out}"
-  mkdir -p "$out"
-  unpack
-  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
-  require_gpu >"$out/train_device.txt" 2>&1 || { cat "$out/train_device.txt"; return 1; }
-  CARRIED_LIBRARY_PATH="$(carried_library_path)"
-  links_cuda_runtime "$CARRY/bin/tamp_worker" "$CARRIED_LIBRARY_PATH" || return 1
+  prepare "$out" || return 1
   : >"$out/summary.txt"
   local status=0
   train_jobs "$out" || status=1
@@ -578,11 +574,7 @@ sanitize_steps() {
 
 sanitize() {
   local out="${OUT:-bench/gpu/out}"
-  mkdir -p "$out"
-  unpack
-  [ -d "$CARRY/bin" ] || { echo "FAIL: no $CARRY/bin: run 'pack' first and carry $CARRY"; return 1; }
-  require_gpu || return 1
-  CARRIED_LIBRARY_PATH="$(carried_library_path)"
+  prepare "$out" || return 1
   : >"$out/summary.txt"
   local status=0
   sanitize_steps "$out" || status=1

@@ -241,7 +241,8 @@ setup
 touch "$ROOT/mode/nocudart"
 device train
 expect_exit "train, CPU-only worker" 1 $?
-expect_log "train, CPU-only worker" "tamp_worker does not link the CUDA runtime"
+expect_log "train, CPU-only worker" "does not link the CUDA runtime"
+[ ! -e "$ROOT/seen/tamp" ] || fail "train, CPU-only worker: tamp ran anyway"
 
 # all: one call within its budget: the benchmarks, the training, then the tests and the
 # sanitizer at once; passes when everything does, brings back at most 8 files (the

@@ -356,7 +356,7 @@ TEST(EmulationTopKSampleTest, GradientsTakeTheTwoReadPath) {
   }
 }
 
-// The tile kernels' staging of codes (quantize_agent.h StagedByte(), StagedWordWalk): for
+// The tile kernels' staging of codes (internal/code_staging.h StagedByte(), StagedWordWalk): for
 // every code width, each byte of a full tile's code stretch has its own place inside the
 // staging area, a group's bytes stay together at its thread's region, the walk of a thread's
 // words (kFusedTile / kGroup threads apart) finds the same places, and the 32 threads of a

@@ -41,6 +41,8 @@
 
 #include "compress/cuda/internal/grid.cuh"
 #include "compress/cuda/internal/launch.h"
+#include "compress/cuda/internal/code_staging.h"
+#include "compress/cuda/internal/lane_agent.h"
 #include "compress/cuda/internal/quantize_agent.h"
 
 namespace tamp::compress::cuda_internal {

@@ -26,6 +26,8 @@
 #include "absl/types/span.h"
 #include "base/philox.h"
 #include "compress/cuda/internal/powersgd_agent.h"
+#include "compress/cuda/internal/code_staging.h"
+#include "compress/cuda/internal/lane_agent.h"
 #include "compress/cuda/internal/quantize_agent.h"
 #include "compress/cuda/internal/randomblock_agent.h"
 #include "compress/cuda/internal/randomk_agent.h"

@@ -14,12 +14,12 @@
 // Work split: a group is 32 consecutive values [32g, 32g + 32) ∩ [0, n); its codes fill
 // exactly `bits` 32-bit words (4 * bits bytes at 4 * bits * g into the code stream), so a
 // thread encodes or decodes a group with word-sized stores and no cooperation, and a group
-// covers 8 whole Philox blocks (4 of the 16-bit stream). Neither the values (input,
-// residual, decoded output) nor the codes move between a thread and device memory: a
-// block's kFusedTile values sit in a tile in shared memory and its groups' codes in a
-// staging area beside it (StagedByte()), and both move to and from device memory with
-// coalesced loads and stores (consecutive threads, consecutive words); the groups read and
-// write only the tile (TileValues) and their staged codes.
+// covers 8 whole Philox blocks (4 of the 16-bit stream). The values (input, residual,
+// decoded output) move between device memory and a block's tile of kFusedTile values in
+// shared memory with coalesced loads and stores (consecutive threads, consecutive values);
+// the groups read and write the tile (TileValues), never device memory. A group's codes go
+// to the body directly, or for codes of 16 bits and more through a staging area beside the
+// tile (internal/code_staging.h). signum takes the lane path instead (internal/lane_agent.h).
 #ifndef TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 #define TAMP_COMPRESS_CUDA_INTERNAL_QUANTIZE_AGENT_H_
 
@@ -162,73 +162,6 @@ struct GlobalSource {
   TAMP_HD float operator()(uint64_t i) const {
     return residual == nullptr ? input[i] : Compensate(input[i], residual[i]);
   }
-};
-
-// Codes staged in shared memory, for codes of 16 bits or more (none, fp16, bf16), where a
-// group's codes are 64 or 128 bytes and a warp's word stores or loads straight to the body,
-// that far apart, made the encode and decode several times slower than the copy they
-// amount to; for narrower codes staging cost more than it saved (docs/gpu.md, "GPU codec
-// speed"). A tile's groups write (encode) or read (decode) their codes in a staging area,
-// group t of the tile (thread t) at word t * CodeStride(l), and the block moves the tile's
-// stretch of the code stream between the staging area and the body with coalesced word
-// loads and stores. The stride is odd (bits, or bits + 1) so that the 32 threads of a warp
-// touching their w-th words hit 32 different banks.
-TAMP_HD bool StagesCodes(const QuantLayout& l) { return l.bits >= 16; }
-TAMP_HD uint32_t CodeStride(const QuantLayout& l) { return static_cast<uint32_t>(l.bits) | 1u; }
-// The staging area's size in bytes (the largest, for 32-bit codes: kMaxStagedCodeBytes).
-TAMP_HD uint32_t StagedCodeBytes(const QuantLayout& l) { return 4 * kTileGroups * CodeStride(l); }
-inline constexpr uint32_t kMaxStagedCodeBytes = 4 * kTileGroups * 33;
-// Where tile `tile`'s codes start in the code stream, and how many bytes they take.
-TAMP_HD uint64_t TileCodeOffset(const QuantLayout& l, uint64_t tile) {
-  return 4 * static_cast<uint64_t>(l.bits) * kTileGroups * tile;
-}
-TAMP_HD uint32_t TileCodeBytes(const QuantLayout& l, uint64_t tile) {
-  const uint64_t left = l.code_bytes - TileCodeOffset(l, tile);
-  const uint64_t full = 4 * static_cast<uint64_t>(l.bits) * kTileGroups;
-  return static_cast<uint32_t>(left < full ? left : full);
-}
-// Where group g's codes go (encode) or come from (decode): its region of the staging area
-// `codes` (StagesCodes()), or its place in the code stream `codes` (not).
-TAMP_HD unsigned char* GroupCodes(const QuantLayout& l, uint64_t g, unsigned char* codes) {
-  return StagesCodes(l) ? codes + 4 * CodeStride(l) * (g % kTileGroups)
-                        : codes + 4 * static_cast<uint64_t>(l.bits) * g;
-}
-TAMP_HD const unsigned char* GroupCodes(const QuantLayout& l, uint64_t g,
-                                        const unsigned char* codes) {
-  return GroupCodes(l, g, const_cast<unsigned char*>(codes));
-}
-
-// Byte p of a tile's stretch of the code stream in the staging area (a multiple of 4 where p
-// is: a group's 4 * bits bytes stay contiguous).
-TAMP_HD uint32_t StagedByte(const QuantLayout& l, uint32_t p) {
-  const uint32_t group_bytes = 4 * static_cast<uint32_t>(l.bits);
-  return p / group_bytes * 4 * CodeStride(l) + p % group_bytes;
-}
-
-// Word start, start + step, start + 2 step, ... of a tile's stretch of the code stream and
-// its word in the staging area (StagedByte(l, 4 w) / 4), without a division per word: the
-// tile kernels' copy loops, a word per thread and kThreads apart.
-class StagedWordWalk {
- public:
-  TAMP_HD StagedWordWalk(const QuantLayout& l, uint32_t start, uint32_t step)
-      : bits_(static_cast<uint32_t>(l.bits)),
-        stride_(CodeStride(l)),
-        group_(start / bits_),
-        word_(start % bits_),
-        step_groups_(step / bits_),
-        step_words_(step % bits_) {}
-  TAMP_HD uint32_t Staged() const { return group_ * stride_ + word_; }
-  TAMP_HD void Advance() {
-    group_ += step_groups_;
-    word_ += step_words_;
-    if (word_ >= bits_) {
-      word_ -= bits_;
-      ++group_;
-    }
-  }
-
- private:
-  uint32_t bits_, stride_, group_, word_, step_groups_, step_words_;
 };
 
 // Per-bucket statistics as stored in the body (read back by the quantize pass).
@@ -397,74 +330,6 @@ TAMP_HD void DecodeGroup(const QuantLayout& l, uint64_t g, const unsigned char* 
     const float v = DecodeValue(l, body, i, source.Get(l.bits));
     out.At(i) = accumulate ? AddRn(out.At(i), v) : v;
   }
-}
-
-// ---------------------------------------------------------------------------------------
-// The lane path: elementwise codecs, a value per thread
-// ---------------------------------------------------------------------------------------
-
-// Whether a codec takes the lane path: a warp encodes a group with each lane holding one
-// value (coalesced loads and stores of values, residuals and signum's momentum, in
-// registers: no tile), the group's code words put together across the lanes; a decode is a
-// value per thread. It serves any codec whose code of a value depends on that value alone
-// (and on its own state), draws no random words and has a width dividing 32, but was faster
-// than the tile only for signum, whose momentum the tile's threads read and write 32 values
-// apart; none, fp16, bf16, signsgd and efsign were slower on it (docs/gpu.md, "GPU codec
-// speed").
-TAMP_HD bool UsesLanePath(const QuantLayout& l) { return l.kind == QuantKind::kSignum; }
-
-// The code of value i (lane i % 32 of group i / 32), shifted to its place in its word of
-// the code stream; a word is the OR of its 32 / bits lanes' (LanePlacedCode() of lanes
-// w * 32 / bits ... of the group, whose first lane stores it: StoreCodeWord()).
-TAMP_HD uint32_t LanePlacedCode(const QuantLayout& l, uint64_t i, uint32_t code) {
-  const uint32_t per_word = 32 / static_cast<uint32_t>(l.bits);
-  return code << ((i % kGroup) % per_word * static_cast<uint32_t>(l.bits));
-}
-
-// Word `word` of the code stream (4-byte aligned at `codes`), stored or loaded whole, or
-// bytewise where the stream ends inside it (the body holds only code_bytes).
-TAMP_HD void StoreCodeWord(const QuantLayout& l, unsigned char* codes, uint64_t word,
-                           uint32_t value) {
-  const uint64_t first = 4 * word;
-  if (first + 4 <= l.code_bytes) {
-    reinterpret_cast<uint32_t*>(codes)[word] = value;
-    return;
-  }
-  for (uint64_t b = first; b < l.code_bytes; ++b) {
-    codes[b] = static_cast<unsigned char>(value >> (8 * (b - first)));
-  }
-}
-TAMP_HD uint32_t LoadCodeWord(const QuantLayout& l, const unsigned char* codes, uint64_t word) {
-  const uint64_t first = 4 * word;
-  if (first + 4 <= l.code_bytes) return reinterpret_cast<const uint32_t*>(codes)[word];
-  uint32_t value = 0;
-  for (uint64_t b = first; b < l.code_bytes; ++b) value |= uint32_t{codes[b]} << (8 * (b - first));
-  return value;
-}
-
-// Encodes value i, whose compensated value (source(i)) is c, on the lane path: returns its
-// code (0 past the chunk's end, so the padding stays zero) and, with error feedback, stores
-// its new residual. The kernels load c apart from this, several values ahead.
-TAMP_HD uint32_t EncodeLane(const QuantLayout& l, uint64_t i, float c, float* residual,
-                            float residual_scale, float* state, const unsigned char* body) {
-  if (i >= l.n) return 0;
-  float decoded;
-  const uint32_t code = EncodeValue(l, body, i, c, 0, state, &decoded);
-  if (residual != nullptr) residual[i] = NextResidual(residual_scale, c, decoded);
-  return code;
-}
-
-// The word of the code stream that holds value i's code on the lane path, and the value
-// decoded from that word (`accumulator`: out[i] before, for +=).
-TAMP_HD uint64_t LaneWord(const QuantLayout& l, uint64_t i) {
-  return i * static_cast<uint64_t>(l.bits) / 32;
-}
-TAMP_HD float DecodeLane(const QuantLayout& l, uint64_t i, const unsigned char* body,
-                         uint32_t word, float accumulator, bool accumulate) {
-  const uint32_t shift = static_cast<uint32_t>(i * static_cast<uint64_t>(l.bits) % 32);
-  const uint32_t mask = l.bits == 32 ? 0xFFFFFFFFu : (1u << l.bits) - 1;
-  const float v = DecodeValue(l, body, i, (word >> shift) & mask);
-  return accumulate ? AddRn(accumulator, v) : v;
 }
 
 // Whether every stat is allowed: qsgd norms NaN or finite >= +0; terngrad scale likewise;

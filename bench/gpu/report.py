@@ -5,6 +5,7 @@ A device call of `bench/gpu/run_on_device.sh all` brings back all.tar.gz and its
 (the device tool's folder); `import` stores what the docs use, with the run's metadata:
 
   bench/gpu/report.py import FOLDER NAME --commit C [--build NAME=WHAT ...] [--note TEXT]
+                                [--committed]   # its main build is the code as committed
   bench/gpu/report.py --doc      # rewrite docs/gpu.md's generated block from the results
   bench/gpu/report.py --check    # exit 1 if docs/gpu.md's block is not what --doc writes
 
@@ -35,13 +36,14 @@ KEPT = re.compile(r"^(summary\.txt|device\.txt|step_times\.md|torch_compare\.md|
 ELEMENTWISE = ["none", "fp16", "bf16", "natural", "signsgd", "signum", "efsign"]
 # Which run and build timed the path each codec takes in the committed code (compress/cuda:
 # StagesCodes() for 16- and 32-bit codes, UsesLanePath() for signum, the rest unchanged
-# since c257532). No run had exactly the committed build; the docs say so.
+# since c257532), until a run is imported with --committed: then its own build, for every
+# codec. No run of 2026-11-26 had exactly the committed build; the docs say so.
 COMMITTED = {"none": ("h200_2", "codec_gpu_bench"), "fp16": ("h200_2", "codec_gpu_bench"),
              "bf16": ("h200_2", "codec_gpu_bench"), "signum": ("h200_4", "codec_gpu_bench")}
 COMMITTED_DEFAULT = ("h200_4", "codec_gpu_bench_before")
 
 
-def import_run(folder, name, commit, builds, note):
+def import_run(folder, name, commit, builds, note, committed):
     out = os.path.join(RESULTS, name)
     if os.path.exists(out):
         sys.exit(f"{out} exists: pick another NAME or remove it first")
@@ -59,7 +61,7 @@ def import_run(folder, name, commit, builds, note):
     gpu = re.search(r"^GPU 0: (.*?) \(UUID", device, re.M)
     driver = re.search(r"Driver Version: (\S+)", device)
     date = re.search(r"^\w{3} (\w{3}) +(\d+) [\d:]+ (\d{4})", device, re.M)
-    meta = {"name": name, "commit": commit, "note": note,
+    meta = {"name": name, "commit": commit, "note": note, "committed": committed,
             "device": gpu.group(1) if gpu else "?",
             "driver": driver.group(1) if driver else "?",
             "date": " ".join(date.groups()) if date else "?",
@@ -143,17 +145,22 @@ def block():
                 "median of 20 (encode without error feedback):", ""]
         out += comparison(meta, folder, "2^26")
     folders = {meta["name"]: folder for meta, folder in all_runs}
+    committed_runs = [meta["name"] for meta, _ in all_runs if meta.get("committed")]
+    committed, committed_default = COMMITTED, COMMITTED_DEFAULT
+    if committed_runs:  # The newest run of the committed build times every codec.
+        committed, committed_default = {}, (committed_runs[-1], "codec_gpu_bench")
     timed = {}
-    for (run, build) in set(COMMITTED.values()) | {COMMITTED_DEFAULT}:
+    for (run, build) in set(committed.values()) | {committed_default}:
         timed[(run, build)] = codec_rows(os.path.join(folders[run], build + ".md"))
     tamp = {}
-    for key in timed[COMMITTED_DEFAULT]:
-        source = COMMITTED.get(key[0], COMMITTED_DEFAULT)
+    for key in timed[committed_default]:
+        source = committed.get(key[0], committed_default)
         if key in timed[source]:
             tamp[key] = dict(timed[source][key], run=f"{source[0]} {source[1]}")
-    out += ["", "**The committed code**, per codec from the run and build that timed its path "
-            "(no run had exactly this build: its kernels ran on the H200, its choice between "
-            "them is checked by `//compress/cuda:emulation_test` on the host):", "",
+    out += ["", "**The committed code**, per codec from the run and build that timed its path" + (
+            f" ({committed_runs[-1]}, a run of the committed build):" if committed_runs else
+            " (no run had exactly this build: its kernels ran on the H200, its choice between "
+            "them is checked by `//compress/cuda:emulation_test` on the host):"), "",
             "| codec | n | encode / decode ms | memcpy ms | enc+dec / memcpy | timed in |",
             "|---|---|---|---|---|---|"]
     for key in sorted(tamp, key=lambda k: (k[1], list(tamp).index(k))):
@@ -212,11 +219,14 @@ def main():
     store.add_argument("--build", action="append", default=[],
                        help="NAME=WHAT: what codec_gpu_bench_NAME was ('this' names the main build)")
     store.add_argument("--note", default="")
+    store.add_argument("--committed", action="store_true",
+                       help="the run's main build is the code as committed: its figures "
+                            "replace the per-codec picks of COMMITTED")
     parser.add_argument("--doc", action="store_true")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     if args.command == "import":
-        import_run(args.folder, args.name, args.commit, args.build, args.note)
+        import_run(args.folder, args.name, args.commit, args.build, args.note, args.committed)
         return 0
     text = open(DOC).read()
     new = replace_block(text, BEGIN, END, block(), DOC)

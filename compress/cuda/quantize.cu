@@ -31,18 +31,18 @@
 // Decode runs the same tile kernel the other way (coalesced loads of the accumulator and, if
 // staged, the codes; coalesced stores of the output). Tile, lanes and staging take up to
 // 74 KB of shared memory, past the 48 KB a block gets without asking (AllowStagedCodes()).
-// Per-thread work lives in the agents (quantize_agent.h), shared with the host emulation
-// test; this file only maps them onto threads.
+// Per-thread work lives in the agents (internal/quantize_agent.h, code_staging.h,
+// lane_agent.h), shared with the host emulation test; this file only maps them onto threads.
 
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <cstdint>
 
-#include "compress/cuda/internal/grid.cuh"
-#include "compress/cuda/internal/launch.h"
 #include "compress/cuda/internal/code_staging.h"
+#include "compress/cuda/internal/grid.cuh"
 #include "compress/cuda/internal/lane_agent.h"
+#include "compress/cuda/internal/launch.h"
 #include "compress/cuda/internal/quantize_agent.h"
 
 namespace tamp::compress::cuda_internal {

@@ -257,8 +257,9 @@ for line in "codec_gpu_bench: passed" "train cnn: passed" "gpu_model_test: passe
 done
 [ "$(ls "$ROOT/out" | wc -l)" -le 8 ] || fail "all: over 8 files back: $(ls "$ROOT/out")"
 [ -e "$ROOT/out/codec_gpu_bench_before.md" ] || fail "all: the extra build's table is not back"
-tar -tzf "$ROOT/out/all.tar.gz" | grep -q 'device_codec_test.log' ||
-  fail "all: no test log in all.tar.gz"
+# Listed first, not piped into grep -q: under pipefail tar would die of SIGPIPE.
+archived="$(tar -tzf "$ROOT/out/all.tar.gz")"
+grep -q 'device_codec_test.log' <<<"$archived" || fail "all: no test log in all.tar.gz: $archived"
 setup
 echo fail >"$ROOT/mode/cnn_layers_test"
 device all

@@ -178,6 +178,14 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
         options.config_path, ": consistency.mode: the model predicts SYNC steps only, got ",
         config::Consistency::Mode_Name(config->consistency().mode()))));
   }
+  if (config->device() == config::CUDA) {
+    // Said, not refused: the link and server parts still hold, and --compute_ms can stand
+    // in for the GPU's compute.
+    *err << "tamp model: note: " << options.config_path
+         << ": device: CUDA: predicted with this machine's CPU model and CPU codecs; a GPU "
+            "worker's compute and encode are not modelled (--compute_ms sets the compute "
+            "part, e.g. from tamp run's compute column on the GPU)\n";
+  }
   if (options.auto_plan) return AutoPlanCommand(options, *config, out, err);
   if (config->compression().has_automatic()) {
     return fail(absl::InvalidArgumentError(absl::StrCat(

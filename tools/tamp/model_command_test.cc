@@ -197,6 +197,34 @@ TEST(ModelCommandTest, RefusesConsistencyOtherThanSync) {
             std::string::npos) << err.str();
 }
 
+// A GPU config is predicted, saying in one line that its compute and encode are the CPU's.
+TEST(ModelCommandTest, SaysAGpuConfigIsPredictedWithTheCpuModel) {
+  ModelOptions options;
+  options.config_path = WriteFile("gpu.pbtxt", R"(version: 1
+    device: CUDA
+    cluster { num_servers: 1 num_workers: 1 }
+    model { kind: MLP hidden: [16] }
+    data { batch_size: 8 }
+    optimizer { name: "sgd" learning_rate: 0.1 })");
+  options.link = *perf::ParseBandwidth("1gbit");
+  options.cores = 2;
+  std::ostringstream out, err;
+  ASSERT_EQ(ModelCommand(options, &out, &err), 0) << err.str();
+  EXPECT_NE(err.str().find("device: CUDA: predicted with this machine's CPU model and CPU "
+                           "codecs"),
+            std::string::npos)
+      << err.str();
+  EXPECT_FALSE(out.str().empty());
+  options.config_path = WriteFile("cpu.pbtxt", R"(version: 1
+    cluster { num_servers: 1 num_workers: 1 }
+    model { kind: MLP hidden: [16] }
+    data { batch_size: 8 }
+    optimizer { name: "sgd" learning_rate: 0.1 })");
+  std::ostringstream cpu_out, cpu_err;
+  ASSERT_EQ(ModelCommand(options, &cpu_out, &cpu_err), 0) << cpu_err.str();
+  EXPECT_EQ(cpu_err.str().find("device: CUDA"), std::string::npos) << cpu_err.str();
+}
+
 TEST(ModelCommandTest, PredictsNoneAndTheConfigsCodecAsJson) {
   ModelOptions options;
   options.config_path = WriteFile("small.pbtxt", R"(version: 1

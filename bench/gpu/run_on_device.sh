@@ -339,19 +339,24 @@ prepare() {
   done
 }
 
-run() {
-  local out="${OUT:-bench/gpu/out}"
+# in_one_call PART...: the modes run, train and sanitize: prepare, each PART OUT in turn
+# (each appends its verdicts to OUT/summary.txt), then the summary; fails if any part did.
+in_one_call() {
+  local out="${OUT:-bench/gpu/out}" status=0 part
   prepare "$out" || return 1
   : >"$out/summary.txt"
-  local status=0 total=$((BENCH_LIMIT_S + TORCH_LIMIT_S))
-  for entry in "${TESTS[@]}"; do total=$((total + ${entry##*:})); done
-  echo "run: ${#TESTS[@]} test binaries and 2 benchmarks, ${total} s of time limits" \
-    "(one device call: 600 s)"
-  run_tests "$out" || status=1
-  run_benchmarks "$out" || status=1
+  for part in "$@"; do "$part" "$out" || status=1; done
   echo "== summary"
   cat "$out/summary.txt"
   return $status
+}
+
+# run_plan: what `run` is about to spend of the device call.
+run_plan() {
+  local total=$((BENCH_LIMIT_S + TORCH_LIMIT_S)) entry
+  for entry in "${TESTS[@]}"; do total=$((total + ${entry##*:})); done
+  echo "run: ${#TESTS[@]} test binaries and 2 benchmarks, ${total} s of time limits" \
+    "(one device call: 600 s)"
 }
 
 # topk_vs_torch TAMP_TABLE TORCH_TABLE: per size, the encode time of Tamp's "topk 1%" row
@@ -470,17 +475,6 @@ train_jobs() {
   return $status
 }
 
-train() {
-  local out="${OUT:-bench/gpu/out}"
-  prepare "$out" || return 1
-  : >"$out/summary.txt"
-  local status=0
-  train_jobs "$out" || status=1
-  echo "== summary"
-  cat "$out/summary.txt"
-  return $status
-}
-
 # gtest_filter TEST SPEC...: TEST of the AllCodecs suite for each spec label
 # (compress/cuda/internal/test_cases.h), ':'-joined.
 gtest_filter() {
@@ -572,17 +566,6 @@ sanitize_steps() {
   return $status
 }
 
-sanitize() {
-  local out="${OUT:-bench/gpu/out}"
-  prepare "$out" || return 1
-  : >"$out/summary.txt"
-  local status=0
-  sanitize_steps "$out" || status=1
-  echo "== summary"
-  cat "$out/summary.txt"
-  return $status
-}
-
 # all: everything in one device call, within ALL_BUDGET_S (a device session holds 15 minutes
 # in all): the benchmarks first, alone on the GPU; then the training jobs, alone; then the
 # test binaries and the sanitizer steps all at once (their timings do not matter). Each step's
@@ -632,9 +615,9 @@ sanitize_plan() {
 
 case "${1:-}" in
   pack) pack ;;
-  run) run ;;
-  sanitize) sanitize ;;
-  train) train ;;
+  run) in_one_call run_plan run_tests run_benchmarks ;;
+  sanitize) in_one_call sanitize_steps ;;
+  train) in_one_call train_jobs ;;
   all) all ;;
   sanitize-plan) sanitize_plan ;;
   *)

@@ -30,7 +30,7 @@
 //                          decode is a value per thread.
 // Decode runs the same tile kernel the other way (coalesced loads of the accumulator and, if
 // staged, the codes; coalesced stores of the output). Tile, lanes and staging take up to
-// 74 KB of shared memory, past the 48 KB a block gets without asking (AllowStagedCodes()).
+// 74 KB of shared memory, past the 48 KB a block gets without asking (StagingBytes()).
 // Per-thread work lives in the agents (internal/quantize_agent.h, code_staging.h,
 // lane_agent.h), shared with the host emulation test; this file only maps them onto threads.
 
@@ -63,37 +63,31 @@ __device__ __forceinline__ uint32_t TileLength(const QuantLayout& l, uint64_t fi
   return l.n - first < kFusedTile ? static_cast<uint32_t>(l.n - first) : kFusedTile;
 }
 
-// The block's codes (all threads): staging area to the body (store) or back (load), whole
-// words with coalesced accesses, then the stream's last bytes where it ends mid-word.
-__device__ __forceinline__ void StoreTileCodes(const QuantLayout& l, const unsigned char* staged,
-                                               unsigned char* body) {
+// Moves the block's codes (all threads) from the staging area to the body (kToBody) or
+// back: whole words with coalesced accesses, then the stream's last bytes where it ends
+// mid-word. `codes` is the body's code stream.
+template <bool kToBody>
+__device__ __forceinline__ void MoveTileCodes(const QuantLayout& l, unsigned char* staged,
+                                              unsigned char* codes) {
   const uint64_t tile = blockIdx.x;
   const uint32_t bytes = TileCodeBytes(l, tile);
-  unsigned char* codes = body + l.stats_bytes + TileCodeOffset(l, tile);
-  auto* words = reinterpret_cast<uint32_t*>(codes);
-  const auto* staged_words = reinterpret_cast<const uint32_t*>(staged);
-  StagedWordWalk walk(l, threadIdx.x, kThreads);
-  for (uint32_t w = threadIdx.x; w < bytes / 4; w += kThreads, walk.Advance()) {
-    words[w] = staged_words[walk.Staged()];
-  }
-  for (uint32_t p = bytes / 4 * 4 + threadIdx.x; p < bytes; p += kThreads) {
-    codes[p] = staged[StagedByte(l, p)];
-  }
-}
-
-__device__ __forceinline__ void LoadTileCodes(const QuantLayout& l, const unsigned char* body,
-                                              unsigned char* staged) {
-  const uint64_t tile = blockIdx.x;
-  const uint32_t bytes = TileCodeBytes(l, tile);
-  const unsigned char* codes = body + l.stats_bytes + TileCodeOffset(l, tile);
-  const auto* words = reinterpret_cast<const uint32_t*>(codes);
+  unsigned char* tile_codes = codes + TileCodeOffset(l, tile);
+  auto* words = reinterpret_cast<uint32_t*>(tile_codes);
   auto* staged_words = reinterpret_cast<uint32_t*>(staged);
   StagedWordWalk walk(l, threadIdx.x, kThreads);
   for (uint32_t w = threadIdx.x; w < bytes / 4; w += kThreads, walk.Advance()) {
-    staged_words[walk.Staged()] = words[w];
+    if (kToBody) {
+      words[w] = staged_words[walk.Staged()];
+    } else {
+      staged_words[walk.Staged()] = words[w];
+    }
   }
   for (uint32_t p = bytes / 4 * 4 + threadIdx.x; p < bytes; p += kThreads) {
-    staged[StagedByte(l, p)] = codes[p];
+    if (kToBody) {
+      tile_codes[p] = staged[StagedByte(l, p)];
+    } else {
+      staged[StagedByte(l, p)] = tile_codes[p];
+    }
   }
 }
 
@@ -133,7 +127,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (!stages && !with_residual) return;
   __syncthreads();
-  if (stages) StoreTileCodes(l, staged, body);
+  if (stages) MoveTileCodes<true>(l, staged, body + l.stats_bytes);
   if (!with_residual) return;
   for (uint32_t j = threadIdx.x; j < length; j += kThreads) residual[first + j] = tile[Padded(j)];
 }
@@ -284,7 +278,8 @@ __global__ void __launch_bounds__(kThreads)
   const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kFusedTile;
   const uint32_t length = TileLength(l, first);
   const bool stages = StagesCodes(l);
-  if (stages) LoadTileCodes(l, body, staged);
+  // The body is only read here: the kernel takes it const.
+  if (stages) MoveTileCodes<false>(l, staged, const_cast<unsigned char*>(body) + l.stats_bytes);
   if (accumulate) {
     for (uint32_t j = threadIdx.x; j < length; j += kThreads) tile[Padded(j)] = out[first + j];
   }
@@ -302,29 +297,34 @@ inline unsigned TilesFor(const QuantLayout& l) {
   return static_cast<unsigned>((l.n + kFusedTile - 1) / kFusedTile);
 }
 
-// Lets the tile kernels take the staging area beyond the 48 KB of shared memory a block gets
-// by default (sm_80 and sm_90 allow up to 163 and 227 KB), once per device of the process.
-cudaError_t AllowStagedCodes() {
+// The dynamic shared memory a tile kernel launch for `l` takes: the staging area where
+// StagesCodes(l), which needs more than the 48 KB a block gets by default (sm_80 and sm_90
+// allow up to 163 and 227 KB): allowed once per device of the process.
+cudaError_t StagingBytes(const QuantLayout& l, unsigned* bytes) {
   static_assert(sizeof(float) * kTilePadded + sizeof(LaneStat) * kFusedLanes +
                         kMaxStagedCodeBytes <= 160 * 1024,
                 "the encode tile kernel's shared memory must fit sm_80's 163 KB");
+  *bytes = 0;
+  if (!StagesCodes(l)) return cudaSuccess;
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   static std::atomic<uint64_t> allowed{0};  // Bit d: device d (devices 64+: every call).
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (allowed.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
-  const int bytes = static_cast<int>(kMaxStagedCodeBytes);
-  if (const cudaError_t e = cudaFuncSetAttribute(
-          encode_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-      e != cudaSuccess) {
-    return e;
+  if (bit == 0 || (allowed.load(std::memory_order_acquire) & bit) == 0) {
+    const int most = static_cast<int>(kMaxStagedCodeBytes);
+    if (const cudaError_t e = cudaFuncSetAttribute(
+            encode_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+        e != cudaSuccess) {
+      return e;
+    }
+    if (const cudaError_t e = cudaFuncSetAttribute(
+            decode_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+        e != cudaSuccess) {
+      return e;
+    }
+    allowed.fetch_or(bit, std::memory_order_acq_rel);
   }
-  if (const cudaError_t e = cudaFuncSetAttribute(
-          decode_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-      e != cudaSuccess) {
-    return e;
-  }
-  allowed.fetch_or(bit, std::memory_order_acq_rel);
+  *bytes = StagedCodeBytes(l);
   return cudaSuccess;
 }
 
@@ -373,8 +373,8 @@ cudaError_t EncodeQuant(void* temp, size_t* temp_bytes, const QuantLayout& l,
         l, source, residual, residual_scale, state, body);
     return cudaGetLastError();
   }
-  const unsigned staged_bytes = StagesCodes(l) ? StagedCodeBytes(l) : 0;
-  if (const cudaError_t e = AllowStagedCodes(); e != cudaSuccess) return e;
+  unsigned staged_bytes = 0;
+  if (const cudaError_t e = StagingBytes(l, &staged_bytes); e != cudaSuccess) return e;
   encode_tile_kernel<<<TilesFor(l), kThreads, staged_bytes, stream>>>(
       l, key, source, residual, residual_scale, state, body);
   return cudaGetLastError();
@@ -399,8 +399,8 @@ cudaError_t DecodeQuant(const QuantLayout& l, const unsigned char* body, float* 
                                                                              accumulate, verdict);
     return cudaGetLastError();
   }
-  const unsigned staged_bytes = StagesCodes(l) ? StagedCodeBytes(l) : 0;
-  if (const cudaError_t e = AllowStagedCodes(); e != cudaSuccess) return e;
+  unsigned staged_bytes = 0;
+  if (const cudaError_t e = StagingBytes(l, &staged_bytes); e != cudaSuccess) return e;
   decode_tile_kernel<<<TilesFor(l), kThreads, staged_bytes, stream>>>(l, body, out, accumulate,
                                                                       verdict);
   return cudaGetLastError();

@@ -21,9 +21,11 @@ namespace {
 
 constexpr int kMaxMessageBytes = 1 << 30;  // A shard's weights travel in one PullWeights.
 
-// proto/tamp.proto's ParameterServer.PushPull, called raw (PsClient::PushPullRound).
+// proto/tamp.proto's ParameterServer.PushPull, called raw (PsClient::PushPullRound); the
+// service's name as the generated code spells it.
 const std::string& PushPullMethod() {
-  static const std::string* const method = new std::string("/tamp.rpc.ParameterServer/PushPull");
+  static const std::string* const method =
+      new std::string(absl::StrCat("/", rpc::ParameterServer::service_full_name(), "/PushPull"));
   return *method;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package: tamp.init()'s placement (tests/python/init_test.py), then against real
 # servers: tamp.Client's exact steps and refusals
-# (tests/python/binding_test.py), tamp.torch's (torch_test.py), two clients in two threads
+# (tests/python/binding_test.py), tamp.torch's (torch_test.py), DistributedOptimizer's
+# Horovod step controls (step_controls_test.py), two clients in two threads
 # of one process (two_clients_test.py: the GIL is released while waiting), the DDP comm hook
 # with a stand-in for AGGREGATE mode (comm_hook_test.py), a server gone
 # (server_gone_test.py), resume() in place of a dead worker (resume_test.py), a CUDA
@@ -23,7 +24,7 @@ mkdir -p "$WORK/init"
 write_config "$WORK/init/job.pbtxt"
 run_python3 tests/python/init_test.py "$WORK/init/job.pbtxt" || fail "init_test.py failed"
 
-for script in binding_test.py torch_test.py resume_test.py; do
+for script in binding_test.py torch_test.py step_controls_test.py resume_test.py; do
   dir="$WORK/${script%.py}"
   mkdir -p "$dir"
   write_exact_config "$dir/job.pbtxt"

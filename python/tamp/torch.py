@@ -24,6 +24,12 @@ Two modes, chosen by the config:
 - `server { mode: AGGREGATE }`: the servers answer the mean gradient; step() writes it into
   the parameters' .grad and runs the wrapped optimizer. DDP's comm_hook needs this mode.
 
+Horovod's controls of a step: DistributedOptimizer(..., backward_passes_per_step=N) pushes
+each gradient once N backward passes have accumulated it (their sum); a parameter without a
+gradient in a step (unused by that forward) is pushed as zeros; synchronize() completes the
+exchange early (in AGGREGATE mode the mean is then in .grad, to clip), and step() inside
+`with optimizer.skip_synchronize():` steps on it.
+
 Progress: report_step(loss, step_ms) after each step(), report_eval(accuracy) after a test
 evaluation and report_done(accuracy, step_ms_median) at the end print the WorkerEvent JSON
 lines tamp_worker prints, so `tamp run CONFIG -- python3 train.py` shows the same progress
@@ -38,6 +44,7 @@ tensor; a refused call changes nothing. A worker a SYNC barrier dropped rejoins 
 step(): that step's update is the other workers' replica, and the optimizer does not step.
 """
 
+import contextlib
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -255,7 +262,7 @@ def _grad_accumulated_hook(param: torch.Tensor, hook, keep: list) -> None:
 class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods DistributedOptimizer() adds to the wrapped optimizer's class."""
 
-    def _tamp_setup(self, named_parameters) -> None:
+    def _tamp_setup(self, named_parameters, backward_passes_per_step: int) -> None:
         in_optimizer = {id(p) for group in self.param_groups for p in group["params"]}
         if named_parameters is None:
             named = [(f"param.{g}.{i}", p) for g, group in enumerate(self.param_groups)
@@ -272,42 +279,98 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp = _register(named, "DistributedOptimizer")
         self._tamp.start()
         self._tamp_params = [p for _, p in named]
+        self._tamp_passes = backward_passes_per_step
+        # Per parameter, the backward passes that have accumulated its gradient this step; it
+        # is pushed on the last of them (or by synchronize()).
+        self._tamp_passes_done = [0] * len(self._tamp_params)
+        self._tamp_synchronized = False  # synchronize() ran; step() does not wait again.
+        self._tamp_stepped = True  # The last synchronize() was a step (not a rejoin).
+        self._tamp_skipping = False  # Inside skip_synchronize().
         self._tamp_hooks: list = []
         for index, param in enumerate(self._tamp_params):
-            _grad_accumulated_hook(param, lambda i=index, p=param: self._tamp_push(i, p),
+            _grad_accumulated_hook(param, lambda i=index, p=param: self._tamp_accumulated(i, p),
                                    self._tamp_hooks)
 
-    def _tamp_push(self, index: int, param: torch.Tensor) -> None:
-        self._tamp.client.push(index, param.grad, stream=_stream(param.grad))
+    def _tamp_accumulated(self, index: int, param: torch.Tensor) -> None:
+        done = self._tamp_passes_done[index] + 1
+        if done > self._tamp_passes:
+            raise RuntimeError(
+                f'tensor "{self._tamp.names[index]}": backward accumulated its gradient '
+                f"{done} times in one step, and DistributedOptimizer(backward_passes_per_step="
+                f"{self._tamp_passes}) pushed it after {self._tamp_passes}: call step() first")
+        self._tamp_passes_done[index] = done
+        if done == self._tamp_passes:
+            self._tamp.client.push(index, param.grad, stream=_stream(param.grad))
+
+    @torch.no_grad()
+    def synchronize(self) -> None:
+        """Completes the step's exchange: pushes what backward has not (a parameter without
+        gradient this step as zeros, in .grad; one accumulated fewer than
+        backward_passes_per_step times as its .grad is), waits for every answer and applies
+        it: the servers' update into the parameters, or in AGGREGATE mode the mean into each
+        .grad, where the caller may clip it before stepping under skip_synchronize()."""
+        if self._tamp_synchronized:
+            return
+        for index, param in enumerate(self._tamp_params):
+            if self._tamp_passes_done[index] < self._tamp_passes:
+                if param.grad is None:  # Unused in this step's forward: Horovod's zeros.
+                    param.grad = torch.zeros_like(param)
+                self._tamp.client.push(index, param.grad, stream=_stream(param.grad))
+                self._tamp_passes_done[index] = self._tamp_passes
+        if not self._tamp.client.aggregates:
+            self._tamp_stepped = self._tamp.finish_step(self._tamp.params)
+        else:
+            self._tamp_stepped = self._tamp.finish_step([p.grad for p in self._tamp_params])
+        self._tamp_passes_done = [0] * len(self._tamp_params)
+        self._tamp_synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Horovod's: step() inside it steps on what synchronize() gave, without waiting."""
+        self._tamp_skipping = True
+        try:
+            yield
+        finally:
+            self._tamp_skipping = False
 
     @torch.no_grad()
     def step(self, closure=None):
-        """Waits for the servers' answers; applies them (server optimizer) or steps on the
-        mean gradient (AGGREGATE). Returns closure()'s loss when given."""
+        """Synchronizes (unless synchronize() already did) and steps: in server-optimizer
+        mode the servers' update is the step; in AGGREGATE mode the wrapped optimizer steps on
+        the mean gradient. Returns closure()'s loss when given."""
+        if self._tamp_skipping and not self._tamp_synchronized:
+            raise RuntimeError("step() inside skip_synchronize() needs synchronize() first: "
+                               "this step's gradients are pushed but not yet answered")
         loss = closure() if closure is not None else None
-        if not self._tamp.client.aggregates:
-            self._tamp.finish_step(self._tamp.params)
-        elif self._tamp.finish_step([p.grad for p in self._tamp_params]):
+        self.synchronize()
+        self._tamp_synchronized = False
+        if self._tamp.client.aggregates and self._tamp_stepped:
             super(self.__class__, self).step()
         return loss
 
 
 def DistributedOptimizer(optimizer: torch.optim.Optimizer,
-                         named_parameters: Optional[Iterable[Tuple[str, torch.nn.Parameter]]] = None
-                         ) -> torch.optim.Optimizer:
+                         named_parameters: Optional[Iterable[Tuple[str, torch.nn.Parameter]]] = None,
+                         backward_passes_per_step: int = 1) -> torch.optim.Optimizer:
     """`optimizer`, pushing each gradient as backward produces it and stepping through Tamp.
 
     The result is an instance of a subclass of optimizer's class sharing its state
     (param_groups, state): LR schedulers and checkpoints work on it. Registers the
     parameters (named_parameters; without it "param.G.I") and starts the job: blocks until
-    the servers answer. One backward per step(); every parameter must get a gradient.
+    the servers answer. backward_passes_per_step: backward passes accumulated into .grad
+    before each push (Horovod's; the pushed gradient is their sum). A parameter that gets
+    no gradient in a step is pushed as zeros by step() (or synchronize()).
     """
+    if isinstance(backward_passes_per_step, bool) or not isinstance(backward_passes_per_step, int) \
+            or backward_passes_per_step < 1:
+        raise ValueError("DistributedOptimizer: backward_passes_per_step must be an int >= 1, "
+                         f"got {backward_passes_per_step!r}")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                {name: value for name, value in _DistributedOptimizer.__dict__.items()
                 if name not in ("__dict__", "__weakref__")})
     wrapped = cls.__new__(cls)
     wrapped.__dict__.update(optimizer.__dict__)
-    wrapped._tamp_setup(named_parameters)
+    wrapped._tamp_setup(named_parameters, backward_passes_per_step)
     return wrapped
 
 

@@ -8,7 +8,8 @@ Run as `aggregate_worker.py client`, `aggregate_worker.py ddp OUT` or
 2. ddp: the DDP comm hook: with model.register_comm_hook(CommHookState(...), comm_hook), the
    gradients DDP leaves after backward are the mean over the workers of their local
    gradients (computed by an undistributed copy and averaged through gloo).
-3. optimizer: DistributedOptimizer's step() runs the wrapped SGD on the workers' mean.
+3. optimizer: DistributedOptimizer's step() runs the wrapped SGD on the workers' mean (once
+   clipped between synchronize() and step() under skip_synchronize()).
 ddp and optimizer write the model's parameters to OUT for the replicas to be compared.
 """
 
@@ -118,8 +119,12 @@ def check_ddp_comm_hook(out_path):
     dump(net, out_path)
 
 
+MAX_NORM = 0.05
+
+
 def check_distributed_optimizer(out_path):
-    """DistributedOptimizer in AGGREGATE mode: step() steps the wrapped SGD on the mean."""
+    """DistributedOptimizer in AGGREGATE mode: step() steps the wrapped SGD on the mean; at
+    the third step, on the mean clipped between synchronize() and step()."""
     torch.manual_seed(5)
     model = Mlp()
     optimizer = tamp.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.125),
@@ -130,9 +135,22 @@ def check_distributed_optimizer(out_path):
         before = [p.detach().clone() for p in model.parameters()]
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
-        optimizer.step()
+        scale = 1.0
+        if step == 2:
+            # Horovod's clipping idiom: synchronize() leaves the mean in .grad, the script
+            # clips it, and step() under skip_synchronize() steps on the clipped mean.
+            optimizer.synchronize()
+            for (name, param), mean in zip(model.named_parameters(), means):
+                torch.testing.assert_close(param.grad, mean, rtol=1e-5, atol=1e-6, msg=name)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM).item()
+            assert norm > 2 * MAX_NORM, f"the mean's norm {norm} is not clipped"
+            scale = MAX_NORM / (norm + 1e-6)
+            with optimizer.skip_synchronize():
+                optimizer.step()
+        else:
+            optimizer.step()
         for (name, param), old, mean in zip(model.named_parameters(), before, means):
-            torch.testing.assert_close(param.detach(), old - 0.125 * mean, rtol=1e-5,
+            torch.testing.assert_close(param.detach(), old - 0.125 * scale * mean, rtol=1e-5,
                                        atol=1e-6, msg=name)
     dump(model, out_path)
 

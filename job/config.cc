@@ -305,6 +305,39 @@ absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::stri
   return config;
 }
 
+namespace {
+
+// AGGREGATE servers run no optimizer: a config that leaves it out gets none (has_optimizer()
+// stays false, and validation skips it).
+void ApplyOptimizerDefaults(config::RunConfig* config) {
+  if (config->server().mode() == config::Server::AGGREGATE && !config->has_optimizer()) return;
+  config::Optimizer* optimizer = config->mutable_optimizer();
+  if (optimizer->name().empty()) optimizer->set_name("sgd");
+  if (optimizer->name() == "adam") {
+    if (!optimizer->has_beta1()) optimizer->set_beta1(kAdamDefaultBeta1);
+    if (!optimizer->has_beta2()) optimizer->set_beta2(kAdamDefaultBeta2);
+    if (!optimizer->has_epsilon()) optimizer->set_epsilon(kAdamDefaultEpsilon);
+  }
+}
+
+void ApplyCompressionDefaults(config::Compression* compression) {
+  if (compression->partition_bytes() == 0) compression->set_partition_bytes(4 << 20);
+  DefaultCodecNames(compression->mutable_default_compression());
+  for (auto& override : *compression->mutable_shard_overrides()) {
+    DefaultCodecNames(override.mutable_compression());
+  }
+  for (auto& override : *compression->mutable_tensor_overrides()) {
+    DefaultCodecNames(override.mutable_compression());
+  }
+  if (compression->has_automatic()) {  // mutable_automatic() would make it present.
+    config::AutoCompression* automatic = compression->mutable_automatic();
+    for (auto& candidate : *automatic->mutable_candidates()) DefaultCodecNames(&candidate);
+    if (!automatic->has_min_gain()) automatic->set_min_gain(kDefaultAutoMinGain);
+  }
+}
+
+}  // namespace
+
 void ApplyDefaults(config::RunConfig* config) {
   config::Cluster* cluster = config->mutable_cluster();
   if (cluster->host().empty()) cluster->set_host("127.0.0.1");
@@ -339,28 +372,8 @@ void ApplyDefaults(config::RunConfig* config) {
   if (training->epochs() == 0) training->set_epochs(1);
   if (!training->has_eval_every_epoch()) training->set_eval_every_epoch(true);
 
-  config::Optimizer* optimizer = config->mutable_optimizer();
-  if (optimizer->name().empty()) optimizer->set_name("sgd");
-  if (optimizer->name() == "adam") {
-    if (!optimizer->has_beta1()) optimizer->set_beta1(kAdamDefaultBeta1);
-    if (!optimizer->has_beta2()) optimizer->set_beta2(kAdamDefaultBeta2);
-    if (!optimizer->has_epsilon()) optimizer->set_epsilon(kAdamDefaultEpsilon);
-  }
-
-  config::Compression* compression = config->mutable_compression();
-  if (compression->partition_bytes() == 0) compression->set_partition_bytes(4 << 20);
-  DefaultCodecNames(compression->mutable_default_compression());
-  for (auto& override : *compression->mutable_shard_overrides()) {
-    DefaultCodecNames(override.mutable_compression());
-  }
-  for (auto& override : *compression->mutable_tensor_overrides()) {
-    DefaultCodecNames(override.mutable_compression());
-  }
-  if (compression->has_automatic()) {  // mutable_automatic() would make it present.
-    config::AutoCompression* automatic = compression->mutable_automatic();
-    for (auto& candidate : *automatic->mutable_candidates()) DefaultCodecNames(&candidate);
-    if (!automatic->has_min_gain()) automatic->set_min_gain(kDefaultAutoMinGain);
-  }
+  ApplyOptimizerDefaults(config);
+  ApplyCompressionDefaults(config->mutable_compression());
 }
 
 absl::Status ValidateConfig(const config::RunConfig& config) {
@@ -398,7 +411,10 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
     return FieldError("data.batch_size",
                       absl::StrCat("must be in [1, 65536], got ", config.data().batch_size()));
   }
-  TAMP_RETURN_IF_ERROR(ValidateOptimizerSpec(config.optimizer()));
+  // AGGREGATE servers run no optimizer: one left out is not missing.
+  if (config.server().mode() != config::Server::AGGREGATE || config.has_optimizer()) {
+    TAMP_RETURN_IF_ERROR(ValidateOptimizerSpec(config.optimizer()));
+  }
 
   const config::Compression& compression = config.compression();
   if (compression.partition_bytes() < sizeof(float)) {

@@ -110,6 +110,25 @@ TEST(ConfigTest, RegisteredModelsAndAggregatingServers) {
   EXPECT_NE(checkpointed.message().find("checkpoint: not yet supported with model.kind REGISTERED"),
             std::string::npos)
       << checkpointed;
+  // AGGREGATE servers run no optimizer: it may be left out (and stays out), but one given is
+  // still checked; the servers' optimizer mode still needs one.
+  absl::StatusOr<config::RunConfig> no_optimizer = ParseConfig(
+      "version: 1 cluster { num_servers: 1 num_workers: 2 } model { kind: REGISTERED } "
+      "server { mode: AGGREGATE }",
+      "aggregate.pbtxt");
+  ASSERT_TRUE(no_optimizer.ok()) << no_optimizer.status();
+  ApplyDefaults(&*no_optimizer);
+  EXPECT_FALSE(no_optimizer->has_optimizer());
+  EXPECT_TRUE(ValidateConfig(*no_optimizer).ok()) << ValidateConfig(*no_optimizer);
+  EXPECT_EQ(registered("version: 1 cluster { num_servers: 1 num_workers: 2 } "
+                       "model { kind: REGISTERED } optimizer { learning_rate: -1 } "
+                       "server { mode: AGGREGATE }")
+                .message(),
+            "optimizer.learning_rate: must be > 0 and finite, got -1");
+  EXPECT_EQ(registered("version: 1 cluster { num_servers: 1 num_workers: 2 } "
+                       "model { kind: REGISTERED } server { mode: OPTIMIZER }")
+                .message(),
+            "optimizer.learning_rate: must be > 0 and finite, got 0");
   ExpectInvalid("server { mode: AGGREGATE } consistency { mode: ASYNC }",
                 "server.mode: AGGREGATE needs consistency.mode SYNC, not ASYNC");
   ExpectInvalid("server { mode: AGGREGATE } training { resync_steps: 10 }",

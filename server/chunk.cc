@@ -18,7 +18,9 @@ absl::StatusOr<std::unique_ptr<ChunkCore>> ChunkCore::Create(const config::RunCo
   core->id = id;
   core->num_workers = config.cluster().num_workers();
   core->pull_buffers = PullBuffers::Create(core->num_workers);
-  TAMP_ASSIGN_OR_RETURN(core->optimizer, CreateOptimizer(config.optimizer(), n));
+  if (config.server().mode() != config::Server::AGGREGATE) {  // Else the servers only average.
+    TAMP_ASSIGN_OR_RETURN(core->optimizer, CreateOptimizer(config.optimizer(), n));
+  }
   // Codecs that view a chunk as a matrix see its rows in the tensor, as the workers' do.
   const compress::ChunkShape shape =
       compress::ChunkShapeInTensor(layout.tensor_of(plan).shape, plan.chunk.offset, n);

@@ -150,7 +150,7 @@ struct ChunkCore {
   // Everything below is guarded by mu.
   uint64_t step = 0;  // Steps completed (ASYNC / SSP: pushes applied).
   std::vector<float> weights;
-  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Optimizer> optimizer;  // Null with server.mode AGGREGATE (no optimizer).
   std::unique_ptr<compress::Codec> push_codec;
   // Sparsity warm-up (compress/ratio_warmup.h): the push codecs of the first epochs; null
   // without ratio_warmup. Then steps_per_epoch points at the shard's, which pushes may read

@@ -47,6 +47,12 @@ void CopyBuffers(const google::protobuf::RepeatedPtrField<std::string>& saved,
   }
 }
 
+// The optimizer's state; none with server.mode AGGREGATE (which takes no checkpoints).
+std::vector<absl::Span<float>> OptimizerBuffers(const ChunkCore& core) {
+  if (core.optimizer == nullptr) return {};
+  return core.optimizer->StateBuffers();
+}
+
 }  // namespace
 
 std::string FloatBytes(absl::Span<const float> values) {
@@ -57,7 +63,7 @@ void ExportCore(const ChunkCore& core, checkpoint::ChunkState* out) {
   out->set_chunk_id(core.id);
   out->set_step(core.step);
   out->set_weights(FloatBytes(core.weights));
-  for (absl::Span<float> buffer : core.optimizer->StateBuffers()) {
+  for (absl::Span<float> buffer : OptimizerBuffers(core)) {
     out->add_optimizer_state(FloatBytes(buffer));
   }
   for (absl::Span<float> buffer : core.pull_feedback->StateBuffers()) {
@@ -70,7 +76,7 @@ absl::Status CheckCore(const ChunkCore& core, const checkpoint::ChunkState& save
                        size_t worker_steps) {
   const uint32_t id = core.id;
   TAMP_RETURN_IF_ERROR(CheckFloatBytes(saved.weights(), core.weights.size(), id, "weights"));
-  TAMP_RETURN_IF_ERROR(CheckBuffers(saved.optimizer_state(), core.optimizer->StateBuffers(), id,
+  TAMP_RETURN_IF_ERROR(CheckBuffers(saved.optimizer_state(), OptimizerBuffers(core), id,
                                     "optimizer state"));
   TAMP_RETURN_IF_ERROR(CheckBuffers(saved.pull_feedback_state(),
                                     core.pull_feedback->StateBuffers(), id, "pull feedback"));
@@ -85,7 +91,7 @@ absl::Status CheckCore(const ChunkCore& core, const checkpoint::ChunkState& save
 void RestoreCore(const checkpoint::ChunkState& saved, ChunkCore* core) {
   core->step = saved.step();
   std::memcpy(core->weights.data(), saved.weights().data(), saved.weights().size());
-  CopyBuffers(saved.optimizer_state(), core->optimizer->StateBuffers());
+  CopyBuffers(saved.optimizer_state(), OptimizerBuffers(*core));
   CopyBuffers(saved.pull_feedback_state(), core->pull_feedback->StateBuffers());
   core->nonfinite_skipped = saved.nonfinite_skipped();
   core->accumulator.assign(core->push_codec->RoundValues(0), 0.0f);

@@ -244,7 +244,14 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     if root_rank != 0:
         raise ValueError(f"broadcast_parameters: root_rank {root_rank}: Tamp starts every "
                          "worker from rank 0's weights (or the servers' initialisation)")
-    _register(_named_tensors(params), "broadcast_parameters").start()
+    try:
+        session = _register(_named_tensors(params), "broadcast_parameters")
+    except ValueError as refused:  # Most often Horovod's broadcast of a whole state_dict.
+        raise ValueError(f"{refused} (broadcast_parameters takes the job's trainable "
+                         "parameters, e.g. model.named_parameters(); a state_dict's buffers, "
+                         "such as BatchNorm's running statistics, are not part of a Tamp "
+                         "job)") from None
+    session.start()
 
 
 def _grad_accumulated_hook(param: torch.Tensor, hook, keep: list) -> None:

@@ -147,6 +147,13 @@ class TorchTest(unittest.TestCase):
         self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(
             other.state_dict()), '"fc1.weight"', "not the registered tensor")
 
+    def test_state_dict_with_buffers_refused_with_the_way_out(self):
+        with_buffers = dict(self.model.state_dict())
+        with_buffers["bn.num_batches_tracked"] = torch.zeros((), dtype=torch.int64)
+        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(with_buffers),
+                           '"bn.num_batches_tracked"', "int64", "model.named_parameters()",
+                           "buffers")
+
     def test_non_fp32_model_refused(self):
         other = Mlp(dtype=torch.float64)
         self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(

@@ -55,7 +55,12 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
   TAMP_ASSIGN_OR_RETURN(auto push_memory,
                         compress::ErrorFeedback::Create(compression.push_feedback(), n));
   TAMP_ASSIGN_OR_RETURN(auto shard_push, compress::CreateCodec(compression.push(), shape));
-  TAMP_ASSIGN_OR_RETURN(auto optimizer, CreateOptimizer(config.optimizer(), n));
+  // AGGREGATE shards run no optimizer: they answer the mean through the pull codec.
+  const bool aggregates = config.server().mode() == config::Server::AGGREGATE;
+  std::unique_ptr<Optimizer> optimizer;
+  if (!aggregates) {
+    TAMP_ASSIGN_OR_RETURN(optimizer, CreateOptimizer(config.optimizer(), n));
+  }
   TAMP_ASSIGN_OR_RETURN(auto shard_pull, compress::CreateCodec(compression.pull(), shape));
   TAMP_ASSIGN_OR_RETURN(auto pull_memory,
                         compress::ErrorFeedback::Create(compression.pull_feedback(), n));
@@ -113,13 +118,15 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
       if (record) samples.encode[round + 1].push_back(MsSince(start));
     }
     // The shard once every push is in: mean (or the multi-round aggregate), optimizer,
-    // update through the pull codec.
+    // update through the pull codec (AGGREGATE: the mean through the pull codec).
     start = Clock::now();
     if (rounds == 1) shard_push->FinishAggregate(workers, absl::MakeSpan(accumulator));
-    TAMP_RETURN_IF_ERROR(UpdateChunk(*optimizer, absl::MakeSpan(weights),
-                                     rounds == 1 ? accumulator : aggregate, rep, learning_rate,
-                                     *pull_memory, *shard_pull, pull_key, absl::MakeSpan(update),
-                                     &update_payload));
+    const absl::Span<const float> mean = rounds == 1 ? accumulator : aggregate;
+    TAMP_RETURN_IF_ERROR(
+        aggregates ? pull_memory->Compress(*shard_pull, mean, pull_key, &update_payload)
+                   : UpdateChunk(*optimizer, absl::MakeSpan(weights), mean, rep, learning_rate,
+                                 *pull_memory, *shard_pull, pull_key, absl::MakeSpan(update),
+                                 &update_payload));
     update_ms += MsSince(start);
     cost.pull_bytes = update_payload.size();
     // The worker: finish the rounds, decode the update, add it.

@@ -318,6 +318,25 @@ PYBIND11_MODULE(_tamp, m) {
       .def_property_readonly("data_dir", [](const Config& c) { return c.proto.data().dir(); })
       .def_property_readonly("learning_rate",
                              [](const Config& c) { return c.proto.optimizer().learning_rate(); })
+      .def_property_readonly("optimizer",
+                             [](const Config& c) -> py::object {
+                               // The servers' optimizer, as torch.optim names its settings;
+                               // None where the config has none (server.mode AGGREGATE).
+                               if (!c.proto.has_optimizer()) return py::none();
+                               const config::Optimizer& o = c.proto.optimizer();
+                               py::dict out;
+                               out["name"] = o.name();
+                               out["lr"] = o.learning_rate();
+                               out["weight_decay"] = o.weight_decay();
+                               if (o.name() == "adam") {
+                                 out["betas"] = py::make_tuple(o.beta1(), o.beta2());
+                                 out["eps"] = o.epsilon();
+                               } else {
+                                 out["momentum"] = o.momentum();
+                                 out["nesterov"] = o.nesterov();
+                               }
+                               return std::move(out);
+                             })
       .def_property_readonly("model_kind", [](const Config& c) {
         return config::Model::Kind_Name(c.proto.model().kind());
       });

@@ -32,6 +32,18 @@ def set_threads(threads: int) -> None:
         ctypes.CDLL(path).openblas_set_num_threads(threads)
 
 
+def config_optimizer(parameters, config: tamp.Config) -> torch.optim.Optimizer:
+    """The config's optimizer section as torch's optimizer (tamp.Config.optimizer names its
+    settings as torch does)."""
+    spec = config.optimizer
+    if spec is None:
+        raise SystemExit("the config has no optimizer section; these examples take theirs "
+                         "from it (server.mode AGGREGATE may leave it out, they may not)")
+    settings = {key: value for key, value in spec.items() if key != "name"}
+    return (torch.optim.Adam if spec["name"] == "adam" else torch.optim.SGD)(parameters,
+                                                                            **settings)
+
+
 def run(model: torch.nn.Module, default_config: str) -> float:
     """Trains `model` for the config's epochs; returns (and rank 0 prints) test accuracy."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -53,9 +65,8 @@ def run(model: torch.nn.Module, default_config: str) -> float:
     tamp.torch.init(config, steps_per_epoch=shard.steps_per_epoch)
     # The servers run the config's optimizer; in `server { mode: AGGREGATE }` this one steps
     # on the mean gradient.
-    optimizer = tamp.torch.DistributedOptimizer(
-        torch.optim.SGD(model.parameters(), lr=config.learning_rate, momentum=0.9),
-        named_parameters=model.named_parameters())
+    optimizer = tamp.torch.DistributedOptimizer(config_optimizer(model.parameters(), config),
+                                                named_parameters=model.named_parameters())
     tamp.torch.broadcast_parameters(model.state_dict(), root_rank=0)
     test_images, test_labels = fashion_mnist.load("t10k", data_dir)
 

@@ -45,6 +45,8 @@ step(): that step's update is the other workers' replica, and the optimizer does
 """
 
 import contextlib
+import math
+import warnings
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -266,6 +268,46 @@ def _grad_accumulated_hook(param: torch.Tensor, hook, keep: list) -> None:
         keep.append(accumulator)
 
 
+# The torch optimizers whose rules the servers' optimizers follow (optim/optimizer.h), with
+# the settings the servers' versions fix.
+_SERVER_RULES = {torch.optim.SGD: ("sgd", {"dampening": 0.0}),
+                 torch.optim.Adam: ("adam", {"amsgrad": False})}
+
+
+def _shown(value) -> str:
+    """A config value (fp32) as it was written: 0.05, not 0.05000000074505806."""
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_shown(v) for v in value) + ")"
+    return f"{value:.7g}" if isinstance(value, float) else str(value)
+
+
+def _unused_settings(optimizer: torch.optim.Optimizer, servers: Optional[dict]) -> List[str]:
+    """The wrapped optimizer's settings that differ from the servers' optimizer (the config's
+    `optimizer` section, tamp.Config.optimizer), which steps in its place."""
+    rule = _SERVER_RULES.get(type(optimizer))
+    if servers is None or rule is None or rule[0] != servers["name"]:
+        return [f"{type(optimizer).__name__} itself (the servers run "
+                f"{servers['name'] if servers else 'none'})"]
+    expected = dict(servers, **rule[1])
+    del expected["name"]
+    differ = []
+    for index, group in enumerate(optimizer.param_groups):
+        for key, value in expected.items():
+            if key not in group:
+                continue
+            mine = group[key]
+            if isinstance(value, tuple):
+                same = all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(mine, value))
+            elif isinstance(value, bool):
+                same = bool(mine) == value
+            else:
+                same = math.isclose(float(mine), value, rel_tol=1e-6, abs_tol=1e-12)
+            if not same:
+                where = f"param_groups[{index}] " if len(optimizer.param_groups) > 1 else ""
+                differ.append(f"{where}{key}={mine} (the servers': {_shown(value)})")
+    return differ
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods DistributedOptimizer() adds to the wrapped optimizer's class."""
 
@@ -293,6 +335,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_synchronized = False  # synchronize() ran; step() does not wait again.
         self._tamp_stepped = True  # The last synchronize() was a step (not a rejoin).
         self._tamp_skipping = False  # Inside skip_synchronize().
+        # The rate at registration, to say once when a scheduler changes it to no effect.
+        self._tamp_learning_rate = self.param_groups[0].get("lr")
         self._tamp_hooks: list = []
         for index, param in enumerate(self._tamp_params):
             _grad_accumulated_hook(param, lambda i=index, p=param: self._tamp_accumulated(i, p),
@@ -351,8 +395,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         loss = closure() if closure is not None else None
         self.synchronize()
         self._tamp_synchronized = False
-        if self._tamp.client.aggregates and self._tamp_stepped:
-            super(self.__class__, self).step()
+        if self._tamp.client.aggregates:
+            if self._tamp_stepped:
+                super(self.__class__, self).step()
+        elif self._tamp_learning_rate is not None and \
+                self.param_groups[0]["lr"] != self._tamp_learning_rate:
+            warnings.warn("DistributedOptimizer: the wrapped optimizer's learning rate changed "
+                          f"to {self.param_groups[0]['lr']} (an LR scheduler?), but in "
+                          "server-optimizer mode the servers' schedule (the config's "
+                          "optimizer.schedule) sets the rate", stacklevel=2)
+            self._tamp_learning_rate = None  # Once.
         return loss
 
 
@@ -378,6 +430,15 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     wrapped = cls.__new__(cls)
     wrapped.__dict__.update(optimizer.__dict__)
     wrapped._tamp_setup(named_parameters, backward_passes_per_step)
+    if not wrapped._tamp.client.aggregates:
+        unused = _unused_settings(optimizer, tamp.placement().config.optimizer)
+        if unused:
+            warnings.warn("DistributedOptimizer: in server-optimizer mode the servers run the "
+                          "config's optimizer section and the wrapped optimizer never steps, "
+                          f"so these of its settings are not used: {', '.join(unused)}; set "
+                          "them in the config (or use server { mode: AGGREGATE } to step the "
+                          "wrapped optimizer)",
+                          stacklevel=2)
     return wrapped
 
 

@@ -92,6 +92,22 @@ class InitTest(unittest.TestCase):
         capped = tamp.load_config(text.replace("epochs: 2", "epochs: 3 max_steps: 25"))
         self.assertEqual([tamp.count_steps(capped, n) for n in (5, 10)], [15, 25])
 
+    def test_optimizer_is_the_servers_in_torchs_names(self):
+        with open(CONFIG) as file:
+            text = file.read()
+        self.assertIn("optimizer { learning_rate: 0.05 momentum: 0.9 }", text)
+        adam = tamp.load_config(text.replace("momentum: 0.9", 'name: "adam"'))
+        self.assertEqual(sorted(adam.optimizer), ["betas", "eps", "lr", "name", "weight_decay"])
+        for got, default in zip(adam.optimizer["betas"], (0.9, 0.999)):  # As torch's.
+            self.assertAlmostEqual(got, default)
+        self.assertAlmostEqual(adam.optimizer["eps"], 1e-8)
+        sgd = tamp.load_config(text).optimizer
+        self.assertEqual(sorted(sgd), ["lr", "momentum", "name", "nesterov", "weight_decay"])
+        self.assertEqual(sgd["name"], "sgd")
+        aggregate = text[:text.index("optimizer {")] + text[text.index("}", text.index(
+            "optimizer {")) + 1:] + "\nserver { mode: AGGREGATE }\n"
+        self.assertIsNone(tamp.load_config(aggregate).optimizer)
+
 
 if __name__ == "__main__":
     unittest.main()

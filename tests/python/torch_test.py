@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import unittest
+import warnings
 
 import torch
 
@@ -42,9 +43,11 @@ class TorchTest(unittest.TestCase):
         cls.model = Mlp()
         # lr 1.0: were the wrapped optimizer's step to run, the weights would move 8 times
         # as far as the servers' SGD (0.125) moves them.
-        cls.optimizer = tamp.torch.DistributedOptimizer(
-            torch.optim.SGD(cls.model.parameters(), lr=1.0),
-            named_parameters=cls.model.named_parameters())
+        with warnings.catch_warnings(record=True) as cls.setup_warnings:
+            warnings.simplefilter("always")
+            cls.optimizer = tamp.torch.DistributedOptimizer(
+                torch.optim.SGD(cls.model.parameters(), lr=1.0),
+                named_parameters=cls.model.named_parameters())
         cls.initial = {name: p.detach().clone() for name, p in cls.model.named_parameters()}
 
     @classmethod
@@ -75,6 +78,31 @@ class TorchTest(unittest.TestCase):
             for (name, param), old, grad in zip(model.named_parameters(), before, grads):
                 torch.testing.assert_close(param.detach(), old - LEARNING_RATE * grad,
                                            rtol=0, atol=0, msg=name)
+
+    def test_settings_the_servers_do_not_share_are_named(self):
+        messages = [str(w.message) for w in self.setup_warnings]
+        self.assertEqual(len(messages), 1, messages)
+        self.assertIn("lr=1.0 (the servers': 0.125)", messages[0])
+        self.assertNotIn("momentum", messages[0])  # 0 on both sides.
+        adam = torch.optim.Adam(Mlp().parameters(), lr=0.125)
+        self.assertEqual(tamp.torch._unused_settings(adam, tamp.placement().config.optimizer),
+                         ["Adam itself (the servers run sgd)"])
+
+    def test_a_changed_learning_rate_is_named_once(self):
+        model, optimizer = self.model, self.optimizer
+        optimizer.param_groups[0]["lr"] = 0.5  # As an LR scheduler would.
+        try:
+            for expected_warnings in (1, 0):
+                optimizer.zero_grad()
+                loss_of(model).backward()
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    optimizer.step()
+                self.assertEqual(len(caught), expected_warnings)
+                if caught:
+                    self.assertIn("learning rate changed to 0.5", str(caught[0].message))
+        finally:
+            optimizer.param_groups[0]["lr"] = 1.0
 
     def test_broadcast_parameters_of_the_registered_tensors_is_accepted(self):
         before = [p.detach().clone() for p in self.model.parameters()]

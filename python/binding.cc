@@ -235,15 +235,16 @@ class PyClient {
   }
 
   // WorkerEvent JSON lines (worker/worker_events.h), as tamp_worker prints them.
-  std::string StepEvent(uint64_t completed_steps, uint32_t epoch, float loss, double step_ms,
-                        double thread_cpu_ms) const {
+  std::string StepEvent(uint64_t completed_steps, uint32_t epoch, std::optional<float> loss,
+                        double step_ms, double thread_cpu_ms) const {
     return ProtoToJson(::tamp::StepEvent(Figures(), completed_steps, total_steps_, epoch, loss,
                                          step_ms, thread_cpu_ms));
   }
   std::string EvalEvent(uint64_t completed_steps, uint32_t epoch, double accuracy) const {
     return ProtoToJson(::tamp::EvalEvent(Figures(), completed_steps, total_steps_, epoch, accuracy));
   }
-  std::string DoneEvent(uint64_t completed_steps, double accuracy, double step_ms_median) const {
+  std::string DoneEvent(uint64_t completed_steps, std::optional<double> accuracy,
+                        double step_ms_median) const {
     return ProtoToJson(
         ::tamp::DoneEvent(Figures(), completed_steps, total_steps_, accuracy, step_ms_median));
   }

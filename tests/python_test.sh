@@ -6,7 +6,8 @@
 # of one process (two_clients_test.py: the GIL is released while waiting), the DDP comm hook
 # with a stand-in for AGGREGATE mode (comm_hook_test.py), a server gone
 # (server_gone_test.py), resume() in place of a dead worker (resume_test.py), a CUDA
-# tamp.torch worker against a CPU one (device_worker.py; skipped without torch CUDA), and two
+# tamp.torch worker against a CPU one (device_worker.py; skipped without torch CUDA), the
+# events tamp.torch prints for a script that reports nothing (auto_report_worker.py), and two
 # tamp.torch workers ending with bit-identical replicas, one of them once killed and restarted
 # by `tamp run --restart_workers` (examples/pytorch/mlp.py).
 # Debian's /usr/bin/python3 with python3-torch and python3-numpy.
@@ -122,6 +123,36 @@ assert summary["step_ms_median"] > 0 and summary["final_loss"] > 0, summary
 EOF
 echo "restart: $(grep -o 'worker 1 rejoined at step [0-9]*' "$dir/run/worker-1.restart-1.log");" \
   "$(grep -o 'final test accuracy .*' "$dir/out")"
+
+# A script that reports nothing itself under `tamp run`: tamp.torch prints the events, so the
+# summary still says what compression bought (steps, bytes, step time); accuracy and loss
+# only where the script gave them (step(closure)'s loss, report_eval()'s accuracy).
+for mode in silent closure; do
+  dir="$WORK/auto_report_$mode"
+  mkdir -p "$dir"
+  write_config "$dir/job.pbtxt" model="kind: MLP hidden: [64] init_seed: 3"
+  PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --run_dir="$dir/run" \
+    --summary_json="$dir/summary.json" --server_binary="$SERVER_BIN" -- \
+    "${PYTHON3_COMMAND[@]}" tests/python/auto_report_worker.py "$mode" > "$dir/out" 2>&1 ||
+    { cat "$dir/out" >&2; fail "auto reports ($mode): tamp run failed"; }
+  /usr/bin/python3 - "$mode" "$dir/summary.json" "$dir/out" <<'EOF' ||
+import json, sys
+mode, summary, out = sys.argv[1], json.load(open(sys.argv[2])), open(sys.argv[3]).read()
+assert summary["steps"] == 20, summary
+assert summary["bytes_pushed"] > 0 and summary["compression_ratio"] > 5, summary
+assert summary["step_ms_median"] > 0, summary
+assert "step 20/20 (100%)" in out, out
+if mode == "silent":
+    assert "test_accuracy" not in summary and "final_loss" not in summary, summary
+    assert "done: no test accuracy reported, 20 steps" in out, out
+    assert "| loss " not in out, out
+else:
+    assert summary["test_accuracy"] == 0.625 and summary["final_loss"] > 0, summary
+    assert "| loss " in out and "done: test accuracy 62.50%, 20 steps" in out, out
+EOF
+    { cat "$dir/out" >&2; fail "auto reports ($mode): the summary is not the events'"; }
+  echo "auto reports ($mode): $(grep -o 'done: .*' "$dir/out")"
+done
 
 # Two workers, top-k 10% with error feedback and momentum on the servers.
 dir="$WORK/replicas"

@@ -20,12 +20,12 @@ events::WorkerEvent Event(const WorkerFigures& figures, events::WorkerEvent::Kin
 }  // namespace
 
 events::WorkerEvent StepEvent(const WorkerFigures& figures, uint64_t completed_steps,
-                              uint64_t total_steps, uint32_t epoch, float loss, double step_ms,
-                              double thread_cpu_ms) {
+                              uint64_t total_steps, uint32_t epoch, std::optional<float> loss,
+                              double step_ms, double thread_cpu_ms) {
   events::WorkerEvent event =
       Event(figures, events::WorkerEvent::STEP, completed_steps, total_steps);
   event.set_epoch(epoch);
-  event.set_loss(loss);
+  if (loss) event.set_loss(*loss);
   event.set_step_ms(step_ms);
   event.set_thread_cpu_ms(thread_cpu_ms);
   const StepReport& report = figures.step;
@@ -59,10 +59,11 @@ events::WorkerEvent EvalEvent(const WorkerFigures& figures, uint64_t completed_s
 }
 
 events::WorkerEvent DoneEvent(const WorkerFigures& figures, uint64_t completed_steps,
-                              uint64_t total_steps, double test_accuracy, double step_ms_median) {
+                              uint64_t total_steps, std::optional<double> test_accuracy,
+                              double step_ms_median) {
   events::WorkerEvent event =
       Event(figures, events::WorkerEvent::DONE, completed_steps, total_steps);
-  event.set_test_accuracy(test_accuracy);
+  if (test_accuracy) event.set_test_accuracy(*test_accuracy);
   event.set_step_ms_median(step_ms_median);
   return event;
 }

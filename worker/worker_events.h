@@ -16,6 +16,7 @@
 #define TAMP_WORKER_WORKER_EVENTS_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "proto/events.pb.h"
 #include "worker/client.h"
@@ -29,19 +30,22 @@ struct WorkerFigures {
   const StepReport& step;  // Of the step just completed; read by StepEvent() only.
 };
 
-// The step that has just completed (`completed_steps` counted from 1); `thread_cpu_ms`: the
-// training thread's CPU time in it (0: not measured).
+// The step that has just completed (`completed_steps` counted from 1); `loss`: none when the
+// worker does not know it; `thread_cpu_ms`: the training thread's CPU time in it (0: not
+// measured).
 events::WorkerEvent StepEvent(const WorkerFigures& figures, uint64_t completed_steps,
-                              uint64_t total_steps, uint32_t epoch, float loss, double step_ms,
-                              double thread_cpu_ms);
+                              uint64_t total_steps, uint32_t epoch, std::optional<float> loss,
+                              double step_ms, double thread_cpu_ms);
 
 // A test evaluation after `completed_steps` steps.
 events::WorkerEvent EvalEvent(const WorkerFigures& figures, uint64_t completed_steps,
                               uint64_t total_steps, uint32_t epoch, double test_accuracy);
 
-// The end of the worker's run: its last step, final accuracy and median step time.
+// The end of the worker's run: its last step, final accuracy (none: not evaluated) and
+// median step time.
 events::WorkerEvent DoneEvent(const WorkerFigures& figures, uint64_t completed_steps,
-                              uint64_t total_steps, double test_accuracy, double step_ms_median);
+                              uint64_t total_steps, std::optional<double> test_accuracy,
+                              double step_ms_median);
 
 }  // namespace tamp
 

@@ -33,7 +33,8 @@ exchange early (in AGGREGATE mode the mean is then in .grad, to clip), and step(
 Progress: report_step(loss, step_ms) after each step(), report_eval(accuracy) after a test
 evaluation and report_done(accuracy, step_ms_median) at the end print the WorkerEvent JSON
 lines tamp_worker prints, so `tamp run CONFIG -- python3 train.py` shows the same progress
-line and writes the same summary (bytes, compression, accuracy, step time).
+line and writes the same summary (bytes, compression, accuracy, step time). Under `tamp
+run`, a script that does not call them gets them printed for it (tamp/_reports.py).
 
 Blocking and threading: backward's hooks push (compressing on backward's thread); step()
 blocks until every answer is in. One training thread; fp32 contiguous tensors, all on the
@@ -44,6 +45,7 @@ tensor; a refused call changes nothing. A worker a SYNC barrier dropped rejoins 
 step(): that step's update is the other workers' replica, and the optimizer does not step.
 """
 
+import atexit
 import contextlib
 import math
 import warnings
@@ -52,13 +54,14 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import torch
 
 import tamp
+from tamp._reports import Reports
 
 __all__ = [
     "CommHookState", "DistributedOptimizer", "broadcast_parameters", "comm_hook", "init",
     "rank", "report_done", "report_eval", "report_step", "shutdown", "size",
 ]
 
-_run: Dict[str, Optional[int]] = {"steps_per_epoch": None, "total_steps": None}
+_run: Dict[str, Optional[int]] = {"steps_per_epoch": None, "total_steps": None, "report": None}
 _session: Optional["_Session"] = None
 
 rank = tamp.rank
@@ -67,16 +70,19 @@ size = tamp.size
 
 def init(config=None, rank: Optional[int] = None, servers=None,
          num_workers: Optional[int] = None, steps_per_epoch: Optional[int] = None,
-         total_steps: Optional[int] = None) -> tamp.Placement:
+         total_steps: Optional[int] = None, report: Optional[bool] = None) -> tamp.Placement:
     """tamp.init() (placement from the environment unless given) and the run's length.
 
     steps_per_epoch: this worker's optimizer steps per epoch (len(loader)); total_steps
     defaults to the config's epochs (cut at training.max_steps) of those. The servers'
     learning-rate schedule needs them; the first registration raises without them.
+    report: print the progress events `tamp run` reads by itself where the script does not
+    (a STEP per step, a DONE at the end: tamp/_reports.py); None: under `tamp run` only.
     """
     where = tamp.init(config, rank, servers, num_workers)
     _run["steps_per_epoch"] = steps_per_epoch
     _run["total_steps"] = total_steps
+    _run["report"] = report if report is not None else where.source == "tamp"
     return where
 
 
@@ -90,9 +96,15 @@ def current_step() -> int:
 
 
 def shutdown() -> None:
-    """Closes the job's client (waits for RPCs in flight); init() starts anew."""
+    """Ends this worker's reports (the automatic DONE) and closes the job's client (waits
+    for RPCs in flight); init() starts anew."""
     global _session
+    if _session is not None and _session.step is not None:
+        _session.reports.finish(_session.step)
     _session = None
+
+
+atexit.register(shutdown)  # A script that never calls shutdown() still ends its reports.
 
 
 def _started(caller: str) -> "_Session":
@@ -120,8 +132,7 @@ def report_step(loss: float, step_ms: float, thread_cpu_ms: float = 0.0) -> None
         raise ValueError(f"report_step: step_ms must be >= 0, got {step_ms}")
     if not thread_cpu_ms >= 0:
         raise ValueError(f"report_step: thread_cpu_ms must be >= 0, got {thread_cpu_ms}")
-    _print_event(session.client.step_event(session.step, _epoch(session.step), float(loss),
-                                           float(step_ms), float(thread_cpu_ms)))
+    session.reports.script_step(session.step, float(loss), float(step_ms), float(thread_cpu_ms))
 
 
 def report_eval(test_accuracy: float) -> None:
@@ -129,8 +140,7 @@ def report_eval(test_accuracy: float) -> None:
     session = _started("report_eval")
     if not 0 <= test_accuracy <= 1:
         raise ValueError(f"report_eval: test_accuracy must be in [0, 1], got {test_accuracy}")
-    _print_event(session.client.eval_event(session.step, _epoch(session.step),
-                                           float(test_accuracy)))
+    session.reports.script_eval(session.step, float(test_accuracy))
 
 
 def report_done(test_accuracy: float, step_ms_median: float) -> None:
@@ -141,8 +151,7 @@ def report_done(test_accuracy: float, step_ms_median: float) -> None:
         raise ValueError(f"report_done: test_accuracy must be in [0, 1], got {test_accuracy}")
     if not step_ms_median >= 0:
         raise ValueError(f"report_done: step_ms_median must be >= 0, got {step_ms_median}")
-    _print_event(session.client.done_event(session.step, float(test_accuracy),
-                                           float(step_ms_median)))
+    session.reports.script_done(session.step, float(test_accuracy), float(step_ms_median))
 
 
 def _check_tensor(name: str, tensor: torch.Tensor) -> None:
@@ -174,6 +183,7 @@ class _Session:
         self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],
                                   _run["steps_per_epoch"], _run["total_steps"])
         self.step: Optional[int] = None  # The step under way; None before start().
+        self.reports = Reports(self.client, bool(_run["report"]), _epoch, _print_event)
 
     def check_same(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> None:
         """ValueError naming the first tensor of `named` that is not the registered one."""
@@ -203,18 +213,21 @@ class _Session:
             if step < self.client.total_steps:
                 self.client.begin_step(step, self.params, stream=stream)
             self.step = step
+            self.reports.count_from_now()
 
-    def finish_step(self, out: List[torch.Tensor]) -> bool:
+    def finish_step(self, out: List[torch.Tensor], loss: Optional[float] = None) -> bool:
         """Waits for the step's answers into `out`; begins the next step. False when a SYNC
         barrier had dropped this worker: the parameters are the others' replica, `out` is
-        not an answer."""
+        not an answer. `loss`: the step's, when known, for the automatic reports."""
         stepped = True
         try:
             self.client.wait(out, stream=_stream(out[0]))
             self.step += 1
+            self.reports.step_completed(self.step, loss)
         except tamp.DroppedError as dropped:
             self.step = self.client.rejoin(self.params, str(dropped),
                                            stream=_stream(self.params[0]))
+            self.reports.count_from_now()
             stepped = False
         if self.step < self.client.total_steps:
             self.client.begin_step(self.step, self.params, stream=_stream(self.params[0]))
@@ -335,6 +348,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_synchronized = False  # synchronize() ran; step() does not wait again.
         self._tamp_stepped = True  # The last synchronize() was a step (not a rejoin).
         self._tamp_skipping = False  # Inside skip_synchronize().
+        self._tamp_closure_loss: Optional[float] = None  # step(closure)'s, for the reports.
         # The rate at registration, to say once when a scheduler changes it to no effect.
         self._tamp_learning_rate = self.param_groups[0].get("lr")
         self._tamp_hooks: list = []
@@ -368,10 +382,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     param.grad = torch.zeros_like(param)
                 self._tamp.client.push(index, param.grad, stream=_stream(param.grad))
                 self._tamp_passes_done[index] = self._tamp_passes
+        loss, self._tamp_closure_loss = self._tamp_closure_loss, None
         if not self._tamp.client.aggregates:
-            self._tamp_stepped = self._tamp.finish_step(self._tamp.params)
+            self._tamp_stepped = self._tamp.finish_step(self._tamp.params, loss)
         else:
-            self._tamp_stepped = self._tamp.finish_step([p.grad for p in self._tamp_params])
+            self._tamp_stepped = self._tamp.finish_step([p.grad for p in self._tamp_params],
+                                                        loss)
         self._tamp_passes_done = [0] * len(self._tamp_params)
         self._tamp_synchronized = True
 
@@ -392,7 +408,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._tamp_skipping and not self._tamp_synchronized:
             raise RuntimeError("step() inside skip_synchronize() needs synchronize() first: "
                                "this step's gradients are pushed but not yet answered")
-        loss = closure() if closure is not None else None
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():  # As torch's optimizers: the closure runs backward.
+                loss = closure()
+        if loss is not None and not self._tamp_synchronized:
+            self._tamp_closure_loss = float(loss)
         self.synchronize()
         self._tamp_synchronized = False
         if self._tamp.client.aggregates:

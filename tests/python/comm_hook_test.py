@@ -47,7 +47,7 @@ class MeanThroughGloo:
 if __name__ == "__main__":
     tamp.Client = MeanThroughGloo
     tamp.init()
-    tamp.torch.init(steps_per_epoch=100, total_steps=100)
+    tamp.torch.init(steps_per_epoch=100, total_steps=100, report=False)  # A stand-in client.
     init_gloo()
     check_ddp_comm_hook(sys.argv[1] + ".ddp")
     tamp.torch.shutdown()

@@ -45,7 +45,7 @@ std::string ProgressRenderer::Fields(bool with_percent) const {
       fields.push_back(absl::StrCat("step ", e.step()));
     }
     fields.push_back(Epoch(e.epoch()));
-    if (!e.synthetic()) fields.push_back(absl::StrFormat("loss %.4f", e.loss()));
+    if (!e.synthetic() && e.has_loss()) fields.push_back(absl::StrFormat("loss %.4f", e.loss()));
     // Most telling first: a narrow terminal cuts the status line from the right.
     if (test_accuracy_) fields.push_back(absl::StrCat("acc ", FormatPercent(*test_accuracy_)));
     fields.push_back(absl::StrFormat("%.1f ms/step", e.step_ms()));
@@ -160,7 +160,9 @@ std::string FormatSummaryLine(const events::RunSummary& summary) {
   // Synthetic gradients (model.kind LAYOUT) train nothing: say so rather than print a 0.
   const std::string accuracy =
       summary.synthetic() ? "no test accuracy (model.kind LAYOUT: synthetic gradients)"
-                          : absl::StrCat("test accuracy ", FormatPercent(summary.test_accuracy()));
+      : summary.has_test_accuracy()
+          ? absl::StrCat("test accuracy ", FormatPercent(summary.test_accuracy()))
+          : "no test accuracy reported";
   std::string line = absl::StrFormat(
       "done: %s, %d steps in %.1f s (%.2f ms/step), pushed %s, pulled %s", accuracy,
       summary.steps(), summary.wall_seconds(),

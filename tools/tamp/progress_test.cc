@@ -168,6 +168,26 @@ TEST(FormatTest, SummaryLine) {
             "pulled 6.00 MiB, compression 10.0x");
 }
 
+// A script that reports neither (tamp.torch's automatic events): no accuracy, no loss.
+TEST(FormatTest, UnreportedAccuracyAndLossAreNotShownAsZero) {
+  events::RunSummary s;
+  s.set_steps(30);
+  s.set_wall_seconds(2);
+  s.set_step_ms_median(10);
+  s.set_bytes_pushed(1024);
+  s.set_bytes_pulled(2048);
+  s.set_compression_ratio(20);
+  EXPECT_EQ(FormatSummaryLine(s),
+            "done: no test accuracy reported, 30 steps in 2.0 s (10.00 ms/step), pushed "
+            "1.00 KiB, pulled 2.00 KiB, compression 20.0x");
+  std::ostringstream out;
+  ProgressRenderer progress(Options(/*tty=*/false), &out);
+  events::WorkerEvent step = Step(1, 100, 0);
+  step.clear_loss();
+  progress.OnEvent(0, step, absl::UnixEpoch());
+  EXPECT_EQ(out.str(), "step 1/100 (1%) | epoch 1/2 | 3.2 ms/step | pushed 1000 B (10.0x)\n");
+}
+
 TEST(FormatTest, SyntheticRunsHaveNoAccuracyAndNoLoss) {
   events::RunSummary s;
   s.set_synthetic(true);

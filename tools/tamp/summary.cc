@@ -44,7 +44,7 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
   latest_[worker] = {event.bytes_pushed(), event.bytes_pulled(), event.raw_bytes_pushed()};
   switch (event.kind()) {
     case events::WorkerEvent::STEP:
-      if (worker == 0) final_loss_ = event.loss();
+      if (worker == 0 && event.has_loss()) final_loss_ = event.loss();
       compute_ms_.push_back(event.compute_ms());
       encode_ms_.push_back(event.encode_ms());
       wire_ms_.push_back(event.wire_ms());
@@ -81,7 +81,7 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   }
   events::RunSummary summary;
   summary.set_name(name);
-  summary.set_test_accuracy(done_[0]->test_accuracy());
+  if (done_[0]->has_test_accuracy()) summary.set_test_accuracy(done_[0]->test_accuracy());
   summary.set_synthetic(done_[0]->synthetic());
   summary.set_steps(done_[0]->step());  // DONE carries the final step count in `step`.
   summary.set_epochs(epochs);
@@ -100,7 +100,7 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   summary.set_bytes_pulled(pulled);
   summary.set_compression_ratio(
       pushed == 0 ? 0.0 : static_cast<double>(raw_pushed) / static_cast<double>(pushed));
-  summary.set_final_loss(final_loss_);
+  if (final_loss_) summary.set_final_loss(*final_loss_);
   summary.set_server_restarts(server_restarts_);
   summary.set_worker_restarts(worker_restarts_);
   summary.set_compute_ms_median(Median(compute_ms_));
@@ -117,7 +117,7 @@ std::string StepMetricsJson(int worker, const events::WorkerEvent& step) {
   metrics.set_format_version(kJsonFormatVersion);
   metrics.set_worker(worker);
   metrics.set_step(step.step());
-  metrics.set_loss(step.loss());
+  if (step.has_loss()) metrics.set_loss(step.loss());
   metrics.set_step_ms(step.step_ms());
   uint64_t pushed = 0, pulled = 0;
   for (uint64_t bytes : step.step_shard_bytes_pushed()) pushed += bytes;

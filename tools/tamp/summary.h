@@ -78,7 +78,7 @@ class SummaryBuilder {
   std::vector<Bytes> latest_, banked_;
   uint32_t server_restarts_ = 0;
   uint32_t worker_restarts_ = 0;
-  float final_loss_ = 0;
+  std::optional<float> final_loss_;  // Worker 0's last reported loss.
   // Of every STEP of every worker.
   std::vector<double> compute_ms_, encode_ms_, wire_ms_, decode_ms_, apply_ms_, hidden_percent_;
 };

@@ -181,6 +181,23 @@ TEST(EvalMetricsJsonTest, StepEpochAndAccuracy) {
             R"({"format_version":2,"worker":0,"step":400,"epoch":1,"test_accuracy":0.8512})");
 }
 
+TEST(SummaryBuilderTest, UnreportedAccuracyAndLossStayUnset) {
+  SummaryBuilder builder(1);
+  events::WorkerEvent step = StepLoss(0);
+  step.clear_loss();
+  builder.Add(0, step);
+  events::WorkerEvent done = Done(10, 20, 200, 3, 0);
+  done.clear_test_accuracy();
+  builder.Add(0, done);
+  absl::StatusOr<events::RunSummary> summary = builder.Build("x", 1, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_FALSE(summary->has_test_accuracy());
+  EXPECT_FALSE(summary->has_final_loss());
+  EXPECT_EQ(summary->compression_ratio(), 20);
+  EXPECT_EQ(SummaryToJson(*summary).find("test_accuracy"), std::string::npos);
+  EXPECT_EQ(StepMetricsJson(0, step).find("loss"), std::string::npos);
+}
+
 TEST(SummaryBuilderTest, MissingDoneIsAnError) {
   SummaryBuilder builder(2);
   builder.Add(0, Done(1, 1, 1, 1, 1));
@@ -198,6 +215,7 @@ TEST(SummaryToJsonTest, EveryFieldSnakeCaseWithNumbersAndTheFormatVersion) {
   summary.set_bytes_pushed(350064936);
   summary.set_test_accuracy(0.8823);
   summary.set_step_ms_median(30.72);
+  summary.set_final_loss(0);
   const std::string json = SummaryToJson(summary);
   EXPECT_EQ(json,
             R"({"format_version":2,"name":"mlp","test_accuracy":0.8823,"steps":1404,)"

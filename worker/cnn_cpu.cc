@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "glog/logging.h"
 #include "kernels/cnn_ref.h"
-#include "worker/internal/dense_ops.h"
+#include "worker/internal/dense_stack.h"
 #include "worker/internal/tensor_checks.h"
 
 namespace tamp {
@@ -113,18 +113,16 @@ CnnCpu::CnnCpu(std::vector<TensorSpec> tensors, int max_batch, int num_conv)
     side /= 2;
   }
 
-  widths_.push_back(conv_.back().out_channels * side * side);
+  std::vector<int> widths = {conv_.back().out_channels * side * side};
   for (size_t t = 2 * num_conv; t < tensors_.size(); t += 2) {
-    widths_.push_back(static_cast<int>(tensors_[t].shape[0]));
+    widths.push_back(static_cast<int>(tensors_[t].shape[0]));
   }
-  fc_act_.resize(widths_.size());
-  int max_input = 0;
-  for (int l = 0; l <= num_fc(); ++l) {
-    fc_act_[l].resize(batch * widths_[l]);
-    if (l < num_fc()) max_input = std::max(max_input, widths_[l]);
-  }
-  scratch_.resize(batch * max_input);
+  classifier_ = std::make_unique<internal::DenseStack>(
+      std::move(widths), /*first_tensor=*/2 * num_conv, offsets_, max_batch_,
+      internal::DenseStack::Position::kHead);
 }
+
+CnnCpu::~CnnCpu() = default;
 
 void CnnCpu::Forward(const float* x, int batch) {
   CHECK_GE(batch, 1);
@@ -148,54 +146,20 @@ void CnnCpu::Forward(const float* x, int batch) {
   const ConvLayer& last = conv_.back();
   kernels::ref::FlattenChannelMajor(last.pooled.data(), last.out_channels, batch,
                                     static_cast<size_t>(last.side / 2) * (last.side / 2),
-                                    fc_act_[0].data());
-
-  // Fully connected layers, as MlpCpu::Forward.
-  for (int l = 1; l <= num_fc(); ++l) {
-    const int n_in = widths_[l - 1];
-    const int n_out = widths_[l];
-    const float* a = fc_act_[l - 1].data();                          // [B, n_in]
-    const float* w = params_.data() + offsets_[fc_weight_index(l)];  // [n_out, n_in]
-    const float* b = params_.data() + offsets_[fc_bias_index(l)];    // [n_out]
-    float* z = fc_act_[l].data();                                    // [B, n_out]
-    internal::DenseForward(a, w, b, batch, n_in, n_out, /*relu=*/l < num_fc(), z);
-  }
+                                    classifier_->input_buffer());
+  classifier_->Forward(/*input=*/nullptr, params_.data(), batch);
 }
 
 float CnnCpu::TrainStep(const float* x, const uint8_t* labels, int batch,
                         const std::function<void(int)>& on_tensor_ready) {
   Forward(x, batch);
-  const int last = num_fc();
+  const double loss_sum = classifier_->Backward(/*input=*/nullptr, labels, params_.data(), batch,
+                                                grads_.data(), on_tensor_ready);
 
-  // dloss/dlogits = (softmax - onehot) / B, written over the logits.
-  const double loss_sum =
-      internal::SoftmaxCrossEntropyBackward(fc_act_[last].data(), labels, batch);
-
-  // Fully connected backward, last layer first. On entry to layer l, fc_act_[l] holds dz_l.
-  for (int l = last; l >= 1; --l) {
-    const int n_in = widths_[l - 1];
-    const int n_out = widths_[l];
-    const float* dz = fc_act_[l].data();                                // [B, n_out]
-    const float* a = fc_act_[l - 1].data();                             // [B, n_in]
-    float* db = grads_.data() + offsets_[fc_bias_index(l)];             // [n_out]
-    float* dw = grads_.data() + offsets_[fc_weight_index(l)];           // [n_out, n_in]
-    internal::DenseBiasGrad(dz, batch, n_out, db);
-    if (on_tensor_ready) on_tensor_ready(fc_bias_index(l));
-    internal::DenseWeightGrad(dz, a, batch, n_in, n_out, dw);
-    if (on_tensor_ready) on_tensor_ready(fc_weight_index(l));
-
-    // da_{l-1} = dz_l W_l; for l > 1 masked by relu' into fc_act_[l-1].
-    const float* w = params_.data() + offsets_[fc_weight_index(l)];
-    internal::DenseInputGrad(dz, w, batch, n_in, n_out, scratch_.data());
-    if (l == 1) break;
-    internal::ReluBackwardInPlace(scratch_.data(), static_cast<size_t>(batch) * n_in,
-                                  fc_act_[l - 1].data());
-  }
-
-  // Unflatten dloss/df [batch, c * s * s] (in scratch_) into the last pool's [c, batch, s, s].
+  // Unflatten dloss/df [batch, c * s * s] into the last pool's [c, batch, s, s].
   {
     ConvLayer& layer = conv_.back();
-    kernels::ref::UnflattenChannelMajor(scratch_.data(), layer.out_channels, batch,
+    kernels::ref::UnflattenChannelMajor(classifier_->input_grad(), layer.out_channels, batch,
                                         static_cast<size_t>(layer.side / 2) * (layer.side / 2),
                                         layer.pooled.data());
   }
@@ -227,13 +191,7 @@ float CnnCpu::TrainStep(const float* x, const uint8_t* labels, int batch,
 
 int64_t CnnCpu::CountCorrect(const float* x, const uint8_t* labels, int batch) {
   Forward(x, batch);
-  int64_t correct = 0;
-  for (int i = 0; i < batch; ++i) {
-    const float* z = fc_act_[num_fc()].data() + static_cast<size_t>(i) * kNumClasses;
-    const int64_t predicted = std::max_element(z, z + kNumClasses) - z;
-    if (predicted == labels[i]) ++correct;
-  }
-  return correct;
+  return classifier_->CountCorrect(labels, batch);
 }
 
 }  // namespace tamp

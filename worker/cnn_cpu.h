@@ -45,6 +45,10 @@
 
 namespace tamp {
 
+namespace internal {
+class DenseStack;
+}  // namespace internal
+
 class CnnCpu final : public Model {
  public:
   // CnnCpu::Create()
@@ -58,6 +62,7 @@ class CnnCpu final : public Model {
   static absl::StatusOr<std::unique_ptr<CnnCpu>> Create(std::vector<TensorSpec> tensors,
                                                         int max_batch);
 
+  ~CnnCpu() override;
   CnnCpu(const CnnCpu&) = delete;
   CnnCpu& operator=(const CnnCpu&) = delete;
 
@@ -113,13 +118,9 @@ class CnnCpu final : public Model {
 
   CnnCpu(std::vector<TensorSpec> tensors, int max_batch, int num_conv);
 
-  int num_fc() const { return static_cast<int>(widths_.size()) - 1; }
-  // Tensor indices of fc layer l's W_l and b_l, for l in [1, L].
-  int fc_weight_index(int l) const { return 2 * (num_conv() + l - 1); }
-  int fc_bias_index(int l) const { return fc_weight_index(l) + 1; }
   int num_conv() const { return static_cast<int>(conv_.size()); }
 
-  // Runs forward to the logits (left in fc_act_[L]).
+  // Runs forward to the logits (left in classifier_).
   void Forward(const float* x, int batch);
 
   std::vector<TensorSpec> tensors_;
@@ -128,12 +129,8 @@ class CnnCpu final : public Model {
   std::vector<float> params_;
   std::vector<float> grads_;
   std::vector<ConvLayer> conv_;
-  std::vector<int> widths_;  // Fully connected w_0 .. w_L.
-  // fc_act_[l], l in [0, L]: [max_batch, w_l]. [0] is the flattened last pool; forward leaves
-  // a_l = relu(z_l) in [l] (the logits for l = L); backward overwrites [l >= 1] with dloss/dz_l.
-  std::vector<std::vector<float>> fc_act_;
-  // Backward scratch, [max_batch, max(w_0 .. w_{L-1})]: dloss/da_{l-1} before the relu mask.
-  std::vector<float> scratch_;
+  // The fully connected layers (kHead): their input buffer holds the flattened last pool.
+  std::unique_ptr<internal::DenseStack> classifier_;
 };
 
 }  // namespace tamp

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "job/model_layout.h"
 #include "proto/config.pb.h"
+#include "worker/cpu_model_test_util.h"
 
 namespace tamp {
 namespace {
@@ -44,29 +45,8 @@ std::unique_ptr<CnnCpu> CreateCnn(const Shape& shape, int max_batch) {
   return *std::move(cnn);
 }
 
-// Weights He-uniform (as the servers initialise them); biases U(-0.1, 0.1) rather than zero,
-// so that their gradients flow through every layer.
-void RandomizeParams(CnnCpu& cnn, uint64_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> bias_value(-0.1f, 0.1f);
-  for (size_t t = 0; t < cnn.tensors().size(); ++t) {
-    const TensorSpec& spec = cnn.tensors()[t];
-    absl::Span<float> values = cnn.params().subspan(cnn.tensor_offset(t), spec.elements());
-    if (spec.is_bias) {
-      for (float& v : values) v = bias_value(rng);
-    } else {
-      InitTensorSlice(spec, seed, t, 0, values);
-    }
-  }
-}
-
-std::vector<float> RandomInputs(int batch, uint64_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> pixel(-0.8f, 2.0f);  // Normalised pixels' range.
-  std::vector<float> x(static_cast<size_t>(batch) * kImageSize);
-  for (float& v : x) v = pixel(rng);
-  return x;
-}
+using testing::RandomInputs;
+using testing::RandomizeParams;
 
 // ---------------------------------------------------------------------------------------------
 // The same model in double precision, written plainly (direct convolution, one example at a

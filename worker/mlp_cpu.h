@@ -39,6 +39,10 @@
 
 namespace tamp {
 
+namespace internal {
+class DenseStack;
+}  // namespace internal
+
 class MlpCpu final : public Model {
  public:
   // MlpCpu::Create()
@@ -50,6 +54,7 @@ class MlpCpu final : public Model {
   static absl::StatusOr<std::unique_ptr<MlpCpu>> Create(std::vector<TensorSpec> tensors,
                                                         int max_batch);
 
+  ~MlpCpu() override;
   MlpCpu(const MlpCpu&) = delete;
   MlpCpu& operator=(const MlpCpu&) = delete;
 
@@ -86,26 +91,15 @@ class MlpCpu final : public Model {
  private:
   MlpCpu(std::vector<TensorSpec> tensors, int max_batch);
 
-  int num_layers() const { return static_cast<int>(widths_.size()) - 1; }
-  // Tensor indices of W_l and b_l, for layer l in [1, L].
-  static int weight_index(int l) { return 2 * (l - 1); }
-  static int bias_index(int l) { return 2 * (l - 1) + 1; }
-
-  // Fills activations_[1..L] for a_0 = x: relu'd hidden activations, logits in layer L.
+  // The logits of x, left in layers_.
   void Forward(const float* x, int batch);
 
   std::vector<TensorSpec> tensors_;
   std::vector<size_t> offsets_;   // Per tensor, into params_ and grads_.
-  std::vector<int> widths_;       // w_0 .. w_L.
   int max_batch_;
   std::vector<float> params_;
   std::vector<float> grads_;
-  // activations_[l], l in [1, L]: [max_batch, w_l]. Forward leaves a_l = relu(z_l) in it
-  // (the logits z_L for l = L); backward then overwrites it with dloss/dz_l. Index 0 is
-  // unused: a_0 is the caller's x.
-  std::vector<std::vector<float>> activations_;
-  // Backward scratch, [max_batch, max(w_1 .. w_{L-1})]: dloss/da_l before the relu mask.
-  std::vector<float> scratch_;
+  std::unique_ptr<internal::DenseStack> layers_;  // All of the model (kWholeModel).
 };
 
 }  // namespace tamp

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "job/model_layout.h"
 #include "proto/config.pb.h"
+#include "worker/cpu_model_test_util.h"
 
 namespace tamp {
 namespace {
@@ -34,29 +35,8 @@ std::unique_ptr<MlpCpu> CreateMlp(const std::vector<uint32_t>& hidden, int max_b
   return *std::move(mlp);
 }
 
-// Weights He-uniform (as the servers initialise them); biases U(-0.1, 0.1) rather than zero,
-// so that their gradients flow through every layer.
-void RandomizeParams(MlpCpu& mlp, uint64_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> bias_value(-0.1f, 0.1f);
-  for (size_t t = 0; t < mlp.tensors().size(); ++t) {
-    const TensorSpec& spec = mlp.tensors()[t];
-    absl::Span<float> values = mlp.params().subspan(mlp.tensor_offset(t), spec.elements());
-    if (spec.is_bias) {
-      for (float& v : values) v = bias_value(rng);
-    } else {
-      InitTensorSlice(spec, seed, t, 0, values);
-    }
-  }
-}
-
-std::vector<float> RandomInputs(int batch, uint64_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> pixel(-0.8f, 2.0f);  // Normalised pixels' range.
-  std::vector<float> x(static_cast<size_t>(batch) * kImageSize);
-  for (float& v : x) v = pixel(rng);
-  return x;
-}
+using testing::RandomInputs;
+using testing::RandomizeParams;
 
 // The same model in double precision, written plainly: mean softmax cross-entropy of `params`
 // (laid out like MlpCpu::params()) on a batch.

@@ -102,6 +102,10 @@ train() {  # LIMIT_S LINK OUTPUT ARGS...: one ddp_mlp.py run inside a namespace 
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 started=$SECONDS
+# What was measured: the commit, and whether the tree differed from it when the run began
+# (afterwards this run's own results differ).
+run_commit="$(git -C "$repo" rev-parse --short HEAD)"
+git -C "$repo" diff --quiet HEAD || run_commit="$run_commit (with uncommitted changes)"
 for hook in $hooks; do
   for link in $links; do
     # shellcheck disable=SC2046
@@ -133,7 +137,7 @@ load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/python3 -c 'import json, sys
 json.dump(dict(zip(sys.argv[2::2], sys.argv[3::2])), open(sys.argv[1], "w"), indent=1)' \
   "$raw/run.json" date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
-  commit "$(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD || echo ' (with uncommitted changes)')" \
+  commit "$run_commit" \
   links "$links" hooks "$hooks" blas "$blas" load_average_start "$load_start" \
   load_average_end "$load_end" runtime_s "$((SECONDS - started))" timed_steps "$timed_steps" \
   skip_steps "$skip_steps" eval_every "$eval_every" full_runs_reused "$skip_full" \

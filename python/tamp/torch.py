@@ -57,8 +57,9 @@ import tamp
 from tamp._reports import Reports
 
 __all__ = [
-    "CommHookState", "DistributedOptimizer", "broadcast_parameters", "comm_hook", "init",
-    "rank", "report_done", "report_eval", "report_step", "shutdown", "size",
+    "CommHookState", "DistributedOptimizer", "broadcast_optimizer_state",
+    "broadcast_parameters", "comm_hook", "current_step", "init", "local_rank", "rank",
+    "report_done", "report_eval", "report_step", "shutdown", "size",
 ]
 
 _run: Dict[str, Optional[int]] = {"steps_per_epoch": None, "total_steps": None, "report": None}
@@ -66,6 +67,7 @@ _session: Optional["_Session"] = None
 
 rank = tamp.rank
 size = tamp.size
+local_rank = tamp.local_rank  # torch.cuda.set_device(tamp.torch.local_rank()), as Horovod's.
 
 
 def init(config=None, rank: Optional[int] = None, servers=None,
@@ -267,6 +269,25 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
                          "such as BatchNorm's running statistics, are not part of a Tamp "
                          "job)") from None
     session.start()
+
+
+def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int = 0) -> None:
+    """Horovod's, so that its scripts run unchanged; Tamp sends no optimizer state. In
+    server-optimizer mode the servers' optimizer is the one that steps (the wrapped one's
+    state is unused); in AGGREGATE mode every worker's optimizer steps on the same mean, so
+    states that start equal stay equal: fresh ones (no tensors in their state) need nothing.
+    One that already holds tensors (loaded from a checkpoint) must hold the same on every
+    worker: a UserWarning says so, as Tamp cannot check it. Needs the job started."""
+    if root_rank != 0:
+        raise ValueError(f"broadcast_optimizer_state: root_rank {root_rank}: Tamp starts every "
+                         "worker from rank 0's weights (or the servers' initialisation)")
+    session = _started("broadcast_optimizer_state")
+    holds_tensors = any(isinstance(value, torch.Tensor)
+                        for state in optimizer.state.values() for value in state.values())
+    if session.client.aggregates and holds_tensors:
+        warnings.warn("broadcast_optimizer_state: Tamp sends no optimizer state, and this "
+                      "optimizer already holds some: every worker must have loaded the same "
+                      "(e.g. the same checkpoint), or their replicas drift apart", stacklevel=2)
 
 
 def _grad_accumulated_hook(param: torch.Tensor, hook, keep: list) -> None:

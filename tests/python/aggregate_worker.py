@@ -15,6 +15,7 @@ ddp and optimizer write the model's parameters to OUT for the replicas to be com
 
 import os
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -122,6 +123,21 @@ def check_ddp_comm_hook(out_path):
 MAX_NORM = 0.05
 
 
+def check_optimizer_state_broadcast(model, optimizer):
+    """Horovod's broadcast_optimizer_state: nothing to send for a fresh optimizer; a warning
+    for one that holds state (Tamp cannot send it)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tamp.torch.broadcast_optimizer_state(optimizer, root_rank=0)
+        assert not caught, [str(w.message) for w in caught]
+        loaded = torch.optim.SGD(model.parameters(), lr=0.0, momentum=0.9)  # As if from a
+        for param in model.parameters():                                     # checkpoint.
+            loaded.state[param]["momentum_buffer"] = torch.zeros_like(param)
+        tamp.torch.broadcast_optimizer_state(loaded)
+        assert len(caught) == 1 and "every worker must have loaded the same" in str(
+            caught[0].message), [str(w.message) for w in caught]
+
+
 def check_distributed_optimizer(out_path):
     """DistributedOptimizer in AGGREGATE mode: step() steps the wrapped SGD on the mean; at
     the third step, on the mean clipped between synchronize() and step()."""
@@ -129,6 +145,7 @@ def check_distributed_optimizer(out_path):
     model = Mlp()
     optimizer = tamp.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.125),
                                                 named_parameters=model.named_parameters())
+    check_optimizer_state_broadcast(model, optimizer)
     for step in range(3):
         x, y = local_batch(step)
         means = mean_of_local_gradients(model, x, y)

@@ -104,6 +104,18 @@ class TorchTest(unittest.TestCase):
         finally:
             optimizer.param_groups[0]["lr"] = 1.0
 
+    def test_broadcast_optimizer_state_has_nothing_to_send_here(self):
+        loaded = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=0.9)
+        for param in self.model.parameters():
+            loaded.state[param]["momentum_buffer"] = torch.zeros_like(param)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tamp.torch.broadcast_optimizer_state(loaded)  # The servers' optimizer steps.
+        self.assertEqual(caught, [])
+        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_optimizer_state(
+            loaded, root_rank=1), "root_rank 1")
+        self.assertEqual(tamp.torch.local_rank(), 0)
+
     def test_broadcast_parameters_of_the_registered_tensors_is_accepted(self):
         before = [p.detach().clone() for p in self.model.parameters()]
         tamp.torch.broadcast_parameters(self.model.state_dict(), root_rank=0)

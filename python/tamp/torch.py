@@ -187,6 +187,21 @@ class _Session:
         self.step: Optional[int] = None  # The step under way; None before start().
         self.reports = Reports(self.client, bool(_run["report"]), _epoch, _print_event)
 
+    def job_entries(self, named: Sequence[Tuple[str, torch.Tensor]]
+                    ) -> Tuple[List[Tuple[str, torch.Tensor]], List[str]]:
+        """`named` split into the job's entries (registered names; for check_same) and the
+        names of the others (buffers, frozen parameters); a second name for a registered
+        tensor's memory (tied weights) is in neither."""
+        registered = set(self.names)
+        memory = {param.data_ptr() for param in self.params}
+        job, others = [], []
+        for name, tensor in named:
+            if name in registered:
+                job.append((name, tensor))
+            elif not (isinstance(tensor, torch.Tensor) and tensor.data_ptr() in memory):
+                others.append(name)
+        return job, others
+
     def check_same(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> None:
         """ValueError naming the first tensor of `named` that is not the registered one."""
         for index, (name, tensor) in enumerate(named):
@@ -256,18 +271,30 @@ def _named_tensors(params: Union[Dict[str, torch.Tensor], Iterable[Tuple[str, to
 
 def broadcast_parameters(params, root_rank: int = 0) -> None:
     """Makes every worker's `params` (a state_dict or named_parameters()) the job's initial
-    weights; blocks until the servers answer. Buffers (BatchNorm's running statistics) are
-    not part of a Tamp job: pass parameters only."""
+    weights; blocks until the servers answer. Buffers (BatchNorm's running statistics) and
+    frozen parameters are not part of a Tamp job. Once the job's tensors are registered
+    (DistributedOptimizer() first, as in Horovod's scripts), a whole state_dict is taken:
+    its other entries are left as they are, named in a UserWarning, and a second name for a
+    registered tensor's memory (tied weights) is skipped."""
     if root_rank != 0:
         raise ValueError(f"broadcast_parameters: root_rank {root_rank}: Tamp starts every "
                          "worker from rank 0's weights (or the servers' initialisation)")
+    named = _named_tensors(params)
+    if _session is not None:
+        named, others = _session.job_entries(named)
+        if others:
+            warnings.warn(f"broadcast_parameters: {len(others)} entries are not the job's "
+                          f"tensors and are left as each worker has them ({', '.join(others[:5])}"
+                          f"{', ...' if len(others) > 5 else ''}): seed torch alike on every "
+                          "worker for equal buffers", stacklevel=2)
     try:
-        session = _register(_named_tensors(params), "broadcast_parameters")
+        session = _register(named, "broadcast_parameters")
     except ValueError as refused:  # Most often Horovod's broadcast of a whole state_dict.
         raise ValueError(f"{refused} (broadcast_parameters takes the job's trainable "
                          "parameters, e.g. model.named_parameters(); a state_dict's buffers, "
                          "such as BatchNorm's running statistics, are not part of a Tamp "
-                         "job)") from None
+                         "job: pass a whole state_dict only after DistributedOptimizer() "
+                         "first registered the parameters)") from None
     session.start()
 
 

@@ -92,6 +92,20 @@ class InitTest(unittest.TestCase):
         capped = tamp.load_config(text.replace("epochs: 2", "epochs: 3 max_steps: 25"))
         self.assertEqual([tamp.count_steps(capped, n) for n in (5, 10)], [15, 25])
 
+    def test_a_state_dict_before_registration_is_refused_with_the_way_out(self):
+        import torch  # Debian's python3-torch; no servers needed: the refusal comes first.
+        import tamp.torch
+        with self.environment(TAMP_RANK="0"):
+            tamp.torch.init(steps_per_epoch=10)
+        state = {"fc.weight": torch.zeros(2, 3), "bn.num_batches_tracked": torch.zeros(
+            (), dtype=torch.int64)}
+        with self.assertRaises(ValueError) as raised:
+            tamp.torch.broadcast_parameters(state)
+        for words in ('"bn.num_batches_tracked"', "int64", "model.named_parameters()",
+                      "DistributedOptimizer() first"):
+            self.assertIn(words, str(raised.exception))
+        self.assertIsNone(tamp.torch._session)
+
     def test_optimizer_is_the_servers_in_torchs_names(self):
         with open(CONFIG) as file:
             text = file.read()

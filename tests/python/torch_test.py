@@ -187,12 +187,26 @@ class TorchTest(unittest.TestCase):
         self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(
             other.state_dict()), '"fc1.weight"', "not the registered tensor")
 
-    def test_state_dict_with_buffers_refused_with_the_way_out(self):
-        with_buffers = dict(self.model.state_dict())
-        with_buffers["bn.num_batches_tracked"] = torch.zeros((), dtype=torch.int64)
-        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(with_buffers),
-                           '"bn.num_batches_tracked"', "int64", "model.named_parameters()",
-                           "buffers")
+    def test_state_dict_with_buffers_and_tied_weights_is_taken(self):
+        # Horovod's broadcast_parameters(model.state_dict()) after DistributedOptimizer():
+        # buffers are left as they are (a warning names them), a tied weight's second name
+        # is the same memory; the job's tensors are checked as ever.
+        before = [p.detach().clone() for p in self.model.parameters()]
+        state = dict(self.model.state_dict())
+        state["bn.running_mean"] = torch.zeros(4)
+        state["bn.num_batches_tracked"] = torch.zeros((), dtype=torch.int64)
+        state["tied.weight"] = self.model.fc1.weight
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tamp.torch.broadcast_parameters(state, root_rank=0)
+        self.assertEqual(len(caught), 1)
+        self.assertIn("2 entries are not the job's tensors", str(caught[0].message))
+        self.assertIn("bn.running_mean, bn.num_batches_tracked", str(caught[0].message))
+        for param, old in zip(self.model.parameters(), before):
+            self.assertTrue(torch.equal(param.detach(), old))
+        state["fc2.bias"] = state["fc2.bias"].clone()
+        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(state),
+                           '"fc2.bias"', "not the registered tensor")
 
     def test_non_fp32_model_refused(self):
         other = Mlp(dtype=torch.float64)

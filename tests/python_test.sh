@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Python package: tamp.init()'s placement (tests/python/init_test.py), then against real
-# servers: tamp.Client's exact steps and refusals
-# (tests/python/binding_test.py), tamp.torch's (torch_test.py), DistributedOptimizer's
-# Horovod step controls (step_controls_test.py), two clients in two threads
+# servers: tamp.Client's exact steps and refusals (tests/python/binding_test.py),
+# tamp.torch's (torch_test.py), DistributedOptimizer's Horovod step controls
+# (step_controls_test.py), the end of the run (run_end_test.py), two clients in two threads
 # of one process (two_clients_test.py: the GIL is released while waiting), the DDP comm hook
 # with a stand-in for AGGREGATE mode (comm_hook_test.py), a server gone
 # (server_gone_test.py), resume() in place of a dead worker (resume_test.py), a CUDA
@@ -32,6 +32,15 @@ for script in binding_test.py torch_test.py step_controls_test.py resume_test.py
   start_servers "$dir" "$dir/job.pbtxt" 2
   run_python "$dir" "$script"
 done
+
+# The end of the run (training.max_steps 3): pushes after it are refused naming the run's length.
+dir="$WORK/run_end"
+mkdir -p "$dir"
+write_exact_config "$dir/job.pbtxt"
+sed -i 's/^training { epochs: 2 }$/training { epochs: 2 max_steps: 3 }/' "$dir/job.pbtxt"
+grep -q "max_steps: 3" "$dir/job.pbtxt" || fail "run_end: no training line to cut"
+start_servers "$dir" "$dir/job.pbtxt" 2
+run_python "$dir" run_end_test.py
 
 dir="$WORK/two_clients"
 mkdir -p "$dir"

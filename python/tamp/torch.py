@@ -232,6 +232,16 @@ class _Session:
             self.step = step
             self.reports.count_from_now()
 
+    def push(self, index: int, gradient: torch.Tensor) -> None:
+        """Pushes the registered tensor `index`'s gradient in the step under way."""
+        if self.step >= self.client.total_steps:
+            raise RuntimeError(
+                f'tensor "{self.names[index]}": the run\'s {self.client.total_steps} steps are '
+                "done (training.epochs of init(steps_per_epoch=...), cut at "
+                "training.max_steps, or init(total_steps=...)): end the training loop when "
+                "tamp.torch.current_step() reaches that count")
+        self.client.push(index, gradient, stream=_stream(gradient))
+
     def finish_step(self, out: List[torch.Tensor], loss: Optional[float] = None) -> bool:
         """Waits for the step's answers into `out`; begins the next step. False when a SYNC
         barrier had dropped this worker: the parameters are the others' replica, `out` is
@@ -413,7 +423,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 f"{self._tamp_passes}) pushed it after {self._tamp_passes}: call step() first")
         self._tamp_passes_done[index] = done
         if done == self._tamp_passes:
-            self._tamp.client.push(index, param.grad, stream=_stream(param.grad))
+            self._tamp.push(index, param.grad)
 
     @torch.no_grad()
     def synchronize(self) -> None:
@@ -428,7 +438,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if self._tamp_passes_done[index] < self._tamp_passes:
                 if param.grad is None:  # Unused in this step's forward: Horovod's zeros.
                     param.grad = torch.zeros_like(param)
-                self._tamp.client.push(index, param.grad, stream=_stream(param.grad))
+                self._tamp.push(index, param.grad)
                 self._tamp_passes_done[index] = self._tamp_passes
         loss, self._tamp_closure_loss = self._tamp_closure_loss, None
         if not self._tamp.client.aggregates:
@@ -552,7 +562,7 @@ def comm_hook(state: CommHookState, bucket) -> torch.futures.Future[torch.Tensor
         if index is None:
             raise ValueError(f"comm_hook: a parameter of shape {list(param.shape)} is not "
                              "registered with the job")
-        session.client.push(index, grad, stream=_stream(grad))
+        session.push(index, grad)
         state._grads[index] = grad
     future = torch.futures.Future()
     state._pending.append((future, bucket.buffer()))

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "glog/logging.h"
@@ -56,28 +57,12 @@ absl::StatusOr<std::unique_ptr<CnnCpu>> CnnCpu::Create(std::vector<TensorSpec> t
   if (num_conv == 0) {
     return BadTensor(0, tensors[0], "a conv weight of shape [out, 1, k, k] first");
   }
-  int64_t in = channels * side * side;
-  for (; t < num_tensors; t += 2) {
-    const TensorSpec& weight = tensors[t];
-    const TensorSpec& bias = tensors[t + 1];
-    if (weight.is_bias || weight.shape.size() != 2 || weight.shape[1] != in ||
-        !ValidWidth(weight.shape[0])) {
-      return BadTensor(t, weight, absl::StrCat("an fc weight of shape [out, ", in, "]"));
-    }
-    const int64_t out = weight.shape[0];
-    if (!bias.is_bias || bias.shape != std::vector<int64_t>{out}) {
-      return BadTensor(t + 1, bias, absl::StrCat("a bias of shape [", out, "]"));
-    }
-    in = out;
-  }
   if (num_tensors == 2 * num_conv) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a CNN needs fully connected layers after its ", num_conv, " conv layers"));
   }
-  if (in != kNumClasses) {
-    return BadTensor(num_tensors - 2, tensors[num_tensors - 2],
-                     absl::StrCat("the last layer to have ", kNumClasses, " outputs"));
-  }
+  TAMP_RETURN_IF_ERROR(
+      internal::CheckDenseChain(tensors, t, channels * side * side, "an fc weight"));
   return std::unique_ptr<CnnCpu>(new CnnCpu(std::move(tensors), max_batch, num_conv));
 }
 

@@ -5,14 +5,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "glog/logging.h"
 #include "worker/internal/dense_stack.h"
 #include "worker/internal/tensor_checks.h"
 
 namespace tamp {
-
-using internal::BadTensor;
-using internal::ValidWidth;
 
 absl::StatusOr<std::unique_ptr<MlpCpu>> MlpCpu::Create(std::vector<TensorSpec> tensors,
                                                        int max_batch) {
@@ -23,25 +21,7 @@ absl::StatusOr<std::unique_ptr<MlpCpu>> MlpCpu::Create(std::vector<TensorSpec> t
     return absl::InvalidArgumentError(absl::StrCat(
         "an MLP needs (weight, bias) tensor pairs, got ", tensors.size(), " tensors"));
   }
-  int64_t in = kImageSize;
-  const int num_tensors = static_cast<int>(tensors.size());
-  for (int t = 0; t < num_tensors; t += 2) {
-    const TensorSpec& weight = tensors[t];
-    const TensorSpec& bias = tensors[t + 1];
-    if (weight.is_bias || weight.shape.size() != 2 || weight.shape[1] != in ||
-        !ValidWidth(weight.shape[0])) {
-      return BadTensor(t, weight, absl::StrCat("a weight of shape [out, ", in, "]"));
-    }
-    const int64_t out = weight.shape[0];
-    if (!bias.is_bias || bias.shape != std::vector<int64_t>{out}) {
-      return BadTensor(t + 1, bias, absl::StrCat("a bias of shape [", out, "]"));
-    }
-    in = out;
-  }
-  if (in != kNumClasses) {
-    return BadTensor(num_tensors - 2, tensors[num_tensors - 2],
-                     absl::StrCat("the last layer to have ", kNumClasses, " outputs"));
-  }
+  TAMP_RETURN_IF_ERROR(internal::CheckDenseChain(tensors, 0, kImageSize, "a weight"));
   return std::unique_ptr<MlpCpu>(new MlpCpu(std::move(tensors), max_batch));
 }
 

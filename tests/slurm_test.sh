@@ -15,9 +15,11 @@ cluster=$(mktemp -d /tmp/tamp-slurm.XXXXXX)
 out="$WORK/slurm-out"
 cleanup() { deploy/slurm/local_cluster.sh stop "$cluster" || true; rm -rf "$cluster"; }
 trap cleanup EXIT
-# Ports of their own, so parallel tests and a real Slurm are left alone.
+# Ports of their own, so parallel tests and a real Slurm are left alone, and below Linux's
+# ephemeral range (32768 and up), where other tests' connections take their local ports (a
+# server base port there failed once with "Address already in use").
 export TAMP_SLURM_PORT=$((17000 + $$ % 2000 * 2))
-export TAMP_BASE_PORT=$((40000 + $$ % 5000 * 2))
+export TAMP_BASE_PORT=$((21000 + $$ % 5000 * 2))
 eval "$(deploy/slurm/local_cluster.sh start "$cluster")"
 
 write_config "$WORK/job.pbtxt" cluster="plaintext: true"

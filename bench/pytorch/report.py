@@ -39,6 +39,7 @@ def median(values):
 
 def gather_frontends(raw_dir, run):
     configs = {}
+    unjudged = run.get("frontend_unjudged", "").split()
     for config in run["frontend_configs"].split():
         name = os.path.basename(config)[:-len(".pbtxt")]
         rounds = []
@@ -49,7 +50,8 @@ def gather_frontends(raw_dir, run):
                 rounds.append({"round": r, "cpp": cpp, "python": python,
                                "ratio": python["step_ms_median"] / cpp["step_ms_median"]})
         if not rounds:
-            configs[name] = {"config": config, "rounds": [], "error": "no complete round"}
+            configs[name] = {"config": config, "rounds": [], "error": "no complete round",
+                             "judged": config not in unjudged}
             continue
         phases = {}
         for side in ("cpp", "python"):
@@ -67,6 +69,7 @@ def gather_frontends(raw_dir, run):
             "rounds_within_target": sum(r["ratio"] <= FRONTEND_TARGET for r in rounds),
             "phases_ms": phases,
             "met": python_ms / cpp_ms <= FRONTEND_TARGET,
+            "judged": config not in unjudged,
         }
     return configs
 
@@ -163,9 +166,10 @@ def check_targets(contenders, frontends, best, convergence):
         "pairs": pairs,
         "met": bool(pairs) and all(abs(p["difference"]) <= ACCURACY_TARGET
                                    for p in pairs.values())}
+    judged = {name: f for name, f in frontends.items() if f.get("judged", True)}
     checks["python_within_10_percent_of_cpp"] = {
-        "ratios": {name: f.get("ratio") for name, f in frontends.items()},
-        "met": bool(frontends) and all(f.get("met") for f in frontends.values())}
+        "ratios": {name: f.get("ratio") for name, f in judged.items()},
+        "met": bool(judged) and all(f.get("met") for f in judged.values())}
     return checks
 
 
@@ -236,13 +240,14 @@ def render(results):
         f"model and config: {met(c['met'])}. "
         + "; ".join(f"`{name}`: Python {fmt(f.get('python_step_ms'), '.1f')} ms against C++ "
                     f"{fmt(f.get('cpp_step_ms'), '.1f')} ms ({fmt(f.get('ratio'), '.2f')}x)"
-                    for name, f in frontends.items()) + ".")
+                    for name, f in frontends.items() if f.get("judged", True)) + ".")
     lines += [
         "",
         "## The Python front end against the C++ trainer",
         "",
         f"`tamp run CONFIG` (C++ trainer) and `tamp run CONFIG -- /usr/bin/python3 "
-        f"examples/pytorch/mlp.py` on the same config cut at {run['frontend_steps']} steps, "
+        f"examples/pytorch/mlp.py` (`cnn.py` for the CNN) on the same config cut at "
+        f"{run['frontend_steps']} steps, "
         f"unshaped, {run['frontend_rounds']} alternating rounds (the first to go swaps each "
         f"round). A step is timed from taking its batch to the applied update; each figure is "
         f"the median over a worker's steps after the first {run['skip_steps']}, the median "
@@ -252,9 +257,18 @@ def render(results):
         "|---|---|---|---|---|",
     ]
     for name, f in frontends.items():
+        within = (f"{f.get('rounds_within_target', 0)} of {len(f['rounds'])}"
+                  if f.get("judged", True) else "not judged")
         lines.append(f"| `{name}` | {fmt(f.get('cpp_step_ms'), '.2f')} | "
                      f"{fmt(f.get('python_step_ms'), '.2f')} | {fmt(f.get('ratio'), '.2f')} | "
-                     f"{f.get('rounds_within_target', 0)} of {len(f['rounds'])} |")
+                     f"{within} |")
+    if any(not f.get("judged", True) for f in frontends.values()):
+        lines += ["", "Not judged against the 10% target: the CNN's compute is not the same "
+                  "on both sides (the C++ worker's CPU convolutions, worker/cnn_cpu.cc with "
+                  "kernels/cnn_ref.h, against torch's), so its ratio says which convolutions "
+                  "are faster here, not what the front end costs; it does show that for a "
+                  "convolutional model the PyTorch front end is the faster way to train "
+                  "through Tamp on this machine."]
     lines += ["", "Where the time goes (ms per step, medians as above). C++: the client's "
               "timeline (compute includes forward and backward; encode the push codecs; wire "
               "the wait for the last answer; decode and apply the answers). Python: batch; "

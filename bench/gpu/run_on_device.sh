@@ -20,6 +20,10 @@
 #                                           # there: GPU worker vs CPU worker, losses compared
 #   device tool: run(command="bash bench/gpu/run_on_device.sh all", carry=[".gpu_carry"])
 #                                           # there: all three in one call (ALL_BUDGET_S)
+#   device tool: run(command="bash bench/gpu/run_on_device.sh pytorch", carry=[".gpu_carry"])
+#                                           # there: the Python extension built for the
+#                                           # device's Python (python/python_kit.sh) and a
+#                                           # tamp.torch CUDA worker against a CPU one
 #   bench/gpu/run_on_device.sh sanitize-plan   # anywhere: the sanitizer's steps and filters
 #
 # Each of `run`, `sanitize` and `train` fits one device call (10 minutes): every step has its
@@ -141,8 +145,12 @@ pack() {
   done
   echo "packed: $(ls "$CARRY/bin" | tr '\n' ' ')"
   cut_data "${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}" "$CARRY/data" || return 1
-  tar -C "$CARRY" -czf "$CARRY/carry.tar.gz" bin lib data || return 1
-  rm -rf "${CARRY:?}/bin" "${CARRY:?}/lib" "${CARRY:?}/data"
+  # The Python extension's kit (python/python_kit.sh), for `pytorch` to build the extension
+  # for the device's own Python; its libraries join the binaries'.
+  BAZEL_FLAGS=--config=cuda_lineinfo python/python_kit.sh pack "$CARRY/pykit" || return 1
+  cp -n "$CARRY"/pykit/lib/* "$CARRY/lib/" && rm -rf "$CARRY/pykit/lib"
+  tar -C "$CARRY" -czf "$CARRY/carry.tar.gz" bin lib data pykit || return 1
+  rm -rf "${CARRY:?}/bin" "${CARRY:?}/lib" "${CARRY:?}/data" "${CARRY:?}/pykit"
   du -sh "$CARRY/carry.tar.gz"
 }
 
@@ -605,6 +613,76 @@ all() {
   return $status
 }
 
+# pytorch_check OUT: tamp.torch under the device's own Python and torch. Builds the extension
+# for that Python from the carried kit (python/python_kit.sh), then python_test's device
+# check: one tamp.torch worker (tests/python/device_worker.py) with its parameters on the
+# CPU, then on the GPU (top-k with error feedback and an fp16 pull on fc1.weight: GPU
+# codecs), each against 2 carried servers; both must end with byte-identical weights. A
+# torch that sees no GPU fails the check.
+pytorch_check() {
+  local out=$1 python="${PYTHON:-python3}" device
+  if ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    echo "pytorch: FAILED: this torch sees no CUDA device" >>"$out/summary.txt"
+    return 1
+  fi
+  if ! KIT_LIB_DIR="$PWD/$CARRY/lib" PYTHON="$python" "$CARRY/pykit/build.sh" \
+      >"$out/pytorch_build.log" 2>&1; then
+    tail -20 "$out/pytorch_build.log"
+    echo "pytorch: FAILED: the extension did not build (pytorch_build.log)" >>"$out/summary.txt"
+    return 1
+  fi
+  tail -1 "$out/pytorch_build.log"
+  for device in cpu cuda; do
+    local dir="$out/pytorch_$device" servers="" rank pids=()
+    mkdir -p "$dir"
+    cat >"$dir/job.pbtxt" <<JOB
+version: 1
+name: "pytorch_device_check"
+cluster { num_servers: 2 num_workers: 1 }
+model { kind: MLP hidden: [64] init_seed: 3 }
+data { dir: "$PWD/$CARRY/data" batch_size: 32 }
+training { epochs: 2 }
+optimizer { learning_rate: 0.05 momentum: 0.9 }
+compression {
+  partition_bytes: 16384
+  seed: 7
+  default_compression { push { name: "topk" ratio: 0.1 } push_feedback { kind: RESIDUAL } }
+  tensor_overrides { pattern: "fc1.weight" compression { push { name: "topk" ratio: 0.1 }
+    push_feedback { kind: RESIDUAL } pull { name: "fp16" } } }
+}
+JOB
+    for rank in 0 1; do
+      carried "$CARRY/bin/tamp_server" --config="$dir/job.pbtxt" --rank=$rank --port=0 \
+        --port_file="$dir/port$rank" 2>"$dir/server$rank.log" &
+      pids+=($!)
+    done
+    for rank in 0 1; do
+      for _ in $(seq 100); do [ -s "$dir/port$rank" ] && break; sleep 0.1; done
+      servers="$servers${servers:+,}127.0.0.1:$(cat "$dir/port$rank" 2>/dev/null)"
+    done
+    LD_LIBRARY_PATH="$CARRIED_LIBRARY_PATH" TAMP_REQUIRE_CUDA=1 PYTHONPATH="$CARRY/pykit" \
+      TAMP_CONFIG="$dir/job.pbtxt" TAMP_SERVERS="$servers" TAMP_RANK=0 \
+      timeout -k 5 60 "$python" tests/python/device_worker.py "$device" "$dir/weights" \
+      >"$dir/worker.log" 2>&1
+    echo $? >"$dir/status"
+    kill "${pids[@]}" 2>/dev/null
+    wait "${pids[@]}" 2>/dev/null
+    tail -3 "$dir/worker.log"
+  done
+  if [ "$(cat "$out/pytorch_cpu/status")" -ne 0 ] || [ "$(cat "$out/pytorch_cuda/status")" -ne 0 ]; then
+    echo "pytorch: FAILED: a worker failed (pytorch_cpu/worker.log, pytorch_cuda/worker.log)" \
+      >>"$out/summary.txt"
+    return 1
+  fi
+  if ! cmp "$out/pytorch_cpu/weights" "$out/pytorch_cuda/weights"; then
+    echo "pytorch: FAILED: the CUDA worker's weights differ from the CPU worker's" \
+      >>"$out/summary.txt"
+    return 1
+  fi
+  echo "pytorch: passed ($(tail -1 "$out/pytorch_build.log" | sed 's/^build.sh: //');" \
+    "CUDA and CPU tamp.torch workers byte-identical)" >>"$out/summary.txt"
+}
+
 # One line per sanitizer step: tool, binary, time limit, gtest filter (what sanitize runs).
 sanitize_plan() {
   for step in "${SANITIZE_STEPS[@]}"; do
@@ -618,10 +696,11 @@ case "${1:-}" in
   run) in_one_call run_plan run_tests run_benchmarks ;;
   sanitize) in_one_call sanitize_steps ;;
   train) in_one_call train_jobs ;;
+  pytorch) in_one_call pytorch_check ;;
   all) all ;;
   sanitize-plan) sanitize_plan ;;
   *)
-    echo "usage: $0 pack|run|sanitize|train|all|sanitize-plan" >&2
+    echo "usage: $0 pack|run|sanitize|train|pytorch|all|sanitize-plan" >&2
     exit 2
     ;;
 esac

@@ -39,6 +39,9 @@ setup() {
     cat >"$ROOT/.gpu_carry/bin/$name" <<EOF
 #!/usr/bin/env bash
 echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} TAMP_REQUIRE_CUDA=\${TAMP_REQUIRE_CUDA:-}" >"$ROOT/seen/$name"
+for arg in "\$@"; do  # A server: its port file, then it serves until killed.
+  case "\$arg" in --port_file=*) echo 4242 >"\${arg#*=}"; exec sleep 30 ;; esac
+done
 case "\$(cat "$ROOT/mode/$name" 2>/dev/null)" in
   skip)
     echo "[  SKIPPED ] 1 test, listed below:"
@@ -95,10 +98,33 @@ EOF
 echo "	libstdc++.so.6 => /usr/lib/x86_64-linux-gnu/libstdc++.so.6 (0x0)"
 [ -e "$ROOT/mode/nocudart" ] || echo "	libcudart.so.13 => /fake/lib/libcudart.so.13 (0x0)"
 EOF
+  # The extension's kit: build.sh says what it built, or fails.
+  mkdir -p "$ROOT/.gpu_carry/pykit" "$ROOT/tests/python"
+  cat >"$ROOT/.gpu_carry/pykit/build.sh" <<EOF
+#!/usr/bin/env bash
+echo "KIT_LIB_DIR=\${KIT_LIB_DIR:-}" >"$ROOT/seen/build.sh"
+[ -e "$ROOT/mode/buildfail" ] && { echo "binding.cc: error: fake"; exit 1; }
+echo "build.sh: tamp/_tamp.cpython-312-x86_64-linux-gnu.so for Python 3.12.3"
+EOF
+  chmod +x "$ROOT/.gpu_carry/pykit/build.sh"
+  touch "$ROOT/tests/python/device_worker.py"
   cat >"$ROOT/fake/python3" <<EOF
 #!/usr/bin/env bash
-[ "\${1:-}" = -c ] && exit 0  # The site-packages query.
+if [ "\${1:-}" = -c ]; then  # The site-packages query, or whether torch sees a GPU.
+  case "\$2" in *cuda.is_available*) [ -e "$ROOT/mode/notorchgpu" ] && exit 1 ;; esac
+  exit 0
+fi
 case "\${1:-}" in *compare_losses.py) exec /usr/bin/python3 "\$@" ;; esac
+case "\${1:-}" in
+  *device_worker.py)  # DEVICE OUT: the worker's weights, the GPU's off where a mode says.
+    echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} PYTHONPATH=\${PYTHONPATH:-}" \
+      "TAMP_REQUIRE_CUDA=\${TAMP_REQUIRE_CUDA:-} TAMP_SERVERS=\${TAMP_SERVERS:-}" >"$ROOT/seen/worker_\$2"
+    [ -e "$ROOT/mode/workerfail" ] && [ "\$2" = cuda ] && { echo "RuntimeError: fake"; exit 1; }
+    if [ -e "$ROOT/mode/weightsdiffer" ] && [ "\$2" = cuda ]; then echo drift >"\$3"
+    else echo weights >"\$3"; fi
+    echo "\$2: 8 steps"
+    exit 0 ;;
+esac
 echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} args=\$*" >"$ROOT/seen/python3"
 [ -e "$ROOT/mode/torchfail" ] && { echo "no CUDA device: skipping"; exit 1; }
 echo "| codec | n |"
@@ -303,6 +329,29 @@ else
     done
   done < <(bash "$SCRIPT" sanitize-plan)
 fi
+
+# pytorch: the extension built from the kit for the device's Python, then the CUDA and CPU
+# tamp.torch workers against the carried servers, byte-identical; each failure fails it.
+setup
+device pytorch
+expect_exit "pytorch passing" 0 $?
+expect_log "pytorch passing" "pytorch: passed (tamp/_tamp.cpython-312-x86_64-linux-gnu.so for Python 3.12.3"
+grep -q "KIT_LIB_DIR=$ROOT/.gpu_carry/lib" "$ROOT/seen/build.sh" ||
+  fail "the kit's build did not take the carried libraries: $(cat "$ROOT/seen/build.sh")"
+for device in cpu cuda; do
+  grep -q "LD_LIBRARY_PATH=$ROOT/.gpu_carry/lib.* PYTHONPATH=.gpu_carry/pykit TAMP_REQUIRE_CUDA=1 TAMP_SERVERS=127.0.0.1:4242,127.0.0.1:4242" \
+    "$ROOT/seen/worker_$device" ||
+    fail "the $device worker's environment: $(cat "$ROOT/seen/worker_$device" 2>/dev/null)"
+done
+for mode in notorchgpu:"this torch sees no CUDA device" nogpu:"FAIL: no GPU visible" \
+    buildfail:"the extension did not build" weightsdiffer:"weights differ from the CPU" \
+    workerfail:"a worker failed"; do
+  setup
+  touch "$ROOT/mode/${mode%%:*}"
+  device pytorch
+  expect_exit "pytorch, ${mode%%:*}" 1 $?
+  expect_log "pytorch, ${mode%%:*}" "${mode#*:}"
+done
 
 # The real benchmark: a skip without a device, a failure where CUDA is required.
 if out="$("$BENCH" 2>&1)"; then

@@ -279,6 +279,12 @@ def _named_tensors(params: Union[Dict[str, torch.Tensor], Iterable[Tuple[str, to
     return [(name, tensor) for name, tensor in items]
 
 
+def _check_root_rank(caller: str, root_rank: int) -> None:
+    if root_rank != 0:
+        raise ValueError(f"{caller}: root_rank {root_rank}: Tamp starts every worker from rank "
+                         "0's weights (or the servers' initialisation)")
+
+
 def broadcast_parameters(params, root_rank: int = 0) -> None:
     """Makes every worker's `params` (a state_dict or named_parameters()) the job's initial
     weights; blocks until the servers answer. Buffers (BatchNorm's running statistics) and
@@ -286,9 +292,7 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     (DistributedOptimizer() first, as in Horovod's scripts), a whole state_dict is taken:
     its other entries are left as they are, named in a UserWarning, and a second name for a
     registered tensor's memory (tied weights) is skipped."""
-    if root_rank != 0:
-        raise ValueError(f"broadcast_parameters: root_rank {root_rank}: Tamp starts every "
-                         "worker from rank 0's weights (or the servers' initialisation)")
+    _check_root_rank("broadcast_parameters", root_rank)
     named = _named_tensors(params)
     if _session is not None:
         named, others = _session.job_entries(named)
@@ -315,9 +319,7 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int =
     states that start equal stay equal: fresh ones (no tensors in their state) need nothing.
     One that already holds tensors (loaded from a checkpoint) must hold the same on every
     worker: a UserWarning says so, as Tamp cannot check it. Needs the job started."""
-    if root_rank != 0:
-        raise ValueError(f"broadcast_optimizer_state: root_rank {root_rank}: Tamp starts every "
-                         "worker from rank 0's weights (or the servers' initialisation)")
+    _check_root_rank("broadcast_optimizer_state", root_rank)
     session = _started("broadcast_optimizer_state")
     holds_tensors = any(isinstance(value, torch.Tensor)
                         for state in optimizer.state.values() for value in state.values())
@@ -406,7 +408,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_synchronized = False  # synchronize() ran; step() does not wait again.
         self._tamp_stepped = True  # The last synchronize() was a step (not a rejoin).
         self._tamp_skipping = False  # Inside skip_synchronize().
-        self._tamp_closure_loss: Optional[float] = None  # step(closure)'s, for the reports.
         # The rate at registration, to say once when a scheduler changes it to no effect.
         self._tamp_learning_rate = self.param_groups[0].get("lr")
         self._tamp_hooks: list = []
@@ -432,6 +433,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         backward_passes_per_step times as its .grad is), waits for every answer and applies
         it: the servers' update into the parameters, or in AGGREGATE mode the mean into each
         .grad, where the caller may clip it before stepping under skip_synchronize()."""
+        self._tamp_synchronize(loss=None)
+
+    def _tamp_synchronize(self, loss: Optional[float]) -> None:
+        """synchronize(), with the step's loss (step(closure)'s) for the reports."""
         if self._tamp_synchronized:
             return
         for index, param in enumerate(self._tamp_params):
@@ -440,7 +445,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     param.grad = torch.zeros_like(param)
                 self._tamp.push(index, param.grad)
                 self._tamp_passes_done[index] = self._tamp_passes
-        loss, self._tamp_closure_loss = self._tamp_closure_loss, None
         if not self._tamp.client.aggregates:
             self._tamp_stepped = self._tamp.finish_step(self._tamp.params, loss)
         else:
@@ -470,9 +474,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():  # As torch's optimizers: the closure runs backward.
                 loss = closure()
-        if loss is not None and not self._tamp_synchronized:
-            self._tamp_closure_loss = float(loss)
-        self.synchronize()
+        self._tamp_synchronize(None if loss is None else float(loss))
         self._tamp_synchronized = False
         if self._tamp.client.aggregates:
             if self._tamp_stepped:

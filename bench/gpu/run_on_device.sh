@@ -617,8 +617,8 @@ all() {
 # for that Python from the carried kit (python/python_kit.sh), then python_test's device
 # check: one tamp.torch worker (tests/python/device_worker.py) with its parameters on the
 # CPU, then on the GPU (top-k with error feedback and an fp16 pull on fc1.weight: GPU
-# codecs), each against 2 carried servers; both must end with byte-identical weights. A
-# torch that sees no GPU fails the check.
+# codecs), each under the carried `tamp run` with 2 servers; both must end with
+# byte-identical weights. A torch that sees no GPU fails the check.
 pytorch_check() {
   local out=$1 python="${PYTHON:-python3}" device
   if ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
@@ -633,7 +633,7 @@ pytorch_check() {
   fi
   tail -1 "$out/pytorch_build.log"
   for device in cpu cuda; do
-    local dir="$out/pytorch_$device" servers="" rank pids=()
+    local dir="$out/pytorch_$device"
     mkdir -p "$dir"
     cat >"$dir/job.pbtxt" <<JOB
 version: 1
@@ -651,22 +651,11 @@ compression {
     push_feedback { kind: RESIDUAL } pull { name: "fp16" } } }
 }
 JOB
-    for rank in 0 1; do
-      carried "$CARRY/bin/tamp_server" --config="$dir/job.pbtxt" --rank=$rank --port=0 \
-        --port_file="$dir/port$rank" 2>"$dir/server$rank.log" &
-      pids+=($!)
-    done
-    for rank in 0 1; do
-      for _ in $(seq 100); do [ -s "$dir/port$rank" ] && break; sleep 0.1; done
-      servers="$servers${servers:+,}127.0.0.1:$(cat "$dir/port$rank" 2>/dev/null)"
-    done
-    LD_LIBRARY_PATH="$CARRIED_LIBRARY_PATH" TAMP_REQUIRE_CUDA=1 PYTHONPATH="$CARRY/pykit" \
-      TAMP_CONFIG="$dir/job.pbtxt" TAMP_SERVERS="$servers" TAMP_RANK=0 \
-      timeout -k 5 60 "$python" tests/python/device_worker.py "$device" "$dir/weights" \
-      >"$dir/worker.log" 2>&1
+    carried timeout -k 5 60 "$CARRY/bin/tamp" run "$dir/job.pbtxt" --run_dir="$dir/run" \
+      --server_binary="$PWD/$CARRY/bin/tamp_server" -- \
+      env PYTHONPATH="$PWD/$CARRY/pykit" "$python" tests/python/device_worker.py "$device" \
+      "$dir/weights" >"$dir/worker.log" 2>&1
     echo $? >"$dir/status"
-    kill "${pids[@]}" 2>/dev/null
-    wait "${pids[@]}" 2>/dev/null
     tail -3 "$dir/worker.log"
   done
   if [ "$(cat "$out/pytorch_cpu/status")" -ne 0 ] || [ "$(cat "$out/pytorch_cuda/status")" -ne 0 ]; then

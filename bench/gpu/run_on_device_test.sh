@@ -39,9 +39,6 @@ setup() {
     cat >"$ROOT/.gpu_carry/bin/$name" <<EOF
 #!/usr/bin/env bash
 echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} TAMP_REQUIRE_CUDA=\${TAMP_REQUIRE_CUDA:-}" >"$ROOT/seen/$name"
-for arg in "\$@"; do  # A server: its port file, then it serves until killed.
-  case "\$arg" in --port_file=*) echo 4242 >"\${arg#*=}"; exec sleep 30 ;; esac
-done
 case "\$(cat "$ROOT/mode/$name" 2>/dev/null)" in
   skip)
     echo "[  SKIPPED ] 1 test, listed below:"
@@ -64,6 +61,11 @@ for arg in "\$@"; do case "\$arg" in --metrics_file=*) metrics="\${arg#*=}" ;; e
 device="\$(sed -n 's/^device: //p' "\$config")"
 echo "LD_LIBRARY_PATH=\${LD_LIBRARY_PATH:-} TAMP_REQUIRE_CUDA=\${TAMP_REQUIRE_CUDA:-} \$*" \
   >>"$ROOT/seen/tamp"
+while [ \$# -gt 0 ] && [ "\$1" != -- ]; do shift; done
+if [ \$# -gt 0 ]; then  # tamp run CONFIG ... -- COMMAND: the command as its one worker.
+  shift
+  TAMP_CONFIG="\$config" TAMP_RANK=0 TAMP_SERVERS=127.0.0.1:4242,127.0.0.1:4243 exec "\$@"
+fi
 scale=1 nan=0
 if [ "\$device" = CUDA ]; then
   [ -e "$ROOT/mode/gpufail" ] && { echo "tamp_worker 0: device CUDA: no usable GPU"; exit 1; }
@@ -339,7 +341,7 @@ expect_log "pytorch passing" "pytorch: passed (tamp/_tamp.cpython-312-x86_64-lin
 grep -q "KIT_LIB_DIR=$ROOT/.gpu_carry/lib" "$ROOT/seen/build.sh" ||
   fail "the kit's build did not take the carried libraries: $(cat "$ROOT/seen/build.sh")"
 for device in cpu cuda; do
-  grep -q "LD_LIBRARY_PATH=$ROOT/.gpu_carry/lib.* PYTHONPATH=.gpu_carry/pykit TAMP_REQUIRE_CUDA=1 TAMP_SERVERS=127.0.0.1:4242,127.0.0.1:4242" \
+  grep -q "LD_LIBRARY_PATH=$ROOT/.gpu_carry/lib.* PYTHONPATH=$ROOT/.gpu_carry/pykit TAMP_REQUIRE_CUDA=1 TAMP_SERVERS=127.0.0.1:4242,127.0.0.1:4243" \
     "$ROOT/seen/worker_$device" ||
     fail "the $device worker's environment: $(cat "$ROOT/seen/worker_$device" 2>/dev/null)"
 done

@@ -11,16 +11,7 @@ import sys
 import torch
 
 import tamp.torch
-
-
-class Mlp(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(784, 64)
-        self.fc2 = torch.nn.Linear(64, 10)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
+from torch_worker import Mlp
 
 
 def main():

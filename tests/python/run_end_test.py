@@ -8,15 +8,13 @@ import torch
 
 import tamp
 import tamp.torch
+from torch_worker import Mlp
 
 
 class RunEndTest(unittest.TestCase):
     def test_pushes_after_the_last_step_are_refused_by_name(self):
         tamp.torch.init(steps_per_epoch=100)
-        model = torch.nn.Sequential()
-        model.add_module("fc1", torch.nn.Linear(784, 64))
-        model.add_module("relu", torch.nn.ReLU())
-        model.add_module("fc2", torch.nn.Linear(64, 10))
+        model = Mlp()
         optimizer = tamp.torch.DistributedOptimizer(
             torch.optim.SGD(model.parameters(), lr=0.125),
             named_parameters=model.named_parameters())

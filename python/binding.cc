@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "base/proto_json.h"
 #include "base/status_macros.h"
@@ -294,6 +295,10 @@ class PyClient {
 
 PYBIND11_MODULE(_tamp, m) {
   m.doc() = "Tamp's worker client (see the tamp package and docs/python.md).";
+  // As tamp_worker and tamp_server do: gRPC's locks are absl::Mutex, and Debian's Abseil
+  // checks lock order on every lock (a graph update, a stack trace); the client's pushes
+  // take dozens of them per tensor. Process-wide, but only absl::Mutex users see it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   dropped_error = PyErr_NewExceptionWithDoc(
       "tamp._tamp.DroppedError",
       "A SYNC barrier dropped this worker (consistency.worker_timeout_ms): call rejoin().",

@@ -46,14 +46,13 @@ step(): that step's update is the other workers' replica, and the optimizer does
 """
 
 import atexit
-import contextlib
-import math
 import warnings
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
 import tamp
+from tamp import _torch_optimizer
 from tamp._reports import Reports
 
 __all__ = [
@@ -168,7 +167,7 @@ def _check_tensor(name: str, tensor: torch.Tensor) -> None:
 
 def _stream(tensor: torch.Tensor) -> Optional[int]:
     """torch's current stream on a CUDA tensor's device, for the client's device work."""
-    if tensor.device.type != "cuda":
+    if not tensor.is_cuda:  # A flag read; tensor.device builds a string (each push asks).
         return None
     return torch.cuda.current_stream(tensor.device).cuda_stream
 
@@ -185,6 +184,8 @@ class _Session:
         self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],
                                   _run["steps_per_epoch"], _run["total_steps"])
         self.step: Optional[int] = None  # The step under way; None before start().
+        # The DistributedOptimizer whose hooks push (the latest one created), if any.
+        self.optimizer: Optional[torch.optim.Optimizer] = None
         self.reports = Reports(self.client, bool(_run["report"]), _epoch, _print_event)
 
     def job_entries(self, named: Sequence[Tuple[str, torch.Tensor]]
@@ -273,12 +274,6 @@ def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> _Sessio
     return _session
 
 
-def _named_tensors(params: Union[Dict[str, torch.Tensor], Iterable[Tuple[str, torch.Tensor]]]
-                   ) -> List[Tuple[str, torch.Tensor]]:
-    items = params.items() if isinstance(params, dict) else params
-    return [(name, tensor) for name, tensor in items]
-
-
 def _check_root_rank(caller: str, root_rank: int) -> None:
     if root_rank != 0:
         raise ValueError(f"{caller}: root_rank {root_rank}: Tamp starts every worker from rank "
@@ -293,7 +288,7 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     its other entries are left as they are, named in a UserWarning, and a second name for a
     registered tensor's memory (tied weights) is skipped."""
     _check_root_rank("broadcast_parameters", root_rank)
-    named = _named_tensors(params)
+    named = _torch_optimizer.named_tensors(params, "broadcast_parameters", "params")
     if _session is not None:
         named, others = _session.job_entries(named)
         if others:
@@ -329,166 +324,6 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int =
                       "(e.g. the same checkpoint), or their replicas drift apart", stacklevel=2)
 
 
-def _grad_accumulated_hook(param: torch.Tensor, hook, keep: list) -> None:
-    """Calls hook() once backward has accumulated param.grad."""
-    if hasattr(param, "register_post_accumulate_grad_hook"):  # torch >= 2.1
-        keep.append(param.register_post_accumulate_grad_hook(lambda _: hook()))
-    else:
-        # torch < 2.1: the hook of the parameter's gradient accumulator runs after it has
-        # written .grad; the accumulator lives as long as a reference to it.
-        accumulator = param.expand_as(param).grad_fn.next_functions[0][0]
-        accumulator.register_hook(lambda *_: hook())
-        keep.append(accumulator)
-
-
-# The torch optimizers whose rules the servers' optimizers follow (optim/optimizer.h), with
-# the settings the servers' versions fix.
-_SERVER_RULES = {torch.optim.SGD: ("sgd", {"dampening": 0.0}),
-                 torch.optim.Adam: ("adam", {"amsgrad": False})}
-
-
-def _shown(value) -> str:
-    """A config value (fp32) as it was written: 0.05, not 0.05000000074505806."""
-    if isinstance(value, tuple):
-        return "(" + ", ".join(_shown(v) for v in value) + ")"
-    return f"{value:.7g}" if isinstance(value, float) else str(value)
-
-
-def _unused_settings(optimizer: torch.optim.Optimizer, servers: Optional[dict]) -> List[str]:
-    """The wrapped optimizer's settings that differ from the servers' optimizer (the config's
-    `optimizer` section, tamp.Config.optimizer), which steps in its place."""
-    rule = _SERVER_RULES.get(type(optimizer))
-    if servers is None or rule is None or rule[0] != servers["name"]:
-        return [f"{type(optimizer).__name__} itself (the servers run "
-                f"{servers['name'] if servers else 'none'})"]
-    expected = dict(servers, **rule[1])
-    del expected["name"]
-    differ = []
-    for index, group in enumerate(optimizer.param_groups):
-        for key, value in expected.items():
-            if key not in group:
-                continue
-            mine = group[key]
-            if isinstance(value, tuple):
-                same = all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(mine, value))
-            elif isinstance(value, bool):
-                same = bool(mine) == value
-            else:
-                same = math.isclose(float(mine), value, rel_tol=1e-6, abs_tol=1e-12)
-            if not same:
-                where = f"param_groups[{index}] " if len(optimizer.param_groups) > 1 else ""
-                differ.append(f"{where}{key}={mine} (the servers': {_shown(value)})")
-    return differ
-
-
-class _DistributedOptimizer(torch.optim.Optimizer):
-    """The methods DistributedOptimizer() adds to the wrapped optimizer's class."""
-
-    def _tamp_setup(self, named_parameters, backward_passes_per_step: int) -> None:
-        in_optimizer = {id(p) for group in self.param_groups for p in group["params"]}
-        if named_parameters is None:
-            named = [(f"param.{g}.{i}", p) for g, group in enumerate(self.param_groups)
-                     for i, p in enumerate(group["params"])]
-        else:
-            named = [(name, p) for name, p in named_parameters if p.requires_grad]
-            for name, p in named:
-                if id(p) not in in_optimizer:
-                    raise ValueError(f'DistributedOptimizer: parameter "{name}" is not in the '
-                                     "optimizer's param_groups")
-            if len(named) != len(in_optimizer):
-                raise ValueError(f"DistributedOptimizer: the optimizer has {len(in_optimizer)} "
-                                 f"parameters, named_parameters names {len(named)}")
-        self._tamp = _register(named, "DistributedOptimizer")
-        self._tamp.start()
-        self._tamp_params = [p for _, p in named]
-        self._tamp_passes = backward_passes_per_step
-        # Per parameter, the backward passes that have accumulated its gradient this step; it
-        # is pushed on the last of them (or by synchronize()).
-        self._tamp_passes_done = [0] * len(self._tamp_params)
-        self._tamp_synchronized = False  # synchronize() ran; step() does not wait again.
-        self._tamp_stepped = True  # The last synchronize() was a step (not a rejoin).
-        self._tamp_skipping = False  # Inside skip_synchronize().
-        # The rate at registration, to say once when a scheduler changes it to no effect.
-        self._tamp_learning_rate = self.param_groups[0].get("lr")
-        self._tamp_hooks: list = []
-        for index, param in enumerate(self._tamp_params):
-            _grad_accumulated_hook(param, lambda i=index, p=param: self._tamp_accumulated(i, p),
-                                   self._tamp_hooks)
-
-    def _tamp_accumulated(self, index: int, param: torch.Tensor) -> None:
-        done = self._tamp_passes_done[index] + 1
-        if done > self._tamp_passes:
-            raise RuntimeError(
-                f'tensor "{self._tamp.names[index]}": backward accumulated its gradient '
-                f"{done} times in one step, and DistributedOptimizer(backward_passes_per_step="
-                f"{self._tamp_passes}) pushed it after {self._tamp_passes}: call step() first")
-        self._tamp_passes_done[index] = done
-        if done == self._tamp_passes:
-            self._tamp.push(index, param.grad)
-
-    @torch.no_grad()
-    def synchronize(self) -> None:
-        """Completes the step's exchange: pushes what backward has not (a parameter without
-        gradient this step as zeros, in .grad; one accumulated fewer than
-        backward_passes_per_step times as its .grad is), waits for every answer and applies
-        it: the servers' update into the parameters, or in AGGREGATE mode the mean into each
-        .grad, where the caller may clip it before stepping under skip_synchronize()."""
-        self._tamp_synchronize(loss=None)
-
-    def _tamp_synchronize(self, loss: Optional[float]) -> None:
-        """synchronize(), with the step's loss (step(closure)'s) for the reports."""
-        if self._tamp_synchronized:
-            return
-        for index, param in enumerate(self._tamp_params):
-            if self._tamp_passes_done[index] < self._tamp_passes:
-                if param.grad is None:  # Unused in this step's forward: Horovod's zeros.
-                    param.grad = torch.zeros_like(param)
-                self._tamp.push(index, param.grad)
-                self._tamp_passes_done[index] = self._tamp_passes
-        if not self._tamp.client.aggregates:
-            self._tamp_stepped = self._tamp.finish_step(self._tamp.params, loss)
-        else:
-            self._tamp_stepped = self._tamp.finish_step([p.grad for p in self._tamp_params],
-                                                        loss)
-        self._tamp_passes_done = [0] * len(self._tamp_params)
-        self._tamp_synchronized = True
-
-    @contextlib.contextmanager
-    def skip_synchronize(self):
-        """Horovod's: step() inside it steps on what synchronize() gave, without waiting."""
-        self._tamp_skipping = True
-        try:
-            yield
-        finally:
-            self._tamp_skipping = False
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        """Synchronizes (unless synchronize() already did) and steps: in server-optimizer
-        mode the servers' update is the step; in AGGREGATE mode the wrapped optimizer steps on
-        the mean gradient. Returns closure()'s loss when given."""
-        if self._tamp_skipping and not self._tamp_synchronized:
-            raise RuntimeError("step() inside skip_synchronize() needs synchronize() first: "
-                               "this step's gradients are pushed but not yet answered")
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():  # As torch's optimizers: the closure runs backward.
-                loss = closure()
-        self._tamp_synchronize(None if loss is None else float(loss))
-        self._tamp_synchronized = False
-        if self._tamp.client.aggregates:
-            if self._tamp_stepped:
-                super(self.__class__, self).step()
-        elif self._tamp_learning_rate is not None and \
-                self.param_groups[0]["lr"] != self._tamp_learning_rate:
-            warnings.warn("DistributedOptimizer: the wrapped optimizer's learning rate changed "
-                          f"to {self.param_groups[0]['lr']} (an LR scheduler?), but in "
-                          "server-optimizer mode the servers' schedule (the config's "
-                          "optimizer.schedule) sets the rate", stacklevel=2)
-            self._tamp_learning_rate = None  # Once.
-        return loss
-
-
 def DistributedOptimizer(optimizer: torch.optim.Optimizer,
                          named_parameters: Optional[Iterable[Tuple[str, torch.nn.Parameter]]] = None,
                          backward_passes_per_step: int = 1) -> torch.optim.Optimizer:
@@ -505,14 +340,15 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
             or backward_passes_per_step < 1:
         raise ValueError("DistributedOptimizer: backward_passes_per_step must be an int >= 1, "
                          f"got {backward_passes_per_step!r}")
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               {name: value for name, value in _DistributedOptimizer.__dict__.items()
-                if name not in ("__dict__", "__weakref__")})
-    wrapped = cls.__new__(cls)
-    wrapped.__dict__.update(optimizer.__dict__)
-    wrapped._tamp_setup(named_parameters, backward_passes_per_step)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError("DistributedOptimizer: expected a torch.optim.Optimizer, got a "
+                        f"{type(optimizer).__name__}")
+    named = _torch_optimizer.job_parameters(optimizer, named_parameters)
+    session = _register(named, "DistributedOptimizer")
+    wrapped = _torch_optimizer.wrap(optimizer, session, named, backward_passes_per_step)
     if not wrapped._tamp.client.aggregates:
-        unused = _unused_settings(optimizer, tamp.placement().config.optimizer)
+        unused = _torch_optimizer.unused_settings(optimizer,
+                                                  tamp.placement().config.optimizer)
         if unused:
             warnings.warn("DistributedOptimizer: in server-optimizer mode the servers run the "
                           "config's optimizer section and the wrapped optimizer never steps, "

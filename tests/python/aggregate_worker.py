@@ -140,13 +140,17 @@ def check_optimizer_state_broadcast(model, optimizer):
 
 def check_distributed_optimizer(out_path):
     """DistributedOptimizer in AGGREGATE mode: step() steps the wrapped SGD on the mean; at
-    the third step, on the mean clipped between synchronize() and step()."""
+    the third step, on the mean clipped between synchronize() and step(). The LR scheduler
+    was created before DistributedOptimizer() (on the optimizer it wraps): it halves the
+    rate after two steps, and sees every step (no warning)."""
     torch.manual_seed(5)
     model = Mlp()
-    optimizer = tamp.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.125),
-                                                named_parameters=model.named_parameters())
+    sgd = torch.optim.SGD(model.parameters(), lr=0.125)
+    schedule = torch.optim.lr_scheduler.StepLR(sgd, step_size=2, gamma=0.5)
+    optimizer = tamp.torch.DistributedOptimizer(sgd, named_parameters=model.named_parameters())
     check_optimizer_state_broadcast(model, optimizer)
     for step in range(3):
+        rate = 0.125 if step < 2 else 0.0625
         x, y = local_batch(step)
         means = mean_of_local_gradients(model, x, y)
         before = [p.detach().clone() for p in model.parameters()]
@@ -167,8 +171,12 @@ def check_distributed_optimizer(out_path):
         else:
             optimizer.step()
         for (name, param), old, mean in zip(model.named_parameters(), before, means):
-            torch.testing.assert_close(param.detach(), old - 0.125 * scale * mean, rtol=1e-5,
+            torch.testing.assert_close(param.detach(), old - rate * scale * mean, rtol=1e-5,
                                        atol=1e-6, msg=name)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            schedule.step()
+        assert not caught, [str(w.message) for w in caught]
     dump(model, out_path)
 
 

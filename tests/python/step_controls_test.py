@@ -3,6 +3,8 @@
 Job as torch_test.py's (1 worker, codec none, SGD at 0.125 without momentum, run by the
 servers), with DistributedOptimizer(backward_passes_per_step=2): gradient accumulation,
 a parameter that gets no gradient (pushed as zeros), synchronize() and skip_synchronize().
+The model has a frozen parameter (requires_grad False) in the optimizer, as
+`optim(model.parameters())` puts it there: it is not a job tensor and never moves.
 The tests share one session; each leaves the step it took complete.
 """
 
@@ -22,10 +24,11 @@ class Mlp(torch.nn.Module):
         super().__init__()
         self.fc1 = torch.nn.Linear(784, 64)
         self.fc2 = torch.nn.Linear(64, 10)
+        self.scale = torch.nn.Parameter(torch.full((10,), 0.5), requires_grad=False)
 
     def forward(self, x, skip_fc2=False):
         hidden = torch.relu(self.fc1(x))
-        return hidden[:, :10] if skip_fc2 else self.fc2(hidden)
+        return hidden[:, :10] if skip_fc2 else self.fc2(hidden) * self.scale
 
 
 def loss_of(model, seed, skip_fc2=False):
@@ -51,10 +54,12 @@ class StepControlsTest(unittest.TestCase):
         return {name: p.detach().clone() for name, p in self.model.named_parameters()}
 
     def assertMovedBy(self, before, grads):
-        """Each parameter is exactly its value before minus 0.125 x its pushed gradient."""
+        """Each trainable parameter is exactly its value before minus 0.125 x its pushed
+        gradient; the frozen one has not moved."""
         for name, param in self.model.named_parameters():
-            torch.testing.assert_close(param.detach(), before[name] - LEARNING_RATE * grads[name],
-                                       rtol=0, atol=0, msg=name)
+            moved = before[name] - LEARNING_RATE * grads[name] if param.requires_grad else 0.5
+            torch.testing.assert_close(param.detach(), torch.broadcast_to(
+                torch.as_tensor(moved), param.shape), rtol=0, atol=0, msg=name)
 
     def accumulate(self, seeds, skip_fc2=False):
         """zero_grad, then one backward per seed; the accumulated gradients (None: none)."""
@@ -62,7 +67,7 @@ class StepControlsTest(unittest.TestCase):
         for seed in seeds:
             loss_of(self.model, seed, skip_fc2).backward()
         return {name: None if p.grad is None else p.grad.clone()
-                for name, p in self.model.named_parameters()}
+                for name, p in self.model.named_parameters() if p.requires_grad}
 
     def test_gradients_of_the_passes_are_summed_and_pushed_once(self):
         before = self.snapshot()
@@ -72,7 +77,8 @@ class StepControlsTest(unittest.TestCase):
             reference = Mlp()
             reference.load_state_dict(self.model.state_dict())
             loss_of(reference, seed).backward()
-            separately.append({n: p.grad for n, p in reference.named_parameters()})
+            separately.append({n: p.grad for n, p in reference.named_parameters()
+                               if p.requires_grad})
         for name in grads:
             torch.testing.assert_close(grads[name], separately[0][name] + separately[1][name],
                                        msg=name)
@@ -100,7 +106,7 @@ class StepControlsTest(unittest.TestCase):
         grads = self.accumulate([7, 8], skip_fc2=True)
         self.assertIsNone(grads["fc2.weight"])
         self.optimizer.step()
-        zeros = {name: torch.zeros_like(p) for name, p in before.items()}
+        zeros = {name: torch.zeros_like(before[name]) for name in grads}
         self.assertMovedBy(before, {name: zeros[name] if g is None else g
                                     for name, g in grads.items()})
         self.assertTrue(torch.equal(self.model.fc2.weight.grad, zeros["fc2.weight"]))
@@ -129,6 +135,15 @@ class StepControlsTest(unittest.TestCase):
                             for name, p in self.model.named_parameters()))
         self.optimizer.step()
         self.assertMovedBy(before, grads)
+
+    def test_a_trainable_parameter_the_names_miss_is_refused(self):
+        extra = torch.nn.Parameter(torch.zeros(3, 2))
+        with self.assertRaises(ValueError) as raised:
+            tamp.torch.DistributedOptimizer(
+                torch.optim.SGD(list(self.model.parameters()) + [extra], lr=1.0),
+                named_parameters=self.model.named_parameters())
+        self.assertIn("shape [3, 2]", str(raised.exception))
+        self.assertIn("not in named_parameters", str(raised.exception))
 
     def test_backward_passes_per_step_is_validated(self):
         for bad in (0, -1, 1.5, True, "2"):

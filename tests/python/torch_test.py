@@ -85,7 +85,8 @@ class TorchTest(unittest.TestCase):
         self.assertIn("lr=1.0 (the servers': 0.125)", messages[0])
         self.assertNotIn("momentum", messages[0])  # 0 on both sides.
         adam = torch.optim.Adam(Mlp().parameters(), lr=0.125)
-        self.assertEqual(tamp.torch._unused_settings(adam, tamp.placement().config.optimizer),
+        servers = tamp.placement().config.optimizer
+        self.assertEqual(tamp._torch_optimizer.unused_settings(adam, servers),
                          ["Adam itself (the servers run sgd)"])
 
     def test_a_changed_learning_rate_is_named_once(self):
@@ -173,6 +174,33 @@ class TorchTest(unittest.TestCase):
         self.assertRefused(ValueError, lambda: tamp.torch.report_eval(1.5), "test_accuracy")
         self.assertRefused(ValueError, lambda: tamp.torch.report_done(0.5, float("nan")),
                            "step_ms_median")
+
+    def test_a_later_distributed_optimizer_takes_over_between_steps(self):
+        model, first = self.model, self.optimizer
+        first.zero_grad()
+        loss_of(model).backward()  # Inside a step: no other may take over.
+        self.assertRefused(RuntimeError, lambda: tamp.torch.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.125),
+            named_parameters=model.named_parameters()), "inside a step", "step() first")
+        first.step()
+        later = tamp.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.125),
+                                                named_parameters=model.named_parameters())
+        type(self).optimizer = later  # The other tests' from now on.
+        self.assertRefused(RuntimeError, first.step, "replaced this one")
+        self.test_steps_apply_the_servers_sgd_exactly()  # One push per tensor: later's.
+
+    def test_arguments_of_the_wrong_kind_are_named(self):
+        self.assertRefused(TypeError, lambda: tamp.torch.DistributedOptimizer(
+            self.model, named_parameters=self.model.named_parameters()),
+            "expected a torch.optim.Optimizer, got a Mlp")
+        for bad, words in ((self.model.parameters(), "(name, tensor) pairs"),
+                           (["fc1.weight"], "got a str"), (3, "got a int")):
+            self.assertRefused(TypeError, lambda: tamp.torch.DistributedOptimizer(
+                torch.optim.SGD(self.model.parameters(), lr=0.125), named_parameters=bad),
+                "named_parameters", words)
+        self.assertRefused(TypeError, lambda: tamp.torch.broadcast_parameters(self.model),
+                           "params is a Mlp module", "named_parameters()")
+        self.test_steps_apply_the_servers_sgd_exactly()  # Still the job's one optimizer.
 
     def test_model_other_than_the_jobs_refused(self):
         other = Mlp(hidden=32)

@@ -1,0 +1,267 @@
+"""DistributedOptimizer's machinery for tamp.torch (whose docstring documents it): the job's
+parameters of an optimizer, the hooks that push each gradient as backward accumulates it,
+and the methods the wrapped optimizer's class gains. Works on tamp.torch's session (the
+job's client and registered tensors), passed in; imports nothing of tamp.torch.
+
+Threading: the training thread's (backward's hooks run on it for CPU tensors).
+"""
+
+import contextlib
+import math
+import warnings
+from typing import Dict, Iterable, List, Optional, Tuple, Union
+
+import torch
+
+
+def named_tensors(params: Union[Dict[str, torch.Tensor], Iterable[Tuple[str, torch.Tensor]]],
+                  caller: str, argument: str) -> List[Tuple[str, torch.Tensor]]:
+    """`params` (a dict, or an iterable of (name, tensor) pairs) as a list of pairs; a
+    TypeError naming `argument` and what it holds instead."""
+    if isinstance(params, torch.nn.Module):
+        raise TypeError(f"{caller}: {argument} is a {type(params).__name__} module; pass its "
+                        "named_parameters() (or its state_dict())")
+    try:
+        items = list(params.items() if isinstance(params, dict) else params)
+    except TypeError:
+        raise TypeError(f"{caller}: {argument} must be a dict or (name, tensor) pairs, got a "
+                        f"{type(params).__name__}") from None
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+            raise TypeError(f"{caller}: {argument} must hold (name, tensor) pairs, as "
+                            f"model.named_parameters() yields them; got a {type(item).__name__}")
+    return items
+
+
+def _grad_accumulated_hook(param: torch.Tensor, hook) -> tuple:
+    """Calls hook() once backward has accumulated param.grad. Returns what to keep while
+    the hook is wanted: its handle first (.remove() removes it)."""
+    if hasattr(param, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+        return (param.register_post_accumulate_grad_hook(lambda _: hook()),)
+    # torch < 2.1: the hook of the parameter's gradient accumulator runs after it has written
+    # .grad; the accumulator lives as long as a reference to it.
+    accumulator = param.expand_as(param).grad_fn.next_functions[0][0]
+    return accumulator.register_hook(lambda *_: hook()), accumulator
+
+
+# The torch optimizers whose rules the servers' optimizers follow (optim/optimizer.h), with
+# the settings the servers' versions fix.
+_SERVER_RULES = {torch.optim.SGD: ("sgd", {"dampening": 0.0}),
+                 torch.optim.Adam: ("adam", {"amsgrad": False})}
+
+
+def _shown(value) -> str:
+    """A config value (fp32) as it was written: 0.05, not 0.05000000074505806."""
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_shown(v) for v in value) + ")"
+    return f"{value:.7g}" if isinstance(value, float) else str(value)
+
+
+def unused_settings(optimizer: torch.optim.Optimizer, servers: Optional[dict]) -> List[str]:
+    """The wrapped optimizer's settings that differ from the servers' optimizer (the config's
+    `optimizer` section, tamp.Config.optimizer), which steps in its place."""
+    rule = _SERVER_RULES.get(type(optimizer))
+    if servers is None or rule is None or rule[0] != servers["name"]:
+        return [f"{type(optimizer).__name__} itself (the servers run "
+                f"{servers['name'] if servers else 'none'})"]
+    expected = dict(servers, **rule[1])
+    del expected["name"]
+    differ = []
+    for index, group in enumerate(optimizer.param_groups):
+        for key, value in expected.items():
+            if key not in group:
+                continue
+            mine = group[key]
+            if isinstance(value, tuple):
+                same = all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(mine, value))
+            elif isinstance(value, bool):
+                same = bool(mine) == value
+            else:
+                same = math.isclose(float(mine), value, rel_tol=1e-6, abs_tol=1e-12)
+            if not same:
+                where = f"param_groups[{index}] " if len(optimizer.param_groups) > 1 else ""
+                differ.append(f"{where}{key}={mine} (the servers': {_shown(value)})")
+    return differ
+
+
+def job_parameters(optimizer: torch.optim.Optimizer, named_parameters
+                   ) -> List[Tuple[str, torch.Tensor]]:
+    """The job's tensors of `optimizer`: its trainable parameters, named by named_parameters
+    (an iterable of (name, tensor) pairs; without it "param.G.I"). ValueError or TypeError
+    naming what does not fit."""
+    # A frozen parameter (requires_grad False, which torch's optimizers skip) gets no
+    # gradient to push.
+    in_optimizer = [p for group in optimizer.param_groups for p in group["params"]]
+    if named_parameters is None:
+        named = [(f"param.{g}.{i}", p) for g, group in enumerate(optimizer.param_groups)
+                 for i, p in enumerate(group["params"]) if p.requires_grad]
+    else:
+        every_named = named_tensors(named_parameters, "DistributedOptimizer",
+                                     "named_parameters")
+        named = [(name, p) for name, p in every_named if p.requires_grad]
+        optimizer_ids = {id(p) for p in in_optimizer}
+        for name, p in named:
+            if id(p) not in optimizer_ids:
+                raise ValueError(f'DistributedOptimizer: parameter "{name}" is not in the '
+                                 "optimizer's param_groups")
+        named_ids = {id(p) for _, p in every_named}
+        for p in in_optimizer:
+            if p.requires_grad and id(p) not in named_ids:
+                raise ValueError("DistributedOptimizer: a parameter of shape "
+                                 f"{list(p.shape)} in the optimizer's param_groups is not "
+                                 "in named_parameters")
+    return named
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """The methods DistributedOptimizer() adds to the wrapped optimizer's class."""
+
+    def _tamp_setup(self, session, named: List[Tuple[str, torch.Tensor]],
+                    backward_passes_per_step: int) -> None:
+        """Starts the job (session.start()) and hooks `named`, the job's tensors (registered
+        with `session`); a DistributedOptimizer that pushed until now hands over, or, inside
+        a step, refuses before anything changes."""
+        previous = session.optimizer
+        if previous is not None:
+            previous._tamp_check_between_steps("DistributedOptimizer")
+        self._tamp = session
+        session.start()
+        self._tamp_params = [p for _, p in named]
+        self._tamp_passes = backward_passes_per_step
+        # Per parameter, the backward passes that have accumulated its gradient this step; it
+        # is pushed on the last of them (or by synchronize()).
+        self._tamp_passes_done = [0] * len(self._tamp_params)
+        self._tamp_synchronized = False  # synchronize() ran; step() does not wait again.
+        self._tamp_stepped = True  # The last synchronize() was a step (not a rejoin).
+        self._tamp_skipping = False  # Inside skip_synchronize().
+        # The rate at registration, to say once when a scheduler changes it to no effect.
+        self._tamp_learning_rate = self.param_groups[0].get("lr")
+        self._tamp_replaced = False  # A later DistributedOptimizer() took the hooks over.
+        self._tamp_hooks = [
+            _grad_accumulated_hook(param, lambda i=index, p=param: self._tamp_accumulated(i, p))
+            for index, param in enumerate(self._tamp_params)]
+        if previous is not None:
+            previous._tamp_hand_over()
+        self._tamp.optimizer = self
+
+    def _tamp_check_between_steps(self, caller: str) -> None:
+        if any(self._tamp_passes_done) or self._tamp_synchronized:
+            raise RuntimeError(f"{caller}: the current DistributedOptimizer is inside a step "
+                               "(gradients pushed, or synchronize() called): call its step() "
+                               "first")
+
+    def _tamp_hand_over(self) -> None:
+        """A later DistributedOptimizer() over the same tensors pushes from now on."""
+        for kept in self._tamp_hooks:
+            kept[0].remove()
+        self._tamp_hooks = []
+        self._tamp_replaced = True
+
+    def _tamp_check_current(self) -> None:
+        if self._tamp_replaced:
+            raise RuntimeError("DistributedOptimizer: a later DistributedOptimizer() over the "
+                               "same tensors replaced this one (it pushes and steps now); "
+                               "step that one")
+
+    def _tamp_accumulated(self, index: int, param: torch.Tensor) -> None:
+        done = self._tamp_passes_done[index] + 1
+        if done > self._tamp_passes:
+            raise RuntimeError(
+                f'tensor "{self._tamp.names[index]}": backward accumulated its gradient '
+                f"{done} times in one step, and DistributedOptimizer(backward_passes_per_step="
+                f"{self._tamp_passes}) pushed it after {self._tamp_passes}: call step() first")
+        self._tamp_passes_done[index] = done
+        if done == self._tamp_passes:
+            self._tamp.push(index, param.grad)
+
+    @torch.no_grad()
+    def synchronize(self) -> None:
+        """Completes the step's exchange: pushes what backward has not (a parameter without
+        gradient this step as zeros, in .grad; one accumulated fewer than
+        backward_passes_per_step times as its .grad is), waits for every answer and applies
+        it: the servers' update into the parameters, or in AGGREGATE mode the mean into each
+        .grad, where the caller may clip it before stepping under skip_synchronize()."""
+        self._tamp_synchronize(loss=None)
+
+    def _tamp_synchronize(self, loss: Optional[float]) -> None:
+        """synchronize(), with the step's loss (step(closure)'s) for the reports."""
+        self._tamp_check_current()
+        if self._tamp_synchronized:
+            return
+        for index, param in enumerate(self._tamp_params):
+            if self._tamp_passes_done[index] < self._tamp_passes:
+                if param.grad is None:  # Unused in this step's forward: Horovod's zeros.
+                    param.grad = torch.zeros_like(param)
+                self._tamp.push(index, param.grad)
+                self._tamp_passes_done[index] = self._tamp_passes
+        if not self._tamp.client.aggregates:
+            self._tamp_stepped = self._tamp.finish_step(self._tamp.params, loss)
+        else:
+            self._tamp_stepped = self._tamp.finish_step([p.grad for p in self._tamp_params],
+                                                        loss)
+        self._tamp_passes_done = [0] * len(self._tamp_params)
+        self._tamp_synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Horovod's: step() inside it steps on what synchronize() gave, without waiting."""
+        self._tamp_skipping = True
+        try:
+            yield
+        finally:
+            self._tamp_skipping = False
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Synchronizes (unless synchronize() already did) and steps: in server-optimizer
+        mode the servers' update is the step; in AGGREGATE mode the wrapped optimizer steps on
+        the mean gradient. Returns closure()'s loss when given."""
+        self._tamp_check_current()
+        if self._tamp_skipping and not self._tamp_synchronized:
+            raise RuntimeError("step() inside skip_synchronize() needs synchronize() first: "
+                               "this step's gradients are pushed but not yet answered")
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():  # As torch's optimizers: the closure runs backward.
+                loss = closure()
+        self._tamp_synchronize(None if loss is None else float(loss))
+        self._tamp_synchronized = False
+        if self._tamp.client.aggregates:
+            if self._tamp_stepped:
+                super(self.__class__, self).step()
+        elif self._tamp_learning_rate is not None and \
+                self.param_groups[0]["lr"] != self._tamp_learning_rate:
+            warnings.warn("DistributedOptimizer: the wrapped optimizer's learning rate changed "
+                          f"to {self.param_groups[0]['lr']} (an LR scheduler?), but in "
+                          "server-optimizer mode the servers' schedule (the config's "
+                          "optimizer.schedule) sets the rate", stacklevel=2)
+            self._tamp_learning_rate = None  # Once.
+        if self._tamp_scheduled is not None:
+            count_step_for_scheduler(self._tamp_scheduled)
+        return loss
+
+
+def count_step_for_scheduler(optimizer: torch.optim.Optimizer) -> None:
+    """What an LR scheduler's wrapper of optimizer.step() records of a step (torch < 2.2
+    counts _step_count, later ones set _opt_called), so that the scheduler created before
+    DistributedOptimizer() sees it and does not warn that step() was never called."""
+    if hasattr(optimizer, "_step_count"):
+        optimizer._step_count += 1
+    optimizer._opt_called = True
+
+
+def wrap(optimizer: torch.optim.Optimizer, session, named: List[Tuple[str, torch.Tensor]],
+         backward_passes_per_step: int) -> torch.optim.Optimizer:
+    """`optimizer` as an instance of a subclass of its class with _DistributedOptimizer's
+    methods, sharing its state, pushing `named` (registered with `session`)."""
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               {name: value for name, value in _DistributedOptimizer.__dict__.items()
+                if name not in ("__dict__", "__weakref__")})
+    wrapped = cls.__new__(cls)
+    wrapped.__dict__.update(optimizer.__dict__)
+    # An LR scheduler created before wrapping replaced the optimizer's step() on the instance
+    # with its counting wrapper of the class's own step(): copied, it would step without
+    # Tamp. The copy keeps Tamp's step(), which counts the step for that scheduler.
+    wrapped._tamp_scheduled = optimizer if wrapped.__dict__.pop("step", None) else None
+    wrapped._tamp_setup(session, named, backward_passes_per_step)
+    return wrapped

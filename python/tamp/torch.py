@@ -79,7 +79,14 @@ def init(config=None, rank: Optional[int] = None, servers=None,
     learning-rate schedule needs them; the first registration raises without them.
     report: print the progress events `tamp run` reads by itself where the script does not
     (a STEP per step, a DONE at the end: tamp/_reports.py); None: under `tamp run` only.
+    RuntimeError while a job's client is open (shutdown() closes it), and nothing changes.
     """
+    if _session is not None:
+        raise RuntimeError("tamp.torch.init: this process's job is running (registered "
+                           f"{len(_session.names)} tensors); call tamp.torch.shutdown() first")
+    for name, count in (("steps_per_epoch", steps_per_epoch), ("total_steps", total_steps)):
+        if count is not None:
+            tamp._check_step_count("tamp.torch.init", name, count)
     where = tamp.init(config, rank, servers, num_workers)
     _run["steps_per_epoch"] = steps_per_epoch
     _run["total_steps"] = total_steps

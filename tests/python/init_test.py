@@ -92,6 +92,26 @@ class InitTest(unittest.TestCase):
         capped = tamp.load_config(text.replace("epochs: 2", "epochs: 3 max_steps: 25"))
         self.assertEqual([tamp.count_steps(capped, n) for n in (5, 10)], [15, 25])
 
+    def test_step_counts_that_are_not_counts_are_named(self):
+        import tamp.torch
+        config = tamp.load_config(CONFIG)
+        with self.environment(TAMP_RANK="0"):
+            tamp.torch.init(steps_per_epoch=10)
+            for bad in (0, -3, 2.5, "10", True):
+                for call, words in (
+                        (lambda: tamp.count_steps(config, bad), "count_steps: steps_per_epoch"),
+                        (lambda: tamp.Client([], bad), "Client: steps_per_epoch"),
+                        (lambda: tamp.Client([], 5, total_steps=bad), "Client: total_steps"),
+                        (lambda: tamp.torch.init(steps_per_epoch=bad),
+                         "tamp.torch.init: steps_per_epoch"),
+                        (lambda: tamp.torch.init(steps_per_epoch=4, total_steps=bad),
+                         "tamp.torch.init: total_steps")):
+                    with self.assertRaises(ValueError) as raised:
+                        call()
+                    self.assertIn(f"{words} must be an int >= 1, got {bad!r}",
+                                  str(raised.exception))
+        self.assertEqual(tamp.torch._run["steps_per_epoch"], 10)  # The refusals changed none.
+
     def test_a_state_dict_before_registration_is_refused_with_the_way_out(self):
         import torch  # Debian's python3-torch; no servers needed: the refusal comes first.
         import tamp.torch

@@ -202,6 +202,14 @@ class TorchTest(unittest.TestCase):
                            "params is a Mlp module", "named_parameters()")
         self.test_steps_apply_the_servers_sgd_exactly()  # Still the job's one optimizer.
 
+    def test_init_while_the_job_runs_is_refused(self):
+        placement = tamp.placement()
+        self.assertRefused(RuntimeError, lambda: tamp.torch.init(steps_per_epoch=7),
+                           "job is running", "registered 4 tensors", "shutdown() first")
+        self.assertIs(tamp.placement(), placement)
+        self.assertEqual(tamp.torch._run["steps_per_epoch"], 100)
+        self.test_steps_apply_the_servers_sgd_exactly()
+
     def test_model_other_than_the_jobs_refused(self):
         other = Mlp(hidden=32)
         self.assertRefused(ValueError, lambda: tamp.torch.DistributedOptimizer(

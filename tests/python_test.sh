@@ -9,7 +9,8 @@
 # tamp.torch worker against a CPU one (device_worker.py; skipped without torch CUDA), the
 # events tamp.torch prints for a script that reports nothing (auto_report_worker.py), and two
 # tamp.torch workers ending with bit-identical replicas, one of them once killed and restarted
-# by `tamp run --restart_workers` (examples/pytorch/mlp.py).
+# by `tamp run --restart_workers` (examples/pytorch/mlp.py), and a DDP script switched to Tamp
+# under `tamp run` (examples/pytorch/ddp.py).
 # Debian's /usr/bin/python3 with python3-torch and python3-numpy.
 source tests/testlib.sh
 source tests/python_testlib.sh
@@ -162,6 +163,26 @@ EOF
     { cat "$dir/out" >&2; fail "auto reports ($mode): the summary is not the events'"; }
   echo "auto reports ($mode): $(grep -o 'done: .*' "$dir/out")"
 done
+
+# A DDP script switched to Tamp (examples/pytorch/ddp.py: the comm hook, AGGREGATE mode):
+# its gloo process group comes from the torchrun variables `tamp run` sets (env://).
+dir="$WORK/ddp_example"
+mkdir -p "$dir"
+write_config "$dir/job.pbtxt" model="kind: REGISTERED" training="max_steps: 20"
+echo "server { mode: AGGREGATE }" >> "$dir/job.pbtxt"
+PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --run_dir="$dir/run" \
+  --summary_json="$dir/summary.json" --server_binary="$SERVER_BIN" -- \
+  "${PYTHON3_COMMAND[@]}" examples/pytorch/ddp.py > "$dir/out" 2>&1 ||
+  { cat "$dir/out" "$dir"/run/worker-*.log >&2; fail "ddp example: tamp run failed"; }
+/usr/bin/python3 - "$dir/summary.json" "$dir/out" <<'EOF' ||
+import json, re, sys
+summary, out = json.load(open(sys.argv[1])), open(sys.argv[2]).read()
+accuracy = float(re.search(r"final test accuracy ([0-9.]+) after 20 steps", out)[1])
+assert summary["steps"] == 20 and abs(summary["test_accuracy"] - accuracy) < 1e-4, summary
+assert summary["compression_ratio"] > 5, summary  # top-k 10% of the pushes.
+EOF
+  { cat "$dir/out" >&2; fail "ddp example: the summary is not the run's"; }
+echo "ddp example: $(grep -o 'done: .*' "$dir/out")"
 
 # Two workers, top-k 10% with error feedback and momentum on the servers.
 dir="$WORK/replicas"

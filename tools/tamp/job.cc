@@ -1,8 +1,11 @@
 #include "tools/tamp/job.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +49,24 @@ std::string HostPort(const std::string& host, int port) {
 
 std::string Seconds(absl::Duration d) { return absl::StrCat(absl::ToDoubleSeconds(d), " s"); }
 
+// A TCP port on 127.0.0.1 that nothing listens on now (the system's pick of port 0), for
+// the workers' torch.distributed rendezvous. Another process may take it before they do.
+absl::StatusOr<int> UnusedLocalPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "socket() for a free port");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  const bool found =
+      bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  const int error = errno;
+  close(fd);
+  if (!found) return absl::ErrnoToStatus(error, "binding 127.0.0.1:0 for a free port");
+  return static_cast<int>(ntohs(address.sin_port));
+}
+
 class Job {
  public:
   Job(const config::RunConfig& config, const RunOptions& options, const Console& console)
@@ -77,7 +98,8 @@ class Job {
   Outcome WaitForServers(std::vector<std::string>* addresses);
   absl::Status StartWorkers();
   // How worker `rank` is started: tamp_worker with flags, or the COMMAND with its placement
-  // in the environment (TAMP_*, as job/placement.h reads it). `restart` > 0: the process
+  // in the environment (TAMP_*, as job/placement.h reads it, and torchrun's RANK,
+  // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). `restart` > 0: the process
   // replaces a dead one and rejoins the run (tamp_worker --resume, TAMP_RESTART=<restart>).
   ChildSpec WorkerSpec(uint32_t rank, int restart) const;
   // Starts worker child `child`'s rank again (--restart_workers), or returns false when no
@@ -113,6 +135,7 @@ class Job {
   int server_restarts_ = 0;                            // Done so far.
   std::vector<std::string> server_addresses_;          // host:port by shard.
   int worker_restarts_ = 0;                            // Done so far, all ranks.
+  int rendezvous_port_ = 0;  // MASTER_PORT of a COMMAND's workers (torch.distributed).
   std::vector<int> restarts_by_worker_;                // By worker rank.
   ProgressRenderer renderer_;
   SummaryBuilder summary_;
@@ -206,6 +229,11 @@ Job::Outcome Job::WaitForServers(std::vector<std::string>* addresses) {
 
 absl::Status Job::StartWorkers() {
   const uint32_t num_workers = config_.cluster().num_workers();
+  if (!options_.command.empty()) {
+    absl::StatusOr<int> port = UnusedLocalPort();
+    if (!port.ok()) return port.status();
+    rendezvous_port_ = *port;
+  }
   workers_.assign(num_workers, -1);
   restarts_by_worker_.assign(num_workers, 0);
   for (uint32_t j = 0; j < num_workers; ++j) {
@@ -227,10 +255,16 @@ ChildSpec Job::WorkerSpec(uint32_t rank, int restart) const {
   }
   spec.argv = options_.command;
   spec.search_path = true;
+  const uint32_t num_workers = config_.cluster().num_workers();
   spec.env = {absl::StrCat("TAMP_CONFIG=", config_path_), absl::StrCat("TAMP_RANK=", rank),
-              absl::StrCat("TAMP_NUM_WORKERS=", config_.cluster().num_workers()),
+              absl::StrCat("TAMP_NUM_WORKERS=", num_workers),
               absl::StrCat("TAMP_LOCAL_RANK=", rank),  // Every worker runs on this host.
-              absl::StrCat("TAMP_SERVERS=", servers)};
+              absl::StrCat("TAMP_SERVERS=", servers),
+              // torchrun's, so that a script's torch.distributed.init_process_group() (env://,
+              // e.g. for DDP and its comm hook) finds its group as under torchrun.
+              absl::StrCat("RANK=", rank), absl::StrCat("WORLD_SIZE=", num_workers),
+              absl::StrCat("LOCAL_RANK=", rank), absl::StrCat("LOCAL_WORLD_SIZE=", num_workers),
+              "MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", rendezvous_port_)};
   if (restart > 0) spec.env.push_back(absl::StrCat("TAMP_RESTART=", restart));
   return spec;
 }

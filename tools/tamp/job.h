@@ -5,7 +5,9 @@
 //      servers started elsewhere) and waits for each one's port file;
 //   2. starts cluster.num_workers `tamp_worker`s pointed at the servers, or as many copies
 //      of RunOptions::command with their placement in the environment (TAMP_CONFIG,
-//      TAMP_RANK, TAMP_NUM_WORKERS, TAMP_LOCAL_RANK, TAMP_SERVERS; job/placement.h),
+//      TAMP_RANK, TAMP_NUM_WORKERS, TAMP_LOCAL_RANK, TAMP_SERVERS; job/placement.h; and
+//      torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and
+//      a free MASTER_PORT, for the script's torch.distributed process group),
 //      reads their WorkerEvent lines and renders progress; other stdout lines go to the
 //      console and the worker's log;
 //   3. when every worker has exited 0 (a tamp_worker after reporting DONE): stops the

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -99,7 +100,7 @@ echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"bytesPushed\":\"
 //   FAKE_COMMAND_MODE=hang      never finishes
 constexpr char kFakeCommand[] = R"(
 echo $$ >> "$FAKE_PIDS"
-{ echo "args=$*"; env | grep '^TAMP_' | sort; } >> "$FAKE_ENV_DIR/rank-$TAMP_RANK"
+{ echo "args=$*"; env | grep -E '^(TAMP_|RANK=|WORLD_SIZE=|LOCAL_|MASTER_)' | sort; } >> "$FAKE_ENV_DIR/rank-$TAMP_RANK"
 case "${FAKE_COMMAND_MODE:-ok}" in
   silent) exit 0 ;;
   hang) exec sleep 30 ;;
@@ -132,6 +133,14 @@ std::string ReadFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// The value of the MASTER_PORT= line in `env`, or "".
+std::string MasterPort(const std::string& env) {
+  const size_t at = env.find("MASTER_PORT=");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + strlen("MASTER_PORT=");
+  return env.substr(begin, env.find('\n', begin) - begin);
 }
 
 void WriteExecutable(const std::string& path, const std::string& text) {
@@ -450,13 +459,21 @@ TEST_F(JobTest, CommandWorkersFindTheirPlacementInTheEnvironment) {
   UseCommand();
   ASSERT_EQ(Run(), kExitOk) << out_.str();
   for (int rank = 0; rank < 2; ++rank) {
-    // Appended by each run of the command: one run per rank.
-    EXPECT_EQ(ReadFile(absl::StrCat(env_dir_, "/rank-", rank)),
-              absl::StrCat("args=--lr 0.1\n"
-                           "TAMP_CONFIG=/configs/fake.pbtxt\n"
-                           "TAMP_LOCAL_RANK=",
-                           rank, "\nTAMP_NUM_WORKERS=2\nTAMP_RANK=", rank,
-                           "\nTAMP_SERVERS=127.0.0.1:40000,127.0.0.1:40001\n"));
+    // Appended by each run of the command: one run per rank. Both have the same
+    // MASTER_PORT (torch.distributed's rendezvous), a port nothing listened on.
+    const std::string env = ReadFile(absl::StrCat(env_dir_, "/rank-", rank));
+    const std::string port = MasterPort(env);
+    ASSERT_FALSE(port.empty()) << env;
+    EXPECT_EQ(port, MasterPort(ReadFile(absl::StrCat(env_dir_, "/rank-0"))));
+    EXPECT_GT(std::stoi(port), 0);
+    EXPECT_EQ(env, absl::StrCat("args=--lr 0.1\n"
+                                "LOCAL_RANK=",
+                                rank, "\nLOCAL_WORLD_SIZE=2\nMASTER_ADDR=127.0.0.1\nMASTER_PORT=",
+                                port, "\nRANK=", rank,
+                                "\nTAMP_CONFIG=/configs/fake.pbtxt\n"
+                                "TAMP_LOCAL_RANK=",
+                                rank, "\nTAMP_NUM_WORKERS=2\nTAMP_RANK=", rank,
+                                "\nTAMP_SERVERS=127.0.0.1:40000,127.0.0.1:40001\nWORLD_SIZE=2\n"));
   }
   EXPECT_NE(access((env_dir_ + "/rank-2").c_str(), F_OK), 0);
   const std::string out = out_.str();

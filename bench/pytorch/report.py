@@ -132,10 +132,22 @@ def check_targets(contenders, frontends, best, convergence):
         reached = {c: t for c, t in ddp_t.items() if t is not None}
         best_ddp = min(reached, key=reached.get) if reached else None
         speedup = reached[best_ddp] / tamp_t if best_ddp and tamp_t else None
+        # What the target asks of Tamp's curve: at Tamp's step time on this link, the
+        # fewest steps to 0.85 of any contender (uncompressed ones included) bounds the
+        # speedup Tamp's config could reach with a better curve.
+        tamp_step_s = contenders[best_key]["links"][link]["step_time_median_s"]
+        steps = {c: e["steps_to_target"] for c, e in contenders.items() if e["steps_to_target"]}
+        fewest = min(steps, key=steps.get) if steps else None
+        bound = (reached[best_ddp] / (steps[fewest] * tamp_step_s)
+                 if best_ddp and fewest and tamp_step_s else None)
         checks["1gbit_3x_sooner_than_best_ddp"] = {
             "tamp_time_to_target_s": tamp_t, "ddp_time_to_target_s": ddp_t,
             "best_ddp": best_ddp, "speedup": speedup,
             "round_speedups": round_speedups(contenders, best_key, link),
+            "steps_needed_for_target": (reached[best_ddp] / (SPEEDUP_TARGET * tamp_step_s)
+                                        if best_ddp and tamp_step_s else None),
+            "fewest_steps_to_target": steps.get(fewest), "fewest_steps_contender": fewest,
+            "speedup_at_fewest_steps": bound,
             "met": speedup is not None and speedup >= SPEEDUP_TARGET}
     link = "unshaped"
     if link in contenders[best_key]["links"] and "ddp_none" in contenders:
@@ -216,6 +228,14 @@ def render(results):
                f"{describe(best_ddp, 2)}." if best_ddp else ".")
             + " Round by round (each round's step times): "
             + ", ".join(f"{fmt(x, '.2f')}x" for x in c["round_speedups"]) + ".")
+        if c.get("speedup_at_fewest_steps") is not None:
+            lines.append(
+                f"  At Tamp's step time on this link, {SPEEDUP_TARGET:g}x needs 0.85 within "
+                f"{fmt(c['steps_needed_for_target'], '.0f')} steps; the fewest any contender "
+                f"needed is {c['fewest_steps_to_target']} "
+                f"({describe(c['fewest_steps_contender'], 2)}), which at that step time "
+                f"would be {fmt(c['speedup_at_fewest_steps'], '.2f')}x: in this setup the "
+                "step time, not the compression, bounds what Tamp can gain.")
     c = checks.get("unshaped_not_slower_than_ddp_none")
     if c:
         lines.append(

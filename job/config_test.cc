@@ -422,9 +422,9 @@ TEST(ConfigTest, EveryShippedConfigLoads) {
     }
   }
   std::sort(paths.begin(), paths.end());
-  // 4 examples and the PyTorch examples' 2, the 15 bench configs and one recommended config
-  // per codec.
-  EXPECT_GE(paths.size(), 4u + 2u + 15u + 16u);
+  // 4 examples, the PyTorch examples' 2 and the C++ client example's, the 15 bench configs
+  // and one recommended config per codec.
+  EXPECT_GE(paths.size(), 4u + 2u + 1u + 15u + 16u);
   for (const std::string& path : paths) {
     auto config = LoadConfigFile(path);
     EXPECT_TRUE(config.ok()) << config.status();

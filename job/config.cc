@@ -193,10 +193,6 @@ absl::Status ValidateModel(const config::RunConfig& config) {
     return FieldError("model", "kind REGISTERED takes its tensors from the workers; "
                                "hidden, conv_channels, kernel_size and fc_hidden must be unset");
   }
-  if (config.has_checkpoint()) {
-    return FieldError("checkpoint", "not yet supported with model.kind REGISTERED (a checkpoint "
-                                    "does not hold the registered layout)");
-  }
   return absl::OkStatus();
 }
 

@@ -132,6 +132,9 @@ checkpoint::JobIdentity DescribeJob(const config::RunConfig& config, const JobLa
   FillHandshake(layout, config, /*worker_rank=*/0, rank, /*steps_per_epoch=*/0,
                 /*total_steps=*/0, &handshake);
   *job.mutable_chunks() = handshake.chunks();
+  if (config.model().kind() == config::Model::REGISTERED) {
+    *job.mutable_tensors() = handshake.tensors();
+  }
   return job;
 }
 

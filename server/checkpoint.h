@@ -3,7 +3,8 @@
 // A file holds one shard's complete state (checkpoint::ShardState: per chunk its step,
 // weights, optimizer state and pull-side error-feedback memory) plus the identity of the
 // job it belongs to (checkpoint::JobIdentity: shard rank, cluster size, consistency mode,
-// optimizer, compression seed, every chunk with its range, owner and codecs). Layout, all
+// optimizer, compression seed, every chunk with its range, owner and codecs, and for
+// model.kind REGISTERED the registered tensors' names and shapes). Layout, all
 // integers little-endian:
 //
 //   offset 0   magic "TAMPCKPT"                     8 bytes

@@ -3,8 +3,9 @@
 //   tamp_server --config=job.pbtxt --rank=0 [--host=127.0.0.1] [--port=0] [--port_file=PATH]
 //
 // With a checkpoint block in the config it first resumes from <checkpoint.dir or
-// --checkpoint_dir>/shard-<rank>.ckpt when that exists, and writes it every
-// checkpoint.every_steps steps (server/checkpointer.h).
+// --checkpoint_dir>/shard-<rank>.ckpt when that exists (for model.kind REGISTERED once the
+// first worker handshake has told it the tensors; a checkpoint of other tensors refuses that
+// handshake), and writes it every checkpoint.every_steps steps (server/checkpointer.h).
 // Serves until SIGTERM or SIGINT, then answers the pushes still waiting with UNAVAILABLE,
 // writes a final checkpoint (when configured), shuts the RPC server down (2 s grace) and
 // exits 0. Exits 2 on bad flags or config (the message names the problem) and 1 when it
@@ -204,23 +205,45 @@ int Main(int argc, char** argv) {
     return 0;
   }
   LogLoad(*setup);
-  // SYNC: drops dead or stalled workers from the barriers (consistency.worker_timeout_ms),
-  // started with the shard (for model.kind REGISTERED, at the first handshake).
-  std::mutex watchdog_mu;
+  if (!setup->config.has_checkpoint() && !absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
+    std::fprintf(stderr, "tamp_server: --checkpoint_dir needs a checkpoint block in the config\n");
+    return kExitUsage;
+  }
+  config::Checkpoint checkpoint_spec = setup->config.checkpoint();
+  if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
+    checkpoint_spec.set_dir(dir);
+  }
+  // Made with the shard (at start, or for model.kind REGISTERED at the first handshake),
+  // before it serves: the checkpointer first resumes it from its checkpoint, if any, then
+  // writes them; in SYNC the watchdog drops dead or stalled workers from the barriers
+  // (consistency.worker_timeout_ms). Both stop before the host (and its shard) goes.
+  std::mutex made_with_shard_mu;
+  std::unique_ptr<Checkpointer> checkpointer;
   std::unique_ptr<BarrierWatchdog> watchdog;
+  bool checkpoint_refused = false;
   absl::StatusOr<std::unique_ptr<ShardHost>> host =
-      ShardHost::Create(setup->config, setup->rank, [&](Shard& shard) {
-        std::lock_guard<std::mutex> lock(watchdog_mu);
+      ShardHost::Create(setup->config, setup->rank, [&](Shard& shard) -> absl::Status {
+        std::lock_guard<std::mutex> lock(made_with_shard_mu);
+        if (setup->config.has_checkpoint()) {
+          absl::StatusOr<std::unique_ptr<Checkpointer>> started =
+              Checkpointer::Start(&shard, checkpoint_spec);
+          if (!started.ok()) {
+            checkpoint_refused = true;
+            return started.status();
+          }
+          checkpointer = *std::move(started);
+        }
         watchdog = BarrierWatchdog::Start(&shard);
+        return absl::OkStatus();
       });
   if (!host.ok()) {
     std::fprintf(stderr, "tamp_server: %s\n", std::string(host.status().message()).c_str());
-    return kExitUsage;
+    return checkpoint_refused ? kExitCannotServe : kExitUsage;
   }
-  // The watchdog stops before the host (and its shard) goes.
-  absl::Cleanup stop_watchdog = [&] {
-    std::lock_guard<std::mutex> lock(watchdog_mu);
+  absl::Cleanup stop_made_with_shard = [&] {
+    std::lock_guard<std::mutex> lock(made_with_shard_mu);
     watchdog.reset();
+    checkpointer.reset();
   };
   // Admission and transport (job/security.h): the job token, TLS or allowed plaintext.
   absl::StatusOr<std::string> token = LoadJobToken(setup->config.cluster());
@@ -242,24 +265,6 @@ int Main(int argc, char** argv) {
                                      : "plaintext")
             << (token->empty() ? ", no job token" : ", job token required");
   ParameterServerService service(host->get(), *std::move(token));
-  // Resumes from the shard's checkpoint, if any, before serving; then writes them.
-  std::unique_ptr<Checkpointer> checkpointer;
-  if (setup->config.has_checkpoint()) {
-    config::Checkpoint spec = setup->config.checkpoint();
-    if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
-      spec.set_dir(dir);
-    }
-    absl::StatusOr<std::unique_ptr<Checkpointer>> started =
-        Checkpointer::Start((*host)->shard(), spec);  // Made at start: not REGISTERED.
-    if (!started.ok()) {
-      std::fprintf(stderr, "tamp_server: %s\n", std::string(started.status().message()).c_str());
-      return kExitCannotServe;
-    }
-    checkpointer = *std::move(started);
-  } else if (!absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
-    std::fprintf(stderr, "tamp_server: --checkpoint_dir needs a checkpoint block in the config\n");
-    return kExitUsage;
-  }
 
   // Requests are bounded by validation.max_message_bytes; answers must fit the whole shard.
   const uint64_t max_receive = setup->config.validation().max_message_bytes() != 0
@@ -303,9 +308,12 @@ int Main(int argc, char** argv) {
   // Pushes of a step that can no longer complete must be answered, or Shutdown would wait
   // for them until the deadline and then cancel them without a reason.
   if (Shard* shard = (*host)->shard()) shard->Close(absl::UnavailableError("server shutting down"));
-  if (checkpointer != nullptr) {
-    if (absl::Status written = checkpointer->WriteFinal(); !written.ok()) {
-      LOG(ERROR) << "checkpoint: " << written.message();
+  {
+    std::lock_guard<std::mutex> lock(made_with_shard_mu);
+    if (checkpointer != nullptr) {
+      if (absl::Status written = checkpointer->WriteFinal(); !written.ok()) {
+        LOG(ERROR) << "checkpoint: " << written.message();
+      }
     }
   }
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);

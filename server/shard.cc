@@ -289,7 +289,10 @@ uint64_t Shard::NewIncarnation() {
 checkpoint::ShardState Shard::ExportState() const { return ExportShardState(OwnChunks()); }
 
 absl::Status Shard::Restore(const checkpoint::ShardState& state) {
-  return RestoreShardState(state, rank_, OwnChunks());
+  TAMP_RETURN_IF_ERROR(RestoreShardState(state, rank_, OwnChunks()));
+  // The restored weights are the run's: model.kind REGISTERED waits for no InitWeights().
+  weights_ready_.store(true, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ChunkSnapshot> Shard::Snapshot(uint32_t chunk_id) const {

@@ -25,8 +25,8 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Create(const config::RunCo
   if (config.model().kind() == config::Model::REGISTERED) return host;
   TAMP_ASSIGN_OR_RETURN(const JobLayout layout, BuildJobLayout(config));
   TAMP_ASSIGN_OR_RETURN(host->owned_, Shard::Create(config, layout, rank));
+  if (host->on_created_) TAMP_RETURN_IF_ERROR(host->on_created_(*host->owned_));
   host->shard_.store(host->owned_.get(), std::memory_order_release);
-  if (host->on_created_) host->on_created_(*host->owned_);
   return host;
 }
 
@@ -74,13 +74,20 @@ absl::StatusOr<Shard*> ShardHost::Join(const rpc::HandshakeRequest& request) {
   TAMP_RETURN_IF_ERROR(CheckHandshake(*layout, config_, rank_, request));
   TAMP_ASSIGN_OR_RETURN(std::unique_ptr<Shard> made, Shard::Create(config_, *layout, rank_));
   TAMP_RETURN_IF_ERROR(JoinShard(*made, request));
+  // Last: what the hook starts on the shard (a checkpointer's thread, a watchdog) must not
+  // outlive a shard that is then discarded.
+  if (on_created_) {
+    if (absl::Status prepared = on_created_(*made); !prepared.ok()) {
+      LOG(ERROR) << "shard " << rank_ << ": " << prepared.message();
+      return prepared;
+    }
+  }
   owned_ = std::move(made);
   LOG(INFO) << "shard " << rank_ << ": learned " << layout->tensors.size() << " tensors ("
             << layout->total_elements << " values, " << layout->ChunksOfShard(rank_).size()
             << " of " << layout->chunks.size() << " chunks here) from worker "
             << request.worker_rank() << "'s handshake";
   shard_.store(owned_.get(), std::memory_order_release);
-  if (on_created_) on_created_(*owned_);
   return owned_.get();
 }
 

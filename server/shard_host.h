@@ -1,6 +1,7 @@
 // ShardHost: the shard a server serves, made once its layout is known: at start-up for the
 // built-in models (from the config alone), or for model.kind REGISTERED from the first
-// worker handshake that passes every check (the tensors the workers registered).
+// worker handshake that passes every check (the tensors the workers registered). A hook
+// prepares a made shard before it serves (resuming a checkpoint, starting a watchdog).
 //
 // Thread safety: all methods may be called concurrently; Join() serialises creation, and
 // a created shard never changes. The host owns a shard it made.
@@ -27,8 +28,10 @@ namespace tamp {
 
 class ShardHost {
  public:
-  // Runs once, right after a shard was made (e.g. to start its barrier watchdog).
-  using OnCreated = std::function<void(Shard&)>;
+  // Runs once per shard made, before it serves (or joins the handshake that made it): e.g.
+  // resumes its checkpoint and starts its barrier watchdog. An error discards the shard:
+  // Create() returns it, or the handshake is refused with it (and the next one tries again).
+  using OnCreated = std::function<absl::Status(Shard&)>;
 
   // Serves `shard`, which the caller owns and which must outlive the host.
   explicit ShardHost(Shard* shard);
@@ -36,7 +39,8 @@ class ShardHost {
   // ShardHost::Create()
   //
   // The host of server `rank` for the validated `config`: the shard is made now for MLP and
-  // CNN (errors are Shard::Create()'s), at the first accepted handshake for REGISTERED.
+  // CNN (errors are Shard::Create()'s and `on_created`'s), at the first accepted handshake for
+  // REGISTERED.
   static absl::StatusOr<std::unique_ptr<ShardHost>> Create(const config::RunConfig& config,
                                                            uint32_t rank, OnCreated on_created);
 
@@ -49,8 +53,9 @@ class ShardHost {
   //
   // What a worker's handshake does, all or nothing: CheckHandshake() accepts `request`, then
   // Shard::Join() fixes the run's length and admits a rejoin (their errors). With no shard
-  // yet, one is made from the request's tensors and kept only when both pass, so a refused
-  // handshake (bad tensors, a wrong run length, a rejoin) makes nothing. Returns the shard.
+  // yet, one is made from the request's tensors, prepared (`on_created`) and kept only when
+  // all pass, so a refused handshake (bad tensors, a checkpoint of other tensors, a wrong run
+  // length, a rejoin) keeps nothing. Returns the shard.
   absl::StatusOr<Shard*> Join(const rpc::HandshakeRequest& request);
 
   // ShardHost::Ready()

@@ -1,15 +1,21 @@
 // model.kind REGISTERED on the server: the shard is made from the first accepted handshake's
 // tensors (a refused one makes nothing), and worker 0 sets its initial weights once, before
-// which pulls wait and pushes are refused.
+// which pulls wait and pushes are refused; a restarted server resumes its checkpoint at the
+// first handshake, refusing one of other tensors.
 #include "server/shard_host.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "protocol/handshake.h"
+#include "server/checkpoint.h"
+#include "server/checkpointer.h"
 #include "server/test_job.h"
 
 namespace tamp {
@@ -35,8 +41,9 @@ std::vector<TensorSpec> UserTensors() {
   return {a, b};
 }
 
-rpc::HandshakeRequest Request(const config::RunConfig& config, uint32_t worker) {
-  absl::StatusOr<JobLayout> layout = BuildJobLayout(config, UserTensors());
+rpc::HandshakeRequest Request(const config::RunConfig& config, uint32_t worker,
+                             std::vector<TensorSpec> tensors = UserTensors()) {
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(config, std::move(tensors));
   CHECK(layout.ok()) << layout.status();
   rpc::HandshakeRequest request;
   FillHandshake(*layout, config, worker, /*server_rank=*/0, 10, 20, &request);
@@ -142,12 +149,93 @@ TEST(ShardHostTest, BuiltInModelsGetTheirShardAtOnce) {
   const config::RunConfig config = testing::TestConfig();
   int created = 0;
   absl::StatusOr<std::unique_ptr<ShardHost>> host =
-      ShardHost::Create(config, 1, [&](Shard&) { ++created; });
+      ShardHost::Create(config, 1, [&](Shard&) {
+        ++created;
+        return absl::OkStatus();
+      });
   ASSERT_TRUE(host.ok()) << host.status();
   ASSERT_NE((*host)->shard(), nullptr);
   EXPECT_EQ(created, 1);
   rpc::InitWeightsRequest request = InitRequest(*(*host)->shard(), 1.0f);
   EXPECT_TRUE(absl::IsFailedPrecondition((*host)->shard()->InitWeights(0, request)));
+}
+
+
+TEST(ShardHostTest, AFailingHookRefusesTheHandshakeAndKeepsNoShard) {
+  const config::RunConfig config = RegisteredConfig();
+  bool fail = true;
+  absl::StatusOr<std::unique_ptr<ShardHost>> host =
+      ShardHost::Create(config, 0, [&](Shard&) {
+        return fail ? absl::DataLossError("shard-0.ckpt: damaged") : absl::OkStatus();
+      });
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<Shard*> refused = (*host)->Join(Request(config, 0));
+  EXPECT_TRUE(absl::IsDataLoss(refused.status())) << refused.status();
+  EXPECT_EQ((*host)->shard(), nullptr);
+  fail = false;
+  EXPECT_TRUE((*host)->Join(Request(config, 0)).ok());
+  EXPECT_NE((*host)->shard(), nullptr);
+}
+
+// The checkpointer as tamp_server runs it: resuming each shard it makes.
+absl::StatusOr<std::unique_ptr<ShardHost>> CheckpointedHost(
+    const config::RunConfig& config, std::unique_ptr<Checkpointer>* checkpointer) {
+  return ShardHost::Create(config, 0, [&config, checkpointer](Shard& shard) -> absl::Status {
+    TAMP_ASSIGN_OR_RETURN(*checkpointer, Checkpointer::Start(&shard, config.checkpoint()));
+    return absl::OkStatus();
+  });
+}
+
+TEST(ShardHostTest, ARestartedShardResumesItsCheckpointAtTheFirstHandshake) {
+  const std::string dir = ::testing::TempDir() + "/registered_checkpoint";
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  config::RunConfig config = RegisteredConfig();
+  config.mutable_checkpoint()->set_dir(dir);
+  {  // The first run: worker 0's weights, then a checkpoint (as at every_steps).
+    absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config, 0, nullptr);
+    ASSERT_TRUE(host.ok()) << host.status();
+    absl::StatusOr<Shard*> shard = (*host)->Join(Request(config, 0));
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    ASSERT_TRUE((*shard)->InitWeights(0, InitRequest(**shard, 2.5f)).ok());
+    ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, 0),
+                                DescribeJob(config, (*shard)->layout(), 0),
+                                (*shard)->ExportState())
+                    .ok());
+  }
+  // Restarted: nothing until a handshake teaches it the tensors; then the checkpoint's
+  // weights, with no InitWeights() to wait for.
+  std::unique_ptr<Checkpointer> checkpointer;
+  absl::StatusOr<std::unique_ptr<ShardHost>> host = CheckpointedHost(config, &checkpointer);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(checkpointer, nullptr);
+  absl::StatusOr<Shard*> shard = (*host)->Join(Request(config, 1));
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ASSERT_NE(checkpointer, nullptr);
+  rpc::PullWeightsResponse pulled;
+  ASSERT_TRUE((*shard)->PullWeights(1, &pulled).ok());
+  EXPECT_FALSE(pulled.awaiting_initial_weights());
+  ASSERT_GT(pulled.chunks_size(), 0);
+  for (const rpc::ChunkWeights& chunk : pulled.chunks()) {
+    std::vector<float> values(chunk.values().size() / sizeof(float));
+    std::memcpy(values.data(), chunk.values().data(), chunk.values().size());
+    for (float v : values) ASSERT_EQ(v, 2.5f) << "chunk " << chunk.chunk_id();
+  }
+  EXPECT_TRUE(absl::IsAlreadyExists((*shard)->InitWeights(0, InitRequest(**shard, 1.0f))));
+
+  // Tensors of the same sizes in other shapes chunk alike, yet are another model: the
+  // checkpoint is refused, naming the file and the tensors, and no shard is kept.
+  std::vector<TensorSpec> reshaped = UserTensors();
+  reshaped[0].shape = {700, 3};
+  std::unique_ptr<Checkpointer> other_checkpointer;
+  absl::StatusOr<std::unique_ptr<ShardHost>> other = CheckpointedHost(config, &other_checkpointer);
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<Shard*> refused = (*other)->Join(Request(config, 0, reshaped));
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("shard-0.ckpt"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("another job"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("tensors"));
+  EXPECT_EQ((*other)->shard(), nullptr);
+  EXPECT_EQ(other_checkpointer, nullptr);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Python package with the servers' other modes:
 # - `model { kind: REGISTERED }`: a model the C++ worker does not have; rank 0's initial
-#   weights become everyone's; replicas bit-identical.
+#   weights become everyone's; replicas bit-identical. With checkpoints, under
+#   `tamp run --restart_servers=1` (examples/pytorch/resmlp.py): a server killed mid-run
+#   resumes from its checkpoint at the first handshake and the run ends.
 # - `server { mode: AGGREGATE }`: wait() writes the workers' mean
 #   gradient (codec none: to fp32 rounding); the DDP comm hook gives DDP that mean, and
 #   DistributedOptimizer steps the wrapped optimizer on it.
@@ -15,6 +17,44 @@ start_servers "$dir" "$dir/job.pbtxt" 2
 run_python_workers "$dir" registered_worker.py "$dir/initial@" "$dir/final@"
 cmp "$dir/initial0" "$dir/initial1" || fail "rank 1 did not start from rank 0's weights"
 cmp "$dir/final0" "$dir/final1" || fail "the registered model's replicas differ"
+
+dir="$WORK/registered_checkpoint"
+mkdir -p "$dir"
+write_config "$dir/job.pbtxt" model="kind: REGISTERED"  # 128 steps.
+echo "checkpoint { every_steps: 10 }" >> "$dir/job.pbtxt"
+PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --restart_servers=1 --run_dir="$dir/run" \
+  --summary_json="$dir/summary.json" --server_binary="$SERVER_BIN" -- \
+  "${PYTHON3_COMMAND[@]}" examples/pytorch/resmlp.py > "$dir/out" 2>&1 &
+launcher=$!
+STARTED_PIDS+=($launcher)
+victim=""
+for _ in $(seq 3000); do
+  if grep -qE "step ([5-9][0-9])/128" "$dir/out" 2>/dev/null; then
+    for pid in $(pgrep -f -- "--rank=1"); do
+      # This job's server 1 (other jobs may run at the same time).
+      grep -qzF "$dir/job.pbtxt" "/proc/$pid/cmdline" 2>/dev/null &&
+        grep -qzF "tamp_server" "/proc/$pid/cmdline" 2>/dev/null && victim=$pid
+    done
+    [ -n "$victim" ] && break
+  fi
+  sleep 0.02
+done
+[ -n "$victim" ] || { cat "$dir/out" >&2; fail "registered checkpoint: server 1 not found mid-run"; }
+kill -9 "$victim"
+wait "$launcher" || { cat "$dir/out" "$dir"/run/server-1*.log >&2; fail "registered checkpoint: tamp run failed"; }
+grep -q "restarting it on port .*, it resumes from its checkpoint" "$dir/out" ||
+  { cat "$dir/out" >&2; fail "registered checkpoint: server 1 was not restarted"; }
+grep -q "checkpoint: resumed from .*shard-1.ckpt at step" "$dir/run/server-1.restart-1.log" ||
+  { cat "$dir/run/server-1.restart-1.log" >&2; fail "registered checkpoint: no resume"; }
+grep -q "final test accuracy .* after 128 steps" "$dir/out" ||
+  { cat "$dir/out" >&2; fail "registered checkpoint: the run did not end at step 128"; }
+/usr/bin/python3 - "$dir/summary.json" <<'EOF' || fail "registered checkpoint: summary"
+import json, sys
+summary = json.load(open(sys.argv[1]))
+assert summary["steps"] == 128 and summary["server_restarts"] == 1, summary
+EOF
+echo "registered checkpoint: $(grep -o 'checkpoint: resumed from .*' "$dir/run/server-1.restart-1.log");" \
+  "$(grep -o 'final test accuracy .*' "$dir/out")"
 
 for check in client ddp optimizer; do
   dir="$WORK/aggregate_$check"

@@ -193,6 +193,13 @@ absl::Status ValidateModel(const config::RunConfig& config) {
     return FieldError("model", "kind REGISTERED takes its tensors from the workers; "
                                "hidden, conv_channels, kernel_size and fc_hidden must be unset");
   }
+  if (model.layout_file().empty() && model.profile_file().empty()) return absl::OkStatus();
+  // The workers' tensors described ahead, with their compute (docs/auto.md): checked now as
+  // LAYOUT's are; the workers must then register exactly these.
+  TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(model));
+  TAMP_RETURN_IF_ERROR(ValidateTensors(config, tensors));
+  absl::StatusOr<LayerProfile> profile = LoadProfileFile(model.profile_file(), tensors);
+  if (!profile.ok()) return FieldError("model.profile_file", profile.status().message());
   return absl::OkStatus();
 }
 

@@ -469,6 +469,41 @@ TEST_F(LayoutConfigTest, RelativeFilesAreTheConfigsDirectorys) {
   EXPECT_EQ(layout->total_elements, 40u);
 }
 
+// REGISTERED with the files: the workers' tensors described ahead (for tamp model and
+// compression.automatic); the workers must register exactly these.
+TEST_F(LayoutConfigTest, RegisteredTensorsDescribedAheadAreTheOnlyOnesTaken) {
+  absl::StatusOr<config::RunConfig> config = LoadWith(
+      "model { kind: REGISTERED layout_file: 'm/t.layout' profile_file: 'm/t.profile' }");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<JobLayout> described = BuildJobLayout(*config);
+  ASSERT_TRUE(described.ok()) << described.status();
+  EXPECT_EQ(described->total_elements, 40u);
+  std::vector<TensorSpec> registered = {{"w", {8, 4}}, {"b", {8}}};
+  absl::StatusOr<JobLayout> same = BuildJobLayout(*config, registered);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->chunks.size(), described->chunks.size());
+  registered[0].shape = {4, 8};
+  absl::StatusOr<JobLayout> other = BuildJobLayout(*config, registered);
+  EXPECT_TRUE(absl::IsInvalidArgument(other.status())) << other.status();
+  EXPECT_NE(other.status().message().find("the registered tensors are not model.layout_file's: "
+                                          "tensor 0: registered \"w\" [4, 8] vs "
+                                          "model.layout_file \"w\" [8, 4]"),
+            std::string::npos)
+      << other.status();
+  // Without the files: no layout before the workers register (an error that says how).
+  absl::StatusOr<config::RunConfig> bare = LoadWith("model { kind: REGISTERED }");
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_NE(BuildJobLayout(*bare).status().message().find("model.layout_file with a "
+                                                          "profile_file describes them ahead"),
+            std::string::npos);
+  absl::StatusOr<config::RunConfig> half =
+      LoadWith("model { kind: REGISTERED layout_file: 'm/t.layout' }");
+  EXPECT_NE(half.status().message().find(
+                "model.profile_file: required with model.layout_file (kind REGISTERED)"),
+            std::string::npos)
+      << half.status();
+}
+
 TEST_F(LayoutConfigTest, RefusalsNameTheFieldAndTheFilesLine) {
   const std::string files = "layout_file: 'm/t.layout' profile_file: 'm/t.profile' ";
   auto message = [&](const std::string& text) {
@@ -483,10 +518,10 @@ TEST_F(LayoutConfigTest, RefusalsNameTheFieldAndTheFilesLine) {
                 .find("training.epochs: must be 1"),
             std::string::npos);
   EXPECT_NE(message("model { kind: LAYOUT layout_file: 'm/t.layout' } training { max_steps: 5 }")
-                .find("model.profile_file: required for kind LAYOUT"),
+                .find("model.profile_file: required with model.layout_file (kind LAYOUT)"),
             std::string::npos);
   EXPECT_NE(message("model { kind: MLP hidden: 4 layout_file: 'm/t.layout' }")
-                .find("model.layout_file: is for kind LAYOUT"),
+                .find("model.layout_file: is for kinds LAYOUT and REGISTERED"),
             std::string::npos);
   Write("m/bad.profile", "tamp-profile 1\nscale 1\nlayer 1 2 w\n");
   EXPECT_NE(message("model { kind: LAYOUT layout_file: 'm/t.layout' profile_file: "

@@ -141,9 +141,10 @@ std::vector<uint32_t> JobLayout::ChunksOfShard(uint32_t shard) const {
 }
 
 absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config) {
-  if (config.model().kind() == config::Model::REGISTERED) {
+  if (config.model().kind() == config::Model::REGISTERED && config.model().layout_file().empty()) {
     return absl::InvalidArgumentError(
-        "model.kind REGISTERED: the layout comes from the tensors the workers register");
+        "model.kind REGISTERED: the layout comes from the tensors the workers register (a "
+        "model.layout_file with a profile_file describes them ahead: docs/auto.md)");
   }
   TAMP_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, ModelTensors(config.model()));
   return BuildJobLayout(config, std::move(tensors));
@@ -158,6 +159,15 @@ absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config,
   }
   if (config.model().kind() == config::Model::REGISTERED) {
     TAMP_RETURN_IF_ERROR(ValidateTensors(config, tensors));
+    if (!config.model().layout_file().empty()) {  // Described ahead: exactly these.
+      TAMP_ASSIGN_OR_RETURN(const std::vector<TensorSpec> described, ModelTensors(config.model()));
+      const std::string difference =
+          FirstTensorDifference(tensors, described, "registered", "model.layout_file");
+      if (!difference.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the registered tensors are not model.layout_file's: ", difference));
+      }
+    }
   } else {
     TAMP_ASSIGN_OR_RETURN(const std::vector<TensorSpec> model, ModelTensors(config.model()));
     const std::string difference =

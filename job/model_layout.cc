@@ -43,26 +43,39 @@ void AppendFullyConnected(const std::vector<int64_t>& widths, std::vector<Tensor
   }
 }
 
-// The layout files are model.kind LAYOUT's alone.
+// The layout files are for kinds LAYOUT and REGISTERED.
 absl::Status CheckNoLayoutFiles(const config::Model& model) {
   if (!model.layout_file().empty()) {
-    return FieldError("model.layout_file", "is for kind LAYOUT");
+    return FieldError("model.layout_file", "is for kinds LAYOUT and REGISTERED");
   }
   if (!model.profile_file().empty()) {
-    return FieldError("model.profile_file", "is for kind LAYOUT");
+    return FieldError("model.profile_file", "is for kinds LAYOUT and REGISTERED");
   }
   return absl::OkStatus();
 }
 
+// LAYOUT's tensors, or REGISTERED's described ahead: model.layout_file's, with
+// model.profile_file beside it.
 absl::StatusOr<std::vector<TensorSpec>> LayoutTensors(const config::Model& model) {
+  const std::string kind = config::Model::Kind_Name(model.kind());
   if (model.hidden_size() != 0 || model.conv_channels_size() != 0 || model.kernel_size() != 0 ||
       model.fc_hidden_size() != 0) {
-    return FieldError("model", "kind LAYOUT takes its tensors from model.layout_file; hidden, "
-                               "conv_channels, kernel_size and fc_hidden must be unset");
+    return FieldError("model", absl::StrCat("kind ", kind,
+                                            " takes its tensors from model.layout_file; hidden, "
+                                            "conv_channels, kernel_size and fc_hidden must be "
+                                            "unset"));
   }
-  if (model.layout_file().empty()) return FieldError("model.layout_file", "required for kind LAYOUT");
+  if (model.layout_file().empty()) {
+    return FieldError("model.layout_file",
+                      model.kind() == config::Model::LAYOUT
+                          ? "required for kind LAYOUT"
+                          : "kind REGISTERED has no tensors until the workers register them; "
+                            "a layout_file (with a profile_file) describes them ahead, for "
+                            "tamp model and compression.automatic");
+  }
   if (model.profile_file().empty()) {
-    return FieldError("model.profile_file", "required for kind LAYOUT");
+    return FieldError("model.profile_file", absl::StrCat("required with model.layout_file (kind ",
+                                                         kind, ")"));
   }
   absl::StatusOr<std::vector<TensorSpec>> tensors = LoadLayoutFile(model.layout_file());
   if (!tensors.ok()) return FieldError("model.layout_file", tensors.status().message());
@@ -153,12 +166,13 @@ absl::StatusOr<std::vector<TensorSpec>> ModelTensors(const config::Model& model)
     case config::Model::CNN:
       return CnnTensors(model);
     case config::Model::LAYOUT:
+    case config::Model::REGISTERED:
       return LayoutTensors(model);
     default:
       return FieldError("model.kind",
                         absl::StrCat("unsupported model kind ",
                                      config::Model::Kind_Name(model.kind()),
-                                     " (supported: MLP, CNN, LAYOUT)"));
+                                     " (supported: MLP, CNN, LAYOUT, REGISTERED)"));
   }
 }
 

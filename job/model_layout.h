@@ -13,6 +13,8 @@
 // inputs are the last pool's output flattened as (channel, y, x).
 //
 // LAYOUT: the tensors of model.layout_file (job/layout_file.h), read on each call.
+// REGISTERED: the workers' tensors, as model.layout_file describes them ahead (for planning:
+// tamp model, compression.automatic); without the file, an error saying so.
 #ifndef TAMP_JOB_MODEL_LAYOUT_H_
 #define TAMP_JOB_MODEL_LAYOUT_H_
 

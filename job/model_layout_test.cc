@@ -82,7 +82,7 @@ void ExpectInvalid(const std::string& text, const std::string& message) {
 }
 
 TEST(ModelLayoutTest, ErrorsNameTheField) {
-  ExpectInvalid("", "model.kind: unsupported model kind KIND_UNSPECIFIED (supported: MLP, CNN, LAYOUT)");
+  ExpectInvalid("", "model.kind: unsupported model kind KIND_UNSPECIFIED (supported: MLP, CNN, LAYOUT, REGISTERED)");
   ExpectInvalid("kind: MLP hidden: [0]", "model.hidden[0]: width must be in [1, 65536], got 0");
   ExpectInvalid("kind: MLP conv_channels: 4", "model.conv_channels: is for kind CNN");
   ExpectInvalid("kind: MLP kernel_size: 3", "model.kernel_size: is for kind CNN");

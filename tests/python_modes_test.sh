@@ -3,7 +3,8 @@
 # - `model { kind: REGISTERED }`: a model the C++ worker does not have; rank 0's initial
 #   weights become everyone's; replicas bit-identical. With checkpoints, under
 #   `tamp run --restart_servers=1` (examples/pytorch/resmlp.py): a server killed mid-run
-#   resumes from its checkpoint at the first handshake and the run ends.
+#   resumes from its checkpoint at the first handshake and the run ends. With
+#   compression.automatic, planned from the files tamp.torch.describe_model() wrote.
 # - `server { mode: AGGREGATE }`: wait() writes the workers' mean
 #   gradient (codec none: to fp32 rounding); the DDP comm hook gives DDP that mean, and
 #   DistributedOptimizer steps the wrapped optimizer on it.
@@ -55,6 +56,41 @@ assert summary["steps"] == 128 and summary["server_restarts"] == 1, summary
 EOF
 echo "registered checkpoint: $(grep -o 'checkpoint: resumed from .*' "$dir/run/server-1.restart-1.log");" \
   "$(grep -o 'final test accuracy .*' "$dir/out")"
+
+# compression.automatic for a REGISTERED model: tamp.torch.describe_model() writes its layout
+# and profile, `tamp run` plans per tensor from them and the workers register exactly those.
+dir="$WORK/registered_auto"
+mkdir -p "$dir"
+(cd examples/pytorch && "${PYTHON3_COMMAND[@]}" - "$dir/resmlp" <<'EOF') ||
+import sys, torch, resmlp, tamp.torch
+torch.manual_seed(1)
+batch = (torch.randn(32, 784), torch.randint(0, 10, (32,)))
+tamp.torch.describe_model(resmlp.ResMlp(), sys.argv[1], batch, repetitions=3)
+EOF
+  fail "registered auto: describe_model failed"
+write_config "$dir/job.pbtxt" \
+  model="kind: REGISTERED layout_file: \"resmlp.layout\" profile_file: \"resmlp.profile\"" \
+  training="max_steps: 20"
+sed -i '/^compression {/,$d' "$dir/job.pbtxt"
+cat >> "$dir/job.pbtxt" <<'EOF'
+compression {
+  automatic {
+    bandwidth: "1gbit"
+    candidates { push { name: "none" } }
+    candidates { push { name: "topk" ratio: 0.01 } push_feedback { kind: RESIDUAL } }
+  }
+}
+EOF
+PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --run_dir="$dir/run" \
+  --summary_json="$dir/summary.json" --server_binary="$SERVER_BIN" -- \
+  "${PYTHON3_COMMAND[@]}" examples/pytorch/resmlp.py > "$dir/out" 2>&1 ||
+  { cat "$dir/out" >&2; fail "registered auto: tamp run failed"; }
+grep -q "^# compression.automatic resolved by tamp run" "$dir/run/auto.pbtxt" ||
+  fail "registered auto: no resolved config"
+grep -q "final test accuracy .* after 20 steps" "$dir/out" ||
+  { cat "$dir/out" >&2; fail "registered auto: the run did not end at step 20"; }
+echo "registered auto: $(grep -c 'tensor_overrides' "$dir/run/auto.pbtxt") tensor overrides;" \
+  "$(grep -o 'done: .*' "$dir/out")"
 
 for check in client ddp optimizer; do
   dir="$WORK/aggregate_$check"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Python package: tamp.init()'s placement (tests/python/init_test.py), then against real
+# The Python package: tamp.init()'s placement (tests/python/init_test.py), a model's layout and
+# profile files (describe_test.py), then against real
 # servers: tamp.Client's exact steps and refusals (tests/python/binding_test.py),
 # tamp.torch's (torch_test.py), DistributedOptimizer's Horovod step controls
 # (step_controls_test.py), the end of the run (run_end_test.py), two clients in two threads
@@ -25,6 +26,7 @@ run_python() {
 mkdir -p "$WORK/init"
 write_config "$WORK/init/job.pbtxt"
 run_python3 tests/python/init_test.py "$WORK/init/job.pbtxt" || fail "init_test.py failed"
+run_python3 tests/python/describe_test.py || fail "describe_test.py failed"
 
 for script in binding_test.py torch_test.py step_controls_test.py resume_test.py; do
   dir="$WORK/${script%.py}"

@@ -54,10 +54,12 @@ import torch
 import tamp
 from tamp import _torch_optimizer
 from tamp._reports import Reports
+from tamp._torch_describe import describe_model
 
 __all__ = [
     "CommHookState", "DistributedOptimizer", "broadcast_optimizer_state",
-    "broadcast_parameters", "comm_hook", "current_step", "init", "local_rank", "rank",
+    "broadcast_parameters", "comm_hook", "current_step", "describe_model", "init",
+    "local_rank", "rank",
     "report_done", "report_eval", "report_step", "shutdown", "size",
 ]
 

@@ -251,6 +251,12 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
   std::vector<absl::StatusOr<perf::StepInputs>> inputs;
   for (const Variant& variant : variants) inputs.push_back(inputs_for(variant.config));
   perf::JobCpuCalibration job_cpu = options.job_cpu.value_or(perf::JobCpuCalibration{});
+  if (options.calibration_job && config->model().kind() == config::Model::REGISTERED) {
+    return fail(absl::InvalidArgumentError(
+        "--calibration_job runs the job with tamp_worker, which has no model of kind "
+        "REGISTERED (the workers' own): leave it out, or calibrate a LAYOUT config of the "
+        "same layout_file and profile_file"));
+  }
   if (options.calibration_job) {
     // The config's own compression is variants[1], except with --codecs all.
     const absl::StatusOr<perf::StepInputs> own =

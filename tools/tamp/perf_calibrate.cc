@@ -170,9 +170,11 @@ absl::StatusOr<ComputeProfile> MeasureCompute(const config::RunConfig& config,
   if (concurrent < 1 || steps < 1) {
     return absl::InvalidArgumentError("MeasureCompute needs at least one copy and one step");
   }
-  if (config.model().kind() == config::Model::LAYOUT) {
-    // Nothing to measure: the profile says how long compute takes, and the gradient is the
-    // workers' synthetic one at step 0.
+  if (config.model().kind() == config::Model::LAYOUT ||
+      config.model().kind() == config::Model::REGISTERED) {
+    // Nothing to measure: the profile says how long compute takes (for REGISTERED, the
+    // workers' own model as model.layout_file and profile_file describe it), and the
+    // gradient is the LAYOUT workers' synthetic one at step 0.
     TAMP_ASSIGN_OR_RETURN(const LayerProfile profile,
                           LoadProfileFile(config.model().profile_file(), layout.tensors));
     TAMP_ASSIGN_OR_RETURN(std::unique_ptr<LayoutModel> model,

@@ -191,6 +191,10 @@ def main():
         tamp.torch.init(steps_per_epoch=100)
         init_gloo()
         CHECKS[sys.argv[1]](sys.argv[2])
+        tamp.torch.shutdown()
+        # gloo's threads, left to the interpreter's exit, may be torn down while running
+        # ("terminate called without an active exception"): end the group first.
+        dist.destroy_process_group()
     print(f"rank {where.rank}: aggregate mode ({sys.argv[1]}) OK")
 
 

@@ -52,4 +52,6 @@ if __name__ == "__main__":
     check_ddp_comm_hook(sys.argv[1] + ".ddp")
     tamp.torch.shutdown()
     check_distributed_optimizer(sys.argv[1] + ".optimizer")
+    tamp.torch.shutdown()
+    dist.destroy_process_group()  # Before exit, as aggregate_worker.py's main() does.
     print(f"rank {tamp.rank()}: comm_hook and DistributedOptimizer OK")

@@ -126,8 +126,8 @@ def restarted() -> bool:
         return False
 
 
-def _check_step_count(caller: str, name: str, value) -> None:
-    """ValueError naming `name` unless `value` is an int >= 1 (a count of steps)."""
+def _check_count(caller: str, name: str, value) -> None:
+    """ValueError naming `name` unless `value` is an int >= 1 (a count: steps, passes)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{caller}: {name} must be an int >= 1, got {value!r}")
 
@@ -138,7 +138,7 @@ def count_steps(config: Config, steps_per_epoch: int) -> int:
     The servers' own computation (job/config.h TotalSteps), which they check every
     worker's total against.
     """
-    _check_step_count("count_steps", "steps_per_epoch", steps_per_epoch)
+    _check_count("count_steps", "steps_per_epoch", steps_per_epoch)
     return _tamp.total_steps(config, steps_per_epoch)
 
 
@@ -161,9 +161,9 @@ class Client(_NativeClient):
 
     def __init__(self, tensors: Sequence[Tuple[str, Sequence[int]]], steps_per_epoch: int,
                  total_steps: Optional[int] = None, where: Optional[Placement] = None):
-        _check_step_count("Client", "steps_per_epoch", steps_per_epoch)
+        _check_count("Client", "steps_per_epoch", steps_per_epoch)
         if total_steps is not None:
-            _check_step_count("Client", "total_steps", total_steps)
+            _check_count("Client", "total_steps", total_steps)
         where = where if where is not None else placement()
         steps = total_steps if total_steps is not None else count_steps(where.config,
                                                                         steps_per_epoch)

@@ -21,6 +21,8 @@ from typing import Callable, Dict, List
 
 import torch
 
+import tamp
+
 
 def _layers(model: torch.nn.Module):
     """(module name, module, [(parameter name, parameter)]) per module owning trainable
@@ -52,8 +54,7 @@ def describe_model(model: torch.nn.Module, path_prefix: str, batch,
     the layout format cannot hold (no dimensions: a 0-dim parameter) and for a model with no
     trainable parameter.
     """
-    if not isinstance(repetitions, int) or isinstance(repetitions, bool) or repetitions < 1:
-        raise ValueError(f"describe_model: repetitions must be an int >= 1, got {repetitions!r}")
+    tamp._check_count("describe_model", "repetitions", repetitions)
     loss_fn = loss_fn or torch.nn.functional.cross_entropy
     named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     if not named:

@@ -88,7 +88,7 @@ def init(config=None, rank: Optional[int] = None, servers=None,
                            f"{len(_session.names)} tensors); call tamp.torch.shutdown() first")
     for name, count in (("steps_per_epoch", steps_per_epoch), ("total_steps", total_steps)):
         if count is not None:
-            tamp._check_step_count("tamp.torch.init", name, count)
+            tamp._check_count("tamp.torch.init", name, count)
     where = tamp.init(config, rank, servers, num_workers)
     _run["steps_per_epoch"] = steps_per_epoch
     _run["total_steps"] = total_steps
@@ -345,10 +345,8 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     before each push (Horovod's; the pushed gradient is their sum). A parameter that gets
     no gradient in a step is pushed as zeros by step() (or synchronize()).
     """
-    if isinstance(backward_passes_per_step, bool) or not isinstance(backward_passes_per_step, int) \
-            or backward_passes_per_step < 1:
-        raise ValueError("DistributedOptimizer: backward_passes_per_step must be an int >= 1, "
-                         f"got {backward_passes_per_step!r}")
+    tamp._check_count("DistributedOptimizer", "backward_passes_per_step",
+                      backward_passes_per_step)
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError("DistributedOptimizer: expected a torch.optim.Optimizer, got a "
                         f"{type(optimizer).__name__}")
@@ -380,7 +378,9 @@ class CommHookState:
     def __init__(self, named_parameters: Optional[Iterable[Tuple[str, torch.Tensor]]] = None):
         created = _session is None
         if named_parameters is not None:
-            session = _register([(name, p) for name, p in named_parameters if p.requires_grad],
+            named = _torch_optimizer.named_tensors(named_parameters, "CommHookState",
+                                                   "named_parameters")
+            session = _register([(name, p) for name, p in named if p.requires_grad],
                                 "CommHookState")
         elif not created:
             session = _session

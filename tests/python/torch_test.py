@@ -200,6 +200,8 @@ class TorchTest(unittest.TestCase):
                 "named_parameters", words)
         self.assertRefused(TypeError, lambda: tamp.torch.broadcast_parameters(self.model),
                            "params is a Mlp module", "named_parameters()")
+        self.assertRefused(TypeError, lambda: tamp.torch.CommHookState(self.model.parameters()),
+                           "CommHookState: named_parameters", "(name, tensor) pairs")
         self.test_steps_apply_the_servers_sgd_exactly()  # Still the job's one optimizer.
 
     def test_init_while_the_job_runs_is_refused(self):

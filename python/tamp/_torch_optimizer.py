@@ -181,11 +181,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         backward_passes_per_step times as its .grad is), waits for every answer and applies
         it: the servers' update into the parameters, or in AGGREGATE mode the mean into each
         .grad, where the caller may clip it before stepping under skip_synchronize()."""
+        self._tamp_check_current()
         self._tamp_synchronize(loss=None)
 
     def _tamp_synchronize(self, loss: Optional[float]) -> None:
-        """synchronize(), with the step's loss (step(closure)'s) for the reports."""
-        self._tamp_check_current()
+        """synchronize(), with the step's loss (step(closure)'s) for the reports; the caller
+        checked that this optimizer is the current one."""
         if self._tamp_synchronized:
             return
         for index, param in enumerate(self._tamp_params):

@@ -187,6 +187,7 @@ class TorchTest(unittest.TestCase):
                                                 named_parameters=model.named_parameters())
         type(self).optimizer = later  # The other tests' from now on.
         self.assertRefused(RuntimeError, first.step, "replaced this one")
+        self.assertRefused(RuntimeError, first.synchronize, "replaced this one")
         self.test_steps_apply_the_servers_sgd_exactly()  # One push per tensor: later's.
 
     def test_arguments_of_the_wrong_kind_are_named(self):

@@ -28,20 +28,11 @@ PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --restart_servers=1 --run
   "${PYTHON3_COMMAND[@]}" examples/pytorch/resmlp.py > "$dir/out" 2>&1 &
 launcher=$!
 STARTED_PIDS+=($launcher)
-victim=""
-for _ in $(seq 3000); do
-  if grep -qE "step ([5-9][0-9])/128" "$dir/out" 2>/dev/null; then
-    for pid in $(pgrep -f -- "--rank=1"); do
-      # This job's server 1 (other jobs may run at the same time).
-      grep -qzF "$dir/job.pbtxt" "/proc/$pid/cmdline" 2>/dev/null &&
-        grep -qzF "tamp_server" "/proc/$pid/cmdline" 2>/dev/null && victim=$pid
-    done
-    [ -n "$victim" ] && break
-  fi
-  sleep 0.02
-done
-[ -n "$victim" ] || { cat "$dir/out" >&2; fail "registered checkpoint: server 1 not found mid-run"; }
-kill -9 "$victim"
+this_jobs_server() {  # PID: a tamp_server of this job's config.
+  grep -qzF "$dir/job.pbtxt" "/proc/$1/cmdline" 2>/dev/null &&
+    grep -qzF "tamp_server" "/proc/$1/cmdline" 2>/dev/null
+}
+kill_mid_run "$dir/out" "step ([5-9][0-9])/128" "--rank=1" this_jobs_server
 wait "$launcher" || { cat "$dir/out" "$dir"/run/server-1*.log >&2; fail "registered checkpoint: tamp run failed"; }
 grep -q "restarting it on port .*, it resumes from its checkpoint" "$dir/out" ||
   { cat "$dir/out" >&2; fail "registered checkpoint: server 1 was not restarted"; }

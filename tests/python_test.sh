@@ -100,20 +100,11 @@ PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --restart_workers=1 --run
   "${PYTHON3_COMMAND[@]}" examples/pytorch/mlp.py > "$dir/out" 2>&1 &
 launcher=$!
 STARTED_PIDS+=($launcher)
-victim=""
-for _ in $(seq 3000); do
-  if grep -q "step 100/192" "$dir/out" 2>/dev/null; then
-    for pid in $(pgrep -f -- "examples/pytorch/mlp.py"); do
-      # This job's worker 1 (other jobs may run the example at the same time).
-      grep -qz '^TAMP_RANK=1$' "/proc/$pid/environ" 2>/dev/null &&
-        grep -qzF "$dir/job.pbtxt" "/proc/$pid/environ" 2>/dev/null && victim=$pid
-    done
-    [ -n "$victim" ] && break
-  fi
-  sleep 0.02
-done
-[ -n "$victim" ] || { cat "$dir/out" >&2; fail "restart: worker 1 not found mid-run"; }
-kill -9 "$victim"
+this_jobs_worker_1() {  # PID: worker 1 of this job's config.
+  grep -qz '^TAMP_RANK=1$' "/proc/$1/environ" 2>/dev/null &&
+    grep -qzF "$dir/job.pbtxt" "/proc/$1/environ" 2>/dev/null
+}
+kill_mid_run "$dir/out" "step 100/192" "examples/pytorch/mlp.py" this_jobs_worker_1
 wait "$launcher" || { cat "$dir/out" "$dir"/run/worker-1*.log >&2; fail "restart: tamp run failed"; }
 grep -q "worker 1 failed (killed by SIGKILL); restarting it (restart 1 of 1)" "$dir/out" ||
   { cat "$dir/out" >&2; fail "restart: worker 1 was not restarted"; }

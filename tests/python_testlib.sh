@@ -57,3 +57,21 @@ run_python_workers() {
   done
 }
 
+# kill_mid_run OUT PROGRESS PATTERN IS_VICTIM: once OUT (a `tamp run` output) matches the
+# extended regex PROGRESS, SIGKILLs the process among `pgrep -f PATTERN` for which the
+# command IS_VICTIM PID succeeds (other jobs may run the same programs at the same time);
+# fails, printing OUT, when none is found within 60 s.
+kill_mid_run() {
+  local out=$1 progress=$2 pattern=$3 is_victim=$4 victim="" pid
+  for _ in $(seq 3000); do
+    if grep -qE "$progress" "$out" 2>/dev/null; then
+      for pid in $(pgrep -f -- "$pattern"); do
+        "$is_victim" "$pid" && victim=$pid
+      done
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.02
+  done
+  [ -n "$victim" ] || { cat "$out" >&2; fail "no $pattern process of this job found mid-run"; }
+  kill -9 "$victim"
+}

@@ -19,7 +19,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import signal
 import socket
 import statistics
@@ -192,6 +191,10 @@ def _run_rank(train, rank, world_size, args, port, result_queue, log_dir):
     log = os.open(os.path.join(log_dir, f"rank{rank}.stderr"), os.O_WRONLY | os.O_CREAT, 0o644)
     os.dup2(log, 2)
     train(rank, world_size, args, port, result_queue)
+    # gloo's threads torn down at interpreter exit instead can abort the process
+    # ("terminate called without an active exception") after a run that succeeded.
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def run_ranks(train, world_size: int, args, fallback: dict) -> dict:
@@ -264,14 +267,3 @@ def load_json(path):
         return None
     except json.JSONDecodeError as e:
         sys.exit(f"{path}: not valid JSON: {e}")
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"

@@ -13,7 +13,7 @@ import os
 import statistics
 import sys
 
-from peers_common import cpu_model, load_json as load
+from peers_common import load_json as load
 
 HOOK_NAMES = {
     "none": "DDP, no hook (fp32 all-reduce)",
@@ -72,8 +72,9 @@ def gather(args):
     return {
         "date": run["date"],
         "commit": run["commit"],
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
+        # The machine that ran it (run.sh recorded it), not the one writing the report.
+        "cpu": run.get("cpu", "a CPU not recorded"),
+        "cores": int(run.get("cores", 0)),
         "load_average_start": run["load_average_start"],
         "load_average_end": run["load_average_end"],
         "runtime_s": int(run["runtime_s"]),

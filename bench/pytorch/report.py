@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "peers"))
-from peers_common import cpu_model, load_json  # noqa: E402
+from peers_common import load_json  # noqa: E402
 
 FRONTEND_TARGET = 1.10  # Python's step time at most 10% above the C++ trainer's.
 SPEEDUP_TARGET = 3.0    # At 1 Gbit/s, Tamp reaches 0.85 at least 3x sooner than DDP's best.
@@ -377,27 +377,30 @@ def render(results):
         lines += [f"### {link}", "",
                   "| contender | steps/s | ms/step by round | MB/step | steps to 0.85 | "
                   "time to 0.85 (s) | final accuracy |", "|---|---|---|---|---|---|---|"]
+        failures = []
         for contender, e in contenders.items():
             at = e["links"][link]
-            errors = "; ".join(at["errors"])
+            failures += [f"{e['description']}: {error}" for error in at["errors"]]
             lines.append(
                 f"| {e['description']} | {fmt(at['steps_per_s'], '.2f')} | "
                 + " / ".join(fmt(t and 1000 * t, '.1f') for t in at["rounds_step_time_s"])
                 + " | "
                 f"{fmt(at['loopback_bytes_per_step'] and at['loopback_bytes_per_step'] / 1e6, '.3f')} | "
                 f"{fmt(e['steps_to_target'], 'd', 'not reached')} | "
-                f"{fmt(at['time_to_target_s'], '.1f')} | {fmt(e['final_accuracy'], '.4f')} |"
-                + (f" error: {errors}" if errors else ""))
-        lines.append("")
+                f"{fmt(at['time_to_target_s'], '.1f')} | {fmt(e['final_accuracy'], '.4f')} |")
+        # Below the table: a row's trailing text would break it.
+        lines += [""] + [f"A timed run failed: {failure}." for failure in failures]
+        lines += [""] if failures else []
     lines += ["### Accuracy curves (full runs, unshaped)", "",
               "| contender | " + " | ".join(
                   str(p["step"]) for p in next(iter(contenders.values()))["curve"][:8]) + " |",
               "|---" * (1 + len(next(iter(contenders.values()))["curve"][:8])) + "|"]
     for contender, e in contenders.items():
         lines.append(f"| {e['description']} | " + " | ".join(
-            f"{p['test_accuracy']:.4f}" for p in e["curve"][:8]) + " |"
-            + (f" error: {e['full_run_error']}" if e["full_run_error"] else ""))
-    lines += ["", "The whole curves are in bench/results/pytorch.json.", ""]
+            f"{p['test_accuracy']:.4f}" for p in e["curve"][:8]) + " |")
+    lines += [""] + [f"The full run failed: {e['description']}: {e['full_run_error']}."
+                     for e in contenders.values() if e["full_run_error"]]
+    lines += ["The whole curves are in bench/results/pytorch.json.", ""]
     return "\n".join(lines)
 
 
@@ -429,8 +432,9 @@ def main(argv):
     contenders = gather_contenders(args.raw_dir, run)
     results = {
         "run": run,
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
+        # The machine that ran it (run.sh recorded it), not the one writing the report.
+        "cpu": run.get("cpu", "a CPU not recorded"),
+        "cores": int(run.get("cores", 0)),
         "target_accuracy": 0.85,
         "frontends": frontends,
         "contenders": contenders,

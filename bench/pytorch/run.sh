@@ -187,6 +187,8 @@ load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 json.dump(dict(zip(sys.argv[2::2], sys.argv[3::2])), open(sys.argv[1], "w"), indent=1)' \
   "$raw/run.json" date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
   commit "$run_commit" \
+  cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" \
+  cores "$(getconf _NPROCESSORS_ONLN)" \
   blas "$blas" load_average_start "$load_start" load_average_end "$load_end" \
   runtime_s "$((SECONDS - started))" links "$links" contenders "$contenders" \
   best_config "$best_config" rounds "$rounds" timed_steps "$timed_steps" skip_steps "$skip_steps" \

@@ -72,10 +72,21 @@ absl::StatusOr<TensorArg> TensorArg::From(PyObject* array, absl::string_view nam
                                           uintptr_t stream) {
   // The buffer protocol first: it says whether the memory is writable, DLPack 0.x does not.
   if (PyObject_CheckBuffer(array)) return FromBuffer(array, name, access);
+  if (PyCapsule_CheckExact(array)) {
+    if (!PyCapsule_IsValid(array, dlpack::kCapsuleName)) {
+      const char* capsule_name = PyCapsule_GetName(array);
+      PyErr_Clear();
+      return Refuse(name, absl::StrCat("a capsule named \"", capsule_name ? capsule_name : "",
+                                       "\" is not a DLPack tensor (\"", dlpack::kCapsuleName,
+                                       "\"; \"used_dltensor\" is one already consumed)"));
+    }
+    Py_INCREF(array);
+    return FromCapsule(array, name, stream, /*device_checked=*/false, "DLPack capsule");
+  }
   if (PyObject_HasAttrString(array, "__dlpack__")) return FromDlpack(array, name, stream);
   return Refuse(name, absl::StrCat("a ", TypeName(array),
                                    " is neither a buffer (numpy array, memoryview) nor a DLPack "
-                                   "array (__dlpack__)"));
+                                   "array (__dlpack__) or capsule"));
 }
 
 absl::StatusOr<TensorArg> TensorArg::FromBuffer(PyObject* array, absl::string_view name,
@@ -105,7 +116,6 @@ absl::StatusOr<TensorArg> TensorArg::FromBuffer(PyObject* array, absl::string_vi
 
 absl::StatusOr<TensorArg> TensorArg::FromDlpack(PyObject* array, absl::string_view name,
                                                 uintptr_t stream) {
-  TensorArg arg;
   // A CUDA array is checked against this process before it is exported, and exported onto
   // the caller's stream. Without __dlpack_device__ (DLPack < 0.6) it comes out as the
   // producer pleases: ready on the legacy default stream (stream=None).
@@ -124,32 +134,39 @@ absl::StatusOr<TensorArg> TensorArg::FromDlpack(PyObject* array, absl::string_vi
     on_cuda = device_type == dlpack::kDLCUDA;
     if (on_cuda) TAMP_RETURN_IF_ERROR(CheckCudaTensor(name, device_id));
   }
-  arg.capsule_ = on_cuda ? PyObject_CallMethod(array, "__dlpack__", "(K)",
-                                               static_cast<unsigned long long>(stream))
-                         : PyObject_CallMethod(array, "__dlpack__", nullptr);
-  if (arg.capsule_ == nullptr) return Refuse(name, TakePythonError());
-  auto* managed = static_cast<dlpack::DLManagedTensor*>(
-      PyCapsule_GetPointer(arg.capsule_, dlpack::kCapsuleName));
-  if (managed == nullptr) {
+  PyObject* capsule = on_cuda ? PyObject_CallMethod(array, "__dlpack__", "(K)",
+                                                    static_cast<unsigned long long>(stream))
+                              : PyObject_CallMethod(array, "__dlpack__", nullptr);
+  if (capsule == nullptr) return Refuse(name, TakePythonError());
+  if (!PyCapsule_IsValid(capsule, dlpack::kCapsuleName)) {
+    Py_DECREF(capsule);
     return Refuse(name, absl::StrCat("__dlpack__() of a ", TypeName(array),
-                                     " did not return a \"dltensor\" capsule: ",
-                                     TakePythonError()));
+                                     " did not return a \"dltensor\" capsule"));
   }
-  const dlpack::DLTensor& tensor = managed->dl_tensor;
+  return FromCapsule(capsule, name, stream, on_cuda, TypeName(array));
+}
+
+absl::StatusOr<TensorArg> TensorArg::FromCapsule(PyObject* capsule, absl::string_view name,
+                                                 uintptr_t stream, bool device_checked,
+                                                 absl::string_view what) {
+  TensorArg arg;
+  arg.capsule_ = capsule;  // From here on, the destructor releases it.
+  const dlpack::DLTensor& tensor = static_cast<dlpack::DLManagedTensor*>(
+      PyCapsule_GetPointer(capsule, dlpack::kCapsuleName))->dl_tensor;
   const int32_t device = tensor.device.device_type;
   if (device == dlpack::kDLCUDA) {
-    if (!on_cuda) {
+    if (!device_checked) {
       TAMP_RETURN_IF_ERROR(CheckCudaTensor(name, tensor.device.device_id));
-      stream = 1;  // What the producer assumed of stream=None.
+      stream = 1;  // What the producer assumed, exporting without a stream.
     }
     arg.memory_ = TensorMemory::Cuda(tensor.device.device_id, stream);
   } else if (device != dlpack::kDLCPU && device != dlpack::kDLCUDAHost &&
              device != dlpack::kDLROCMHost) {
-    return Refuse(name, absl::StrCat("the ", TypeName(array), " is on DLPack device type ",
-                                     device, "; the client takes host memory and CUDA devices"));
+    return Refuse(name, absl::StrCat("the ", what, " is on DLPack device type ", device,
+                                     "; the client takes host memory and CUDA devices"));
   }
   if (tensor.dtype.code != dlpack::kDLFloat || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1) {
-    return Refuse(name, absl::StrCat("expected float32 elements, got a ", TypeName(array),
+    return Refuse(name, absl::StrCat("expected float32 elements, got a ", what,
                                      " of DLPack type code ", int{tensor.dtype.code}, ", ",
                                      int{tensor.dtype.bits}, " bits, ", int{tensor.dtype.lanes},
                                      " lanes"));
@@ -162,7 +179,7 @@ absl::StatusOr<TensorArg> TensorArg::FromDlpack(PyObject* array, absl::string_vi
     int64_t expected = 1;
     for (int32_t d = tensor.ndim - 1; d >= 0; --d) {
       if (tensor.shape[d] != 1 && tensor.strides[d] != expected) {
-        return Refuse(name, absl::StrCat("the ", TypeName(array),
+        return Refuse(name, absl::StrCat("the ", what,
                                          " is not C-contiguous; pass a contiguous copy"));
       }
       expected *= tensor.shape[d];

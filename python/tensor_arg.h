@@ -1,7 +1,8 @@
 // TensorArg: a Python array seen as the fp32 elements the client reads or writes, without a
 // copy, through the buffer protocol (numpy arrays, torch CPU tensors' .numpy() views, any
-// memoryview) or DLPack's `__dlpack__()` (torch, JAX, CuPy, numpy), in host memory or on a
-// CUDA device (DLPack kDLCUDA).
+// memoryview), DLPack's `__dlpack__()` (torch, JAX, CuPy, numpy) or a DLPack capsule itself
+// (the legacy interface: torch.utils.dlpack.to_dlpack(t), cupy's toDlpack()), in host memory
+// or on a CUDA device (DLPack kDLCUDA).
 //
 // The array must be fp32, C-contiguous (row major, the layout's order) and, where the client
 // writes it, writable (the buffer protocol says so; DLPack 0.x cannot). A refusal is
@@ -10,6 +11,11 @@
 // cuda:0 but this process sees no CUDA device (...)') from `__dlpack_device__()`, before it
 // is exported; then exported with `__dlpack__(stream=S)`, S the caller's stream, so that the
 // producer orders its pending work on the array before what the client enqueues on S.
+// A capsule was exported without a stream: its device memory is taken as ready on the legacy
+// default stream. The client reads a capsule and leaves it unconsumed (named "dltensor"), so
+// its producer's destructor frees it; a host tensor's capsule costs its producer less than
+// the two Python calls `__dlpack_device__()` and `__dlpack__()` (tamp.torch passes its CPU
+// tensors so, 18 of them a step for the examples' MLP).
 //
 // Blocking and threading: From() needs the GIL; the span may be used without it (the view
 // holds the exporter's buffer or capsule, and so the memory, until destruction). Destroy
@@ -56,6 +62,11 @@ class TensorArg {
                                               Access access);
   static absl::StatusOr<TensorArg> FromDlpack(PyObject* array, absl::string_view name,
                                               uintptr_t stream);
+  // Takes `capsule` (a new reference to a valid "dltensor" capsule); `device_checked`: a CUDA
+  // tensor's device was checked and exported onto `stream`. `what` names it in errors.
+  static absl::StatusOr<TensorArg> FromCapsule(PyObject* capsule, absl::string_view name,
+                                               uintptr_t stream, bool device_checked,
+                                               absl::string_view what);
 
   absl::Span<float> span_;
   TensorMemory memory_;

@@ -50,6 +50,7 @@ import warnings
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
+import torch.utils.dlpack
 
 import tamp
 from tamp import _torch_optimizer
@@ -174,6 +175,14 @@ def _check_tensor(name: str, tensor: torch.Tensor) -> None:
         raise ValueError(f'tensor "{name}": not contiguous; pass a contiguous tensor')
 
 
+def _exported(tensor: torch.Tensor):
+    """`tensor` as the client takes it: a CPU tensor's DLPack capsule, exported by torch's C++
+    (its __dlpack_device__() and __dlpack__() would be two Python calls, ~5 us a tensor, and a
+    step passes each parameter three times); a CUDA tensor itself, whose __dlpack__(stream=)
+    orders torch's pending work on it before what the client enqueues on the stream."""
+    return tensor if tensor.is_cuda else torch.utils.dlpack.to_dlpack(tensor)
+
+
 def _stream(tensor: torch.Tensor) -> Optional[int]:
     """torch's current stream on a CUDA tensor's device, for the client's device work."""
     if not tensor.is_cuda:  # A flag read; tensor.device builds a string (each push asks).
@@ -235,12 +244,16 @@ class _Session:
         if self.step is None:
             stream = _stream(self.params[0])
             # A process replacing a dead worker rejoins the run (tamp.restarted()).
-            step = (self.client.resume(self.params, stream=stream) if tamp.restarted()
-                    else self.client.start(self.params, stream=stream))
+            step = (self.client.resume(self._exported_params(), stream=stream)
+                    if tamp.restarted()
+                    else self.client.start(self._exported_params(), stream=stream))
             if step < self.client.total_steps:
-                self.client.begin_step(step, self.params, stream=stream)
+                self.client.begin_step(step, self._exported_params(), stream=stream)
             self.step = step
             self.reports.count_from_now()
+
+    def _exported_params(self) -> list:
+        return [_exported(param) for param in self.params]
 
     def push(self, index: int, gradient: torch.Tensor) -> None:
         """Pushes the registered tensor `index`'s gradient in the step under way."""
@@ -250,7 +263,7 @@ class _Session:
                 "done (training.epochs of init(steps_per_epoch=...), cut at "
                 "training.max_steps, or init(total_steps=...)): end the training loop when "
                 "tamp.torch.current_step() reaches that count")
-        self.client.push(index, gradient, stream=_stream(gradient))
+        self.client.push(index, _exported(gradient), stream=_stream(gradient))
 
     def finish_step(self, out: List[torch.Tensor], loss: Optional[float] = None) -> bool:
         """Waits for the step's answers into `out`; begins the next step. False when a SYNC
@@ -258,16 +271,17 @@ class _Session:
         not an answer. `loss`: the step's, when known, for the automatic reports."""
         stepped = True
         try:
-            self.client.wait(out, stream=_stream(out[0]))
+            self.client.wait([_exported(tensor) for tensor in out], stream=_stream(out[0]))
             self.step += 1
             self.reports.step_completed(self.step, loss)
         except tamp.DroppedError as dropped:
-            self.step = self.client.rejoin(self.params, str(dropped),
+            self.step = self.client.rejoin(self._exported_params(), str(dropped),
                                            stream=_stream(self.params[0]))
             self.reports.count_from_now()
             stepped = False
         if self.step < self.client.total_steps:
-            self.client.begin_step(self.step, self.params, stream=_stream(self.params[0]))
+            self.client.begin_step(self.step, self._exported_params(),
+                                   stream=_stream(self.params[0]))
         return stepped
 
 

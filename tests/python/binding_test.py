@@ -135,6 +135,37 @@ class BindingTest(unittest.TestCase):
             self.client.push(index, DlpackOnly(grads[index]))
         self.finish(grads, out=[DlpackOnly(p) for p in self.params])
 
+    def test_dlpack_capsules_without_copies(self):
+        # DLPack's legacy interface (tamp.torch passes its CPU tensors so): the capsule is
+        # read, not consumed; its producer frees it.
+        grads = self.begin()
+        to_dlpack = torch.utils.dlpack.to_dlpack
+        for index in reversed(range(len(NAMES))):
+            self.client.push(index, to_dlpack(torch.from_numpy(grads[index])))
+        out = [to_dlpack(torch.from_numpy(p)) for p in self.params]
+        self.finish(grads, out=out)
+        self.assertEqual(torch.utils.dlpack.from_dlpack(out[3]).data_ptr(),
+                         self.params[3].ctypes.data)
+
+    def test_capsules_not_fp32_contiguous_or_on_a_gpu_refused(self):
+        grads = self.begin()
+        to_dlpack = torch.utils.dlpack.to_dlpack
+        self.assertRefused(ValueError, lambda: self.client.push(
+            2, to_dlpack(torch.from_numpy(grads[2]).double())),
+            '"fc2.weight"', "float32", "DLPack capsule")
+        self.assertRefused(ValueError, lambda: self.client.push(
+            2, to_dlpack(torch.from_numpy(np.ascontiguousarray(grads[2].T)).T)),
+            '"fc2.weight"', "DLPack capsule is not C-contiguous")
+        consumed = to_dlpack(torch.from_numpy(grads[2]))
+        torch.utils.dlpack.from_dlpack(consumed)  # Renames it "used_dltensor".
+        self.assertRefused(ValueError, lambda: self.client.push(2, consumed),
+                           '"fc2.weight"', '"used_dltensor" is not a DLPack tensor')
+        with self.assertRaisesRegex(RuntimeError, r'tensor "fc2.bias" is on cuda:0 but this '
+                                    r"(process sees no CUDA device|build has no CUDA support)"):
+            self.client.push(3, FakeCudaArray(grads[3]).__dlpack__())
+        self.push_all(grads)
+        self.finish(grads)
+
     def test_non_fp32_refused(self):
         grads = self.begin()
         self.assertRefused(ValueError, lambda: self.client.push("fc2.weight",

@@ -10,10 +10,16 @@ import sys
 
 import torch
 import torch.distributed as dist
+import torch.utils.dlpack
 
 import tamp
 import tamp.torch
 from aggregate_worker import check_ddp_comm_hook, check_distributed_optimizer, init_gloo
+
+
+def _tensor(array) -> torch.Tensor:
+    """A tensor tamp.torch passed as it is, or as a DLPack capsule (its CPU tensors)."""
+    return array if isinstance(array, torch.Tensor) else torch.utils.dlpack.from_dlpack(array)
 
 
 class MeanThroughGloo:
@@ -35,13 +41,13 @@ class MeanThroughGloo:
     def push(self, index, gradient, stream=None):
         if index in self.pushed:
             raise RuntimeError(f'tensor "{self.names[index]}" was already pushed')
-        self.pushed[index] = gradient.clone()
+        self.pushed[index] = _tensor(gradient).clone()
 
     def wait(self, out, stream=None):
         for index, target in enumerate(out):
             mean = self.pushed[index]  # KeyError: a tensor was never pushed.
             dist.all_reduce(mean)
-            target.copy_(mean / dist.get_world_size())
+            _tensor(target).copy_(mean / dist.get_world_size())
 
 
 if __name__ == "__main__":

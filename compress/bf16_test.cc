@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "compress/internal/quantize_testing.h"
+#include "compress/internal/codec_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
 #include "gtest/gtest.h"
@@ -14,8 +14,8 @@
 namespace tamp::compress {
 namespace {
 
-using quantize_testing::BitsOf;
-using quantize_testing::WithBits;
+using codec_testing::BitsOf;
+using codec_testing::WithBits;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -101,7 +101,7 @@ TEST(Bf16CodecTest, PayloadIs12Plus2n) {
   for (size_t n : {1, 2, 3, 7, 8, 9, 1023, 1024, 1025, 4097}) {
     Bf16Codec codec(n);
     std::string payload;
-    ASSERT_TRUE(codec.Encode(quantize_testing::NormalValues(n, 1), {}, &payload).ok());
+    ASSERT_TRUE(codec.Encode(codec_testing::NormalValues(n, 1), {}, &payload).ok());
     EXPECT_EQ(payload.size(), 12 + 2 * n) << n;
     EXPECT_EQ(codec.MaxPayloadBytes(), 12 + 2 * n) << n;
     EXPECT_EQ(Bf16Codec::PayloadBytes(n), 12 + 2 * n) << n;
@@ -110,7 +110,7 @@ TEST(Bf16CodecTest, PayloadIs12Plus2n) {
 
 TEST(Bf16CodecTest, BodyIsTheConvertedValuesAndDecodesExactly) {
   for (size_t n : {1, 6, 1024, 2051}) {
-    std::vector<float> input = quantize_testing::NormalValues(n, 2);
+    std::vector<float> input = codec_testing::NormalValues(n, 2);
     input[0] = 1e30f;
     if (n > 5) {
       input[1] = kNaN;
@@ -120,9 +120,9 @@ TEST(Bf16CodecTest, BodyIsTheConvertedValuesAndDecodesExactly) {
     }
     Bf16Codec codec(n);
     std::string payload;
-    ASSERT_TRUE(codec.Encode(input, quantize_testing::Key(0), &payload).ok());
+    ASSERT_TRUE(codec.Encode(input, codec_testing::Key(0), &payload).ok());
     std::vector<float> out(n, 5.0f);
-    ASSERT_TRUE(codec.Decode(payload, quantize_testing::Key(0), absl::MakeSpan(out)).ok());
+    ASSERT_TRUE(codec.Decode(payload, codec_testing::Key(0), absl::MakeSpan(out)).ok());
     for (size_t i = 0; i < n; ++i) {
       uint16_t value;
       std::memcpy(&value, &payload[12 + 2 * i], 2);
@@ -160,8 +160,8 @@ TEST(Bf16CodecTest, NaNsAreCanonicalOnTheWire) {
 TEST(Bf16CodecTest, HeaderAndKeyIndependence) {
   Bf16Codec codec(3);
   std::string a, b;
-  ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, quantize_testing::Key(1), &a).ok());
-  ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, quantize_testing::Key(2), &b).ok());
+  ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, codec_testing::Key(1), &a).ok());
+  ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, codec_testing::Key(2), &b).ok());
   EXPECT_EQ(a, b);
   EXPECT_EQ(a, std::string("TP\x03\x02\x03\0\0\0\0\0\0\0\x80\x3f\x00\xc0\x00\x3f", 18));
 }
@@ -170,7 +170,7 @@ TEST(Bf16CodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   Bf16Codec codec(5);
   std::string good;
   ASSERT_TRUE(codec.Encode(std::vector<float>{1, 2, 3, 4, 5}, {}, &good).ok());
-  quantize_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
+  codec_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
     return absl::StrCat("bf16 payload body is ", bytes, " bytes, expected 10");
   });
 }
@@ -178,7 +178,7 @@ TEST(Bf16CodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
 TEST(Bf16CodecTest, ErrorFeedbackIdentity) {
   for (size_t n : {1, 7, 3000}) {
     Bf16Codec codec(n);
-    quantize_testing::ExpectErrorFeedbackIdentity(codec, 5, 41);
+    codec_testing::ExpectErrorFeedbackIdentity(codec, 5, 41);
   }
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "compress/internal/quantize_testing.h"
+#include "compress/internal/codec_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
 #include "gmock/gmock.h"
@@ -15,8 +15,8 @@
 namespace tamp::compress {
 namespace {
 
-using quantize_testing::BitsOf;
-using quantize_testing::WithBits;
+using codec_testing::BitsOf;
+using codec_testing::WithBits;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -147,7 +147,7 @@ TEST(Fp16CodecTest, PayloadIs12Plus2n) {
   for (size_t n : {1, 2, 3, 7, 8, 9, 1023, 1024, 1025, 4097}) {
     Fp16Codec codec(n);
     std::string payload;
-    ASSERT_TRUE(codec.Encode(quantize_testing::NormalValues(n, 1), {}, &payload).ok());
+    ASSERT_TRUE(codec.Encode(codec_testing::NormalValues(n, 1), {}, &payload).ok());
     EXPECT_EQ(payload.size(), 12 + 2 * n) << n;
     EXPECT_EQ(codec.MaxPayloadBytes(), 12 + 2 * n) << n;
     EXPECT_EQ(Fp16Codec::PayloadBytes(n), 12 + 2 * n) << n;
@@ -156,7 +156,7 @@ TEST(Fp16CodecTest, PayloadIs12Plus2n) {
 
 TEST(Fp16CodecTest, BodyIsTheConvertedValuesAndDecodesExactly) {
   for (size_t n : {1, 5, 1024, 2051}) {
-    std::vector<float> input = quantize_testing::NormalValues(n, 2);
+    std::vector<float> input = codec_testing::NormalValues(n, 2);
     input[0] = 70000.0f;  // Overflows to Inf.
     if (n > 4) {
       input[1] = kNaN;
@@ -208,8 +208,8 @@ TEST(Fp16CodecTest, NaNsAreCanonicalOnTheWire) {
 TEST(Fp16CodecTest, HeaderAndKeyIndependence) {
   Fp16Codec codec(3);
   std::string a, b;
-  ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, quantize_testing::Key(1), &a).ok());
-  ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, quantize_testing::Key(2), &b).ok());
+  ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, codec_testing::Key(1), &a).ok());
+  ASSERT_TRUE(codec.Encode(std::vector<float>{1, -2, 0.5f}, codec_testing::Key(2), &b).ok());
   EXPECT_EQ(a, b);  // Deterministic rounding: the key plays no part.
   EXPECT_EQ(a, std::string("TP\x02\x02\x03\0\0\0\0\0\0\0\x00\x3c\x00\xc0\x00\x38", 18));
 }
@@ -218,7 +218,7 @@ TEST(Fp16CodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   Fp16Codec codec(5);
   std::string good;
   ASSERT_TRUE(codec.Encode(std::vector<float>{1, 2, 3, 4, 5}, {}, &good).ok());
-  quantize_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
+  codec_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
     return absl::StrCat("fp16 payload body is ", bytes, " bytes, expected 10");
   });
 }
@@ -226,7 +226,7 @@ TEST(Fp16CodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
 TEST(Fp16CodecTest, ErrorFeedbackIdentity) {
   for (size_t n : {1, 7, 3000}) {
     Fp16Codec codec(n);
-    quantize_testing::ExpectErrorFeedbackIdentity(codec, 5, 40);
+    codec_testing::ExpectErrorFeedbackIdentity(codec, 5, 40);
   }
 }
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "compress/internal/quantize_testing.h"
+#include "compress/internal/codec_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
 #include "gmock/gmock.h"
@@ -18,9 +18,9 @@
 namespace tamp::compress {
 namespace {
 
-using quantize_testing::ExpectRejected;
-using quantize_testing::Key;
-using quantize_testing::NormalValues;
+using codec_testing::ExpectRejected;
+using codec_testing::Key;
+using codec_testing::NormalValues;
 using ::testing::ElementsAre;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -146,7 +146,7 @@ TEST(MaxMinCodecTest, StochasticRoundingIsUnbiased) {
   const uint32_t d = 100;
   MaxMinCodec codec(n, bits, d, true);
   const int draws = 4000;
-  const quantize_testing::Moments moments = quantize_testing::DecodeMoments(codec, input, draws);
+  const codec_testing::Moments moments = codec_testing::DecodeMoments(codec, input, draws);
   std::string payload;
   ASSERT_TRUE(codec.Encode(input, Key(0), &payload).ok());
   std::vector<double> target(n), lower(n), gap(n);
@@ -158,7 +158,7 @@ TEST(MaxMinCodecTest, StochasticRoundingIsUnbiased) {
     lower[i] = min + std::floor(q) * double{step};
     gap[i] = step;
   }
-  quantize_testing::ExpectUnbiased(moments.mean, target, lower, gap, draws);
+  codec_testing::ExpectUnbiased(moments.mean, target, lower, gap, draws);
 }
 
 TEST(MaxMinCodecTest, NearestIsKeyIndependentStochasticIsNot) {
@@ -205,7 +205,7 @@ TEST(MaxMinCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   ASSERT_TRUE(codec.Decode(good, {}, absl::MakeSpan(out)).ok());
   EXPECT_THAT(out, ElementsAre(7, 0, 2, 0, 4));
 
-  quantize_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
+  codec_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
     return absl::StrCat("maxmin payload body is ", bytes,
                         " bytes, expected 26 (3 buckets, 3 bits per value)");
   });
@@ -241,7 +241,7 @@ TEST(MaxMinCodecTest, ErrorFeedbackIdentity) {
     for (auto [n, bits, d] : std::vector<std::tuple<size_t, int, uint32_t>>{
              {1, 1, 512}, {7, 2, 3}, {3000, 4, 512}, {2049, 8, 1000}}) {
       MaxMinCodec codec(n, bits, d, stochastic);
-      quantize_testing::ExpectErrorFeedbackIdentity(codec, 5, 45);
+      codec_testing::ExpectErrorFeedbackIdentity(codec, 5, 45);
     }
   }
 }

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/philox.h"
-#include "compress/internal/quantize_testing.h"
+#include "compress/internal/codec_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
 #include "gmock/gmock.h"
@@ -17,10 +17,10 @@
 namespace tamp::compress {
 namespace {
 
-using quantize_testing::ExpectRejected;
-using quantize_testing::Key;
-using quantize_testing::NormalValues;
-using quantize_testing::WithBits;
+using codec_testing::ExpectRejected;
+using codec_testing::Key;
+using codec_testing::NormalValues;
+using codec_testing::WithBits;
 using ::testing::ElementsAre;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -130,7 +130,7 @@ TEST(NaturalCodecTest, UnbiasedWithVarianceAtMostAnEighthOfXSquared) {
   input[1] = 4.0f / 3;  // m = 1/3: variance exactly x^2 / 8 (the bound).
   NaturalCodec codec(n);
   const int draws = 4000;
-  const quantize_testing::Moments moments = quantize_testing::DecodeMoments(codec, input, draws);
+  const codec_testing::Moments moments = codec_testing::DecodeMoments(codec, input, draws);
   std::vector<double> target(n), lower(n), gap(n);
   double relative_variance = 0, expected_relative_variance = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -147,7 +147,7 @@ TEST(NaturalCodecTest, UnbiasedWithVarianceAtMostAnEighthOfXSquared) {
     relative_variance += moments.variance[i] / (a * a);
     expected_relative_variance += variance / (a * a);
   }
-  quantize_testing::ExpectUnbiased(moments.mean, target, lower, gap, draws);
+  codec_testing::ExpectUnbiased(moments.mean, target, lower, gap, draws);
   // The sample variances (relative to x^2, summed over the values) match the formula.
   EXPECT_NEAR(relative_variance, expected_relative_variance, 0.05 * expected_relative_variance);
   EXPECT_LE(relative_variance, n / 8.0);
@@ -194,7 +194,7 @@ TEST(NaturalCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   ASSERT_TRUE(codec.Decode(good, {}, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], -2.0f);
-  quantize_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
+  codec_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
     return absl::StrCat("natural payload body is ", bytes, " bytes, expected 6");
   });
   std::string padding = good;
@@ -205,7 +205,7 @@ TEST(NaturalCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
 TEST(NaturalCodecTest, ErrorFeedbackIdentity) {
   for (size_t n : {1, 7, 3000}) {
     NaturalCodec codec(n);
-    quantize_testing::ExpectErrorFeedbackIdentity(codec, 5, 44);
+    codec_testing::ExpectErrorFeedbackIdentity(codec, 5, 44);
   }
 }
 

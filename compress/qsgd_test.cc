@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/philox.h"
-#include "compress/internal/quantize_testing.h"
+#include "compress/internal/codec_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
 #include "gmock/gmock.h"
@@ -19,9 +19,9 @@
 namespace tamp::compress {
 namespace {
 
-using quantize_testing::ExpectRejected;
-using quantize_testing::Key;
-using quantize_testing::NormalValues;
+using codec_testing::ExpectRejected;
+using codec_testing::Key;
+using codec_testing::NormalValues;
 using ::testing::ElementsAre;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -212,7 +212,7 @@ TEST(QsgdCodecTest, UnbiasedWithinFiveStandardErrors) {
   for (size_t i = 0; i < n; ++i) input[i] *= std::pow(10.0f, static_cast<float>(i % 4) - 2);
   QsgdCodec codec(n, s, d);
   const int draws = 4000;
-  const quantize_testing::Moments moments = quantize_testing::DecodeMoments(codec, input, draws);
+  const codec_testing::Moments moments = codec_testing::DecodeMoments(codec, input, draws);
   std::string payload;
   ASSERT_TRUE(codec.Encode(input, Key(0), &payload).ok());
   const std::vector<float> norms = Norms(payload, n / d);
@@ -229,7 +229,7 @@ TEST(QsgdCodecTest, UnbiasedWithinFiveStandardErrors) {
     bound_total += scale * scale * p * (1 - p);
     variance_total += moments.variance[i];
   }
-  quantize_testing::ExpectUnbiased(moments.mean, target, lower, gap, draws);
+  codec_testing::ExpectUnbiased(moments.mean, target, lower, gap, draws);
   // Var = (norm/s)^2 p (1 - p) per value: the sample total within 5% of it...
   EXPECT_NEAR(variance_total, bound_total, 0.05 * bound_total);
   // ...and each bucket within the QSGD bound min(d/s^2, sqrt(d)/s) * ||x||^2.
@@ -318,7 +318,7 @@ TEST(QsgdCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   ASSERT_TRUE(codec.Decode(good, {}, absl::MakeSpan(out)).ok());
   EXPECT_THAT(out, ElementsAre(3, -4, 1, 0, -0.4f));
 
-  quantize_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
+  codec_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
     return absl::StrCat("qsgd payload body is ", bytes,
                         " bytes, expected 15 (3 buckets, 4 bits per value)");
   });
@@ -350,7 +350,7 @@ TEST(QsgdCodecTest, ErrorFeedbackIdentity) {
   for (auto [n, s, d] : std::vector<std::tuple<size_t, uint32_t, uint32_t>>{
            {1, 1, 512}, {7, 3, 2}, {3000, 127, 512}, {2049, 255, 1000}}) {
     QsgdCodec codec(n, s, d);
-    quantize_testing::ExpectErrorFeedbackIdentity(codec, 5, 42);
+    codec_testing::ExpectErrorFeedbackIdentity(codec, 5, 42);
   }
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/philox.h"
-#include "compress/internal/quantize_testing.h"
+#include "compress/internal/codec_testing.h"
 #include "compress/registry.h"
 #include "compress/wire_format.h"
 #include "gmock/gmock.h"
@@ -18,9 +18,9 @@
 namespace tamp::compress {
 namespace {
 
-using quantize_testing::ExpectRejected;
-using quantize_testing::Key;
-using quantize_testing::NormalValues;
+using codec_testing::ExpectRejected;
+using codec_testing::Key;
+using codec_testing::NormalValues;
 using ::testing::ElementsAre;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -137,7 +137,7 @@ TEST(TernGradCodecTest, UnbiasedForTheClippedValues) {
   input[1] = -7;
   TernGradCodec codec(n);
   const int draws = 4000;
-  const quantize_testing::Moments moments = quantize_testing::DecodeMoments(codec, input, draws);
+  const codec_testing::Moments moments = codec_testing::DecodeMoments(codec, input, draws);
   const double scale = TernGradCodec::Scale(input);
   std::vector<double> target(n), lower(n, 0.0), gap(n);
   double expected_variance = 0, sample_variance = 0;
@@ -148,7 +148,7 @@ TEST(TernGradCodecTest, UnbiasedForTheClippedValues) {
     sample_variance += moments.variance[i];
   }
   EXPECT_EQ(target[0], scale);
-  quantize_testing::ExpectUnbiased(moments.mean, target, lower, gap, draws);
+  codec_testing::ExpectUnbiased(moments.mean, target, lower, gap, draws);
   // Var = scale * |c| - c^2 per value.
   EXPECT_NEAR(sample_variance, expected_variance, 0.05 * expected_variance);
 }
@@ -207,7 +207,7 @@ TEST(TernGradCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
   ASSERT_TRUE(codec.Decode(good, {}, absl::MakeSpan(out)).ok());
   EXPECT_THAT(out, ElementsAre(2, -2, 0, 2, -2));
 
-  quantize_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
+  codec_testing::ExpectHeaderAndLengthChecks(codec, good, [](size_t bytes) {
     return absl::StrCat("terngrad payload body is ", bytes, " bytes, expected 6");
   });
   ExpectRejected(codec, MakePayload(5, -1.0f, {1, 2, 0, 1, 2}),
@@ -236,7 +236,7 @@ TEST(TernGradCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
 TEST(TernGradCodecTest, ErrorFeedbackIdentity) {
   for (size_t n : {1, 7, 3000}) {
     TernGradCodec codec(n);
-    quantize_testing::ExpectErrorFeedbackIdentity(codec, 5, 43);
+    codec_testing::ExpectErrorFeedbackIdentity(codec, 5, 43);
   }
 }
 

@@ -1,12 +1,13 @@
-// Checks shared by the quantization codec tests (fp16, bf16, qsgd, terngrad, natural,
-// maxmin). Test-only; internal to compress/.
+// Checks shared by the codec tests: every codec's decoder rejections; the quantization codecs'
+// (fp16, bf16, qsgd, terngrad, natural, maxmin) error-feedback identity and moments.
+// Test-only; internal to compress/.
 //
 //   ExpectErrorFeedbackIdentity(codec, steps, seed)   RESIDUAL memory keeps its identity
 //   ExpectRejected(codec, payload, message)           Decode and DecodeAdd refuse, untouched
 //   DecodeMoments(codec, input, keys)                 per-value mean/variance over many keys
 //   NormalValues(n, seed), WithBits(x, bits), Key(step)
-#ifndef TAMP_COMPRESS_INTERNAL_QUANTIZE_TESTING_H_
-#define TAMP_COMPRESS_INTERNAL_QUANTIZE_TESTING_H_
+#ifndef TAMP_COMPRESS_INTERNAL_CODEC_TESTING_H_
+#define TAMP_COMPRESS_INTERNAL_CODEC_TESTING_H_
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +25,7 @@
 #include "compress/wire_format.h"
 #include "gtest/gtest.h"
 
-namespace tamp::compress::quantize_testing {
+namespace tamp::compress::codec_testing {
 
 // A key whose step varies: each step of a test is a new draw of the codec's randomness.
 inline RandomKey Key(uint64_t step, uint64_t seed = 17) {
@@ -188,6 +189,6 @@ inline void ExpectUnbiased(const std::vector<double>& mean, const std::vector<do
       << "systematic bias";
 }
 
-}  // namespace tamp::compress::quantize_testing
+}  // namespace tamp::compress::codec_testing
 
-#endif  // TAMP_COMPRESS_INTERNAL_QUANTIZE_TESTING_H_
+#endif  // TAMP_COMPRESS_INTERNAL_CODEC_TESTING_H_

@@ -127,7 +127,9 @@ class Codec {
   // Codec::FinishAggregate()
   //
   // Turns the sum of `num_contributors` DecodeAdd()s into the aggregate the optimizer
-  // applies. Default: the mean. Sign codecs: the majority vote.
+  // applies. Default: the mean. Sign codecs: the majority vote. Element-wise (each aggregate
+  // depends on its own sum, and a zero sum stays zero), so `accumulator` may also be the sums
+  // a sparse aggregation gathered, compacted (at most size() of them; server/sync_chunk.h).
   virtual void FinishAggregate(int num_contributors, absl::Span<float> accumulator) const;
 
   // ---------------------------------------------------------------------------------------

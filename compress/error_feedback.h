@@ -129,6 +129,8 @@ class ErrorFeedback {
   // BeginRounds().
   absl::Status ReplayRounds(Codec& codec, const RandomKey& key, std::string* payload);
 
+  config::ErrorFeedback::Kind kind() const { return kind_; }
+
   // What has not reached the receiver: the residual (RESIDUAL) or v (DGC_MOMENTUM).
   // Empty for NONE. Valid until the next Compress() (which may move the memory to another
   // buffer), like StateBuffers().

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/status_macros.h"
+#include "glog/logging.h"
 #include "optim/adam.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
@@ -55,6 +56,12 @@ absl::Status ValidateAdam(const config::Optimizer& spec) {
 }  // namespace
 
 Optimizer::~Optimizer() = default;
+
+void Optimizer::ApplySparse(absl::Span<float>, absl::Span<const size_t>, absl::Span<const float>,
+                            float, absl::Span<float>) {
+  LOG(FATAL) << "Optimizer::ApplySparse() of a rule that moves zero-gradient weights: check "
+                "KeepsZeroGradientWeights() first";
+}
 
 absl::Status ValidateOptimizerSpec(const config::Optimizer& spec) {
   if (spec.name() != "sgd" && spec.name() != "adam") {

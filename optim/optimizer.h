@@ -55,6 +55,25 @@ class Optimizer {
     Apply(weights, gradient, step, learning_rate, {}, DeltaMode::kStore);
   }
 
+  // Optimizer::KeepsZeroGradientWeights()
+  //
+  // True where a weight whose gradient is zero keeps its value and the rule keeps no state
+  // (sgd without momentum or weight decay: DGC's server, whose momentum is the workers'), so
+  // that a gradient that is zero outside a few entries moves only those: ApplySparse().
+  virtual bool KeepsZeroGradientWeights() const { return false; }
+
+  // Optimizer::ApplySparse()
+  //
+  // Apply(weights, gradient, step, learning_rate, delta, DeltaMode::kAdd) of a gradient that
+  // is values[j] at indices[j] (distinct, any order) and zero elsewhere, in O(indices): those
+  // weights move, and their w_new - w_old is added into `delta`, bit for bit as Apply() does;
+  // the others keep their value and their delta (Apply() adds +0 there, which differs only on
+  // a -0 delta, and turns a non-finite weight into NaN). Only where KeepsZeroGradientWeights()
+  // (CHECK).
+  virtual void ApplySparse(absl::Span<float> weights, absl::Span<const size_t> indices,
+                           absl::Span<const float> values, float learning_rate,
+                           absl::Span<float> delta);
+
   // Optimizer::StateBuffers()
   //
   // The rule's state (sgd: the momentum buffer; adam: m, v), each num_elements values or

@@ -5,6 +5,7 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -258,6 +259,59 @@ TEST(OptimizerTest, AddedDeltaIsTheDifferencePlusWhatDeltaHeld) {
       }
     }
   }
+}
+
+TEST(OptimizerTest, OnlyPlainSgdKeepsZeroGradientWeights) {
+  for (const config::Optimizer& spec : EveryRuleAndSwitch()) {
+    const bool plain = spec.name() == "sgd" && spec.momentum() == 0 && spec.weight_decay() == 0;
+    EXPECT_EQ(Create(spec, 4)->KeepsZeroGradientWeights(), plain) << spec.ShortDebugString();
+  }
+  EXPECT_TRUE(Create(Sgd(0.1f), 4)->KeepsZeroGradientWeights());
+  EXPECT_FALSE(Create(Sgd(0.1f, 0, false, 1e-4f), 4)->KeepsZeroGradientWeights());
+}
+
+TEST(OptimizerTest, SparseApplyMovesWhatTheDenseApplyMovesBitForBit) {
+  // A gradient that is zero but at a few entries (given in no order), against Apply() of
+  // it dense with an added delta: the same weights and delta, every bit.
+  const size_t n = 1000;
+  auto sparse = Create(Sgd(0.3f), n);
+  auto dense = Create(Sgd(0.3f), n);
+  std::vector<float> w(n), reference(n), delta(n), reference_delta(n);
+  for (size_t i = 0; i < n; ++i) {
+    w[i] = reference[i] = std::sin(1.0f + i) / 3;
+    delta[i] = reference_delta[i] = i % 3 == 0 ? 0.0f : std::cos(0.1f * i) / 5;
+  }
+  for (int64_t step = 0; step < 3; ++step) {
+    std::vector<size_t> indices;
+    std::vector<float> values;
+    std::vector<float> g(n, 0.0f);
+    for (size_t i = (7 * step + 3) % 11; i < n; i += 11) {
+      indices.insert(indices.begin(), i);  // Descending: any order serves.
+      values.insert(values.begin(), std::cos(0.7f * i + step) / 7);
+      g[i] = values.front();
+    }
+    sparse->ApplySparse(absl::MakeSpan(w), indices, values, 0.05f, absl::MakeSpan(delta));
+    dense->Apply(absl::MakeSpan(reference), g, step, 0.05f, absl::MakeSpan(reference_delta),
+                 Optimizer::DeltaMode::kAdd);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::memcmp(&w[i], &reference[i], sizeof(float)), 0)
+          << "step " << step << " i " << i;
+      ASSERT_EQ(std::memcmp(&delta[i], &reference_delta[i], sizeof(float)), 0)
+          << "step " << step << " i " << i;
+    }
+  }
+}
+
+TEST(OptimizerDeathTest, SparseApplyOfARuleThatMovesZeroGradientWeightsIsAProgrammerError) {
+  std::vector<float> w(4), delta(4);
+  const std::vector<size_t> indices = {1};
+  const std::vector<float> values = {0.5f};
+  EXPECT_DEATH(Create(Sgd(0.1f, 0.9f), 4)->ApplySparse(absl::MakeSpan(w), indices, values,
+                                                       0.1f, absl::MakeSpan(delta)),
+               "momentum or weight decay");
+  EXPECT_DEATH(Create(Adam(1e-3f, 0.9f, 0.999f), 4)
+                   ->ApplySparse(absl::MakeSpan(w), indices, values, 0.1f, absl::MakeSpan(delta)),
+               "KeepsZeroGradientWeights");
 }
 
 TEST(ValidateOptimizerSpecTest, AcceptsSgdAndAdam) {

@@ -39,6 +39,20 @@ void SgdPass(size_t n, float* __restrict weights, const float* __restrict gradie
   }
 }
 
+// SgdPass<false, false, DeltaWrite::kAdd> at the given entries: the same expressions, so
+// the same bits (weight_decay is 0 here, as in that pass's 0 * w, kept for those bits).
+void SgdPassAt(absl::Span<const size_t> indices, const float* values, float* weights,
+               float* delta, float weight_decay, float learning_rate) {
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const size_t i = indices[j];
+    const float w = weights[i];
+    const float d = values[j] + weight_decay * w;
+    const float next = w - learning_rate * d;
+    weights[i] = next;
+    delta[i] = (next - w) + delta[i];
+  }
+}
+
 template <DeltaWrite kDelta>
 using DeltaTag = std::integral_constant<DeltaWrite, kDelta>;
 
@@ -65,6 +79,15 @@ void Sgd::Apply(absl::Span<float> weights, absl::Span<const float> gradient, int
   if (delta.empty()) return with_delta(DeltaTag<DeltaWrite::kNone>{});
   if (delta_mode == DeltaMode::kAdd) return with_delta(DeltaTag<DeltaWrite::kAdd>{});
   with_delta(DeltaTag<DeltaWrite::kStore>{});
+}
+
+void Sgd::ApplySparse(absl::Span<float> weights, absl::Span<const size_t> indices,
+                      absl::Span<const float> values, float learning_rate,
+                      absl::Span<float> delta) {
+  CHECK(KeepsZeroGradientWeights()) << "Sgd::ApplySparse() with momentum or weight decay";
+  CHECK_EQ(indices.size(), values.size());
+  CHECK_EQ(delta.size(), weights.size());
+  SgdPassAt(indices, values.data(), weights.data(), delta.data(), weight_decay_, learning_rate);
 }
 
 }  // namespace tamp

@@ -28,6 +28,13 @@ class Sgd final : public Optimizer {
   using Optimizer::Apply;
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient, int64_t step,
              float learning_rate, absl::Span<float> delta, DeltaMode delta_mode) override;
+  // Without momentum and weight decay: w -= lr * g moves nothing where g is zero.
+  bool KeepsZeroGradientWeights() const override {
+    return buffer_.empty() && weight_decay_ == 0.0f;
+  }
+  void ApplySparse(absl::Span<float> weights, absl::Span<const size_t> indices,
+                   absl::Span<const float> values, float learning_rate,
+                   absl::Span<float> delta) override;
   std::vector<absl::Span<float>> StateBuffers() override { return {absl::MakeSpan(buffer_)}; }
 
  private:

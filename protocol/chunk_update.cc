@@ -1,5 +1,7 @@
 #include "protocol/chunk_update.h"
 
+#include "glog/logging.h"
+
 namespace tamp {
 
 absl::Status UpdateChunk(Optimizer& optimizer, absl::Span<float> weights,
@@ -12,6 +14,32 @@ absl::Status UpdateChunk(Optimizer& optimizer, absl::Span<float> weights,
   }
   optimizer.Apply(weights, gradient, step, learning_rate, update);
   return memory.Compress(codec, update, key, payload);
+}
+
+bool SparseUpdateApplies(const Optimizer& optimizer, const compress::ErrorFeedback& memory) {
+  return optimizer.KeepsZeroGradientWeights() && memory.kind() == config::ErrorFeedback::RESIDUAL;
+}
+
+absl::Status UpdateChunkFromSparseSums(Optimizer& optimizer, absl::Span<float> weights,
+                                       absl::Span<float> accumulator,
+                                       absl::Span<const size_t> touched,
+                                       const compress::Codec& push_codec, int num_contributors,
+                                       float learning_rate, compress::ErrorFeedback& memory,
+                                       compress::Codec& codec, const RandomKey& key,
+                                       compress::SparseEntries* gathered, std::string* payload) {
+  CHECK(SparseUpdateApplies(optimizer, memory));
+  gathered->indices.clear();
+  gathered->values.clear();
+  for (const size_t i : touched) {
+    if (accumulator[i] == 0.0f) continue;
+    gathered->indices.push_back(i);
+    gathered->values.push_back(accumulator[i]);
+    accumulator[i] = 0.0f;
+  }
+  push_codec.FinishAggregate(num_contributors, absl::MakeSpan(gathered->values));
+  optimizer.ApplySparse(weights, gathered->indices, gathered->values, learning_rate,
+                        memory.AddTarget());
+  return memory.CompressAdded(codec, key, payload);
 }
 
 }  // namespace tamp

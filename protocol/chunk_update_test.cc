@@ -12,11 +12,11 @@
 namespace tamp {
 namespace {
 
-std::unique_ptr<Optimizer> MakeSgd(size_t n) {
+std::unique_ptr<Optimizer> MakeSgd(size_t n, float momentum = 0.9f) {
   config::Optimizer spec;
   spec.set_name("sgd");
   spec.set_learning_rate(0.1f);
-  spec.set_momentum(0.9f);
+  spec.set_momentum(momentum);
   return *CreateOptimizer(spec, n);
 }
 
@@ -114,6 +114,53 @@ std::unique_ptr<Optimizer> MakeSgdWithMomentum(float momentum) {
 //           w2 = {0.5, -2.75, 3, 2.125, -1.25, 0.5}; d1 = {0.5, -0.25, 0.5, -0.625, 0.25, -0.5}
 // NONE sends top-2 of d: step 0 |2| at 2, |-1| at 0 (ties with 5); step 1 |-0.625| at 3,
 // |0.5| at 0 (ties with 2 and 5).
+// Sums of two sparse pushes whose entries overlap, through UpdateChunkFromSparseSums(): the
+// weights, payloads and residual of FinishAggregate() over the whole accumulator and
+// UpdateChunk(), and an accumulator left zero.
+TEST(UpdateChunkTest, SparseSumsSameAsDense) {
+  const size_t n = 5000;
+  const auto kind = config::ErrorFeedback::RESIDUAL;
+  auto optimizer = MakeSgd(n, 0.0f), reference_optimizer = MakeSgd(n, 0.0f);
+  auto memory = MakeMemory(kind, n), reference_memory = MakeMemory(kind, n);
+  ASSERT_TRUE(SparseUpdateApplies(*optimizer, *memory));
+  EXPECT_FALSE(SparseUpdateApplies(*MakeSgd(n), *memory));  // Momentum moves them all.
+  EXPECT_FALSE(SparseUpdateApplies(*optimizer, *MakeMemory(config::ErrorFeedback::NONE, n)));
+  compress::TopKCodec push_codec(n, 100), codec(n, 50), reference_codec(n, 50);
+  std::vector<float> weights(n), reference_weights(n), update(n), accumulator(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) weights[i] = reference_weights[i] = std::sin(0.1f * i);
+  compress::SparseEntries gathered;
+  for (int64_t step = 0; step < 5; ++step) {
+    std::vector<size_t> touched;
+    for (int worker = 0; worker < 2; ++worker) {
+      for (size_t i = step + worker * 20; i < n; i += 37 + worker) {
+        accumulator[i] += std::cos(0.37f * i + step + worker) / 3;
+        touched.push_back(i);
+      }
+    }
+    touched.push_back(touched.front());  // A repeat.
+    std::vector<float> mean = accumulator;
+    push_codec.FinishAggregate(2, absl::MakeSpan(mean));
+    const RandomKey key{.seed = 1, .step = static_cast<uint64_t>(step)};
+    std::string payload, expected;
+    ASSERT_TRUE(UpdateChunkFromSparseSums(*optimizer, absl::MakeSpan(weights),
+                                          absl::MakeSpan(accumulator), touched, push_codec, 2,
+                                          0.05f, *memory, codec, key, &gathered, &payload)
+                    .ok());
+    ASSERT_TRUE(UpdateChunk(*reference_optimizer, absl::MakeSpan(reference_weights), mean, step,
+                            0.05f, *reference_memory, reference_codec, key,
+                            absl::MakeSpan(update), &expected)
+                    .ok());
+    ASSERT_EQ(weights, reference_weights) << "step " << step;
+    ASSERT_EQ(payload, expected) << "step " << step;
+    const absl::Span<const float> owed = memory->residual();
+    const absl::Span<const float> reference_owed = reference_memory->residual();
+    ASSERT_EQ(std::vector<float>(owed.begin(), owed.end()),
+              std::vector<float>(reference_owed.begin(), reference_owed.end()))
+        << "step " << step;
+    ASSERT_EQ(accumulator, std::vector<float>(n, 0.0f)) << "step " << step;
+  }
+}
+
 TEST(UpdateChunkTest, NoMemorySendsTopKOfTheMomentumUpdate) {
   auto optimizer = MakeSgdWithMomentum(0.5f);
   auto memory = MakeMemory(config::ErrorFeedback::NONE, kN);

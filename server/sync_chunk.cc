@@ -80,6 +80,7 @@ absl::Status SyncChunk::Add(uint32_t worker, uint64_t push_step, uint32_t push_r
     return absl::Status(status.code(), absl::StrCat("chunk ", id, " step ", c.step, at, " worker ",
                                                     worker, ": ", status.message()));
   }
+  if (policy == config::Validation::ALLOW) sums_sparse_ = false;  // Added where, unknown.
   if (!finite) {
     const std::string what = absl::StrCat("chunk ", id, " step ", c.step, at, " worker ", worker,
                                           ": the push holds NaN or Inf (or overflows the sum)");
@@ -114,7 +115,12 @@ absl::Status SyncChunk::DecodeAddFinite(uint64_t push_step, absl::string_view pa
       bad |= ChunkCore::NonFinite(accumulator[pushed_.indices[j]] + pushed_.values[j]);
     }
     *finite = bad == 0;
-    if (*finite) compress::AddSparseEntries(pushed_, absl::MakeSpan(accumulator));
+    if (*finite) {
+      compress::AddSparseEntries(pushed_, absl::MakeSpan(accumulator));
+      if (sums_sparse_) {
+        touched_.insert(touched_.end(), pushed_.indices.begin(), pushed_.indices.end());
+      }
+    }
     return absl::OkStatus();
   }
   scratch_.resize(accumulator.size());
@@ -126,7 +132,10 @@ absl::Status SyncChunk::DecodeAddFinite(uint64_t push_step, absl::string_view pa
     bad |= ChunkCore::NonFinite(sum);
   }
   *finite = bad == 0;
-  if (*finite) accumulator.swap(scratch_);
+  if (*finite) {
+    accumulator.swap(scratch_);
+    sums_sparse_ = false;
+  }
   return absl::OkStatus();
 }
 
@@ -175,18 +184,28 @@ SyncChunk::Completion SyncChunk::FinishStep(float learning_rate) {
   ChunkCore& c = *core_;
   Completion done;
   done.update = c.pull_buffers->Take();
-  const absl::Span<const float> gradient = AggregateGradient(&done.aggregate);
   // Encoding a well-sized buffer fails only on a codec bug. The weights have moved either
   // way, so the step still counts; workers that get the error must resync (PullWeights).
   // server.mode AGGREGATE answers the mean gradient itself; the weights stay.
-  done.status =
-      config_.server().mode() == config::Server::AGGREGATE
-          ? c.pull_feedback->Compress(*c.pull_codec, gradient, PullKey(config_, c.step, c.id),
-                                      &done.update)
-          : UpdateChunk(*c.optimizer, absl::MakeSpan(c.weights), gradient,
-                        static_cast<int64_t>(c.step), learning_rate, *c.pull_feedback,
-                        *c.pull_codec, PullKey(config_, c.step, c.id), absl::MakeSpan(c.update),
-                        &done.update);
+  const bool aggregates = config_.server().mode() == config::Server::AGGREGATE;
+  if (!aggregates && sums_sparse_ && SparseUpdateApplies(*c.optimizer, *c.pull_feedback)) {
+    // Few sums: the update from them alone, leaving the accumulator zero for StartRound().
+    done.status = UpdateChunkFromSparseSums(
+        *c.optimizer, absl::MakeSpan(c.weights), absl::MakeSpan(c.accumulator), touched_,
+        c.PushCodecAt(c.step), static_cast<int>(num_arrived_), learning_rate, *c.pull_feedback,
+        *c.pull_codec, PullKey(config_, c.step, c.id), &gathered_, &done.update);
+    touched_.clear();
+  } else {
+    const absl::Span<const float> gradient = AggregateGradient(&done.aggregate);
+    done.status =
+        aggregates
+            ? c.pull_feedback->Compress(*c.pull_codec, gradient, PullKey(config_, c.step, c.id),
+                                        &done.update)
+            : UpdateChunk(*c.optimizer, absl::MakeSpan(c.weights), gradient,
+                          static_cast<int64_t>(c.step), learning_rate, *c.pull_feedback,
+                          *c.pull_codec, PullKey(config_, c.step, c.id),
+                          absl::MakeSpan(c.update), &done.update);
+  }
   ++c.step;
   done.step = c.step;
   c.resuming = false;  // In step with the workers again.
@@ -203,7 +222,16 @@ std::string SyncChunk::RoundLabel(uint32_t round) const {
 
 void SyncChunk::StartRound(uint32_t round) {
   round_ = round;
-  core_->accumulator.assign(core_->push_codec->RoundValues(static_cast<int>(round)), 0.0f);
+  std::vector<float>& accumulator = core_->accumulator;
+  const size_t values = core_->push_codec->RoundValues(static_cast<int>(round));
+  if (sums_sparse_ && accumulator.size() == values) {
+    for (const size_t i : touched_) accumulator[i] = 0.0f;  // Zero elsewhere already.
+  } else {
+    accumulator.assign(values, 0.0f);
+  }
+  touched_.clear();
+  // Only a single-round codec's step is one aggregation that a sparse update can take.
+  sums_sparse_ = core_->rounds == 1;
   std::fill(arrived_.begin(), arrived_.end(), false);
   num_arrived_ = 0;
 }

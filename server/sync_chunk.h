@@ -5,7 +5,11 @@
 // accumulator. The push that completes the barrier turns the sum into the mean (or vote),
 // applies the optimizer at the schedule's rate for that step, encodes the update
 // u = w_new - w_old through the pull codec and residual, and answers all of the step's pushes
-// with that one payload, so every worker applies the same bytes.
+// with that one payload, so every worker applies the same bytes. Where the pushes are sparse
+// (top-k, dgc, threshold) and the optimizer moves only weights whose gradient is not zero
+// (sgd without momentum or weight decay: DGC's server) with a RESIDUAL pull memory, the mean
+// and the update touch only the pushed entries (protocol/chunk_update.h
+// UpdateChunkFromSparseSums), the same bits in O(entries) instead of passes over the chunk.
 //
 // Rounds. A push codec with rounds() R > 1 (e.g. powersgd) splits a step into rounds 0 .. R-1,
 // each gathered like a step: the chunk accepts pushes for its current (step, round) only; the
@@ -151,6 +155,11 @@ class SyncChunk : public ShardChunk {
   std::vector<RoundDoneCallback> pending_;  // Of this round's accepted pushes.
   std::vector<float> scratch_;              // DecodeAddFinite(): the next accumulator.
   compress::SparseEntries pushed_;          // DecodeAddFinite(): a sparse push's entries.
+  // While sums_sparse_, the accumulator is zero outside touched_: the entries sparse pushes
+  // added to (repeats allowed) since StartRound() zeroed it. A dense add clears it.
+  bool sums_sparse_ = false;
+  std::vector<size_t> touched_;
+  compress::SparseEntries gathered_;  // FinishStep(): the nonzero sums of a sparse update.
 };
 
 }  // namespace tamp

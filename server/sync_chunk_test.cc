@@ -120,5 +120,54 @@ TEST_F(SyncChunkTest, AReplicaPullKeepsTheResidualAnExactPullDropsIt) {
   EXPECT_EQ(chunk_->Snapshot().pull_residual, std::vector<float>(n_, 0.0f));
 }
 
+// A sparse push codec (top-k), plain SGD and a RESIDUAL pull memory: the chunk updates from
+// the pushed entries alone (FinishStep in O(entries) instead of passes over the chunk).
+// nonfinite_policy ALLOW adds through the codec's DecodeAdd, where the chunk cannot tell
+// which entries changed, and so takes the dense update: step by step both must leave the
+// same weights, accumulator and pull residual, and answer the same bytes.
+TEST_F(SyncChunkTest, ASparseUpdateLeavesWhatTheDenseOneLeaves) {
+  struct Run {
+    std::vector<std::string> answers;
+    std::vector<ChunkSnapshot> snapshots;
+  };
+  const auto run = [&](config::Validation::NonfinitePolicy policy) {
+    Init(TestConfig([&](config::RunConfig& config) {
+      config::ChunkCompression* compression =
+          config.mutable_compression()->mutable_default_compression();
+      compression->mutable_push()->set_name("topk");
+      compression->mutable_push()->set_ratio(0.05);
+      compression->mutable_pull()->set_name("topk");
+      compression->mutable_pull()->set_ratio(0.25);
+      compression->mutable_pull_feedback()->set_kind(config::ErrorFeedback::RESIDUAL);
+      config.mutable_validation()->set_nonfinite_policy(policy);
+    }));
+    Run result;
+    for (uint64_t step = 0; step < 4; ++step) {
+      Answer a0, a1;
+      Push(0, step, &a0);
+      Push(1, step, &a1);
+      EXPECT_TRUE(a1.status.ok()) << a1.status;
+      result.answers.push_back(a0.update);
+      result.snapshots.push_back(chunk_->Snapshot());
+    }
+    return result;
+  };
+  const Run sparse = run(config::Validation::SKIP);
+  const Run dense = run(config::Validation::ALLOW);
+  for (size_t step = 0; step < sparse.answers.size(); ++step) {
+    EXPECT_EQ(sparse.answers[step], dense.answers[step]) << "step " << step;
+    const ChunkSnapshot& s = sparse.snapshots[step];
+    const ChunkSnapshot& d = dense.snapshots[step];
+    ASSERT_EQ(s.weights.size(), n_);
+    EXPECT_EQ(std::memcmp(s.weights.data(), d.weights.data(), n_ * sizeof(float)), 0) << step;
+    EXPECT_EQ(std::memcmp(s.pull_residual.data(), d.pull_residual.data(), n_ * sizeof(float)),
+              0)
+        << "step " << step;
+    EXPECT_EQ(s.accumulator, std::vector<float>(n_, 0.0f)) << "step " << step;
+    EXPECT_EQ(d.accumulator, s.accumulator) << "step " << step;
+  }
+  EXPECT_NE(sparse.snapshots[0].weights, sparse.snapshots[3].weights) << "the weights moved";
+}
+
 }  // namespace
 }  // namespace tamp

@@ -81,6 +81,7 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
   samples.server_decode.resize(rounds);
   samples.server_round.resize(rounds);
   std::vector<float> accumulator;
+  compress::SparseEntries pushed, gathered;  // The shard's sparse update (pushed entries).
   std::string payload, answer, update_payload;
   for (int rep = 0; rep <= repetitions; ++rep) {
     const bool record = rep > 0;  // The first is a warm-up.
@@ -118,15 +119,27 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
       if (record) samples.encode[round + 1].push_back(MsSince(start));
     }
     // The shard once every push is in: mean (or the multi-round aggregate), optimizer,
-    // update through the pull codec (AGGREGATE: the mean through the pull codec).
+    // update through the pull codec (AGGREGATE: the mean through the pull codec); from the
+    // pushed entries alone where the shard does so (server/sync_chunk.h).
+    bool sparse = rounds == 1 && !aggregates && SparseUpdateApplies(*optimizer, *pull_memory);
+    if (sparse) {
+      TAMP_ASSIGN_OR_RETURN(sparse, shard_push->DecodeSparse(payload, push_key, &pushed));
+    }
     start = Clock::now();
-    if (rounds == 1) shard_push->FinishAggregate(workers, absl::MakeSpan(accumulator));
-    const absl::Span<const float> mean = rounds == 1 ? accumulator : aggregate;
-    TAMP_RETURN_IF_ERROR(
-        aggregates ? pull_memory->Compress(*shard_pull, mean, pull_key, &update_payload)
-                   : UpdateChunk(*optimizer, absl::MakeSpan(weights), mean, rep, learning_rate,
-                                 *pull_memory, *shard_pull, pull_key, absl::MakeSpan(update),
-                                 &update_payload));
+    if (sparse) {
+      TAMP_RETURN_IF_ERROR(UpdateChunkFromSparseSums(
+          *optimizer, absl::MakeSpan(weights), absl::MakeSpan(accumulator), pushed.indices,
+          *shard_push, workers, learning_rate, *pull_memory, *shard_pull, pull_key, &gathered,
+          &update_payload));
+    } else {
+      if (rounds == 1) shard_push->FinishAggregate(workers, absl::MakeSpan(accumulator));
+      const absl::Span<const float> mean = rounds == 1 ? accumulator : aggregate;
+      TAMP_RETURN_IF_ERROR(
+          aggregates ? pull_memory->Compress(*shard_pull, mean, pull_key, &update_payload)
+                     : UpdateChunk(*optimizer, absl::MakeSpan(weights), mean, rep,
+                                   learning_rate, *pull_memory, *shard_pull, pull_key,
+                                   absl::MakeSpan(update), &update_payload));
+    }
     update_ms += MsSince(start);
     cost.pull_bytes = update_payload.size();
     // The worker: finish the rounds, decode the update, add it.

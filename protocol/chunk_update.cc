@@ -16,11 +16,12 @@ absl::Status UpdateChunk(Optimizer& optimizer, absl::Span<float> weights,
   return memory.Compress(codec, update, key, payload);
 }
 
-bool SparseUpdateApplies(const Optimizer& optimizer, const compress::ErrorFeedback& memory) {
-  return optimizer.KeepsZeroGradientWeights() && memory.kind() == config::ErrorFeedback::RESIDUAL;
+bool SparseUpdateApplies(const Optimizer* optimizer, const compress::ErrorFeedback& memory) {
+  return memory.kind() == config::ErrorFeedback::RESIDUAL &&
+         (optimizer == nullptr || optimizer->KeepsZeroGradientWeights());
 }
 
-absl::Status UpdateChunkFromSparseSums(Optimizer& optimizer, absl::Span<float> weights,
+absl::Status UpdateChunkFromSparseSums(Optimizer* optimizer, absl::Span<float> weights,
                                        absl::Span<float> accumulator,
                                        absl::Span<const size_t> touched,
                                        const compress::Codec& push_codec, int num_contributors,
@@ -37,8 +38,12 @@ absl::Status UpdateChunkFromSparseSums(Optimizer& optimizer, absl::Span<float> w
     accumulator[i] = 0.0f;
   }
   push_codec.FinishAggregate(num_contributors, absl::MakeSpan(gathered->values));
-  optimizer.ApplySparse(weights, gathered->indices, gathered->values, learning_rate,
-                        memory.AddTarget());
+  if (optimizer != nullptr) {
+    optimizer->ApplySparse(weights, gathered->indices, gathered->values, learning_rate,
+                           memory.AddTarget());
+  } else {
+    compress::AddSparseEntries(*gathered, memory.AddTarget());
+  }
   return memory.CompressAdded(codec, key, payload);
 }
 

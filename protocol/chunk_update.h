@@ -31,23 +31,26 @@ absl::Status UpdateChunk(Optimizer& optimizer, absl::Span<float> weights,
 
 // SparseUpdateApplies()
 //
-// Whether UpdateChunkFromSparseSums() serves `optimizer` and `memory`: a rule that moves only
-// where the gradient is not zero (Optimizer::KeepsZeroGradientWeights) and a RESIDUAL memory.
-bool SparseUpdateApplies(const Optimizer& optimizer, const compress::ErrorFeedback& memory);
+// Whether UpdateChunkFromSparseSums() serves `optimizer` (null: server.mode AGGREGATE, no
+// optimizer) and `memory`: a RESIDUAL memory, and a rule that moves only where the gradient
+// is not zero (Optimizer::KeepsZeroGradientWeights).
+bool SparseUpdateApplies(const Optimizer* optimizer, const compress::ErrorFeedback& memory);
 
 // UpdateChunkFromSparseSums()
 //
-// The shard's update from sums that sparse pushes gathered: `accumulator` holds the sum of
+// The shard's answer from sums that sparse pushes gathered: `accumulator` holds the sum of
 // `num_contributors` pushes of `push_codec`, zero outside `touched` (the entries they added
 // to; repeats allowed). Takes each nonzero sum once, zeroing it in the accumulator (a repeat
-// then finds 0; a zero sum moves nothing), turns them into the aggregate
-// (push_codec.FinishAggregate, element-wise), and has the optimizer move only those weights,
-// adding each update into the residual (Optimizer::ApplySparse); then the residual is
-// compressed as UpdateChunk() does. Where SparseUpdateApplies() (CHECK). Weights, residual and
-// payload come out as those of FinishAggregate() over the whole accumulator and UpdateChunk()
-// (bit for bit, but for the cases ApplySparse() names), in O(touched) where they make two
-// passes over the chunk, and the accumulator comes out zero. `gathered`: scratch.
-absl::Status UpdateChunkFromSparseSums(Optimizer& optimizer, absl::Span<float> weights,
+// then finds 0; a zero sum moves nothing), and turns them into the aggregate
+// (push_codec.FinishAggregate, element-wise). With an optimizer, it moves only those weights,
+// adding each update into the residual (Optimizer::ApplySparse); without one (AGGREGATE), the
+// aggregate itself is added into the residual; then the residual is compressed. Where
+// SparseUpdateApplies() (CHECK). Weights, residual and payload come out as those of
+// FinishAggregate() over the whole accumulator and then UpdateChunk(), or the memory's
+// Compress() of the mean (bit for bit, but for the cases ApplySparse() names), in O(touched)
+// where those make two passes over the chunk, and the accumulator comes out zero.
+// `gathered`: scratch.
+absl::Status UpdateChunkFromSparseSums(Optimizer* optimizer, absl::Span<float> weights,
                                        absl::Span<float> accumulator,
                                        absl::Span<const size_t> touched,
                                        const compress::Codec& push_codec, int num_contributors,

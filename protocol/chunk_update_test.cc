@@ -122,9 +122,11 @@ TEST(UpdateChunkTest, SparseSumsSameAsDense) {
   const auto kind = config::ErrorFeedback::RESIDUAL;
   auto optimizer = MakeSgd(n, 0.0f), reference_optimizer = MakeSgd(n, 0.0f);
   auto memory = MakeMemory(kind, n), reference_memory = MakeMemory(kind, n);
-  ASSERT_TRUE(SparseUpdateApplies(*optimizer, *memory));
-  EXPECT_FALSE(SparseUpdateApplies(*MakeSgd(n), *memory));  // Momentum moves them all.
-  EXPECT_FALSE(SparseUpdateApplies(*optimizer, *MakeMemory(config::ErrorFeedback::NONE, n)));
+  ASSERT_TRUE(SparseUpdateApplies(optimizer.get(), *memory));
+  EXPECT_FALSE(SparseUpdateApplies(MakeSgd(n).get(), *memory));  // Momentum moves them all.
+  EXPECT_FALSE(
+      SparseUpdateApplies(optimizer.get(), *MakeMemory(config::ErrorFeedback::NONE, n)));
+  EXPECT_TRUE(SparseUpdateApplies(nullptr, *memory));  // AGGREGATE: the mean itself.
   compress::TopKCodec push_codec(n, 100), codec(n, 50), reference_codec(n, 50);
   std::vector<float> weights(n), reference_weights(n), update(n), accumulator(n, 0.0f);
   for (size_t i = 0; i < n; ++i) weights[i] = reference_weights[i] = std::sin(0.1f * i);
@@ -142,7 +144,7 @@ TEST(UpdateChunkTest, SparseSumsSameAsDense) {
     push_codec.FinishAggregate(2, absl::MakeSpan(mean));
     const RandomKey key{.seed = 1, .step = static_cast<uint64_t>(step)};
     std::string payload, expected;
-    ASSERT_TRUE(UpdateChunkFromSparseSums(*optimizer, absl::MakeSpan(weights),
+    ASSERT_TRUE(UpdateChunkFromSparseSums(optimizer.get(), absl::MakeSpan(weights),
                                           absl::MakeSpan(accumulator), touched, push_codec, 2,
                                           0.05f, *memory, codec, key, &gathered, &payload)
                     .ok());
@@ -151,6 +153,42 @@ TEST(UpdateChunkTest, SparseSumsSameAsDense) {
                             absl::MakeSpan(update), &expected)
                     .ok());
     ASSERT_EQ(weights, reference_weights) << "step " << step;
+    ASSERT_EQ(payload, expected) << "step " << step;
+    const absl::Span<const float> owed = memory->residual();
+    const absl::Span<const float> reference_owed = reference_memory->residual();
+    ASSERT_EQ(std::vector<float>(owed.begin(), owed.end()),
+              std::vector<float>(reference_owed.begin(), reference_owed.end()))
+        << "step " << step;
+    ASSERT_EQ(accumulator, std::vector<float>(n, 0.0f)) << "step " << step;
+  }
+}
+
+// server.mode AGGREGATE (no optimizer): the mean of sparse sums added into the residual
+// leaves the payload and residual of the memory's Compress() of the dense mean.
+TEST(UpdateChunkTest, SparseSumsWithoutAnOptimizerSameAsCompressingTheMean) {
+  const size_t n = 3000;
+  const auto kind = config::ErrorFeedback::RESIDUAL;
+  auto memory = MakeMemory(kind, n), reference_memory = MakeMemory(kind, n);
+  compress::TopKCodec push_codec(n, 100), codec(n, 40), reference_codec(n, 40);
+  std::vector<float> accumulator(n, 0.0f);
+  compress::SparseEntries gathered;
+  for (int64_t step = 0; step < 4; ++step) {
+    std::vector<size_t> touched;
+    for (int worker = 0; worker < 3; ++worker) {
+      for (size_t i = 2 * step + worker * 11; i < n; i += 29 + worker) {
+        accumulator[i] += std::sin(0.21f * i - step + worker) / 5;
+        touched.push_back(i);
+      }
+    }
+    std::vector<float> mean = accumulator;
+    push_codec.FinishAggregate(3, absl::MakeSpan(mean));
+    const RandomKey key{.seed = 2, .step = static_cast<uint64_t>(step)};
+    std::string payload, expected;
+    ASSERT_TRUE(UpdateChunkFromSparseSums(nullptr, {}, absl::MakeSpan(accumulator), touched,
+                                          push_codec, 3, 0.0f, *memory, codec, key, &gathered,
+                                          &payload)
+                    .ok());
+    ASSERT_TRUE(reference_memory->Compress(reference_codec, mean, key, &expected).ok());
     ASSERT_EQ(payload, expected) << "step " << step;
     const absl::Span<const float> owed = memory->residual();
     const absl::Span<const float> reference_owed = reference_memory->residual();

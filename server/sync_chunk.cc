@@ -188,10 +188,11 @@ SyncChunk::Completion SyncChunk::FinishStep(float learning_rate) {
   // way, so the step still counts; workers that get the error must resync (PullWeights).
   // server.mode AGGREGATE answers the mean gradient itself; the weights stay.
   const bool aggregates = config_.server().mode() == config::Server::AGGREGATE;
-  if (!aggregates && sums_sparse_ && SparseUpdateApplies(*c.optimizer, *c.pull_feedback)) {
-    // Few sums: the update from them alone, leaving the accumulator zero for StartRound().
+  Optimizer* const optimizer = aggregates ? nullptr : c.optimizer.get();
+  if (sums_sparse_ && SparseUpdateApplies(optimizer, *c.pull_feedback)) {
+    // Few sums: the answer from them alone, leaving the accumulator zero for StartRound().
     done.status = UpdateChunkFromSparseSums(
-        *c.optimizer, absl::MakeSpan(c.weights), absl::MakeSpan(c.accumulator), touched_,
+        optimizer, absl::MakeSpan(c.weights), absl::MakeSpan(c.accumulator), touched_,
         c.PushCodecAt(c.step), static_cast<int>(num_arrived_), learning_rate, *c.pull_feedback,
         *c.pull_codec, PullKey(config_, c.step, c.id), &gathered_, &done.update);
     touched_.clear();

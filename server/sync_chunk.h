@@ -6,10 +6,11 @@
 // applies the optimizer at the schedule's rate for that step, encodes the update
 // u = w_new - w_old through the pull codec and residual, and answers all of the step's pushes
 // with that one payload, so every worker applies the same bytes. Where the pushes are sparse
-// (top-k, dgc, threshold) and the optimizer moves only weights whose gradient is not zero
-// (sgd without momentum or weight decay: DGC's server) with a RESIDUAL pull memory, the mean
-// and the update touch only the pushed entries (protocol/chunk_update.h
-// UpdateChunkFromSparseSums), the same bits in O(entries) instead of passes over the chunk.
+// (top-k, dgc, threshold), the pull memory is RESIDUAL, and the optimizer moves only weights
+// whose gradient is not zero (sgd without momentum or weight decay: DGC's server) or there is
+// none (server.mode AGGREGATE), the mean and the answer touch only the pushed entries
+// (protocol/chunk_update.h UpdateChunkFromSparseSums): the same bits in O(entries) instead of
+// passes over the chunk.
 //
 // Rounds. A push codec with rounds() R > 1 (e.g. powersgd) splits a step into rounds 0 .. R-1,
 // each gathered like a step: the chunk accepts pushes for its current (step, round) only; the

@@ -120,8 +120,9 @@ TEST_F(SyncChunkTest, AReplicaPullKeepsTheResidualAnExactPullDropsIt) {
   EXPECT_EQ(chunk_->Snapshot().pull_residual, std::vector<float>(n_, 0.0f));
 }
 
-// A sparse push codec (top-k), plain SGD and a RESIDUAL pull memory: the chunk updates from
-// the pushed entries alone (FinishStep in O(entries) instead of passes over the chunk).
+// A sparse push codec (top-k), plain SGD (or server.mode AGGREGATE) and a RESIDUAL pull
+// memory: the chunk answers from the pushed entries alone (FinishStep in O(entries) instead
+// of passes over the chunk).
 // nonfinite_policy ALLOW adds through the codec's DecodeAdd, where the chunk cannot tell
 // which entries changed, and so takes the dense update: step by step both must leave the
 // same weights, accumulator and pull residual, and answer the same bytes.
@@ -130,8 +131,9 @@ TEST_F(SyncChunkTest, ASparseUpdateLeavesWhatTheDenseOneLeaves) {
     std::vector<std::string> answers;
     std::vector<ChunkSnapshot> snapshots;
   };
-  const auto run = [&](config::Validation::NonfinitePolicy policy) {
+  const auto run = [&](config::Validation::NonfinitePolicy policy, config::Server::Mode mode) {
     Init(TestConfig([&](config::RunConfig& config) {
+      config.mutable_server()->set_mode(mode);
       config::ChunkCompression* compression =
           config.mutable_compression()->mutable_default_compression();
       compression->mutable_push()->set_name("topk");
@@ -152,21 +154,26 @@ TEST_F(SyncChunkTest, ASparseUpdateLeavesWhatTheDenseOneLeaves) {
     }
     return result;
   };
-  const Run sparse = run(config::Validation::SKIP);
-  const Run dense = run(config::Validation::ALLOW);
-  for (size_t step = 0; step < sparse.answers.size(); ++step) {
-    EXPECT_EQ(sparse.answers[step], dense.answers[step]) << "step " << step;
-    const ChunkSnapshot& s = sparse.snapshots[step];
-    const ChunkSnapshot& d = dense.snapshots[step];
-    ASSERT_EQ(s.weights.size(), n_);
-    EXPECT_EQ(std::memcmp(s.weights.data(), d.weights.data(), n_ * sizeof(float)), 0) << step;
-    EXPECT_EQ(std::memcmp(s.pull_residual.data(), d.pull_residual.data(), n_ * sizeof(float)),
-              0)
-        << "step " << step;
-    EXPECT_EQ(s.accumulator, std::vector<float>(n_, 0.0f)) << "step " << step;
-    EXPECT_EQ(d.accumulator, s.accumulator) << "step " << step;
+  for (const config::Server::Mode mode : {config::Server::OPTIMIZER, config::Server::AGGREGATE}) {
+    SCOPED_TRACE(config::Server::Mode_Name(mode));
+    const Run sparse = run(config::Validation::SKIP, mode);
+    const Run dense = run(config::Validation::ALLOW, mode);
+    for (size_t step = 0; step < sparse.answers.size(); ++step) {
+      EXPECT_EQ(sparse.answers[step], dense.answers[step]) << "step " << step;
+      const ChunkSnapshot& s = sparse.snapshots[step];
+      const ChunkSnapshot& d = dense.snapshots[step];
+      ASSERT_EQ(s.weights.size(), n_);
+      EXPECT_EQ(std::memcmp(s.weights.data(), d.weights.data(), n_ * sizeof(float)), 0) << step;
+      EXPECT_EQ(
+          std::memcmp(s.pull_residual.data(), d.pull_residual.data(), n_ * sizeof(float)), 0)
+          << "step " << step;
+      EXPECT_EQ(s.accumulator, std::vector<float>(n_, 0.0f)) << "step " << step;
+      EXPECT_EQ(d.accumulator, s.accumulator) << "step " << step;
+    }
+    if (mode == config::Server::OPTIMIZER) {
+      EXPECT_NE(sparse.snapshots[0].weights, sparse.snapshots[3].weights) << "the weights moved";
+    }
   }
-  EXPECT_NE(sparse.snapshots[0].weights, sparse.snapshots[3].weights) << "the weights moved";
 }
 
 }  // namespace

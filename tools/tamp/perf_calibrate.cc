@@ -121,14 +121,14 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
     // The shard once every push is in: mean (or the multi-round aggregate), optimizer,
     // update through the pull codec (AGGREGATE: the mean through the pull codec); from the
     // pushed entries alone where the shard does so (server/sync_chunk.h).
-    bool sparse = rounds == 1 && !aggregates && SparseUpdateApplies(*optimizer, *pull_memory);
+    bool sparse = rounds == 1 && SparseUpdateApplies(optimizer.get(), *pull_memory);
     if (sparse) {
       TAMP_ASSIGN_OR_RETURN(sparse, shard_push->DecodeSparse(payload, push_key, &pushed));
     }
     start = Clock::now();
     if (sparse) {
       TAMP_RETURN_IF_ERROR(UpdateChunkFromSparseSums(
-          *optimizer, absl::MakeSpan(weights), absl::MakeSpan(accumulator), pushed.indices,
+          optimizer.get(), absl::MakeSpan(weights), absl::MakeSpan(accumulator), pushed.indices,
           *shard_push, workers, learning_rate, *pull_memory, *shard_pull, pull_key, &gathered,
           &update_payload));
     } else {

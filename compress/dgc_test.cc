@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "compress/error_feedback.h"
 #include "compress/internal/codec_testing.h"
 #include "compress/topk.h"
 #include "compress/wire_format.h"
@@ -283,29 +282,12 @@ TEST(DgcCodecTest, ErrorFeedbackIdentityHolds) {
   for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kFp16}) {
     const size_t n = 3001;
     DgcCodec codec(n, K(0.02, n), 0.1, format);
-    config::ErrorFeedback spec;
-    spec.set_kind(config::ErrorFeedback::RESIDUAL);
-    auto memory = ErrorFeedback::Create(spec, n);
-    ASSERT_TRUE(memory.ok()) << memory.status();
-    std::mt19937 rng(6);
-    std::normal_distribution<float> normal;
-    std::vector<float> input(n), decoded(n);
-    std::string payload;
-    for (uint64_t step = 0; step < 5; ++step) {
-      for (float& x : input) x = normal(rng);
-      const std::vector<float> old((*memory)->residual().begin(), (*memory)->residual().end());
-      const RandomKey key{.seed = 1, .step = step, .chunk = 2, .worker = 3};
-      ASSERT_TRUE((*memory)->Compress(codec, input, key, &payload).ok());
-      ASSERT_TRUE(codec.Decode(payload, key, absl::MakeSpan(decoded)).ok());
-      size_t sent = 0;
-      for (size_t i = 0; i < n; ++i) {
-        const float c = input[i] + old[i];
-        const float residual = (*memory)->residual()[i];
-        ASSERT_EQ(decoded[i] + residual, c) << "step " << step << " element " << i;
-        sent += decoded[i] != 0;
-      }
-      EXPECT_EQ(sent, codec.k());
-    }
+    codec_testing::ExpectErrorFeedbackIdentity(
+        codec, 5, 6, [&](int step, absl::Span<const float> decoded, absl::Span<const float>) {
+          EXPECT_EQ(std::count_if(decoded.begin(), decoded.end(), [](float v) { return v != 0; }),
+                    codec.k())
+              << "step " << step;
+        });
   }
 }
 

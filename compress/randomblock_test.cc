@@ -4,11 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "compress/error_feedback.h"
 #include "compress/internal/codec_testing.h"
 #include "compress/wire_format.h"
 #include "gmock/gmock.h"
@@ -214,27 +212,8 @@ TEST(RandomBlockCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
 
 TEST(RandomBlockCodecTest, ErrorFeedbackIdentityHolds) {
   for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kFp16}) {
-    const size_t n = 999;
-    RandomBlockCodec codec(n, 60, 4, format);
-    config::ErrorFeedback spec;
-    spec.set_kind(config::ErrorFeedback::RESIDUAL);
-    auto memory = ErrorFeedback::Create(spec, n);
-    ASSERT_TRUE(memory.ok()) << memory.status();
-    std::mt19937 rng(3);
-    std::normal_distribution<float> normal;
-    std::vector<float> input(n), decoded(n);
-    std::string payload;
-    for (uint64_t step = 0; step < 6; ++step) {
-      for (float& x : input) x = normal(rng);
-      const std::vector<float> old((*memory)->residual().begin(), (*memory)->residual().end());
-      const RandomKey key{.seed = 5, .step = step, .chunk = 1, .worker = 0};
-      ASSERT_TRUE((*memory)->Compress(codec, input, key, &payload).ok());
-      ASSERT_TRUE(codec.Decode(payload, key, absl::MakeSpan(decoded)).ok());
-      for (size_t i = 0; i < n; ++i) {
-        ASSERT_EQ(decoded[i] + (*memory)->residual()[i], input[i] + old[i])
-            << "step " << step << " i " << i;
-      }
-    }
+    RandomBlockCodec codec(999, 60, 4, format);
+    codec_testing::ExpectErrorFeedbackIdentity(codec, 6, 3);
   }
 }
 

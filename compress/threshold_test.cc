@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "compress/error_feedback.h"
 #include "compress/internal/codec_testing.h"
 #include "compress/wire_format.h"
 #include "gmock/gmock.h"
@@ -220,28 +219,14 @@ TEST(ThresholdCodecTest, RejectsBadPayloadsWithoutTouchingTheOutput) {
 
 TEST(ThresholdCodecTest, ErrorFeedbackIdentityHolds) {
   for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kFp16}) {
-    const size_t n = 2999;
-    ThresholdCodec codec(n, 1.5, format);
-    config::ErrorFeedback spec;
-    spec.set_kind(config::ErrorFeedback::RESIDUAL);
-    auto memory = ErrorFeedback::Create(spec, n);
-    ASSERT_TRUE(memory.ok()) << memory.status();
-    std::mt19937 rng(2);
-    std::normal_distribution<float> normal;
-    std::vector<float> input(n), decoded(n);
-    std::string payload;
-    for (uint64_t step = 0; step < 5; ++step) {
-      for (float& x : input) x = normal(rng);
-      const std::vector<float> old((*memory)->residual().begin(), (*memory)->residual().end());
-      ASSERT_TRUE((*memory)->Compress(codec, input, {.step = step}, &payload).ok());
-      ASSERT_TRUE(codec.Decode(payload, {.step = step}, absl::MakeSpan(decoded)).ok());
-      for (size_t i = 0; i < n; ++i) {
-        const float c = input[i] + old[i];
-        ASSERT_EQ(decoded[i] + (*memory)->residual()[i], c) << "step " << step << " i " << i;
-        // What stays behind is at most the threshold (plus fp16 rounding of what was sent).
-        ASSERT_LE(std::fabs((*memory)->residual()[i]), 1.5f) << "step " << step << " i " << i;
-      }
-    }
+    ThresholdCodec codec(2999, 1.5, format);
+    codec_testing::ExpectErrorFeedbackIdentity(
+        codec, 5, 2, [](int step, absl::Span<const float>, absl::Span<const float> residual) {
+          // What stays behind is at most the threshold (plus fp16 rounding of what was sent).
+          for (size_t i = 0; i < residual.size(); ++i) {
+            ASSERT_LE(std::fabs(residual[i]), 1.5f) << "step " << step << " i " << i;
+          }
+        });
   }
 }
 

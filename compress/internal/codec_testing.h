@@ -57,8 +57,10 @@ inline uint32_t BitsOf(float x) {
 // Runs `steps` steps of RESIDUAL error feedback over `codec` with fresh N(0, 1) inputs and
 // a new key each step, checking input + old residual == decode(payload) + new residual up to
 // the rounding of the one fp32 subtraction (c = input + old residual is formed in fp32 first,
-// as the implementation does).
-inline void ExpectErrorFeedbackIdentity(Codec& codec, int steps, uint32_t seed) {
+// as the implementation does; a sparsifier's identity is exact, which this admits).
+// `after_step(step, decoded, residual)` adds the codec's own checks of each step.
+template <typename AfterStep>
+void ExpectErrorFeedbackIdentity(Codec& codec, int steps, uint32_t seed, AfterStep after_step) {
   const size_t n = codec.size();
   config::ErrorFeedback spec;
   spec.set_kind(config::ErrorFeedback::RESIDUAL);
@@ -80,7 +82,13 @@ inline void ExpectErrorFeedbackIdentity(Codec& codec, int steps, uint32_t seed) 
           << "step " << step << " element " << i << ": c " << c << " decoded " << decoded[i]
           << " residual " << residual;
     }
+    after_step(step, absl::Span<const float>(decoded), (*memory)->residual());
   }
+}
+
+inline void ExpectErrorFeedbackIdentity(Codec& codec, int steps, uint32_t seed) {
+  ExpectErrorFeedbackIdentity(codec, steps, seed,
+                              [](int, absl::Span<const float>, absl::Span<const float>) {});
 }
 
 // Decode and DecodeAdd both fail with INVALID_ARGUMENT and exactly `message`, and leave

@@ -21,28 +21,30 @@ bool SparseUpdateApplies(const Optimizer* optimizer, const compress::ErrorFeedba
          (optimizer == nullptr || optimizer->KeepsZeroGradientWeights());
 }
 
-absl::Status UpdateChunkFromSparseSums(Optimizer* optimizer, absl::Span<float> weights,
-                                       absl::Span<float> accumulator,
-                                       absl::Span<const size_t> touched,
-                                       const compress::Codec& push_codec, int num_contributors,
-                                       float learning_rate, compress::ErrorFeedback& memory,
-                                       compress::Codec& codec, const RandomKey& key,
-                                       compress::SparseEntries* gathered, std::string* payload) {
-  CHECK(SparseUpdateApplies(optimizer, memory));
-  gathered->indices.clear();
-  gathered->values.clear();
+void GatherSparseAggregate(absl::Span<float> accumulator, absl::Span<const size_t> touched,
+                           const compress::Codec& push_codec, int num_contributors,
+                           compress::SparseEntries* aggregate) {
+  aggregate->indices.clear();
+  aggregate->values.clear();
   for (const size_t i : touched) {
     if (accumulator[i] == 0.0f) continue;
-    gathered->indices.push_back(i);
-    gathered->values.push_back(accumulator[i]);
+    aggregate->indices.push_back(i);
+    aggregate->values.push_back(accumulator[i]);
     accumulator[i] = 0.0f;
   }
-  push_codec.FinishAggregate(num_contributors, absl::MakeSpan(gathered->values));
+  push_codec.FinishAggregate(num_contributors, absl::MakeSpan(aggregate->values));
+}
+
+absl::Status UpdateChunkSparse(Optimizer* optimizer, absl::Span<float> weights,
+                               const compress::SparseEntries& aggregate, float learning_rate,
+                               compress::ErrorFeedback& memory, compress::Codec& codec,
+                               const RandomKey& key, std::string* payload) {
+  CHECK(SparseUpdateApplies(optimizer, memory));
   if (optimizer != nullptr) {
-    optimizer->ApplySparse(weights, gathered->indices, gathered->values, learning_rate,
+    optimizer->ApplySparse(weights, aggregate.indices, aggregate.values, learning_rate,
                            memory.AddTarget());
   } else {
-    compress::AddSparseEntries(*gathered, memory.AddTarget());
+    compress::AddSparseEntries(aggregate, memory.AddTarget());
   }
   return memory.CompressAdded(codec, key, payload);
 }

@@ -31,32 +31,36 @@ absl::Status UpdateChunk(Optimizer& optimizer, absl::Span<float> weights,
 
 // SparseUpdateApplies()
 //
-// Whether UpdateChunkFromSparseSums() serves `optimizer` (null: server.mode AGGREGATE, no
+// Whether UpdateChunkSparse() serves `optimizer` (null: server.mode AGGREGATE, no
 // optimizer) and `memory`: a RESIDUAL memory, and a rule that moves only where the gradient
 // is not zero (Optimizer::KeepsZeroGradientWeights).
 bool SparseUpdateApplies(const Optimizer* optimizer, const compress::ErrorFeedback& memory);
 
-// UpdateChunkFromSparseSums()
+// GatherSparseAggregate()
 //
-// The shard's answer from sums that sparse pushes gathered: `accumulator` holds the sum of
+// The aggregate of sums that sparse pushes gathered: `accumulator` holds the sum of
 // `num_contributors` pushes of `push_codec`, zero outside `touched` (the entries they added
-// to; repeats allowed). Takes each nonzero sum once, zeroing it in the accumulator (a repeat
-// then finds 0; a zero sum moves nothing), and turns them into the aggregate
-// (push_codec.FinishAggregate, element-wise). With an optimizer, it moves only those weights,
-// adding each update into the residual (Optimizer::ApplySparse); without one (AGGREGATE), the
-// aggregate itself is added into the residual; then the residual is compressed. Where
-// SparseUpdateApplies() (CHECK). Weights, residual and payload come out as those of
-// FinishAggregate() over the whole accumulator and then UpdateChunk(), or the memory's
-// Compress() of the mean (bit for bit, but for the cases ApplySparse() names), in O(touched)
-// where those make two passes over the chunk, and the accumulator comes out zero.
-// `gathered`: scratch.
-absl::Status UpdateChunkFromSparseSums(Optimizer* optimizer, absl::Span<float> weights,
-                                       absl::Span<float> accumulator,
-                                       absl::Span<const size_t> touched,
-                                       const compress::Codec& push_codec, int num_contributors,
-                                       float learning_rate, compress::ErrorFeedback& memory,
-                                       compress::Codec& codec, const RandomKey& key,
-                                       compress::SparseEntries* gathered, std::string* payload);
+// to; repeats allowed). Takes each nonzero sum once into *aggregate, zeroing it in the
+// accumulator (a repeat then finds 0; a zero sum aggregates to zero), and turns them into the
+// aggregate (push_codec.FinishAggregate, element-wise): what FinishAggregate() of the whole
+// accumulator holds at those entries, in O(touched). The accumulator comes out zero.
+void GatherSparseAggregate(absl::Span<float> accumulator, absl::Span<const size_t> touched,
+                           const compress::Codec& push_codec, int num_contributors,
+                           compress::SparseEntries* aggregate);
+
+// UpdateChunkSparse()
+//
+// The shard's answer to an aggregate gradient that is `aggregate` (distinct entries) and zero
+// elsewhere, where SparseUpdateApplies() (CHECK). With an optimizer, it moves only those
+// weights, adding each update into the residual (Optimizer::ApplySparse); without one
+// (AGGREGATE), the aggregate itself is added into the residual; then the residual is
+// compressed. Weights, residual and payload come out as UpdateChunk()'s, or the memory's
+// Compress() of the aggregate, (bit for bit, but for the cases ApplySparse() names), in
+// O(entries) before the codec where those make a pass over the chunk.
+absl::Status UpdateChunkSparse(Optimizer* optimizer, absl::Span<float> weights,
+                               const compress::SparseEntries& aggregate, float learning_rate,
+                               compress::ErrorFeedback& memory, compress::Codec& codec,
+                               const RandomKey& key, std::string* payload);
 
 }  // namespace tamp
 

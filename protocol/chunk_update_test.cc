@@ -1,5 +1,6 @@
 #include "protocol/chunk_update.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -122,9 +123,9 @@ std::unique_ptr<Optimizer> MakeSgdWithMomentum(float momentum) {
 //           w2 = {0.5, -2.75, 3, 2.125, -1.25, 0.5}; d1 = {0.5, -0.25, 0.5, -0.625, 0.25, -0.5}
 // NONE sends top-2 of d: step 0 |2| at 2, |-1| at 0 (ties with 5); step 1 |-0.625| at 3,
 // |0.5| at 0 (ties with 2 and 5).
-// Sums of two sparse pushes whose entries overlap, through UpdateChunkFromSparseSums(): the
-// weights, payloads and residual of FinishAggregate() over the whole accumulator and
-// UpdateChunk(), and an accumulator left zero.
+// Sums of two sparse pushes whose entries overlap, through GatherSparseAggregate() (each
+// nonzero mean once) and UpdateChunkSparse(): the weights, payloads and residual of
+// FinishAggregate() over the whole accumulator and UpdateChunk(), and an accumulator left zero.
 TEST(UpdateChunkTest, SparseSumsSameAsDense) {
   const size_t n = 5000;
   const auto kind = config::ErrorFeedback::RESIDUAL;
@@ -152,9 +153,14 @@ TEST(UpdateChunkTest, SparseSumsSameAsDense) {
     push_codec.FinishAggregate(2, absl::MakeSpan(mean));
     const RandomKey key{.seed = 1, .step = static_cast<uint64_t>(step)};
     std::string payload, expected;
-    ASSERT_TRUE(UpdateChunkFromSparseSums(optimizer.get(), absl::MakeSpan(weights),
-                                          absl::MakeSpan(accumulator), touched, push_codec, 2,
-                                          0.05f, *memory, codec, key, &gathered, &payload)
+    GatherSparseAggregate(absl::MakeSpan(accumulator), touched, push_codec, 2, &gathered);
+    const auto nonzero = std::count_if(mean.begin(), mean.end(), [](float v) { return v != 0; });
+    ASSERT_EQ(gathered.indices.size(), static_cast<size_t>(nonzero));
+    for (size_t j = 0; j < gathered.indices.size(); ++j) {
+      ASSERT_EQ(gathered.values[j], mean[gathered.indices[j]]) << j;
+    }
+    ASSERT_TRUE(UpdateChunkSparse(optimizer.get(), absl::MakeSpan(weights), gathered, 0.05f,
+                                  *memory, codec, key, &payload)
                     .ok());
     ASSERT_TRUE(UpdateChunk(*reference_optimizer, absl::MakeSpan(reference_weights), mean, step,
                             0.05f, *reference_memory, reference_codec, key,
@@ -188,10 +194,9 @@ TEST(UpdateChunkTest, SparseSumsWithoutAnOptimizerSameAsCompressingTheMean) {
     push_codec.FinishAggregate(3, absl::MakeSpan(mean));
     const RandomKey key{.seed = 2, .step = static_cast<uint64_t>(step)};
     std::string payload, expected;
-    ASSERT_TRUE(UpdateChunkFromSparseSums(nullptr, {}, absl::MakeSpan(accumulator), touched,
-                                          push_codec, 3, 0.0f, *memory, codec, key, &gathered,
-                                          &payload)
-                    .ok());
+    GatherSparseAggregate(absl::MakeSpan(accumulator), touched, push_codec, 3, &gathered);
+    ASSERT_TRUE(
+        UpdateChunkSparse(nullptr, {}, gathered, 0.0f, *memory, codec, key, &payload).ok());
     ASSERT_TRUE(reference_memory->Compress(reference_codec, mean, key, &expected).ok());
     ASSERT_EQ(payload, expected) << "step " << step;
     ASSERT_TRUE(SameResidual(*memory, *reference_memory)) << "step " << step;

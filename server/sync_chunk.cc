@@ -167,9 +167,20 @@ SyncChunk::Completion SyncChunk::FinishRound() {
 }
 
 // The last round, over the workers that pushed it: fewer than num_workers once some were
-// dropped. A single-round codec aggregates in the accumulator itself (aggregate_ is empty).
+// dropped. A single-round codec aggregates in the accumulator itself (aggregate_ is empty):
+// over the entries sparse pushes touched alone while sums_sparse_.
 absl::Span<const float> SyncChunk::AggregateGradient(std::string* answer) {
   ChunkCore& c = *core_;
+  if (sums_sparse_) {
+    GatherSparseAggregate(absl::MakeSpan(c.accumulator), touched_, c.PushCodecAt(c.step),
+                          static_cast<int>(num_arrived_), &gathered_);
+    // Back where it was: the mean, zero elsewhere, as FinishRound() would leave it.
+    for (size_t j = 0; j < gathered_.indices.size(); ++j) {
+      c.accumulator[gathered_.indices[j]] = gathered_.values[j];
+    }
+    answer->clear();
+    return c.accumulator;
+  }
   const absl::Span<float> aggregate =
       aggregate_.empty() ? absl::MakeSpan(c.accumulator) : absl::MakeSpan(aggregate_);
   c.PushCodecAt(c.step).FinishRound(static_cast<int>(round_), static_cast<int>(num_arrived_),
@@ -191,11 +202,12 @@ SyncChunk::Completion SyncChunk::FinishStep(float learning_rate) {
   Optimizer* const optimizer = aggregates ? nullptr : c.optimizer.get();
   if (sums_sparse_ && SparseUpdateApplies(optimizer, *c.pull_feedback)) {
     // Few sums: the answer from them alone, leaving the accumulator zero for StartRound().
-    done.status = UpdateChunkFromSparseSums(
-        optimizer, absl::MakeSpan(c.weights), absl::MakeSpan(c.accumulator), touched_,
-        c.PushCodecAt(c.step), static_cast<int>(num_arrived_), learning_rate, *c.pull_feedback,
-        *c.pull_codec, PullKey(config_, c.step, c.id), &gathered_, &done.update);
+    GatherSparseAggregate(absl::MakeSpan(c.accumulator), touched_, c.PushCodecAt(c.step),
+                          static_cast<int>(num_arrived_), &gathered_);
     touched_.clear();
+    done.status = UpdateChunkSparse(optimizer, absl::MakeSpan(c.weights), gathered_,
+                                    learning_rate, *c.pull_feedback, *c.pull_codec,
+                                    PullKey(config_, c.step, c.id), &done.update);
   } else {
     const absl::Span<const float> gradient = AggregateGradient(&done.aggregate);
     done.status =

@@ -9,8 +9,9 @@
 // (top-k, dgc, threshold), the pull memory is RESIDUAL, and the optimizer moves only weights
 // whose gradient is not zero (sgd without momentum or weight decay: DGC's server) or there is
 // none (server.mode AGGREGATE), the mean and the answer touch only the pushed entries
-// (protocol/chunk_update.h UpdateChunkFromSparseSums): the same bits in O(entries) instead of
-// passes over the chunk.
+// (protocol/chunk_update.h GatherSparseAggregate, UpdateChunkSparse): the same bits in
+// O(entries) instead of passes over the chunk. Other optimizers still take the mean (and the
+// next step's zeroing) over the pushed entries alone.
 //
 // Rounds. A push codec with rounds() R > 1 (e.g. powersgd) splits a step into rounds 0 .. R-1,
 // each gathered like a step: the chunk accepts pushes for its current (step, round) only; the
@@ -160,7 +161,7 @@ class SyncChunk : public ShardChunk {
   // added to (repeats allowed) since StartRound() zeroed it. A dense add clears it.
   bool sums_sparse_ = false;
   std::vector<size_t> touched_;
-  compress::SparseEntries gathered_;  // FinishStep(): the nonzero sums of a sparse update.
+  compress::SparseEntries gathered_;  // The mean at the entries sparse pushes touched.
 };
 
 }  // namespace tamp

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -122,7 +123,7 @@ TEST_F(SyncChunkTest, AReplicaPullKeepsTheResidualAnExactPullDropsIt) {
 
 // A sparse push codec (top-k), plain SGD (or server.mode AGGREGATE) and a RESIDUAL pull
 // memory: the chunk answers from the pushed entries alone (FinishStep in O(entries) instead
-// of passes over the chunk).
+// of passes over the chunk); with momentum, it takes the mean over them alone.
 // nonfinite_policy ALLOW adds through the codec's DecodeAdd, where the chunk cannot tell
 // which entries changed, and so takes the dense update: step by step both must leave the
 // same weights, accumulator and pull residual, and answer the same bytes.
@@ -131,9 +132,11 @@ TEST_F(SyncChunkTest, ASparseUpdateLeavesWhatTheDenseOneLeaves) {
     std::vector<std::string> answers;
     std::vector<ChunkSnapshot> snapshots;
   };
-  const auto run = [&](config::Validation::NonfinitePolicy policy, config::Server::Mode mode) {
+  const auto run = [&](config::Validation::NonfinitePolicy policy, config::Server::Mode mode,
+                       float momentum) {
     Init(TestConfig([&](config::RunConfig& config) {
       config.mutable_server()->set_mode(mode);
+      config.mutable_optimizer()->set_momentum(momentum);
       config::ChunkCompression* compression =
           config.mutable_compression()->mutable_default_compression();
       compression->mutable_push()->set_name("topk");
@@ -154,10 +157,13 @@ TEST_F(SyncChunkTest, ASparseUpdateLeavesWhatTheDenseOneLeaves) {
     }
     return result;
   };
-  for (const config::Server::Mode mode : {config::Server::OPTIMIZER, config::Server::AGGREGATE}) {
-    SCOPED_TRACE(config::Server::Mode_Name(mode));
-    const Run sparse = run(config::Validation::SKIP, mode);
-    const Run dense = run(config::Validation::ALLOW, mode);
+  // Momentum moves every weight: the mean alone is taken over the pushed entries.
+  for (const auto& [mode, momentum] : {std::pair(config::Server::OPTIMIZER, 0.0f),
+                                       std::pair(config::Server::OPTIMIZER, 0.9f),
+                                       std::pair(config::Server::AGGREGATE, 0.0f)}) {
+    SCOPED_TRACE(absl::StrCat(config::Server::Mode_Name(mode), " momentum ", momentum));
+    const Run sparse = run(config::Validation::SKIP, mode, momentum);
+    const Run dense = run(config::Validation::ALLOW, mode, momentum);
     for (size_t step = 0; step < sparse.answers.size(); ++step) {
       EXPECT_EQ(sparse.answers[step], dense.answers[step]) << "step " << step;
       const ChunkSnapshot& s = sparse.snapshots[step];

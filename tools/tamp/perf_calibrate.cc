@@ -127,10 +127,11 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
     }
     start = Clock::now();
     if (sparse) {
-      TAMP_RETURN_IF_ERROR(UpdateChunkFromSparseSums(
-          optimizer.get(), absl::MakeSpan(weights), absl::MakeSpan(accumulator), pushed.indices,
-          *shard_push, workers, learning_rate, *pull_memory, *shard_pull, pull_key, &gathered,
-          &update_payload));
+      GatherSparseAggregate(absl::MakeSpan(accumulator), pushed.indices, *shard_push, workers,
+                            &gathered);
+      TAMP_RETURN_IF_ERROR(UpdateChunkSparse(optimizer.get(), absl::MakeSpan(weights), gathered,
+                                             learning_rate, *pull_memory, *shard_pull, pull_key,
+                                             &update_payload));
     } else {
       if (rounds == 1) shard_push->FinishAggregate(workers, absl::MakeSpan(accumulator));
       const absl::Span<const float> mean = rounds == 1 ? accumulator : aggregate;

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
+#include "base/malloc_settings.h"
 #include "base/proto_json.h"
 #include "base/status_macros.h"
 #include "job/config.h"
@@ -353,6 +354,10 @@ PYBIND11_MODULE(_tamp, m) {
         "{rank, local_rank, servers, source} from tamp run's, torchrun's, Slurm's or "
         "Kubernetes' variables, `overrides` standing in for some (job/placement.h "
         "WorkerPlacementFromEnv); ValueError naming the variable.");
+  m.def(
+      "keep_freed_memory", [] { Check(KeepFreedMemory()); },
+      "glibc's malloc keeps freed memory for reuse (base/malloc_settings.h KeepFreedMemory); "
+      "RuntimeError when malloc refuses.");
   m.def(
       "total_steps",
       [](const Config& config, uint64_t steps_per_epoch) {

@@ -74,7 +74,8 @@ local_rank = tamp.local_rank  # torch.cuda.set_device(tamp.torch.local_rank()), 
 
 def init(config=None, rank: Optional[int] = None, servers=None,
          num_workers: Optional[int] = None, steps_per_epoch: Optional[int] = None,
-         total_steps: Optional[int] = None, report: Optional[bool] = None) -> tamp.Placement:
+         total_steps: Optional[int] = None, report: Optional[bool] = None,
+         keep_freed_memory: bool = True) -> tamp.Placement:
     """tamp.init() (placement from the environment unless given) and the run's length.
 
     steps_per_epoch: this worker's optimizer steps per epoch (len(loader)); total_steps
@@ -82,6 +83,9 @@ def init(config=None, rank: Optional[int] = None, servers=None,
     learning-rate schedule needs them; the first registration raises without them.
     report: print the progress events `tamp run` reads by itself where the script does not
     (a STEP per step, a DONE at the end: tamp/_reports.py); None: under `tamp run` only.
+    keep_freed_memory: tamp.keep_freed_memory(), as the C++ worker does: torch's per-step
+    buffers are then reused instead of faulted in anew each step (a warning where malloc
+    refuses); False leaves malloc as it is.
     RuntimeError while a job's client is open (shutdown() closes it), and nothing changes.
     """
     if _session is not None:
@@ -91,6 +95,11 @@ def init(config=None, rank: Optional[int] = None, servers=None,
         if count is not None:
             tamp._check_count("tamp.torch.init", name, count)
     where = tamp.init(config, rank, servers, num_workers)
+    if keep_freed_memory:
+        try:
+            tamp.keep_freed_memory()
+        except RuntimeError as refused:
+            warnings.warn(f"tamp.torch.init: {refused}", stacklevel=2)
     _run["steps_per_epoch"] = steps_per_epoch
     _run["total_steps"] = total_steps
     _run["report"] = report if report is not None else where.source == "tamp"

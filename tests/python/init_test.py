@@ -85,6 +85,27 @@ class InitTest(unittest.TestCase):
             tamp.init(rank=5)
         self.assertIn("TAMP_RANK: 5 is not below", str(raised.exception))
 
+    def test_keep_freed_memory_serves_large_blocks_from_the_heap(self):
+        # In a fresh interpreter: by default glibc maps a 16 MiB block of its own (above the
+        # heap's end, sbrk(0)); after keep_freed_memory() it comes from the heap (below it).
+        probe = (
+            "import ctypes, tamp\n"
+            "libc = ctypes.CDLL(None)\n"
+            "libc.malloc.restype = libc.sbrk.restype = ctypes.c_void_p\n"
+            "libc.sbrk.argtypes = [ctypes.c_long]\n"
+            "def in_heap():\n"
+            "    block = libc.malloc(16 << 20)\n"
+            "    inside = block < libc.sbrk(0)\n"
+            "    libc.free(ctypes.c_void_p(block))\n"
+            "    return inside\n"
+            "before = in_heap()\n"
+            "tamp.keep_freed_memory()\n"
+            "print(before, in_heap())\n")
+        import subprocess
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             check=True).stdout.split()
+        self.assertEqual(out, ["False", "True"])
+
     def test_count_steps_is_the_servers_run_length(self):
         with open(CONFIG) as file:
             text = file.read()

@@ -252,16 +252,18 @@ class _Session:
         """Copies the job's initial weights into the parameters, once; begins the first step."""
         if self.step is None:
             stream = _stream(self.params[0])
+            params = self._exported_params()
             # A process replacing a dead worker rejoins the run (tamp.restarted()).
-            step = (self.client.resume(self._exported_params(), stream=stream)
-                    if tamp.restarted()
-                    else self.client.start(self._exported_params(), stream=stream))
+            step = (self.client.resume(params, stream=stream) if tamp.restarted()
+                    else self.client.start(params, stream=stream))
             if step < self.client.total_steps:
-                self.client.begin_step(step, self._exported_params(), stream=stream)
+                self.client.begin_step(step, params, stream=stream)
             self.step = step
             self.reports.count_from_now()
 
     def _exported_params(self) -> list:
+        """The parameters as the client takes them; the client reads an export and leaves it
+        as it was, so one serves every call of a step."""
         return [_exported(param) for param in self.params]
 
     def push(self, index: int, gradient: torch.Tensor) -> None:
@@ -279,18 +281,19 @@ class _Session:
         barrier had dropped this worker: the parameters are the others' replica, `out` is
         not an answer. `loss`: the step's, when known, for the automatic reports."""
         stepped = True
+        params = self._exported_params()
+        # Server-optimizer mode answers into the parameters themselves.
+        answers = params if out is self.params else [_exported(tensor) for tensor in out]
         try:
-            self.client.wait([_exported(tensor) for tensor in out], stream=_stream(out[0]))
+            self.client.wait(answers, stream=_stream(out[0]))
             self.step += 1
             self.reports.step_completed(self.step, loss)
         except tamp.DroppedError as dropped:
-            self.step = self.client.rejoin(self._exported_params(), str(dropped),
-                                           stream=_stream(self.params[0]))
+            self.step = self.client.rejoin(params, str(dropped), stream=_stream(self.params[0]))
             self.reports.count_from_now()
             stepped = False
         if self.step < self.client.total_steps:
-            self.client.begin_step(self.step, self._exported_params(),
-                                   stream=_stream(self.params[0]))
+            self.client.begin_step(self.step, params, stream=_stream(self.params[0]))
         return stepped
 
 

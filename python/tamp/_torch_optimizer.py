@@ -60,7 +60,7 @@ def _shown(value) -> str:
 def unused_settings(optimizer: torch.optim.Optimizer, servers: Optional[dict]) -> List[str]:
     """The wrapped optimizer's settings that differ from the servers' optimizer (the config's
     `optimizer` section, tamp.Config.optimizer), which steps in its place."""
-    rule = _SERVER_RULES.get(type(optimizer))
+    rule = _SERVER_RULES.get(getattr(optimizer, "_tamp_base", type(optimizer)))
     if servers is None or rule is None or rule[0] != servers["name"]:
         return [f"{type(optimizer).__name__} itself (the servers run "
                 f"{servers['name'] if servers else 'none'})"]
@@ -116,16 +116,13 @@ def job_parameters(optimizer: torch.optim.Optimizer, named_parameters
 class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods DistributedOptimizer() adds to the wrapped optimizer's class."""
 
-    def _tamp_setup(self, session, named: List[Tuple[str, torch.Tensor]],
-                    backward_passes_per_step: int) -> None:
-        """Starts the job (session.start()) and hooks `named`, the job's tensors (registered
-        with `session`); a DistributedOptimizer that pushed until now hands over, or, inside
-        a step, refuses before anything changes."""
-        previous = session.optimizer
-        if previous is not None:
-            previous._tamp_check_between_steps("DistributedOptimizer")
+    def _tamp_hook(self, session, named: List[Tuple[str, torch.Tensor]],
+                   backward_passes_per_step: int) -> None:
+        """Hooks `named`, the job's tensors (registered with `session`, started); the
+        DistributedOptimizer that pushed until now (this one too, wrapped again) hands over."""
+        if session.optimizer is not None:
+            session.optimizer._tamp_hand_over()
         self._tamp = session
-        session.start()
         self._tamp_params = [p for _, p in named]
         self._tamp_passes = backward_passes_per_step
         # Per parameter, the backward passes that have accumulated its gradient this step; it
@@ -140,8 +137,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_hooks = [
             _grad_accumulated_hook(param, lambda i=index, p=param: self._tamp_accumulated(i, p))
             for index, param in enumerate(self._tamp_params)]
-        if previous is not None:
-            previous._tamp_hand_over()
         self._tamp.optimizer = self
 
     def _tamp_check_between_steps(self, caller: str) -> None:
@@ -229,7 +224,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_synchronized = False
         if self._tamp.client.aggregates:
             if self._tamp_stepped:
-                super(self.__class__, self).step()
+                self._tamp_base.step(self)
         elif self._tamp_learning_rate is not None and \
                 self.param_groups[0]["lr"] != self._tamp_learning_rate:
             warnings.warn("DistributedOptimizer: the wrapped optimizer's learning rate changed "
@@ -253,16 +248,31 @@ def count_step_for_scheduler(optimizer: torch.optim.Optimizer) -> None:
 
 def wrap(optimizer: torch.optim.Optimizer, session, named: List[Tuple[str, torch.Tensor]],
          backward_passes_per_step: int) -> torch.optim.Optimizer:
-    """`optimizer` as an instance of a subclass of its class with _DistributedOptimizer's
-    methods, sharing its state, pushing `named` (registered with `session`)."""
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               {name: value for name, value in _DistributedOptimizer.__dict__.items()
-                if name not in ("__dict__", "__weakref__")})
-    wrapped = cls.__new__(cls)
-    wrapped.__dict__.update(optimizer.__dict__)
-    # An LR scheduler created before wrapping replaced the optimizer's step() on the instance
-    # with its counting wrapper of the class's own step(): copied, it would step without
-    # Tamp. The copy keeps Tamp's step(), which counts the step for that scheduler.
-    wrapped._tamp_scheduled = optimizer if wrapped.__dict__.pop("step", None) else None
-    wrapped._tamp_setup(session, named, backward_passes_per_step)
-    return wrapped
+    """`optimizer` itself, its class swapped for a subclass with _DistributedOptimizer's
+    methods, pushing `named` (registered with `session`) once the job has started. In place,
+    so that whatever holds the optimizer (an LR scheduler created before, a checkpoint's
+    load_state_dict() through either name) holds the one that steps through Tamp; wrapped
+    again, it only hooks anew. Inside a step of the current one, refuses before anything
+    changes."""
+    if session.optimizer is not None:
+        session.optimizer._tamp_check_between_steps("DistributedOptimizer")
+    session.start()
+    if not hasattr(optimizer, "_tamp_base"):
+        base = optimizer.__class__
+        methods = {name: value for name, value in _DistributedOptimizer.__dict__.items()
+                   if name not in ("__dict__", "__weakref__")}
+        optimizer.__class__ = type(base.__name__, (base,), dict(methods, _tamp_base=base))
+        # An LR scheduler created before wrapping replaced step() on the instance with its
+        # counting wrapper of the base class's step(), which would step without Tamp. In its
+        # place, Tamp's step(), which counts the step for that scheduler, with the wrapper's
+        # marks (the scheduler checks them on its first step).
+        scheduler_wrapper = optimizer.__dict__.get("step")
+        optimizer._tamp_scheduled = None
+        if scheduler_wrapper is not None:
+            def step(*args, **kwargs):
+                return type(optimizer).step(optimizer, *args, **kwargs)
+            step.__dict__.update(getattr(scheduler_wrapper, "__dict__", {}))
+            optimizer.step = step
+            optimizer._tamp_scheduled = optimizer
+    optimizer._tamp_hook(session, named, backward_passes_per_step)
+    return optimizer

@@ -202,7 +202,7 @@ def _stream(tensor: torch.Tensor) -> Optional[int]:
 class _Session:
     """The job's client, the registered tensors and the step under way."""
 
-    def __init__(self, named: Sequence[Tuple[str, torch.Tensor]]):
+    def __init__(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str):
         if _run["steps_per_epoch"] is None:
             raise ValueError("tamp.torch: call tamp.torch.init(steps_per_epoch=...) first: the "
                              "servers' learning-rate schedule needs the run's length")
@@ -211,6 +211,11 @@ class _Session:
         self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],
                                   _run["steps_per_epoch"], _run["total_steps"])
         self.step: Optional[int] = None  # The step under way; None before start().
+        self.registered_by = caller
+        # The step the job started at here, and a checksum per tensor of the weights it
+        # started from: what broadcast_parameters() holds rank 0's parameters against.
+        self.started_at: Optional[int] = None
+        self.started_weights: Optional[List[float]] = None
         # The DistributedOptimizer whose hooks push (the latest one created), if any.
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.reports = Reports(self.client, bool(_run["report"]), _epoch, _print_event)
@@ -232,10 +237,13 @@ class _Session:
 
     def check_same(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> None:
         """ValueError naming the first tensor of `named` that is not the registered one."""
+        registered_by = ("" if caller == self.registered_by else
+                         f" ({self.registered_by}() registered the job's tensors first)")
         for index, (name, tensor) in enumerate(named):
             if index >= len(self.names):
                 raise ValueError(f'{caller}: tensor "{name}" was not registered (the job has '
-                                 f"{len(self.names)} tensors: {', '.join(self.names)})")
+                                 f"{len(self.names)} tensors: {', '.join(self.names)})"
+                                 f"{registered_by}")
             registered = self.params[index]
             if name != self.names[index] or tensor.shape != registered.shape:
                 raise ValueError(f'{caller}: tensor {index} is "{name}" {list(tensor.shape)}; '
@@ -246,7 +254,10 @@ class _Session:
                                  "memory (a copy?)")
         if len(named) < len(self.names):
             raise ValueError(f'{caller}: tensor "{self.names[len(named)]}" is registered but '
-                             "missing here")
+                             f"missing here{registered_by}; a frozen parameter or a buffer "
+                             "registered then is not among the trainable parameters here: call "
+                             "DistributedOptimizer() first, or pass broadcast_parameters() "
+                             "model.named_parameters()")
 
     def start(self) -> None:
         """Copies the job's initial weights into the parameters, once; begins the first step."""
@@ -258,8 +269,14 @@ class _Session:
                     else self.client.start(params, stream=stream))
             if step < self.client.total_steps:
                 self.client.begin_step(step, params, stream=stream)
-            self.step = step
+            self.step = self.started_at = step
+            self.started_weights = self.weights_checksum()
             self.reports.count_from_now()
+
+    def weights_checksum(self) -> List[float]:
+        """Per registered tensor, the fp64 sum of its values: changes when the weights are
+        replaced (a checkpoint loaded)."""
+        return [param.sum(dtype=torch.float64).item() for param in self.params]
 
     def _exported_params(self) -> list:
         """The parameters as the client takes them; the client reads an export and leaves it
@@ -303,7 +320,7 @@ def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> _Sessio
     for name, tensor in named:
         _check_tensor(name, tensor)
     if _session is None:
-        _session = _Session(named)
+        _session = _Session(named, caller)
     else:
         _session.check_same(named, caller)
     return _session
@@ -318,19 +335,22 @@ def _check_root_rank(caller: str, root_rank: int) -> None:
 def broadcast_parameters(params, root_rank: int = 0) -> None:
     """Makes every worker's `params` (a state_dict or named_parameters()) the job's initial
     weights; blocks until the servers answer. Buffers (BatchNorm's running statistics) and
-    frozen parameters are not part of a Tamp job. Once the job's tensors are registered
-    (DistributedOptimizer() first, as in Horovod's scripts), a whole state_dict is taken:
-    its other entries are left as they are, named in a UserWarning, and a second name for a
-    registered tensor's memory (tied weights) is skipped."""
+    frozen parameters are not part of a Tamp job: they are left as each worker has them,
+    named in a UserWarning, and a second name for a tensor's memory (tied weights) is
+    skipped. Registering the job's tensors (the first of broadcast_parameters(),
+    DistributedOptimizer() and CommHookState()) starts the job from its initial weights,
+    once; called after that but before the first step, broadcast_parameters() refuses on a
+    worker whose parameters changed since (a checkpoint loaded after DistributedOptimizer()):
+    the job cannot take other weights once started, so load them first."""
     _check_root_rank("broadcast_parameters", root_rank)
     named = _torch_optimizer.named_tensors(params, "broadcast_parameters", "params")
-    if _session is not None:
-        named, others = _session.job_entries(named)
-        if others:
-            warnings.warn(f"broadcast_parameters: {len(others)} entries are not the job's "
-                          f"tensors and are left as each worker has them ({', '.join(others[:5])}"
-                          f"{', ...' if len(others) > 5 else ''}): seed torch alike on every "
-                          "worker for equal buffers", stacklevel=2)
+    named, others = (_session.job_entries(named) if _session is not None
+                     else _trainable_entries(named))
+    if others:
+        warnings.warn(f"broadcast_parameters: {len(others)} entries are not the job's "
+                      f"tensors and are left as each worker has them ({', '.join(others[:5])}"
+                      f"{', ...' if len(others) > 5 else ''}): seed torch alike on every "
+                      "worker for equal buffers and frozen parameters", stacklevel=2)
     try:
         session = _register(named, "broadcast_parameters")
     except ValueError as refused:  # Most often Horovod's broadcast of a whole state_dict.
@@ -339,7 +359,36 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
                          "such as BatchNorm's running statistics, are not part of a Tamp "
                          "job: pass a whole state_dict only after DistributedOptimizer() "
                          "first registered the parameters)") from None
+    started = session.step is not None
     session.start()
+    if started and session.step == session.started_at and \
+            session.weights_checksum() != session.started_weights:
+        raise ValueError(
+            f"broadcast_parameters: rank {tamp.rank()}'s parameters changed after "
+            f"{session.registered_by}() started the job from its initial weights (a "
+            "checkpoint loaded since?), and a started job cannot take other weights: the "
+            "workers would train different replicas. Load the weights into the model before "
+            "the first of broadcast_parameters(), DistributedOptimizer() and CommHookState(), "
+            "which starts the job from rank 0's weights (model.kind REGISTERED) or the "
+            "servers' initialisation")
+
+
+def _trainable_entries(named: Sequence[Tuple[str, torch.Tensor]]
+                       ) -> Tuple[List[Tuple[str, torch.Tensor]], List[str]]:
+    """`named` before any registration, split into the entries to register and the names of
+    frozen parameters (named_parameters() hands them over; a state_dict's entries carry no
+    requires_grad); a second name for a registered tensor's memory (tied weights) is in
+    neither."""
+    entries, frozen, memory = [], [], set()
+    for name, tensor in named:
+        if isinstance(tensor, torch.nn.Parameter) and not tensor.requires_grad:
+            frozen.append(name)
+        elif not (isinstance(tensor, torch.Tensor) and tensor.numel() > 0 and
+                  tensor.data_ptr() in memory):
+            if isinstance(tensor, torch.Tensor) and tensor.numel() > 0:
+                memory.add(tensor.data_ptr())
+            entries.append((name, tensor))
+    return entries, frozen
 
 
 def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int = 0) -> None:
@@ -364,10 +413,11 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
                          backward_passes_per_step: int = 1) -> torch.optim.Optimizer:
     """`optimizer`, pushing each gradient as backward produces it and stepping through Tamp.
 
-    The result is an instance of a subclass of optimizer's class sharing its state
-    (param_groups, state): LR schedulers and checkpoints work on it. Registers the
-    parameters (named_parameters; without it "param.G.I") and starts the job: blocks until
-    the servers answer. backward_passes_per_step: backward passes accumulated into .grad
+    The result is `optimizer` itself, its class swapped in place for a subclass that
+    pushes and steps through Tamp: LR schedulers and checkpoints work on it, created or
+    loaded before or after. Registers the parameters (named_parameters; without it
+    "param.G.I") and starts the job: blocks until the servers answer (load a checkpoint's
+    weights before). backward_passes_per_step: backward passes accumulated into .grad
     before each push (Horovod's; the pushed gradient is their sum). A parameter that gets
     no gradient in a step is pushed as zeros by step() (or synchronize()).
     """

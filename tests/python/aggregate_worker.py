@@ -141,16 +141,20 @@ def check_optimizer_state_broadcast(model, optimizer):
 def check_distributed_optimizer(out_path):
     """DistributedOptimizer in AGGREGATE mode: step() steps the wrapped SGD on the mean; at
     the third step, on the mean clipped between synchronize() and step(). The LR scheduler
-    was created before DistributedOptimizer() (on the optimizer it wraps): it halves the
-    rate after two steps, and sees every step (no warning)."""
+    was created before DistributedOptimizer() (on the optimizer it wraps), and a checkpoint's
+    state was loaded into the wrapped one (new param_groups lists): the scheduler still halves
+    the wrapped one's rate after two steps, and sees every step (no warning)."""
     torch.manual_seed(5)
     model = Mlp()
     sgd = torch.optim.SGD(model.parameters(), lr=0.125)
     schedule = torch.optim.lr_scheduler.StepLR(sgd, step_size=2, gamma=0.5)
     optimizer = tamp.torch.DistributedOptimizer(sgd, named_parameters=model.named_parameters())
+    assert optimizer is sgd, "DistributedOptimizer() wraps the optimizer in place"
+    optimizer.load_state_dict(sgd.state_dict())  # As resuming from a checkpoint.
     check_optimizer_state_broadcast(model, optimizer)
     for step in range(3):
         rate = 0.125 if step < 2 else 0.0625
+        assert optimizer.param_groups[0]["lr"] == rate, (step, optimizer.param_groups[0]["lr"])
         x, y = local_batch(step)
         means = mean_of_local_gradients(model, x, y)
         before = [p.detach().clone() for p in model.parameters()]

@@ -190,6 +190,17 @@ class TorchTest(unittest.TestCase):
         self.assertRefused(RuntimeError, first.synchronize, "replaced this one")
         self.test_steps_apply_the_servers_sgd_exactly()  # One push per tensor: later's.
 
+    def test_wrapping_the_wrapped_optimizer_again_hooks_anew(self):
+        again = tamp.torch.DistributedOptimizer(self.optimizer,
+                                                named_parameters=self.model.named_parameters())
+        self.assertIs(again, self.optimizer)
+        self.assertIs(type(again).__base__, torch.optim.SGD)  # Not a subclass of a subclass.
+        # One push per tensor and one exchange per step() (a step() that resolved to itself
+        # would exchange again and again).
+        step = tamp.torch.current_step()
+        self.test_steps_apply_the_servers_sgd_exactly()
+        self.assertEqual(tamp.torch.current_step(), step + 2)
+
     def test_arguments_of_the_wrong_kind_are_named(self):
         self.assertRefused(TypeError, lambda: tamp.torch.DistributedOptimizer(
             self.model, named_parameters=self.model.named_parameters()),
@@ -246,6 +257,18 @@ class TorchTest(unittest.TestCase):
         state["fc2.bias"] = state["fc2.bias"].clone()
         self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(state),
                            '"fc2.bias"', "not the registered tensor")
+
+    def test_a_first_broadcast_registers_trainable_memory_once(self):
+        model = Mlp()
+        model.fc2.weight.requires_grad_(False)
+        model.tied = model.fc1  # Two names for fc1's tensors in a state_dict.
+        entries, frozen = tamp.torch._trainable_entries(list(model.named_parameters()))
+        self.assertEqual([name for name, _ in entries], ["fc1.weight", "fc1.bias", "fc2.bias"])
+        self.assertEqual(frozen, ["fc2.weight"])
+        entries, frozen = tamp.torch._trainable_entries(list(model.state_dict().items()))
+        self.assertEqual([name for name, _ in entries],
+                         ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])
+        self.assertEqual(frozen, [])
 
     def test_non_fp32_model_refused(self):
         other = Mlp(dtype=torch.float64)

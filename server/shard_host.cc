@@ -25,6 +25,8 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Create(const config::RunCo
   if (config.model().kind() == config::Model::REGISTERED) return host;
   TAMP_ASSIGN_OR_RETURN(const JobLayout layout, BuildJobLayout(config));
   TAMP_ASSIGN_OR_RETURN(host->owned_, Shard::Create(config, layout, rank));
+  host->layout_source_ = absl::StrCat("the config's model.kind ",
+                                      config::Model::Kind_Name(config.model().kind()));
   if (host->on_created_) TAMP_RETURN_IF_ERROR(host->on_created_(*host->owned_));
   host->shard_.store(host->owned_.get(), std::memory_order_release);
   return host;
@@ -49,7 +51,13 @@ absl::Status JoinShard(Shard& shard, const rpc::HandshakeRequest& request) {
 absl::StatusOr<Shard*> ShardHost::Join(const rpc::HandshakeRequest& request) {
   std::lock_guard<std::mutex> lock(create_mu_);
   if (Shard* shard = this->shard(); shard != nullptr) {
-    TAMP_RETURN_IF_ERROR(CheckHandshake(shard->layout(), shard->config(), rank_, request));
+    if (absl::Status same = CheckHandshake(shard->layout(), shard->config(), rank_, request);
+        !same.ok()) {
+      // Two workers that disagree: the message says which one set the layout.
+      return absl::Status(same.code(), absl::StrCat(same.message(), " (server ", rank_,
+                                                    " took the job's tensors from ",
+                                                    layout_source_, ")"));
+    }
     TAMP_RETURN_IF_ERROR(JoinShard(*shard, request));
     return shard;
   }
@@ -83,6 +91,7 @@ absl::StatusOr<Shard*> ShardHost::Join(const rpc::HandshakeRequest& request) {
     }
   }
   owned_ = std::move(made);
+  layout_source_ = absl::StrCat("worker ", request.worker_rank(), "'s handshake, the first");
   LOG(INFO) << "shard " << rank_ << ": learned " << layout->tensors.size() << " tensors ("
             << layout->total_elements << " values, " << layout->ChunksOfShard(rank_).size()
             << " of " << layout->chunks.size() << " chunks here) from worker "

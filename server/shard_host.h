@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -73,6 +74,8 @@ class ShardHost {
   const OnCreated on_created_;
   std::mutex create_mu_;         // Serialises making the shard.
   std::unique_ptr<Shard> owned_;  // The shard this host made; written under create_mu_.
+  // Where the shard's tensors came from, for a refused handshake's message (under create_mu_).
+  std::string layout_source_;
   std::atomic<Shard*> shard_{nullptr};
 };
 

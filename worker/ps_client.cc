@@ -99,7 +99,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
   return client;
 }
 
-absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_step) {
+absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_step,
+                                             int64_t wait_ms) {
   rpc::HandshakeRequest request;
   FillHandshake(layout_, config_, worker_rank_, shard, steps_per_epoch_, total_steps_, &request);
   request.set_rejoin_at_step(rejoin_at_step);
@@ -108,12 +109,15 @@ absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_
   // Servers may still be starting: wait for the channel instead of failing fast.
   context.set_wait_for_ready(true);
   AttachJobToken(job_token_, &context);
-  context.set_deadline(DeadlineIn(config_.cluster().connect_timeout_ms()));
+  const bool connect_timeout = wait_ms <= 0;
+  if (connect_timeout) wait_ms = config_.cluster().connect_timeout_ms();
+  context.set_deadline(DeadlineIn(static_cast<uint32_t>(wait_ms)));
   grpc::Status status = stubs_[shard]->Handshake(&context, request, &response);
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return absl::UnavailableError(absl::StrCat(
-        Describe(shard), "did not answer within ", config_.cluster().connect_timeout_ms(),
-        " ms (cluster.connect_timeout_ms); is the server running at that address?"));
+        Describe(shard), "did not answer within ", wait_ms, " ms",
+        connect_timeout ? " (cluster.connect_timeout_ms)" : "",
+        "; is the server running at that address?"));
   }
   if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "handshake refused: "));
   incarnations_[shard] = response.incarnation();
@@ -126,7 +130,12 @@ absl::StatusOr<bool> PsClient::Reconnect(uint32_t shard, absl::string_view cause
   const auto start = std::chrono::steady_clock::now();
   auto backoff = kFirstBackoff;
   for (int attempt = 1;; ++attempt) {
-    const absl::StatusOr<uint64_t> answered = Handshake(shard, 0);
+    // Each attempt waits for the server at most what is left of the budget.
+    const auto left = budget - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now() - start);
+    const absl::StatusOr<uint64_t> answered = Handshake(
+        shard, 0,
+        std::clamp<int64_t>(left.count(), 1, config_.cluster().connect_timeout_ms()));
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - start);
     if (answered.ok()) {

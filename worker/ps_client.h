@@ -118,7 +118,9 @@ class PsClient {
   PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
            std::vector<std::string> addresses);
   // Returns the shard's latest_step. `rejoin_at_step`: see HandshakeRequest.
-  absl::StatusOr<uint64_t> Handshake(uint32_t shard, uint64_t rejoin_at_step);
+  // Waits for the server up to `wait_ms` (cluster.connect_timeout_ms when 0).
+  absl::StatusOr<uint64_t> Handshake(uint32_t shard, uint64_t rejoin_at_step,
+                                     int64_t wait_ms = 0);
   // PullWeights(), or with `replica` the weights the other workers hold (PullReplica).
   absl::StatusOr<uint64_t> Pull(absl::Span<float> params, bool replica);
   // Pull() from one shard; returns its step.

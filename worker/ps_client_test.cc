@@ -40,6 +40,7 @@ class PsClientTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_NE(port, 0);
+    port_ = port;
     const std::string address = absl::StrCat("127.0.0.1:", port);
     // kTestJob has two shards; this one server plays both.
     absl::StatusOr<std::unique_ptr<PsClient>> client =
@@ -55,6 +56,7 @@ class PsClientTest : public ::testing::Test {
   const JobLayout layout_ = testing::TestLayout(config_);
   EchoServer service_;
   std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
   std::unique_ptr<PsClient> client_;
 };
 
@@ -83,6 +85,28 @@ TEST_F(PsClientTest, DestructionWaitsForEveryCallbackInFlight) {
   started.get_future().wait();
   client_.reset();
   EXPECT_TRUE(finished) << "~PsClient() returned while a callback was still running";
+}
+
+// Each attempt waits for the server only what is left of checkpoint.reconnect_timeout_ms,
+// not a whole cluster.connect_timeout_ms: a gone server is given up on near the budget.
+TEST_F(PsClientTest, ReconnectGivesUpWithinItsBudget) {
+  config::RunConfig config = config_;
+  config.mutable_cluster()->set_connect_timeout_ms(20000);
+  config.mutable_checkpoint()->set_reconnect_timeout_ms(500);
+  const std::string address = absl::StrCat("127.0.0.1:", port_);
+  absl::StatusOr<std::unique_ptr<PsClient>> client =
+      PsClient::Connect(config, layout_, /*worker_rank=*/0, {address, address},
+                        /*steps_per_epoch=*/1, /*total_steps=*/1);
+  ASSERT_TRUE(client.ok()) << client.status();
+  server_->Shutdown();
+  const auto start = std::chrono::steady_clock::now();
+  const absl::StatusOr<bool> back = (*client)->Reconnect(0, "a test");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(absl::IsUnavailable(back.status())) << back.status();
+  EXPECT_NE(back.status().message().find("did not come back within 500 ms"), std::string::npos)
+      << back.status();
+  // The budget and a backoff step, with room for a slow machine; 20 s were one attempt.
+  EXPECT_LT(waited, std::chrono::seconds(5));
 }
 
 }  // namespace

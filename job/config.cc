@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "compress/registry.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "job/address.h"
 #include "job/job_layout.h"
 #include "job/layout_file.h"
 #include "job/model_layout.h"
@@ -50,16 +53,6 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
 
 absl::Status FieldError(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
-}
-
-absl::Status ValidateAddress(absl::string_view address, absl::string_view field) {
-  std::vector<absl::string_view> parts = absl::StrSplit(address, absl::MaxSplits(':', 1));
-  uint32_t port = 0;
-  if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &port) || port == 0 ||
-      port > 65535) {
-    return FieldError(field, absl::StrCat("'", address, "' is not host:port with a port in [1, 65535]"));
-  }
-  return absl::OkStatus();
 }
 
 // config.validation: max_message_bytes fits gRPC's int limit and a useful minimum.
@@ -402,8 +395,8 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
                                      " entries but cluster.num_servers is ", cluster.num_servers()));
     }
     for (int i = 0; i < cluster.server_addresses_size(); ++i) {
-      TAMP_RETURN_IF_ERROR(ValidateAddress(cluster.server_addresses(i),
-                                           absl::StrCat("cluster.server_addresses[", i, "]")));
+      TAMP_RETURN_IF_ERROR(ValidateHostPort(cluster.server_addresses(i),
+                                            absl::StrCat("cluster.server_addresses[", i, "]")));
     }
   }
 
@@ -500,7 +493,10 @@ absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
 
 absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {
   std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat("config file '", path, "' cannot be read"));
+  if (!file) {
+    return absl::NotFoundError(
+        absl::StrCat("config file '", path, "' cannot be read: ", std::strerror(errno)));
+  }
   std::stringstream text;
   text << file.rdbuf();
   return LoadConfigText(text.str(), path);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "job/address.h"
 
 namespace tamp {
 namespace {
@@ -220,9 +221,10 @@ absl::StatusOr<std::vector<std::string>> ServersFromEnv(const PlacementRequest& 
   std::optional<std::string> list = env("TAMP_SERVERS");
   if (!list.has_value() || list->empty()) {
     if (request.flag_servers.empty()) {
-      return absl::FailedPreconditionError(
-          "TAMP_SERVERS is not set and no server addresses were given (cluster.server_addresses "
-          "in the config, or tamp_worker's --servers)");
+      return absl::FailedPreconditionError(absl::StrCat(
+          "TAMP_SERVERS is ", list.has_value() ? "empty" : "not set",
+          " and no server addresses were given (cluster.server_addresses in the config, or "
+          "tamp_worker's --servers)"));
     }
     return request.flag_servers;
   }
@@ -232,6 +234,7 @@ absl::StatusOr<std::vector<std::string>> ServersFromEnv(const PlacementRequest& 
     if (address.empty()) {
       return Invalid("TAMP_SERVERS", absl::StrCat("empty address in '", *list, "'"));
     }
+    TAMP_RETURN_IF_ERROR(ValidateHostPort(address, "TAMP_SERVERS"));
     servers.emplace_back(address);
   }
   if (servers.size() != request.num_servers) {
@@ -436,6 +439,13 @@ absl::StatusOr<Placement> WorkerPlacementFromEnv(const config::Cluster& cluster,
   request.role = Role::kWorker;
   request.source = AutoSource(Role::kWorker, env);
   if (request.source == PlacementSource::kFlags) {
+    // torchrun sets both; one of them alone is a script's or a launcher's mistake.
+    for (const auto& [set, missing] : {std::pair{"RANK", "WORLD_SIZE"}, {"WORLD_SIZE", "RANK"}}) {
+      if (IsSet(env, set) && !IsSet(env, missing)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            set, " is set but ", missing, " is not: torchrun's placement needs both"));
+      }
+    }
     return absl::FailedPreconditionError(
         "no placement in the environment: none of TAMP_RANK (`tamp run CONFIG -- COMMAND` sets "
         "it), RANK and WORLD_SIZE (torchrun), SLURM_PROCID (srun) or KUBERNETES_SERVICE_HOST is "

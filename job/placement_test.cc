@@ -257,6 +257,15 @@ TEST(WorkerPlacementTest, TorchrunErrorsNameTheVariable) {
   EXPECT_THAT(error({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"TAMP_SERVERS", "a:1,,b:2"}},
                     Cluster(2, 4)),
               HasSubstr("TAMP_SERVERS: empty address in 'a:1,,b:2'"));
+  EXPECT_THAT(error({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"TAMP_SERVERS", "a:1,b"}},
+                    Cluster(2, 4)),
+              HasSubstr("TAMP_SERVERS: 'b' is not host:port"));
+  EXPECT_THAT(error({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"TAMP_SERVERS", ""}}, Cluster(1, 4)),
+              HasSubstr("TAMP_SERVERS is empty"));
+  EXPECT_EQ(error({{"RANK", "0"}}, Cluster(1, 4, {"ps:1"})),
+            "RANK is set but WORLD_SIZE is not: torchrun's placement needs both");
+  EXPECT_EQ(error({{"WORLD_SIZE", "4"}}, Cluster(1, 4, {"ps:1"})),
+            "WORLD_SIZE is set but RANK is not: torchrun's placement needs both");
 }
 
 TEST(WorkerPlacementTest, ClusterEnginesAfterTheLaunchers) {

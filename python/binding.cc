@@ -15,6 +15,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -133,7 +134,10 @@ class PyClient {
     // The job's layout: of these tensors (model.kind REGISTERED), or the config's model's,
     // which they must match.
     JobLayout layout = Check(BuildJobLayout(config.proto, std::move(registered)));
-    for (const TensorSpec& spec : layout.tensors) names_.push_back(spec.name);
+    for (const TensorSpec& spec : layout.tensors) {
+      names_.push_back(spec.name);
+      shapes_.push_back(spec.shape);
+    }
     absl::StatusOr<std::unique_ptr<Client>> client;
     {
       py::gil_scoped_release release;
@@ -176,7 +180,9 @@ class PyClient {
   }
 
   void PushNamed(const std::string& name, py::handle gradient, py::handle stream) {
-    const TensorArg arg = View(gradient, name, stream);
+    const auto known = std::find(names_.begin(), names_.end(), name);
+    const TensorArg arg = View(gradient, name, stream,
+                               known == names_.end() ? -1 : known - names_.begin());
     absl::Status status;
     {
       py::gil_scoped_release release;
@@ -187,8 +193,8 @@ class PyClient {
 
   void PushIndexed(int tensor, py::handle gradient, py::handle stream) {
     const bool known = tensor >= 0 && static_cast<size_t>(tensor) < names_.size();
-    const TensorArg arg =
-        View(gradient, known ? names_[tensor] : absl::StrCat("#", tensor), stream);
+    const TensorArg arg = View(gradient, known ? names_[tensor] : absl::StrCat("#", tensor),
+                               stream, known ? tensor : -1);
     absl::Status status;
     {
       py::gil_scoped_release release;
@@ -261,20 +267,21 @@ class PyClient {
   }
 
   const std::vector<std::string>& names() const { return names_; }
-  std::vector<std::vector<int64_t>> shapes() const {
-    std::vector<std::vector<int64_t>> shapes;
-    for (const TensorSpec& spec : client_->layout().tensors) shapes.push_back(spec.shape);
-    return shapes;
-  }
+  const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
   bool aggregates() const { return client_->aggregates(); }
 
  private:
   WorkerFigures Figures() const { return {rank_, client_->totals(), completed_}; }
   TensorArgs Views(py::handle arrays, Access access, py::handle stream) const {
-    return Check(TensorArgs::From(arrays.ptr(), names_, access, Stream(stream)));
+    return Check(TensorArgs::From(arrays.ptr(), names_, shapes_, access, Stream(stream)));
   }
-  static TensorArg View(py::handle array, const std::string& name, py::handle stream) {
-    return Check(TensorArg::From(array.ptr(), name, Access::kRead, Stream(stream)));
+  // `tensor`: the layout index whose shape the array must have; -1 for a name or index the
+  // client refuses itself.
+  TensorArg View(py::handle array, const std::string& name, py::handle stream,
+                 int64_t tensor) const {
+    TensorArg arg = Check(TensorArg::From(array.ptr(), name, Access::kRead, Stream(stream)));
+    if (tensor >= 0) Check(arg.CheckShape(name, shapes_[tensor]));
+    return arg;
   }
   // A call's `stream=`: None or 0 is the legacy default stream (DLPack's 1; 0 is that stream's
   // cudaStream_t, as torch.cuda.default_stream().cuda_stream says); else a cudaStream_t.
@@ -288,6 +295,7 @@ class PyClient {
   }
 
   std::vector<std::string> names_;  // Layout order.
+  std::vector<std::vector<int64_t>> shapes_;  // Layout order.
   std::unique_ptr<Client> client_;
   uint32_t rank_ = 0;
   uint64_t total_steps_ = 0;

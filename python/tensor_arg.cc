@@ -1,9 +1,11 @@
 #include "python/tensor_arg.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "python/dlpack.h"
 #include "worker/cuda_backend.h"
@@ -59,6 +61,8 @@ bool IsFloat32Format(const char* format) {
 TensorArg::TensorArg(TensorArg&& other) noexcept
     : span_(other.span_),
       memory_(other.memory_),
+      dims_(other.dims_),
+      ndim_(other.ndim_),
       has_buffer_(std::exchange(other.has_buffer_, false)),
       buffer_(other.buffer_),
       capsule_(std::exchange(other.capsule_, nullptr)) {}
@@ -111,6 +115,8 @@ absl::StatusOr<TensorArg> TensorArg::FromBuffer(PyObject* array, absl::string_vi
                                      " is read-only, and the client writes into it"));
   }
   arg.span_ = absl::Span<float>(static_cast<float*>(view.buf), static_cast<size_t>(view.len / 4));
+  arg.ndim_ = view.ndim;
+  for (int d = 0; d < std::min(view.ndim, kMaxDims); ++d) arg.dims_[d] = view.shape[d];
   return arg;
 }
 
@@ -187,10 +193,29 @@ absl::StatusOr<TensorArg> TensorArg::FromCapsule(PyObject* capsule, absl::string
   }
   float* data = reinterpret_cast<float*>(static_cast<char*>(tensor.data) + tensor.byte_offset);
   arg.span_ = absl::Span<float>(data, static_cast<size_t>(elements));
+  arg.ndim_ = tensor.ndim;
+  for (int d = 0; d < std::min<int>(tensor.ndim, kMaxDims); ++d) arg.dims_[d] = tensor.shape[d];
   return arg;
 }
 
+absl::Status TensorArg::CheckShape(absl::string_view name,
+                                   absl::Span<const int64_t> registered) const {
+  if (ndim_ == 1 ||
+      (static_cast<size_t>(ndim_) == registered.size() && ndim_ <= kMaxDims &&
+       std::equal(registered.begin(), registered.end(), dims_.begin()))) {
+    return absl::OkStatus();
+  }
+  auto shape = [](auto dims) { return absl::StrCat("[", absl::StrJoin(dims, ", "), "]"); };
+  return Refuse(name, absl::StrCat(
+      "shape ",
+      ndim_ <= kMaxDims ? shape(absl::MakeConstSpan(dims_.data(), ndim_))
+                        : absl::StrCat("of ", ndim_, " dimensions"),
+      ", but the job registered ", shape(registered),
+      ": pass that shape, or a flat array of its elements"));
+}
+
 absl::StatusOr<TensorArgs> TensorArgs::From(PyObject* arrays, absl::Span<const std::string> names,
+                                            absl::Span<const std::vector<int64_t>> shapes,
                                             Access access, uintptr_t stream) {
   PyObject* sequence = PySequence_Fast(arrays, "expected a list of tensors");
   if (sequence == nullptr) return absl::InvalidArgumentError(TakePythonError());
@@ -208,6 +233,8 @@ absl::StatusOr<TensorArgs> TensorArgs::From(PyObject* arrays, absl::Span<const s
         TensorArg::From(PySequence_Fast_GET_ITEM(sequence, t), names[t], access, stream);
     if (!arg.ok()) {
       status = arg.status();
+    } else if (absl::Status shaped = arg->CheckShape(names[t], shapes[t]); !shaped.ok()) {
+      status = shaped;
     } else if (t > 0 && !arg->memory().SameDevice(args.memory_)) {
       status = Refuse(names[t], absl::StrCat("on ", arg->memory().Name(), " but tensor \"",
                                              names[0], "\" is on ", args.memory_.Name(),

@@ -29,6 +29,8 @@
 
 #include <Python.h>
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +55,10 @@ class TensorArg {
   ~TensorArg();
 
   absl::Span<float> span() const { return span_; }
+  // INVALID_ARGUMENT naming the tensor unless the array has the `registered` shape or is
+  // flat (one dimension: the client checks its size): a [6, 4] array for a [4, 6] tensor has
+  // the right size and the wrong layout.
+  absl::Status CheckShape(absl::string_view name, absl::Span<const int64_t> registered) const;
   // Where span() lies (host, or a CUDA device with the caller's stream).
   const TensorMemory& memory() const { return memory_; }
 
@@ -70,6 +76,10 @@ class TensorArg {
 
   absl::Span<float> span_;
   TensorMemory memory_;
+  // The array's shape (its first kMaxDims extents; ndim_ may be larger).
+  static constexpr int kMaxDims = 8;
+  std::array<int64_t, kMaxDims> dims_{};
+  int ndim_ = 0;
   bool has_buffer_ = false;
   Py_buffer buffer_{};         // Released at destruction when has_buffer_.
   PyObject* capsule_ = nullptr;  // Owned reference to a "dltensor" capsule, or null.
@@ -80,7 +90,9 @@ class TensorArgs {
  public:
   // `arrays` must be a sequence of names.size() arrays, all in one place (host memory, or
   // one CUDA device); errors name the tensor.
+  // `shapes`: the job's, by tensor (TensorArg::CheckShape()).
   static absl::StatusOr<TensorArgs> From(PyObject* arrays, absl::Span<const std::string> names,
+                                         absl::Span<const std::vector<int64_t>> shapes,
                                          Access access, uintptr_t stream = 1);
 
   absl::Span<const absl::Span<float>> spans() const { return spans_; }

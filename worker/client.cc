@@ -230,6 +230,7 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& m
     return absl::FailedPreconditionError(absl::StrCat(
         "the servers are at step ", step, "; a worker can only join a job at step 0"));
   }
+  next_step_ = step;
   return step;
 }
 
@@ -237,6 +238,17 @@ absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMe
   if (in_step_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "BeginStep(", step, "): step ", step_, " is still under way; call Wait() first"));
+  }
+  if (step >= length_.total_steps) {
+    return absl::OutOfRangeError(absl::StrCat("BeginStep(", step, "): the run has ",
+                                              length_.total_steps, " steps, 0 to ",
+                                              length_.total_steps - 1));
+  }
+  if (next_step_.has_value() && step != *next_step_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "BeginStep(", step, "): the next step is ", *next_step_,
+        " (the step Start() or Rejoin() returned, or the one after the last step Wait() "
+        "completed)"));
   }
   TAMP_RETURN_IF_ERROR(CheckTensors("BeginStep()", params));
   TAMP_RETURN_IF_ERROR(UseMemory("BeginStep()", 0, memory));
@@ -581,6 +593,7 @@ absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
   }
   timeline_.ComputeEnd(Clock::now());
   in_step_ = false;
+  next_step_.reset();  // Known again once the step completes.
   // Every callback must have run before the step ends (they write the step's state), so
   // after a failure keep waiting, but stop applying. A shard's lost pushes go again once
   // nothing else is in flight to that shard and its answers are applied: the resync
@@ -632,7 +645,9 @@ absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
   report_.timeline = timeline_.Summarize();
   TAMP_RETURN_IF_ERROR(encode_error_);
   TAMP_RETURN_IF_ERROR(rpc_error);
-  return apply_error;
+  TAMP_RETURN_IF_ERROR(apply_error);
+  next_step_ = step_ + 1;
+  return absl::OkStatus();
 }
 
 }  // namespace tamp

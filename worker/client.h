@@ -186,7 +186,9 @@ class Client {
   // Client::BeginStep()
   //
   // Starts step `step`; every training.resync_steps steps, first replaces `params` with the
-  // shards' exact weights.
+  // shards' exact weights. OUT_OF_RANGE past the run's last step; FAILED_PRECONDITION for a
+  // step other than the next one (what Start() or Rejoin() returned, or the one after the
+  // step Wait() completed).
   absl::Status BeginStep(uint64_t step, TensorSpans params,
                          const TensorMemory& memory = TensorMemory::Host());
 
@@ -309,6 +311,9 @@ class Client {
   // The step under way, written by the training thread.
   bool in_step_ = false;
   uint64_t step_ = 0;
+  // The step BeginStep() must begin: Start()'s or Rejoin()'s, or the one after the step
+  // Wait() completed; unknown after a step that ended in an error.
+  std::optional<uint64_t> next_step_;
   uint32_t epoch_ = 0;
   std::vector<bool> pushed_tensors_;  // By tensor: pushed in this step.
   absl::Status encode_error_;

@@ -59,6 +59,7 @@ absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view ca
   TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->Rejoin(Pulled()));
   TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   LOG(WARNING) << "worker " << rank_ << " rejoined at step " << step;
+  next_step_ = step;
   return step;
 }
 

@@ -128,6 +128,23 @@ TEST_F(ClientTest, HoldsNoPayloadBetweenSteps) {
   }
 }
 
+// BeginStep() takes the next step only: a skipped or repeated step would be refused by the
+// servers, late, at the pushes; one past the run by nobody.
+TEST_F(ClientTest, BeginStepTakesTheNextStepOnly) {
+  absl::Status status = client_->BeginStep(1, tensors_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("BeginStep(1): the next step is 0"));
+  status = client_->BeginStep(1000000, tensors_);
+  EXPECT_TRUE(absl::IsOutOfRange(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("BeginStep(1000000): the run has"));
+  ASSERT_TRUE(client_->BeginStep(0, tensors_).ok());
+  PushAll(testing::TestGradient(layout_.total_elements, 0, 0));
+  ASSERT_TRUE(client_->Wait(tensors_).ok());
+  status = client_->BeginStep(0, tensors_);
+  EXPECT_THAT(status.message(), HasSubstr("BeginStep(0): the next step is 1"));
+  EXPECT_TRUE(client_->BeginStep(1, tensors_).ok());
+}
+
 TEST_F(ClientTest, RefusedCallsNameTheTensorAndLeaveTheStepIntact) {
   const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
   const std::string last = layout_.tensors.back().name;

@@ -91,7 +91,13 @@ def init(config: Union[Config, str, None] = None, rank: Optional[int] = None,
         overrides["TAMP_SERVERS"] = servers if isinstance(servers, str) else ",".join(servers)
     if num_workers is not None:
         overrides["TAMP_NUM_WORKERS"] = str(num_workers)
-    config = load_config(config if config is not None else _tamp.config_path_from_env({}))
+    if config is None:
+        path = _tamp.config_path_from_env({})
+        try:
+            config = load_config(path)
+        except RuntimeError as unreadable:  # The file: the variable's value is wrong.
+            raise ValueError(f"TAMP_CONFIG: {unreadable}") from None
+    config = load_config(config)
     where = _tamp.placement_from_env(config, overrides)
     _placement = Placement(config, where["rank"], where["servers"], config.num_workers,
                            where["local_rank"], where["source"])

@@ -195,6 +195,19 @@ class BindingTest(unittest.TestCase):
         self.push_all(grads)
         self.finish(grads)
 
+    def test_wrong_shape_of_the_right_size_refused_and_flat_taken(self):
+        grads = self.begin()
+        weight = grads[2]  # fc2.weight [10, 64]
+        swapped = weight.reshape(weight.shape[::-1])  # Same elements, another layout.
+        for array in (swapped, torch.from_numpy(swapped)):  # Buffer protocol, DLPack.
+            self.assertRefused(ValueError, lambda: self.client.push("fc2.weight", array),
+                               '"fc2.weight"', "shape [64, 10], but the job registered [10, 64]")
+            self.assertRefused(ValueError, lambda: self.client.push(2, array), '"fc2.weight"',
+                               "shape [64, 10]")
+        self.client.push("fc2.weight", weight.reshape(-1))
+        self.push_all(grads, skip=("fc2.weight",))
+        self.finish(grads)
+
     def test_pushed_twice_refused_and_applied_once(self):
         grads = self.begin()
         self.client.push("fc2.bias", grads[3])

@@ -61,6 +61,10 @@ class InitTest(unittest.TestCase):
             before = tamp.init()
         cases = [
             ({"TAMP_CONFIG": None, "TAMP_RANK": "0"}, "TAMP_CONFIG is not set"),
+            ({"TAMP_CONFIG": "/nonexistent/job.pbtxt", "TAMP_RANK": "0"},
+             "TAMP_CONFIG: config file '/nonexistent/job.pbtxt' cannot be read: No such file"),
+            ({"RANK": "0"}, "RANK is set but WORLD_SIZE is not"),
+            ({"TAMP_RANK": "0", "TAMP_SERVERS": "a:1,b"}, "TAMP_SERVERS: 'b' is not host:port"),
             ({}, "no placement in the environment: none of TAMP_RANK"),
             ({"TAMP_RANK": "x"}, "TAMP_RANK: 'x' is not a non-negative integer"),
             ({"TAMP_RANK": "2"}, "TAMP_RANK: 2 is not below cluster.num_workers (2)"),

@@ -45,7 +45,7 @@ absl::StatusOr<config::RunConfig> ResolveAutoForRun(const config::RunConfig& con
 int RunCommand(RunOptions options) {
   absl::StatusOr<config::RunConfig> config = LoadConfigFile(options.config_path);
   if (!config.ok()) {
-    std::cerr << config.status().message() << "\n";
+    std::cerr << "tamp: " << config.status().message() << "\n";
     return kExitUsage;
   }
   if (options.restart_servers > 0 && !config->has_checkpoint()) {

@@ -1,0 +1,29 @@
+#include "job/address.h"
+
+#include <cstdint>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace tamp {
+
+absl::Status ValidateHostPort(absl::string_view address, absl::string_view what) {
+  const size_t colon = address.rfind(':');
+  absl::string_view host = address.substr(0, colon == absl::string_view::npos ? 0 : colon);
+  // An IPv6 literal carries colons of its own, so it must be bracketed.
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != absl::string_view::npos) {
+    host = {};
+  }
+  uint32_t port = 0;
+  if (colon == absl::string_view::npos || host.empty() ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": '", address,
+                     "' is not host:port (or [IPv6]:port) with a port in [1, 65535]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tamp

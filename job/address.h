@@ -1,0 +1,18 @@
+#ifndef TAMP_JOB_ADDRESS_H_
+#define TAMP_JOB_ADDRESS_H_
+
+// Server addresses as configs, flags and launchers' variables give them.
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace tamp {
+
+// OK when `address` is "host:port" or "[v6-literal]:port" with a port in [1, 65535]; else
+// INVALID_ARGUMENT "WHAT: 'ADDRESS' is not host:port ..." (`what` names the field or
+// variable it came from).
+absl::Status ValidateHostPort(absl::string_view address, absl::string_view what);
+
+}  // namespace tamp
+
+#endif  // TAMP_JOB_ADDRESS_H_

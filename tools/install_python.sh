@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Python package `tamp` (python/tamp and its extension _tamp.so) with Bazel and
 # installs it for Debian's python3 into /usr/local/lib/python3.11/dist-packages/tamp
-# (or $TAMP_PYTHON_PREFIX/tamp), and puts the `tamp` launcher on the PATH as a link to this
-# checkout's build in /usr/local/bin (or $TAMP_BIN_DIR), for `tamp run CONFIG -- python3 ...`.
+# (or $TAMP_PYTHON_PREFIX/tamp), and puts the `tamp` launcher (and tamp_server, tamp_worker)
+# on the PATH as links to this checkout's build in /usr/local/bin (or $TAMP_BIN_DIR), for
+# `tamp run CONFIG -- python3 ...`.
 # Idempotent: each run replaces the installed package and link with this checkout's. Needs
 # root (or sudo) to write there.
 #
@@ -33,8 +34,11 @@ echo "install_python: installed tamp into $prefix/tamp" >&2
 # The launcher finds tamp_server beside its real path (tools/tamp/binaries.h), so the link
 # points into Bazel's output tree itself, not through bazel-bin (which a later build with
 # other options re-points).
+# tamp_server and tamp_worker too, for starting the processes without the launcher.
 bindir=${TAMP_BIN_DIR:-/usr/local/bin}
-launcher=$(readlink -f bazel-bin/tools/tamp/tamp)
 $SUDO mkdir -p "$bindir"
-$SUDO ln -sfn "$launcher" "$bindir/tamp"
-echo "install_python: linked $bindir/tamp -> $launcher" >&2
+for binary in tools/tamp/tamp server/tamp_server worker/tamp_worker; do
+  target=$(readlink -f "bazel-bin/$binary")
+  $SUDO ln -sfn "$target" "$bindir/$(basename "$binary")"
+  echo "install_python: linked $bindir/$(basename "$binary") -> $target" >&2
+done

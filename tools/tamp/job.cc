@@ -12,6 +12,7 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -292,7 +293,21 @@ Job::Outcome Job::WatchWorkers() {
     return std::any_of(workers_.begin(), workers_.end(),
                        [this](int child) { return group_.running(child); });
   };
+  std::optional<absl::Time> first_finished;  // When a worker first exited 0.
+  absl::Duration next_notice = options_.straggler_notice;
   while (workers_running()) {
+    if (first_finished && absl::Now() - *first_finished >= next_notice) {
+      std::vector<std::string> running;
+      for (int child : workers_) {
+        if (group_.running(child)) running.push_back(group_.name(child));
+      }
+      Say(absl::StrCat(absl::StrJoin(running, ", "), running.size() == 1 ? " is" : " are",
+                       " still running ", absl::FormatDuration(next_notice),
+                       " after a worker finished the run; one the servers dropped (a SYNC "
+                       "barrier's consistency.worker_timeout_ms) and that hangs cannot rejoin "
+                       "a finished run: Ctrl-C stops the job"));
+      next_notice *= 5;
+    }
     for (const ChildEvent& event : group_.Poll(absl::Seconds(1), interrupts_->fd())) {
       if (event.type == ChildEvent::Type::kLine) {
         HandleLine(event.child, event.line);
@@ -315,6 +330,7 @@ Job::Outcome Job::WatchWorkers() {
         ReportChildFailure(event.child, "exited (exit status 0) without reporting DONE");
         return Outcome::kFailed;
       }
+      if (!first_finished) first_finished = absl::Now();
     }
     if (Interrupted()) return Outcome::kInterrupted;
   }

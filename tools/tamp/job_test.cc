@@ -65,6 +65,7 @@ while :; do sleep 0.02; done
 //   FAKE_WORKER_MODE=nodone     exits 0 without DONE
 //   FAKE_WORKER_MODE=hang       never finishes
 //   FAKE_WORKER_MODE=crash      dies of SIGSEGV
+//   FAKE_HANG_RANK=J            worker J never finishes (the others do)
 constexpr char kFakeWorker[] = R"(#!/bin/sh
 resumed=
 for a in "$@"; do case "$a" in --rank=*) rank=${a#--rank=} ;; --resume) resumed=1 ;; esac; done
@@ -80,6 +81,7 @@ done
 if [ "$rank" = "${FAKE_FAIL_RANK:--1}" ] && [ -z "$resumed" -o -z "${FAKE_FAIL_ONCE:-}" ]; then
   echo "worker $rank: something broke" >&2; exit 3
 fi
+if [ "$rank" = "${FAKE_HANG_RANK:--1}" ]; then exec sleep 30; fi
 case "${FAKE_WORKER_MODE:-ok}" in
   nodone) exit 0 ;;
   hang) exec sleep 30 ;;
@@ -177,7 +179,8 @@ class JobTest : public ::testing::Test {
     pids_ = dir_ + "/pids";
     setenv("FAKE_PIDS", pids_.c_str(), 1);
     for (const char* var : {"FAKE_SERVER_MODE", "FAKE_WORKER_MODE", "FAKE_FAIL_RANK",
-                            "FAKE_FAIL_ONCE", "FAKE_STEPS", "FAKE_COMMAND_MODE"}) {
+                            "FAKE_FAIL_ONCE", "FAKE_STEPS", "FAKE_COMMAND_MODE",
+                            "FAKE_HANG_RANK"}) {
       unsetenv(var);
     }
 
@@ -560,6 +563,26 @@ TEST_F(JobTest, UncleanServerStopIsAWarningOnly) {
                                     options_.run_dir + "/server-1.log"));
   EXPECT_TRUE(ReadFile(options_.summary_json).size() > 0);
   ExpectAllGone(4);
+}
+
+// A worker that runs on after another finished the run (one the servers dropped and that
+// hangs cannot rejoin) is named on the console, then again 5 times as late.
+TEST_F(JobTest, WorkersStillRunningAfterAnotherFinishedAreNamed) {
+  setenv("FAKE_HANG_RANK", "1", 1);
+  options_.straggler_notice = absl::Seconds(1);
+  std::thread interrupter([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+    kill(getpid(), SIGINT);
+  });
+  const int code = Run();
+  interrupter.join();
+  ASSERT_EQ(code, kExitInterrupted) << out_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("tamp: worker 1 is still running 1s after a worker finished the "
+                             "run; one the servers dropped"));
+  EXPECT_THAT(out, Not(HasSubstr("worker 0 is still running")));
+  EXPECT_THAT(out, Not(HasSubstr("running 5s after")));  // The next notice is due at 5 s.
+  ExpectAllGone(3);
 }
 
 TEST_F(JobTest, InterruptTearsDownWith130) {

@@ -42,6 +42,10 @@ struct RunOptions {
   absl::Duration stop_grace = absl::Seconds(10);
   // After a failure or an interrupt: SIGTERM to everything, SIGKILL after this.
   absl::Duration failure_grace = absl::Seconds(5);
+  // Once a worker has finished, how long the others may run on before the console names
+  // them (then again every 5 times as long): a worker the servers dropped (a SYNC barrier's
+  // consistency.worker_timeout_ms) that hangs cannot rejoin a run that is over.
+  absl::Duration straggler_notice = absl::Seconds(60);
 };
 
 // ParseRunArgs()

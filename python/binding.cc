@@ -179,6 +179,16 @@ class PyClient {
     Check(status);
   }
 
+  void Broadcast(py::handle params, py::handle stream) {
+    const TensorArgs args = Views(params, Access::kWrite, stream);
+    absl::Status status;
+    {
+      py::gil_scoped_release release;  // Waits for worker 0's weights.
+      status = client_->Broadcast(args.spans(), args.memory());
+    }
+    Check(status);
+  }
+
   void PushNamed(const std::string& name, py::handle gradient, py::handle stream) {
     const auto known = std::find(names_.begin(), names_.end(), name);
     const TensorArg arg = View(gradient, name, stream,
@@ -382,6 +392,7 @@ PYBIND11_MODULE(_tamp, m) {
            py::arg("steps_per_epoch"), py::arg("total_steps"))
       .def("start", &PyClient::Start, py::arg("params"), py::arg("stream") = py::none())
       .def("resume", &PyClient::Resume, py::arg("params"), py::arg("stream") = py::none())
+      .def("broadcast", &PyClient::Broadcast, py::arg("params"), py::arg("stream") = py::none())
       .def("begin_step", &PyClient::BeginStep, py::arg("step"), py::arg("params"),
            py::arg("stream") = py::none())
       .def("push", &PyClient::PushIndexed, py::arg("tensor"), py::arg("gradient"),

@@ -155,7 +155,8 @@ grpc::ServerUnaryReactor* ParameterServerService::PullWeights(
   // ASYNC / SSP: also resets this worker's view (server/shard.h). Checks the worker's rank.
   return FinishNow(context, request->replica()
                                 ? (*ready)->PullReplica(request->worker_rank(), response)
-                                : (*ready)->PullWeights(request->worker_rank(), response));
+                                : (*ready)->PullWeights(request->worker_rank(), response,
+                                                        request->min_generation()));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::InitWeights(

@@ -39,7 +39,7 @@ std::chrono::milliseconds WorkerTimeout(const config::RunConfig& config) {
 Shard::Shard(const config::RunConfig& config, const JobLayout& layout, uint32_t rank)
     : config_(config),
       layout_(layout),
-      weights_ready_(config.model().kind() != config::Model::REGISTERED),
+      weights_generation_(config.model().kind() != config::Model::REGISTERED ? 1 : 0),
       rank_(rank),
       chunk_ids_(layout.ChunksOfShard(rank)),
       worker_timeout_(WorkerTimeout(config)),
@@ -122,7 +122,7 @@ void Shard::PushPullRound(uint32_t worker, uint64_t step, uint32_t round, uint32
     done(ready, nullptr);
     return;
   }
-  if (!weights_ready_.load(std::memory_order_acquire)) {
+  if (weights_generation_.load(std::memory_order_acquire) == 0) {
     done(absl::FailedPreconditionError(absl::StrCat(
              "server ", rank_, " has no weights yet: worker 0 sets the initial weights "
              "(model.kind REGISTERED) before any push")),
@@ -207,7 +207,8 @@ uint64_t Shard::latest_step() const {
 }
 
 absl::Status Shard::InitWeights(uint32_t worker, const rpc::InitWeightsRequest& request) {
-  if (config_.model().kind() != config::Model::REGISTERED) {
+  const uint32_t generation = request.generation();
+  if (generation == 0 && config_.model().kind() != config::Model::REGISTERED) {
     return absl::FailedPreconditionError(absl::StrCat(
         "InitWeights: server ", rank_, " initialises model.kind ",
         config::Model::Kind_Name(config_.model().kind()), " itself from model.init_seed"));
@@ -217,9 +218,26 @@ absl::Status Shard::InitWeights(uint32_t worker, const rpc::InitWeightsRequest& 
         absl::StrCat("InitWeights: only worker 0 sets the initial weights, not worker ", worker));
   }
   std::lock_guard<std::mutex> init_lock(init_mu_);
-  if (weights_ready_.load(std::memory_order_acquire)) {
+  const uint32_t held = weights_generation_.load(std::memory_order_acquire);
+  if (generation == 0 && held > 0) {
     return absl::AlreadyExistsError(
         absl::StrCat("InitWeights: server ", rank_, " has its initial weights already"));
+  }
+  if (generation > 0) {
+    if (generation == held) {  // A retry of the broadcast that set them.
+      return absl::AlreadyExistsError(absl::StrCat("InitWeights: server ", rank_,
+                                                   " holds generation ", held, " already"));
+    }
+    if (generation != held + 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "InitWeights: generation ", generation, ", but server ", rank_, " holds generation ",
+          held, held == 0 ? " (worker 0 has not set the initial weights)" : ""));
+    }
+    if (const uint64_t step = latest_step(); step != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "InitWeights: server ", rank_, " has completed step ", step - 1,
+          "; the job's weights can be replaced only before its first step"));
+    }
   }
   // Everything is checked before anything is written, so a refusal changes nothing.
   if (static_cast<size_t>(request.chunks_size()) != chunk_ids_.size()) {
@@ -245,22 +263,24 @@ absl::Status Shard::InitWeights(uint32_t worker, const rpc::InitWeightsRequest& 
   for (const rpc::ChunkWeights& weights : request.chunks()) {
     chunks_[weights.chunk_id()]->SetWeights(weights.values());
   }
-  weights_ready_.store(true, std::memory_order_release);
+  weights_generation_.store(std::max(generation, 1u), std::memory_order_release);
   return absl::OkStatus();
 }
 
-absl::Status Shard::PullWeights(uint32_t worker, rpc::PullWeightsResponse* response) {
-  return Pull(worker, PullKind::kExact, response);
+absl::Status Shard::PullWeights(uint32_t worker, rpc::PullWeightsResponse* response,
+                                uint32_t min_generation) {
+  return Pull(worker, PullKind::kExact, min_generation, response);
 }
 
 absl::Status Shard::PullReplica(uint32_t worker, rpc::PullWeightsResponse* response) {
-  return Pull(worker, PullKind::kReplica, response);
+  return Pull(worker, PullKind::kReplica, 0, response);
 }
 
-absl::Status Shard::Pull(uint32_t worker, PullKind kind, rpc::PullWeightsResponse* response) {
+absl::Status Shard::Pull(uint32_t worker, PullKind kind, uint32_t min_generation,
+                         rpc::PullWeightsResponse* response) {
   TAMP_RETURN_IF_ERROR(CheckWorker(worker));
   response->Clear();
-  if (!weights_ready_.load(std::memory_order_acquire)) {
+  if (weights_generation_.load(std::memory_order_acquire) < std::max(min_generation, 1u)) {
     response->set_awaiting_initial_weights(true);
     return absl::OkStatus();
   }
@@ -291,7 +311,9 @@ checkpoint::ShardState Shard::ExportState() const { return ExportShardState(OwnC
 absl::Status Shard::Restore(const checkpoint::ShardState& state) {
   TAMP_RETURN_IF_ERROR(RestoreShardState(state, rank_, OwnChunks()));
   // The restored weights are the run's: model.kind REGISTERED waits for no InitWeights().
-  weights_ready_.store(true, std::memory_order_release);
+  if (weights_generation_.load(std::memory_order_acquire) == 0) {
+    weights_generation_.store(1, std::memory_order_release);
+  }
   return absl::OkStatus();
 }
 

@@ -151,7 +151,11 @@ class Shard {
   // also resets the worker's view of every chunk to the weights returned (its next answers are
   // relative to them), and the step is the fewest pushes of any chunk this worker has had
   // applied (its own step counter).
-  absl::Status PullWeights(uint32_t worker, rpc::PullWeightsResponse* response);
+  // `min_generation` > 0: answers awaiting_initial_weights until worker 0 has set the
+  // weights that many times (InitWeights()), so that the workers of a broadcast get its
+  // weights.
+  absl::Status PullWeights(uint32_t worker, rpc::PullWeightsResponse* response,
+                           uint32_t min_generation = 0);
 
   // Shard::PullReplica()
   //
@@ -163,11 +167,15 @@ class Shard {
 
   // Shard::InitWeights()
   //
-  // model.kind REGISTERED: worker 0's initial weights, every chunk of the shard exactly once
-  // with its exact length (rpc::InitWeightsRequest). Until they are set, PullWeights() and
-  // PullReplica() answer awaiting_initial_weights with no chunks and pushes are refused
-  // FAILED_PRECONDITION. FAILED_PRECONDITION for another worker or model kind; ALREADY_EXISTS
-  // once set; INVALID_ARGUMENT for a malformed request. A refusal changes nothing.
+  // Worker 0's weights, every chunk of the shard exactly once with its exact length
+  // (rpc::InitWeightsRequest). Generation 0: model.kind REGISTERED's initial weights; until
+  // they are set, PullWeights() and PullReplica() answer awaiting_initial_weights with no
+  // chunks and pushes are refused FAILED_PRECONDITION; ALREADY_EXISTS once set, and for
+  // another model kind FAILED_PRECONDITION. Generation g >= 1 (a broadcast of worker 0's
+  // weights before the first step, whatever the kind): replaces the weights the shard holds
+  // as generation g - 1 (the initial ones are 1); ALREADY_EXISTS for g itself again,
+  // FAILED_PRECONDITION for another g or once a step has completed. FAILED_PRECONDITION for
+  // another worker; INVALID_ARGUMENT for a malformed request. A refusal changes nothing.
   absl::Status InitWeights(uint32_t worker, const rpc::InitWeightsRequest& request);
 
   // Shard::ExpireBarriers()
@@ -250,7 +258,8 @@ class Shard {
   // INVALID_ARGUMENT unless `worker` is one of the job's.
   absl::Status CheckWorker(uint32_t worker) const;
   // PullWeights() and PullReplica(): every chunk's Pull() of `kind` for `worker`.
-  absl::Status Pull(uint32_t worker, PullKind kind, rpc::PullWeightsResponse* response);
+  absl::Status Pull(uint32_t worker, PullKind kind, uint32_t min_generation,
+                    rpc::PullWeightsResponse* response);
   // Join()'s rejoin up to completing the barriers that no longer wait for `worker`: checks,
   // then counts the worker from `step` on. Nothing changes on error.
   absl::Status AdmitRejoin(uint32_t worker, uint64_t step);
@@ -262,9 +271,10 @@ class Shard {
 
   const config::RunConfig config_;
   const JobLayout layout_;
-  // False until worker 0 has set the initial weights (model.kind REGISTERED); true from the
-  // start for the built-in models, which the shard initialises from model.init_seed.
-  std::atomic<bool> weights_ready_;
+  // How many times the weights were set: 0 until worker 0 has set the initial weights
+  // (model.kind REGISTERED); 1 from the start for the built-in models, which the shard
+  // initialises from model.init_seed; one more per broadcast (InitWeights()).
+  std::atomic<uint32_t> weights_generation_;
   std::mutex init_mu_;  // Serialises InitWeights().
   const uint32_t rank_;
   std::vector<uint32_t> chunk_ids_;

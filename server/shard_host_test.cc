@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,63 @@ TEST(ShardHostTest, WorkerZeroSetsTheInitialWeightsOnce) {
     std::memcpy(values.data(), chunk.values().data(), chunk.values().size());
     for (float v : values) ASSERT_EQ(v, 2.0f) << "chunk " << chunk.chunk_id();
   }
+}
+
+// A broadcast before the first step: worker 0's weights of generation g replace g - 1's,
+// pulls for g wait until then, and once a step has completed the weights stay the run's.
+TEST(ShardHostTest, ABroadcastReplacesTheWeightsBeforeTheFirstStepOnly) {
+  const config::RunConfig config = RegisteredConfig();
+  absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config, 0, nullptr);
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<Shard*> made = (*host)->Join(Request(config, 0));
+  ASSERT_TRUE(made.ok()) << made.status();
+  Shard& shard = **made;
+  ASSERT_TRUE((*host)->Join(Request(config, 1)).ok());
+  auto generation = [&shard](uint32_t g, float value) {
+    rpc::InitWeightsRequest request = InitRequest(shard, value);
+    request.set_generation(g);
+    return shard.InitWeights(0, request);
+  };
+  auto pulled_value = [&shard](uint32_t min_generation) -> std::optional<float> {
+    rpc::PullWeightsResponse pulled;
+    const absl::Status status = shard.PullWeights(1, &pulled, min_generation);
+    EXPECT_TRUE(status.ok()) << status;
+    if (pulled.awaiting_initial_weights()) return std::nullopt;
+    float value = 0;
+    std::memcpy(&value, pulled.chunks(0).values().data(), sizeof(float));
+    return value;
+  };
+
+  const absl::Status early = generation(2, 5.0f);
+  EXPECT_TRUE(absl::IsFailedPrecondition(early)) << early;
+  EXPECT_THAT(early.message(), HasSubstr("holds generation 0 (worker 0 has not set"));
+  ASSERT_TRUE(shard.InitWeights(0, InitRequest(shard, 2.0f)).ok());  // Generation 1.
+  EXPECT_EQ(pulled_value(2), std::nullopt) << "a pull for generation 2 did not wait";
+  EXPECT_TRUE(absl::IsFailedPrecondition(generation(3, 5.0f)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(shard.InitWeights(1, [&] {
+    rpc::InitWeightsRequest request = InitRequest(shard, 5.0f);
+    request.set_generation(2);
+    return request;
+  }())));
+  ASSERT_TRUE(generation(2, 5.0f).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(generation(2, 6.0f)));  // A retry: the first one stands.
+  EXPECT_EQ(pulled_value(2), 5.0f);
+  EXPECT_EQ(pulled_value(0), 5.0f);
+
+  // Step 0 of one chunk completes: the weights are the run's from then on.
+  const uint32_t chunk = shard.layout().ChunksOfShard(0)[0];
+  const std::vector<float> gradient(shard.layout().chunks[chunk].chunk.length, 1.0f);
+  for (uint32_t worker : {0u, 1u}) {
+    testing::Answer answer;
+    shard.PushPullRound(worker, 0, 0, chunk,
+                        testing::EncodePush(config, shard.layout(), 0, chunk, worker, gradient),
+                        testing::Record(&answer));
+    if (worker == 1) ASSERT_TRUE(answer.status.ok()) << answer.status;
+  }
+  const absl::Status late = generation(3, 7.0f);
+  EXPECT_TRUE(absl::IsFailedPrecondition(late)) << late;
+  EXPECT_THAT(late.message(), HasSubstr("only before its first step"));
+  EXPECT_NE(pulled_value(0), 7.0f);
 }
 
 TEST(ShardHostTest, BuiltInModelsGetTheirShardAtOnce) {

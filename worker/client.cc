@@ -201,13 +201,45 @@ absl::Status Client::SetInitialWeights(TensorSpans params, const TensorMemory& m
     return absl::OkStatus();
   }
   // Worker 0's weights are the job's initial weights (the others pull them).
+  TAMP_RETURN_IF_ERROR(ReadParams(params, memory));
+  return ps_client_->InitWeights(Pulled());
+}
+
+absl::Status Client::ReadParams(TensorSpans params, const TensorMemory& memory) {
   const absl::Span<float> flat = Pulled();
   for (const ChunkPlan& plan : layout_.chunks) {
     TAMP_RETURN_IF_ERROR(ReadTensor(params[plan.chunk.tensor].data() + plan.chunk.offset,
                                     flat.data() + layout_.flat_offset(plan),
                                     plan.chunk.length, memory));
   }
-  return ps_client_->InitWeights(flat);
+  return absl::OkStatus();
+}
+
+absl::Status Client::Broadcast(TensorSpans params, const TensorMemory& memory) {
+  TAMP_RETURN_IF_ERROR(CheckTensors("Broadcast()", params));
+  TAMP_RETURN_IF_ERROR(UseMemory("Broadcast()", 0, memory));
+  // Step 0 may have begun (BeginStep()), as long as nothing was pushed in it.
+  const bool pushed =
+      in_step_ && std::find(pushed_tensors_.begin(), pushed_tensors_.end(), true) !=
+                      pushed_tensors_.end();
+  if (next_step_ != uint64_t{0} || pushed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Broadcast(): worker 0's weights can replace the job's only before its first step "
+        "has pushed anything, and ",
+        pushed ? absl::StrCat("step ", step_, " has pushed gradients")
+        : next_step_.has_value() ? absl::StrCat("the next step is ", *next_step_)
+                                 : std::string("the job has not started here (Start() first)")));
+  }
+  const uint32_t generation = weights_generation_ + 1;
+  if (rank_ == 0) {
+    TAMP_RETURN_IF_ERROR(ReadParams(params, memory));
+    TAMP_RETURN_IF_ERROR(ps_client_->InitWeights(Pulled(), generation));
+  }
+  // Worker 0 too: every replica is then the shards' copy, bit for bit.
+  TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(Pulled(), generation).status());
+  TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
+  weights_generation_ = generation;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& memory) {

@@ -183,6 +183,15 @@ class Client {
   absl::StatusOr<uint64_t> Resume(TensorSpans params,
                                   const TensorMemory& memory = TensorMemory::Host());
 
+  // Client::Broadcast()
+  //
+  // Before the job's first step (Start() returned 0; step 0 begun or not, nothing pushed),
+  // every worker calls it (a collective): worker 0's `params` replace the shards' weights,
+  // whatever the model kind (a checkpoint loaded after Start()), and every worker's
+  // `params` get them. FAILED_PRECONDITION later; DEADLINE_EXCEEDED naming worker 0 when it
+  // does not broadcast within cluster.rpc_timeout_ms.
+  absl::Status Broadcast(TensorSpans params, const TensorMemory& memory = TensorMemory::Host());
+
   // Client::BeginStep()
   //
   // Starts step `step`; every training.resync_steps steps, first replaces `params` with the
@@ -253,6 +262,8 @@ class Client {
   // model.kind REGISTERED, worker 0, at a run's start: `params` become every shard's initial
   // weights (PsClient::InitWeights). A no-op otherwise.
   absl::Status SetInitialWeights(TensorSpans params, const TensorMemory& memory);
+  // Copies `params` into the flat scratch Pulled(), layout order.
+  absl::Status ReadParams(TensorSpans params, const TensorMemory& memory);
   // Pushes round `round` of multi-round chunk `id`, already counted in `outstanding_`.
   void PushRound(uint32_t id, uint32_t round, std::string payload);
   // Pushes single-round chunk `id`, already counted in `outstanding_`.
@@ -314,6 +325,9 @@ class Client {
   // The step BeginStep() must begin: Start()'s or Rejoin()'s, or the one after the step
   // Wait() completed; unknown after a step that ended in an error.
   std::optional<uint64_t> next_step_;
+  // How many times the job's weights were set (the shards' count): the initial ones are 1,
+  // each Broadcast() one more.
+  uint32_t weights_generation_ = 1;
   uint32_t epoch_ = 0;
   std::vector<bool> pushed_tensors_;  // By tensor: pushed in this step.
   absl::Status encode_error_;

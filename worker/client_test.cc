@@ -145,6 +145,28 @@ TEST_F(ClientTest, BeginStepTakesTheNextStepOnly) {
   EXPECT_TRUE(client_->BeginStep(1, tensors_).ok());
 }
 
+// Worker 0's weights (a checkpoint loaded after Start()) become the shards' before the first
+// step, also inside an empty step 0 and for the servers' seeded model; the step after
+// applies its update to them. Once a push went, the weights are the run's.
+TEST_F(ClientTest, BroadcastSetsTheShardsWeightsBeforeTheFirstPushOnly) {
+  for (size_t i = 0; i < params_.size(); ++i) params_[i] = 0.25f * static_cast<float>(i % 7);
+  const std::vector<float> loaded = params_;
+  ASSERT_TRUE(client_->Broadcast(tensors_).ok());
+  EXPECT_EQ(params_, loaded);
+  ASSERT_TRUE(client_->BeginStep(0, tensors_).ok());
+  ASSERT_TRUE(client_->Broadcast(tensors_).ok()) << "step 0 begun, nothing pushed";
+  const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
+  PushAll(grads);
+  const absl::Status refused = client_->Broadcast(tensors_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("step 0 has pushed gradients"));
+  ASSERT_TRUE(client_->Wait(tensors_).ok());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ASSERT_FLOAT_EQ(params_[i], loaded[i] - 0.5f * grads[i]) << "element " << i;
+  }
+  EXPECT_THAT(client_->Broadcast(tensors_).message(), HasSubstr("the next step is 1"));
+}
+
 TEST_F(ClientTest, RefusedCallsNameTheTensorAndLeaveTheStepIntact) {
   const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
   const std::string last = layout_.tensors.back().name;

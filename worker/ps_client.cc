@@ -205,14 +205,17 @@ absl::StatusOr<uint64_t> PsClient::Rejoin(absl::Span<float> params) {
                                                 kAttempts, " attempts: ", last.message()));
 }
 
-absl::StatusOr<uint64_t> PsClient::PullWeights(absl::Span<float> params) {
-  return Pull(params, /*replica=*/false);
+absl::StatusOr<uint64_t> PsClient::PullWeights(absl::Span<float> params,
+                                               uint32_t min_generation) {
+  return Pull(params, /*replica=*/false, min_generation);
 }
 
-absl::StatusOr<uint64_t> PsClient::Pull(absl::Span<float> params, bool replica) {
+absl::StatusOr<uint64_t> PsClient::Pull(absl::Span<float> params, bool replica,
+                                        uint32_t min_generation) {
   uint64_t min_step = UINT64_MAX;
   for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
-    TAMP_ASSIGN_OR_RETURN(const uint64_t step, PullShard(shard, params, replica));
+    TAMP_ASSIGN_OR_RETURN(const uint64_t step,
+                          PullShard(shard, params, replica, min_generation));
     min_step = std::min(min_step, step);
   }
   return min_step;
@@ -223,10 +226,11 @@ absl::StatusOr<uint64_t> PsClient::PullShardWeights(uint32_t shard, absl::Span<f
 }
 
 absl::StatusOr<uint64_t> PsClient::PullShard(uint32_t shard, absl::Span<float> params,
-                                             bool replica) {
+                                             bool replica, uint32_t min_generation) {
   rpc::PullWeightsRequest request;
   request.set_worker_rank(worker_rank_);
   request.set_replica(replica);
+  request.set_min_generation(min_generation);
   rpc::PullWeightsResponse response;
   grpc::Status status;
   // model.kind REGISTERED: worker 0 may not have set the initial weights yet; ask again
@@ -242,8 +246,10 @@ absl::StatusOr<uint64_t> PsClient::PullShard(uint32_t shard, absl::Span<float> p
     if (!status.ok() || !response.awaiting_initial_weights()) break;
     if (std::chrono::steady_clock::now() + backoff > give_up) {
       return absl::DeadlineExceededError(absl::StrCat(
-          Describe(shard), "worker 0 did not set the initial weights within ",
-          config_.cluster().rpc_timeout_ms(), " ms (cluster.rpc_timeout_ms)"));
+          Describe(shard), "worker 0 did not ",
+          min_generation > 1 ? "broadcast its weights" : "set the initial weights", " within ",
+          config_.cluster().rpc_timeout_ms(), " ms (cluster.rpc_timeout_ms)",
+          min_generation > 1 ? ": every worker must call the broadcast, worker 0 too" : ""));
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
@@ -273,11 +279,12 @@ absl::StatusOr<uint64_t> PsClient::PullShard(uint32_t shard, absl::Span<float> p
   return response.step();
 }
 
-absl::Status PsClient::InitWeights(absl::Span<const float> params) {
+absl::Status PsClient::InitWeights(absl::Span<const float> params, uint32_t generation) {
   for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
     rpc::InitWeightsRequest request;
     request.set_worker_rank(worker_rank_);
     request.set_server_incarnation(incarnations_[shard]);
+    request.set_generation(generation);
     for (uint32_t id : layout_.ChunksOfShard(shard)) {
       const ChunkPlan& plan = layout_.chunks[id];
       rpc::ChunkWeights* weights = request.add_chunks();

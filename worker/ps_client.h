@@ -52,15 +52,18 @@ class PsClient {
       uint64_t total_steps);
 
   // Copies every shard's exact weights into `params` (the flat buffer, layout order).
-  // Returns the lowest step any shard has completed.
-  absl::StatusOr<uint64_t> PullWeights(absl::Span<float> params);
+  // Returns the lowest step any shard has completed. `min_generation` > 0: waits (up to
+  // cluster.rpc_timeout_ms) until worker 0 has set the weights that many times.
+  absl::StatusOr<uint64_t> PullWeights(absl::Span<float> params, uint32_t min_generation = 0);
 
   // PsClient::InitWeights()
   //
-  // model.kind REGISTERED, worker 0: sets every shard's initial weights from `params` (the
-  // flat buffer, layout order). Weights an earlier process of this worker set stand. Until
-  // they are set, the other workers' PullWeights() waits (up to cluster.rpc_timeout_ms).
-  absl::Status InitWeights(absl::Span<const float> params);
+  // Worker 0: sets every shard's weights from `params` (the flat buffer, layout order):
+  // generation 0, model.kind REGISTERED's initial weights; g >= 1, a broadcast before the
+  // first step (server/shard.h InitWeights()). Weights an earlier process of this worker (or
+  // try) set stand. Until they are set, the other workers' PullWeights() waits (up to
+  // cluster.rpc_timeout_ms).
+  absl::Status InitWeights(absl::Span<const float> params, uint32_t generation = 0);
 
   // The most steps any chunk had completed when Connect() handshook: 0 when the job starts
   // with this worker; more when it joins a run under way (SYNC: it must Rejoin()).
@@ -122,9 +125,11 @@ class PsClient {
   absl::StatusOr<uint64_t> Handshake(uint32_t shard, uint64_t rejoin_at_step,
                                      int64_t wait_ms = 0);
   // PullWeights(), or with `replica` the weights the other workers hold (PullReplica).
-  absl::StatusOr<uint64_t> Pull(absl::Span<float> params, bool replica);
+  absl::StatusOr<uint64_t> Pull(absl::Span<float> params, bool replica,
+                                uint32_t min_generation = 0);
   // Pull() from one shard; returns its step.
-  absl::StatusOr<uint64_t> PullShard(uint32_t shard, absl::Span<float> params, bool replica);
+  absl::StatusOr<uint64_t> PullShard(uint32_t shard, absl::Span<float> params, bool replica,
+                                     uint32_t min_generation = 0);
   // Loads the job token and opens one channel per shard with the configured credentials.
   absl::Status OpenChannels();
   // "shard 1 (127.0.0.1:4000): " — prefixes errors so they name the server.

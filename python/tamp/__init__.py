@@ -171,6 +171,8 @@ class Client(_NativeClient):
     Methods (from the extension): start(params) -> first step; resume(params) -> first step,
     for a process replacing a dead worker (restarted(): it rejoins the run at the others'
     step, or returns total_steps with the final weights once the run is over);
+    broadcast(params): before the first step, by every worker: worker 0's params replace the
+    job's weights and every worker's params get them;
     begin_step(step, params);
     push(name or index, gradient); wait(out); rejoin(params, cause) -> next step; report()
     and totals() as dicts; tensor_names, tensor_shapes, aggregates.

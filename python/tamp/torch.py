@@ -181,7 +181,16 @@ def _check_tensor(name: str, tensor: torch.Tensor) -> None:
         raise ValueError(f'tensor "{name}": on {tensor.device}; tamp.torch takes CPU and CUDA '
                          "tensors")
     if not tensor.is_contiguous():
-        raise ValueError(f'tensor "{name}": not contiguous; pass a contiguous tensor')
+        raise ValueError(f'tensor "{name}": not contiguous{_layout_hint(tensor)}; Tamp takes '
+                         "row-major tensors: pass a contiguous one")
+
+
+def _layout_hint(tensor: torch.Tensor) -> str:
+    """Why a 4-D tensor is not contiguous, when it is channels_last."""
+    if tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last):
+        return (" (torch.channels_last memory format: keep the model in "
+                "torch.contiguous_format)")
+    return ""
 
 
 def _exported(tensor: torch.Tensor):
@@ -212,10 +221,7 @@ class _Session:
                                   _run["steps_per_epoch"], _run["total_steps"])
         self.step: Optional[int] = None  # The step under way; None before start().
         self.registered_by = caller
-        # The step the job started at here, and a checksum per tensor of the weights it
-        # started from: what broadcast_parameters() holds rank 0's parameters against.
-        self.started_at: Optional[int] = None
-        self.started_weights: Optional[List[float]] = None
+        self.started_at: Optional[int] = None  # The step the job started at here.
         # The DistributedOptimizer whose hooks push (the latest one created), if any.
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.reports = Reports(self.client, bool(_run["report"]), _epoch, _print_event)
@@ -270,13 +276,7 @@ class _Session:
             if step < self.client.total_steps:
                 self.client.begin_step(step, params, stream=stream)
             self.step = self.started_at = step
-            self.started_weights = self.weights_checksum()
             self.reports.count_from_now()
-
-    def weights_checksum(self) -> List[float]:
-        """Per registered tensor, the fp64 sum of its values: changes when the weights are
-        replaced (a checkpoint loaded)."""
-        return [param.sum(dtype=torch.float64).item() for param in self.params]
 
     def _exported_params(self) -> list:
         """The parameters as the client takes them; the client reads an export and leaves it
@@ -291,6 +291,10 @@ class _Session:
                 "done (training.epochs of init(steps_per_epoch=...), cut at "
                 "training.max_steps, or init(total_steps=...)): end the training loop when "
                 "tamp.torch.current_step() reaches that count")
+        if not gradient.is_contiguous():  # A flag read.
+            raise ValueError(f'tensor "{self.names[index]}": its gradient is not contiguous'
+                             f"{_layout_hint(gradient)} (the parameter's layout changed "
+                             "after it was registered?); Tamp takes row-major tensors")
         self.client.push(index, _exported(gradient), stream=_stream(gradient))
 
     def finish_step(self, out: List[torch.Tensor], loss: Optional[float] = None) -> bool:
@@ -333,15 +337,17 @@ def _check_root_rank(caller: str, root_rank: int) -> None:
 
 
 def broadcast_parameters(params, root_rank: int = 0) -> None:
-    """Makes every worker's `params` (a state_dict or named_parameters()) the job's initial
-    weights; blocks until the servers answer. Buffers (BatchNorm's running statistics) and
-    frozen parameters are not part of a Tamp job: they are left as each worker has them,
-    named in a UserWarning, and a second name for a tensor's memory (tied weights) is
-    skipped. Registering the job's tensors (the first of broadcast_parameters(),
-    DistributedOptimizer() and CommHookState()) starts the job from its initial weights,
-    once; called after that but before the first step, broadcast_parameters() refuses on a
-    worker whose parameters changed since (a checkpoint loaded after DistributedOptimizer()):
-    the job cannot take other weights once started, so load them first."""
+    """Makes rank 0's `params` (a state_dict or named_parameters()) every worker's and the
+    job's weights; blocks until the servers answer; every worker calls it. Registering the
+    job's tensors (the first of broadcast_parameters(), DistributedOptimizer() and
+    CommHookState()) starts the job from its initial weights (the servers' initialisation,
+    or rank 0's with model.kind REGISTERED); called after that and before the first step
+    (Horovod's order: DistributedOptimizer(), a checkpoint loaded on rank 0, then this), it
+    sends rank 0's weights to the servers and every worker takes them. After the first
+    step it changes nothing: the servers hold the job's weights. Buffers (BatchNorm's
+    running statistics) and frozen parameters are not part of a Tamp job: they are left as
+    each worker has them, named in a UserWarning, and a second name for a tensor's memory
+    (tied weights) is skipped."""
     _check_root_rank("broadcast_parameters", root_rank)
     named = _torch_optimizer.named_tensors(params, "broadcast_parameters", "params")
     named, others = (_session.job_entries(named) if _session is not None
@@ -361,16 +367,9 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
                          "first registered the parameters)") from None
     started = session.step is not None
     session.start()
-    if started and session.step == session.started_at and \
-            session.weights_checksum() != session.started_weights:
-        raise ValueError(
-            f"broadcast_parameters: rank {tamp.rank()}'s parameters changed after "
-            f"{session.registered_by}() started the job from its initial weights (a "
-            "checkpoint loaded since?), and a started job cannot take other weights: the "
-            "workers would train different replicas. Load the weights into the model before "
-            "the first of broadcast_parameters(), DistributedOptimizer() and CommHookState(), "
-            "which starts the job from rank 0's weights (model.kind REGISTERED) or the "
-            "servers' initialisation")
+    # A process replacing a dead worker took the others' replica, which is the job's.
+    if started and session.step == session.started_at == 0 and not tamp.restarted():
+        session.client.broadcast(session._exported_params(), stream=_stream(session.params[0]))
 
 
 def _trainable_entries(named: Sequence[Tuple[str, torch.Tensor]]

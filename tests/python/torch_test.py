@@ -270,6 +270,13 @@ class TorchTest(unittest.TestCase):
                          ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])
         self.assertEqual(frozen, [])
 
+    def test_a_channels_last_tensor_is_refused_saying_so(self):
+        weight = torch.zeros(8, 3, 5, 5).to(memory_format=torch.channels_last)
+        self.assertRefused(ValueError, lambda: tamp.torch._check_tensor("conv.weight", weight),
+                           '"conv.weight"', "not contiguous", "torch.channels_last")
+        self.assertRefused(ValueError, lambda: tamp.torch._check_tensor(
+            "fc.weight", torch.zeros(4, 6).t()), '"fc.weight"', "not contiguous")
+
     def test_non_fp32_model_refused(self):
         other = Mlp(dtype=torch.float64)
         self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(

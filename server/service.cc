@@ -121,7 +121,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                     parsed.error_message(), ")")));
     }
   }
-  const absl::StatusOr<Shard*> ready = host_.Ready();
+  const absl::StatusOr<Shard*> ready = ReadyFor(request.server_incarnation());
   if (!ready.ok()) return FinishNow(context, ready.status());
   Shard& shard = **ready;
   // A worker that knows an earlier process of this server must resync before pushing
@@ -145,6 +145,18 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
   return reactor;
 }
 
+absl::StatusOr<Shard*> ParameterServerService::ReadyFor(uint64_t incarnation) const {
+  absl::StatusOr<Shard*> ready = host_.Ready();
+  // A worker that knows an incarnation handshook with an earlier process of this server: it
+  // restarted (model.kind REGISTERED learns the tensors again at the first handshake), and
+  // the worker must re-handshake, as for any restart, not give up.
+  if (!ready.ok() && incarnation != 0) {
+    return absl::UnavailableError(absl::StrCat("server ", host_.rank(),
+                                               " restarted: re-handshake and pull its weights"));
+  }
+  return ready;
+}
+
 grpc::ServerUnaryReactor* ParameterServerService::PullWeights(
     grpc::CallbackServerContext* context, const rpc::PullWeightsRequest* request,
     rpc::PullWeightsResponse* response) {
@@ -163,7 +175,7 @@ grpc::ServerUnaryReactor* ParameterServerService::InitWeights(
     grpc::CallbackServerContext* context, const rpc::InitWeightsRequest* request,
     rpc::InitWeightsResponse*) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
-  const absl::StatusOr<Shard*> ready = host_.Ready();
+  const absl::StatusOr<Shard*> ready = ReadyFor(request->server_incarnation());
   if (!ready.ok()) return FinishNow(context, ready.status());
   if (request->server_incarnation() != 0 &&
       request->server_incarnation() != (*ready)->incarnation()) {

@@ -94,6 +94,9 @@ class ParameterServerService final
  private:
   // OK when no token is configured or the call carries it; else UNAUTHENTICATED.
   absl::Status Admit(const grpc::CallbackServerContext& context) const;
+  // host_.Ready(), or UNAVAILABLE (re-handshake) for a worker that sends the `incarnation`
+  // of an earlier process of this server, which knows no tensors yet.
+  absl::StatusOr<Shard*> ReadyFor(uint64_t incarnation) const;
 
   const std::unique_ptr<ShardHost> own_host_;  // When constructed from a Shard.
   ShardHost& host_;

@@ -12,12 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "protocol/handshake.h"
+#include "server/shard_host.h"
 #include "server/test_job.h"
 
 namespace tamp {
@@ -400,6 +402,42 @@ TEST_F(ServiceTest, APushForAnotherServerIncarnationIsRefusedUnavailable) {
   EXPECT_TRUE(shard_->Snapshot(chunk)->arrived[0]);
   shard_->Close(absl::UnavailableError("test over"));
   current.done.WaitForNotification();
+}
+
+// A restarted server of a REGISTERED model knows no tensors until a worker handshakes: a
+// push carrying the earlier process's incarnation must make that worker re-handshake
+// (UNAVAILABLE), not fail it; one without an incarnation is told why it cannot go.
+TEST(ServiceWithoutShardTest, APushOfAWorkerThatKnewAnEarlierProcessIsUnavailable) {
+  const config::RunConfig config = TestConfig([](config::RunConfig& c) {
+    c.mutable_model()->Clear();
+    c.mutable_model()->set_kind(config::Model::REGISTERED);
+  });
+  absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config, 0, nullptr);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ParameterServerService service(host->get(), "");
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = rpc::ParameterServer::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto push = [&](uint64_t incarnation) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    rpc::PushPullRequest request;
+    request.set_server_incarnation(incarnation);
+    rpc::PushPullResponse response;
+    return stub->PushPull(&context, request, &response);
+  };
+  const grpc::Status restarted = push(1234);
+  EXPECT_EQ(restarted.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(restarted.error_message(), HasSubstr("server 0 restarted: re-handshake"));
+  const grpc::Status fresh = push(0);
+  EXPECT_EQ(fresh.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(fresh.error_message(), HasSubstr("does not know the job's tensors yet"));
+  server->Shutdown();
 }
 
 TEST_F(ServiceTest, ShutdownAnswersAPushWaitingForItsStep) {

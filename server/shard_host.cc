@@ -11,7 +11,10 @@
 namespace tamp {
 
 ShardHost::ShardHost(Shard* shard)
-    : config_(shard->config()), rank_(shard->rank()), shard_(shard) {}
+    : config_(shard->config()),
+      rank_(shard->rank()),
+      layout_source_("the shard it was made with"),
+      shard_(shard) {}
 
 ShardHost::ShardHost(const config::RunConfig& config, uint32_t rank, OnCreated on_created)
     : config_(config), rank_(rank), on_created_(std::move(on_created)) {}
@@ -51,9 +54,10 @@ absl::Status JoinShard(Shard& shard, const rpc::HandshakeRequest& request) {
 absl::StatusOr<Shard*> ShardHost::Join(const rpc::HandshakeRequest& request) {
   std::lock_guard<std::mutex> lock(create_mu_);
   if (Shard* shard = this->shard(); shard != nullptr) {
+    TAMP_RETURN_IF_ERROR(CheckHandshakeHeader(shard->config(), rank_, request));
     if (absl::Status same = CheckHandshake(shard->layout(), shard->config(), rank_, request);
         !same.ok()) {
-      // Two workers that disagree: the message says which one set the layout.
+      // Two workers' tensors that disagree: the message says which one set the layout.
       return absl::Status(same.code(), absl::StrCat(same.message(), " (server ", rank_,
                                                     " took the job's tensors from ",
                                                     layout_source_, ")"));

@@ -162,6 +162,29 @@ absl::StatusOr<bool> PsClient::Reconnect(uint32_t shard, absl::string_view cause
   }
 }
 
+absl::StatusOr<uint64_t> PsClient::AwaitRunEnd(absl::Span<float> params) {
+  // The replica, not the exact weights: pulling those would drop the pull residual the
+  // others' last answers still owe them.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(config_.cluster().rpc_timeout_ms());
+  while (true) {
+    TAMP_ASSIGN_OR_RETURN(const uint64_t step, Pull(params, /*replica=*/true));
+    if (step >= total_steps_) {
+      LOG(WARNING) << "worker " << worker_rank_ << ": the run ended (step " << total_steps_
+                   << ") without it; it holds the final weights";
+      return total_steps_;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "worker ", worker_rank_, " rejoining: no step is left to announce and the run did "
+          "not end within ", config_.cluster().rpc_timeout_ms(),
+          " ms (cluster.rpc_timeout_ms); the slowest shard is at step ", step, " of ",
+          total_steps_));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 absl::StatusOr<uint64_t> PsClient::Rejoin(absl::Span<float> params) {
   constexpr int kAttempts = 5;
   constexpr auto kPollPeriod = std::chrono::milliseconds(5);
@@ -174,6 +197,7 @@ absl::StatusOr<uint64_t> PsClient::Rejoin(absl::Span<float> params) {
       latest = std::max(latest, shard_latest);
     }
     const uint64_t target = latest + 1;
+    if (target >= total_steps_) return AwaitRunEnd(params);
     last = absl::OkStatus();
     for (uint32_t shard = 0; shard < stubs_.size() && last.ok(); ++shard) {
       last = Handshake(shard, target).status();

@@ -77,7 +77,9 @@ class PsClient {
   // can pass it without this worker), and copies the replica the other workers hold into
   // `params`. Returns that step, the next this worker pushes. Announces again, later, when
   // a shard moved past the step meanwhile; DEADLINE_EXCEEDED when the others do not reach
-  // it within cluster.rpc_timeout_ms.
+  // it within cluster.rpc_timeout_ms. When no step is left to announce (the others are in
+  // the run's last step, or done), waits for the run's end and returns the total steps
+  // with the final weights the others hold: nothing is left to train.
   absl::StatusOr<uint64_t> Rejoin(absl::Span<float> params);
 
   // PsClient::PullShardWeights()
@@ -124,6 +126,9 @@ class PsClient {
   // Waits for the server up to `wait_ms` (cluster.connect_timeout_ms when 0).
   absl::StatusOr<uint64_t> Handshake(uint32_t shard, uint64_t rejoin_at_step,
                                      int64_t wait_ms = 0);
+  // Rejoin() with no step left: waits for the run's last step, copies the replica into
+  // `params`, returns total_steps_.
+  absl::StatusOr<uint64_t> AwaitRunEnd(absl::Span<float> params);
   // PullWeights(), or with `replica` the weights the other workers hold (PullReplica).
   absl::StatusOr<uint64_t> Pull(absl::Span<float> params, bool replica,
                                 uint32_t min_generation = 0);

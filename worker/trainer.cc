@@ -151,6 +151,7 @@ absl::Status Trainer::Run(bool resume) {
   std::vector<double> step_ms;
   step_ms.reserve(total_steps);
   double accuracy = 0;
+  bool evaluated_last_step = false;
   for (; step < total_steps; ++step) {
     const uint32_t epoch = static_cast<uint32_t>(step / per_epoch);
     const auto start = std::chrono::steady_clock::now();
@@ -178,10 +179,12 @@ absl::Status Trainer::Run(bool resume) {
     if (rank_ == 0 && eval_due && !synthetic_) {
       TAMP_ASSIGN_OR_RETURN(accuracy, Evaluate());
       Emit(EvalEvent(Figures(), step + 1, total_steps, epoch, accuracy));
+      evaluated_last_step = last_step;
     }
   }
-  // Resumed after the last step: the final weights' accuracy.
-  if (rank_ == 0 && step_ms.empty()) {
+  // Resumed after the last step, or dropped and the run ended without this worker: the
+  // final weights' accuracy.
+  if (rank_ == 0 && !evaluated_last_step && !synthetic_) {
     TAMP_ASSIGN_OR_RETURN(accuracy, Evaluate());
   }
   Emit(DoneEvent(Figures(), step, total_steps, accuracy, UpperMedian(step_ms)));

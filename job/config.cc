@@ -306,7 +306,8 @@ namespace {
 // AGGREGATE servers run no optimizer: a config that leaves it out gets none (has_optimizer()
 // stays false, and validation skips it).
 void ApplyOptimizerDefaults(config::RunConfig* config) {
-  if (config->server().mode() == config::Server::AGGREGATE && !config->has_optimizer()) return;
+  // One left out stays out: validation says it is missing (AGGREGATE: that it needs none).
+  if (!config->has_optimizer()) return;
   config::Optimizer* optimizer = config->mutable_optimizer();
   if (optimizer->name().empty()) optimizer->set_name("sgd");
   if (optimizer->name() == "adam") {
@@ -408,8 +409,13 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
                       absl::StrCat("must be in [1, 65536], got ", config.data().batch_size()));
   }
   // AGGREGATE servers run no optimizer: one left out is not missing.
-  if (config.server().mode() != config::Server::AGGREGATE || config.has_optimizer()) {
+  if (config.has_optimizer()) {
     TAMP_RETURN_IF_ERROR(ValidateOptimizerSpec(config.optimizer()));
+  } else if (config.server().mode() != config::Server::AGGREGATE) {
+    return FieldError("optimizer",
+                      "missing: the servers run the config's optimizer (server.mode OPTIMIZER, "
+                      "the default); add e.g. optimizer { name: \"sgd\" learning_rate: 0.05 }, "
+                      "or server { mode: AGGREGATE } for workers that step their own");
   }
 
   const config::Compression& compression = config.compression();

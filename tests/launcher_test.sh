@@ -18,6 +18,15 @@ expect_failure() {
   echo "ok: $name -> $(grep -m1 -F -- "$needle" "$out")"
 }
 
+# 0. Help asked for is no failure: the usage on stdout, exit 0; a wrong command exits 2.
+for asked in "help" "--help" "run --help" "model -h"; do
+  # shellcheck disable=SC2086  # Word-split on purpose: "run --help" is two arguments.
+  "$TAMP_BIN" $asked > "$WORK/help.out" 2> "$WORK/help.err" || fail "tamp $asked exited $?"
+  grep -q "^usage: tamp" "$WORK/help.out" || { cat "$WORK/help.out" >&2; fail "tamp $asked: no usage"; }
+done
+status=0; "$TAMP_BIN" nonsense > /dev/null 2>&1 || status=$?
+[ "$status" -eq 2 ] || fail "tamp nonsense exited $status, expected 2"
+
 # 1. A short good run with a summary, and test accuracy every 15 steps in the metrics file.
 config="$WORK/good.pbtxt"
 write_config "$config" training="max_steps: 40 eval_every_steps: 15"

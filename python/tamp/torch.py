@@ -61,7 +61,7 @@ __all__ = [
     "CommHookState", "DistributedOptimizer", "broadcast_optimizer_state",
     "broadcast_parameters", "comm_hook", "current_step", "describe_model", "init",
     "local_rank", "rank",
-    "report_done", "report_eval", "report_step", "shutdown", "size",
+    "report_done", "report_eval", "report_step", "shutdown", "size", "total_steps",
 ]
 
 _run: Dict[str, Optional[int]] = {"steps_per_epoch": None, "total_steps": None, "report": None}
@@ -113,6 +113,18 @@ def current_step() -> int:
     counts its own steps takes this one, to feed the batches of that step and to stop at
     the run's end."""
     return 0 if _session is None or _session.step is None else _session.step
+
+
+def total_steps() -> int:
+    """The run's steps (init()'s total_steps, else the config's epochs of steps_per_epoch,
+    cut at training.max_steps): a training loop ends when current_step() reaches it, as the
+    servers take no step past it. ValueError before init(steps_per_epoch=...)."""
+    if _run["total_steps"] is not None:
+        return _run["total_steps"]
+    if _run["steps_per_epoch"] is None:
+        raise ValueError("tamp.torch.total_steps: call tamp.torch.init(steps_per_epoch=...) "
+                         "first: the run's length is the config's epochs of those steps")
+    return tamp.count_steps(tamp.placement().config, _run["steps_per_epoch"])
 
 
 def shutdown() -> None:
@@ -228,17 +240,29 @@ class _Session:
 
     def job_entries(self, named: Sequence[Tuple[str, torch.Tensor]]
                     ) -> Tuple[List[Tuple[str, torch.Tensor]], List[str]]:
-        """`named` split into the job's entries (registered names; for check_same) and the
-        names of the others (buffers, frozen parameters); a second name for a registered
-        tensor's memory (tied weights) is in neither."""
-        registered = set(self.names)
-        memory = {param.data_ptr() for param in self.params}
-        job, others = [], []
+        """`named` split into the job's entries, under their registered names in their
+        order (for check_same; up to the first one missing), and the names of the others
+        (buffers, frozen parameters). A registered tensor's memory under another name counts
+        as that tensor (DistributedOptimizer() without named_parameters registered it as
+        "param.G.I"; a tied weight's second name) once."""
+        index_of = {name: index for index, name in enumerate(self.names)}
+        by_memory = {param.data_ptr(): index for index, param in enumerate(self.params)
+                     if param.numel() > 0}
+        found: Dict[int, torch.Tensor] = {}
+        others = []
         for name, tensor in named:
-            if name in registered:
-                job.append((name, tensor))
-            elif not (isinstance(tensor, torch.Tensor) and tensor.data_ptr() in memory):
+            if name in index_of:
+                found.setdefault(index_of[name], tensor)
+            elif (isinstance(tensor, torch.Tensor) and tensor.numel() > 0 and
+                  tensor.data_ptr() in by_memory):
+                found.setdefault(by_memory[tensor.data_ptr()], tensor)
+            else:
                 others.append(name)
+        job = []
+        for index, name in enumerate(self.names):
+            if index not in found:
+                break
+            job.append((name, found[index]))
         return job, others
 
     def check_same(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> None:
@@ -290,7 +314,7 @@ class _Session:
                 f'tensor "{self.names[index]}": the run\'s {self.client.total_steps} steps are '
                 "done (training.epochs of init(steps_per_epoch=...), cut at "
                 "training.max_steps, or init(total_steps=...)): end the training loop when "
-                "tamp.torch.current_step() reaches that count")
+                "tamp.torch.current_step() reaches tamp.torch.total_steps()")
         if not gradient.is_contiguous():  # A flag read.
             raise ValueError(f'tensor "{self.names[index]}": its gradient is not contiguous'
                              f"{_layout_hint(gradient)} (the parameter's layout changed "

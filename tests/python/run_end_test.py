@@ -24,11 +24,13 @@ class RunEndTest(unittest.TestCase):
             model(x).square().mean().backward()
             optimizer.step()
         self.assertEqual(tamp.torch.current_step(), 3)
+        self.assertEqual(tamp.torch.total_steps(), 3)  # training.max_steps.
         final = [p.detach().clone() for p in model.parameters()]
         optimizer.zero_grad()
         with self.assertRaises(RuntimeError) as raised:
             model(x).square().mean().backward()
-        for words in ('"fc2.bias"', "the run's 3 steps are done", "current_step()"):
+        for words in ('"fc2.bias"', "the run's 3 steps are done", "current_step()",
+                      "total_steps()"):
             self.assertIn(words, str(raised.exception))
         with self.assertRaises(RuntimeError) as raised:
             optimizer.step()

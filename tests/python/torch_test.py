@@ -277,6 +277,18 @@ class TorchTest(unittest.TestCase):
         self.assertRefused(ValueError, lambda: tamp.torch._check_tensor(
             "fc.weight", torch.zeros(4, 6).t()), '"fc.weight"', "not contiguous")
 
+    def test_the_registered_memory_under_other_names_is_taken(self):
+        # As a DistributedOptimizer without named_parameters registers them ("param.G.I"),
+        # then Horovod's broadcast of the model's state_dict: the same memory, other names.
+        renamed = [(f"param.0.{i}", p) for i, p in enumerate(self.model.parameters())]
+        job, others = tamp.torch._session.job_entries(renamed + renamed[:1])
+        self.assertEqual([name for name, _ in job], ["fc1.weight", "fc1.bias", "fc2.weight",
+                                                     "fc2.bias"])
+        self.assertEqual(others, [])
+        job, _ = tamp.torch._session.job_entries(renamed[:1] + renamed[2:])
+        self.assertEqual([name for name, _ in job], ["fc1.weight"])  # Up to the one missing.
+        tamp.torch.broadcast_parameters(renamed)
+
     def test_non_fp32_model_refused(self):
         other = Mlp(dtype=torch.float64)
         self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(

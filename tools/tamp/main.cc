@@ -34,7 +34,7 @@ Commands:
                        and the workers CONFIG describes (only the workers when
                        cluster.server_addresses is set), show progress, stop everything
                        at the end, on a failure or on Ctrl-C. With a COMMAND, each worker
-                       is a copy of it (e.g. python3 train.py) that finds its place in
+                       is a copy of it (e.g. /usr/bin/python3 train.py) that finds its place in
                        TAMP_CONFIG, TAMP_RANK, TAMP_NUM_WORKERS, TAMP_LOCAL_RANK and
                        TAMP_SERVERS; it reports progress as WorkerEvent JSON lines on
                        stdout, and its other output goes to its log.
@@ -97,6 +97,12 @@ int Usage(const std::string& error) {
   return tamp::launcher::kExitUsage;
 }
 
+// The usage asked for (help, --help, -h): on stdout, and not a failure.
+int Help() {
+  std::cout << kUsage;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,7 +125,7 @@ int main(int argc, char** argv) {
   if (command == "run") {
     for (const std::string& arg : args) {
       if (arg == "--") break;  // The COMMAND's own arguments.
-      if (arg == "--help" || arg == "-h") return Usage("");
+      if (arg == "--help" || arg == "-h") return Help();
     }
     absl::StatusOr<tamp::launcher::RunOptions> options = tamp::launcher::ParseRunArgs(args);
     if (!options.ok()) return Usage(std::string(options.status().message()));
@@ -134,12 +140,12 @@ int main(int argc, char** argv) {
   }
   if (command == "model") {
     for (const std::string& arg : args) {
-      if (arg == "--help" || arg == "-h") return Usage("");
+      if (arg == "--help" || arg == "-h") return Help();
     }
     absl::StatusOr<tamp::launcher::ModelOptions> options = tamp::launcher::ParseModelArgs(args);
     if (!options.ok()) return Usage(std::string(options.status().message()));
     return tamp::launcher::ModelCommand(*options, &std::cout, &std::cerr);
   }
-  if (command == "help" || command == "--help" || command == "-h") return Usage("");
+  if (command == "help" || command == "--help" || command == "-h") return Help();
   return Usage("unknown command \"" + command + "\"");
 }

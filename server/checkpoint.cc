@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -201,8 +202,10 @@ absl::StatusOr<checkpoint::ShardState> ParseCheckpoint(absl::string_view bytes,
   return std::move(*body.mutable_state());
 }
 
-absl::Status WriteCheckpoint(const std::string& path, const checkpoint::JobIdentity& job,
-                             const checkpoint::ShardState& state) {
+namespace {
+
+// The directory of checkpoint `path`, created when missing.
+absl::StatusOr<std::string> CreateCheckpointDir(const std::string& path) {
   const std::filesystem::path target(path);
   const std::string dir =
       target.has_parent_path() ? target.parent_path().string() : std::string(".");
@@ -212,6 +215,24 @@ absl::Status WriteCheckpoint(const std::string& path, const checkpoint::JobIdent
     return absl::UnavailableError(
         absl::StrCat("cannot create directory ", dir, ": ", error.message()));
   }
+  return dir;
+}
+
+}  // namespace
+
+absl::Status CheckCheckpointWritable(const std::string& path) {
+  TAMP_RETURN_IF_ERROR(CreateCheckpointDir(path).status());
+  const std::string probe = absl::StrCat(path, ".probe");
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return SystemError("cannot create", probe);
+  close(fd);
+  unlink(probe.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status WriteCheckpoint(const std::string& path, const checkpoint::JobIdentity& job,
+                             const checkpoint::ShardState& state) {
+  TAMP_ASSIGN_OR_RETURN(const std::string dir, CreateCheckpointDir(path));
   const std::string tmp = absl::StrCat(path, ".tmp");
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return SystemError("cannot create", tmp);

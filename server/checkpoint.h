@@ -71,6 +71,13 @@ absl::StatusOr<checkpoint::ShardState> ParseCheckpoint(absl::string_view bytes,
                                                        absl::string_view name,
                                                        const checkpoint::JobIdentity& expected);
 
+// CheckCheckpointWritable()
+//
+// Creates the directory of checkpoint `path` when missing and checks that a file can be
+// created there (and removes it): UNAVAILABLE naming the path and the system's reason
+// otherwise, so a server can refuse to start instead of failing at its first checkpoint.
+absl::Status CheckCheckpointWritable(const std::string& path);
+
 // WriteCheckpoint()
 //
 // Writes `path` atomically (`<path>.tmp`, fsync, rename, fsync of the directory, which is

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -487,6 +488,20 @@ TEST(CheckpointerTest, ResumesFromWhatItWroteWritesPeriodicallyAndRefusesDamage)
   spec.set_dir(dir);
   EXPECT_EQ(Checkpointer::Start(nullptr, config::Checkpoint()).status().code(),
             absl::StatusCode::kInvalidArgument);
+  {  // A directory that cannot be made or written: refused at the start, naming it.
+    std::unique_ptr<Shard> shard = NewShard(config, layout);
+    const std::string file = absl::StrCat(::testing::TempDir(), "/a-file-", getpid());
+    std::ofstream(file) << "x";
+    for (const std::string& bad : {file + "/ckpt", std::string("/proc/tamp-ckpt")}) {
+      config::Checkpoint unwritable;
+      unwritable.set_dir(bad);
+      const absl::Status refused = Checkpointer::Start(shard.get(), unwritable).status();
+      EXPECT_TRUE(absl::IsUnavailable(refused)) << bad << ": " << refused;
+      EXPECT_THAT(std::string(refused.message()), HasSubstr("cannot")) << refused;
+      EXPECT_THAT(std::string(refused.message()), HasSubstr(bad)) << refused;
+    }
+    std::remove(file.c_str());
+  }
 
   // A fresh start, three steps, the final checkpoint.
   std::unique_ptr<Shard> shard = NewShard(config, layout);

@@ -43,6 +43,10 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Start(Shard* shard,
   std::unique_ptr<Checkpointer> checkpointer(new Checkpointer(
       shard, CheckpointPath(spec.dir(), shard->rank()), spec.every_steps()));
   TAMP_RETURN_IF_ERROR(checkpointer->Resume());
+  // Now, not at the first checkpoint a run with restarts would need.
+  if (absl::Status writable = CheckCheckpointWritable(checkpointer->path_); !writable.ok()) {
+    return absl::Status(writable.code(), absl::StrCat("checkpoint.dir: ", writable.message()));
+  }
   checkpointer->written_step_ = checkpointer->resumed_step_;
   if (checkpointer->every_steps_ != 0) {
     checkpointer->thread_ = std::thread([raw = checkpointer.get()] { raw->Loop(); });

@@ -20,6 +20,7 @@
 #include "compress/registry.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "job/address.h"
 #include "job/job_layout.h"
 #include "job/layout_file.h"
@@ -251,6 +252,18 @@ absl::Status ValidateChunkCompression(const config::ChunkCompression& compressio
   return absl::OkStatus();
 }
 
+// An override's compression block (`field`: the override's path): required, as one left
+// out would silently send its chunks uncompressed.
+absl::Status ValidateOverrideCompression(bool present, const config::ChunkCompression& compression,
+                                         const std::string& field) {
+  if (!present) {
+    return FieldError(absl::StrCat(field, ".compression"),
+                      "missing: an override names its codecs (compression { push { name: "
+                      "\"none\" } } sends its chunks uncompressed)");
+  }
+  return ValidateChunkCompression(compression, absl::StrCat(field, ".compression"));
+}
+
 // DGC's momentum correction (push_feedback DGC_MOMENTUM) keeps the momentum on the
 // workers; a momentum optimizer on the servers would apply it a second time (an effective
 // step ~10x larger at 0.9), and the job diverges.
@@ -320,11 +333,12 @@ void ApplyOptimizerDefaults(config::RunConfig* config) {
 void ApplyCompressionDefaults(config::Compression* compression) {
   if (compression->partition_bytes() == 0) compression->set_partition_bytes(4 << 20);
   DefaultCodecNames(compression->mutable_default_compression());
+  // An override without its compression stays without: validation names it.
   for (auto& override : *compression->mutable_shard_overrides()) {
-    DefaultCodecNames(override.mutable_compression());
+    if (override.has_compression()) DefaultCodecNames(override.mutable_compression());
   }
   for (auto& override : *compression->mutable_tensor_overrides()) {
-    DefaultCodecNames(override.mutable_compression());
+    if (override.has_compression()) DefaultCodecNames(override.mutable_compression());
   }
   if (compression->has_automatic()) {  // mutable_automatic() would make it present.
     config::AutoCompression* automatic = compression->mutable_automatic();
@@ -441,17 +455,32 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
                                        cluster.num_servers(), ")"));
       }
     }
-    TAMP_RETURN_IF_ERROR(
-        ValidateChunkCompression(override.compression(), absl::StrCat(field, ".compression")));
+    TAMP_RETURN_IF_ERROR(ValidateOverrideCompression(override.has_compression(),
+                                                     override.compression(), field));
   }
   for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+    const config::TensorOverride& override = compression.tensor_overrides(i);
     const std::string field = absl::StrCat("compression.tensor_overrides[", i, "]");
-    TAMP_RETURN_IF_ERROR(
-        ValidateChunkCompression(compression.tensor_overrides(i).compression(),
-                                 absl::StrCat(field, ".compression")));
+    const std::string& pattern = override.pattern();
+    if (pattern.empty() || pattern.find('*') < pattern.size() - 1) {
+      return FieldError(absl::StrCat(field, ".pattern"),
+                        absl::StrCat("'", pattern, "': a tensor's exact name, or a prefix "
+                                     "ending in '*' ('fc1.*'); '*' only at the end"));
+    }
+    TAMP_RETURN_IF_ERROR(ValidateOverrideCompression(override.has_compression(),
+                                                     override.compression(), field));
   }
   if (compression.has_automatic()) {
     const config::AutoCompression& automatic = compression.automatic();
+    config::ChunkCompression left_out;  // What ApplyDefaults() makes of no default_compression.
+    DefaultCodecNames(&left_out);
+    if (!google::protobuf::util::MessageDifferencer::Equivalent(
+            compression.default_compression(), left_out)) {
+      return FieldError("compression.default_compression",
+                        "is set beside compression.automatic, which chooses every tensor's "
+                        "compression itself (the candidate most tensors take becomes the "
+                        "default): list it among automatic.candidates instead");
+    }
     if (automatic.candidates_size() == 0) {
       return FieldError("compression.automatic.candidates", "is empty; list at least one");
     }

@@ -309,22 +309,65 @@ TEST(ConfigTest, DgcMomentumCorrectionRefusesAServerMomentum) {
 // compression.automatic's plan may put any candidate on any tensor, so each candidate is held
 // to the rules every other compression block is: DGC's momentum correction next to a server
 // momentum, and multi-round push codecs outside SYNC, are refused naming the candidate.
+// kGoodConfig without its own compression choices (automatic makes them), `changes` merged.
+config::RunConfig LoadAutomatic(absl::string_view changes) {
+  auto config = ParseConfig(kGoodConfig, "test.pbtxt");
+  EXPECT_TRUE(config.ok()) << config.status();
+  config->mutable_compression()->clear_default_compression();
+  config->mutable_compression()->clear_tensor_overrides();
+  EXPECT_TRUE(google::protobuf::TextFormat::MergeFromString(std::string(changes), &*config));
+  ApplyDefaults(&*config);
+  return *config;
+}
+
+void ExpectAutomaticInvalid(absl::string_view changes, absl::string_view needle) {
+  const absl::Status status = ValidateConfig(LoadAutomatic(changes));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find(needle), std::string::npos)
+      << "expected '" << needle << "' in: " << status;
+}
+
 TEST(ConfigTest, AutomaticCandidatesObeyTheRulesOfEveryCompressionBlock) {
   const std::string dgc =
       "candidates { push { name: 'none' } } candidates { push { name: 'dgc' ratio: 0.01 } "
       "push_feedback { kind: DGC_MOMENTUM } pull { name: 'topk' ratio: 0.01 } "
       "pull_feedback { kind: RESIDUAL } }";
-  ExpectInvalid("compression { automatic { bandwidth: '1gbit' " + dgc + " } }",
-                "optimizer.momentum: is 0.9 but compression.automatic.candidates[1].push_feedback "
-                "is DGC_MOMENTUM");
-  const config::RunConfig plain_sgd =
-      Load("optimizer { momentum: 0 } compression { automatic { bandwidth: '1gbit' " + dgc +
-           " } }");
+  ExpectAutomaticInvalid(
+      "compression { automatic { bandwidth: '1gbit' " + dgc + " } }",
+      "optimizer.momentum: is 0.9 but compression.automatic.candidates[1].push_feedback "
+      "is DGC_MOMENTUM");
+  const config::RunConfig plain_sgd = LoadAutomatic(
+      "optimizer { momentum: 0 } compression { automatic { bandwidth: '1gbit' " + dgc + " } }");
   EXPECT_TRUE(ValidateConfig(plain_sgd).ok()) << ValidateConfig(plain_sgd);
-  ExpectInvalid(
+  ExpectAutomaticInvalid(
       "consistency { mode: ASYNC } compression { automatic { bandwidth: '1gbit' candidates { "
       "push { name: 'none' } } candidates { push { name: 'powersgd' rank: 2 } } } }",
       "compression.automatic.candidates[1].push.name: codec 'powersgd' takes 2 rounds per step");
+  // Its own default beside it would be dropped by the plan: refused (an explicit none is no
+  // choice, and stands).
+  ExpectAutomaticInvalid(
+      "optimizer { momentum: 0 } compression { default_compression { push { name: 'maxmin' "
+      "bits: 2 } } automatic { bandwidth: '1gbit' " + dgc + " } }",
+      "compression.default_compression: is set beside compression.automatic");
+  EXPECT_TRUE(ValidateConfig(LoadAutomatic("optimizer { momentum: 0 } compression { "
+                                           "default_compression { push { name: 'none' } } "
+                                           "automatic { bandwidth: '1gbit' " + dgc + " } }"))
+                  .ok());
+}
+
+TEST(ConfigTest, OverridesNeedTheirCompressionAndPatternsEndInTheirStar) {
+  ExpectInvalid("compression { tensor_overrides { pattern: 'fc2.weight' } }",
+                "compression.tensor_overrides[1].compression: missing: an override names its "
+                "codecs");
+  ExpectInvalid("compression { shard_overrides { shards: 0 } }",
+                "compression.shard_overrides[0].compression: missing");
+  ExpectInvalid("compression { tensor_overrides { pattern: 'fc*.weight' compression { push { "
+                "name: 'none' } } } }",
+                "compression.tensor_overrides[1].pattern: 'fc*.weight' matches no tensor ('*' "
+                "only ends a pattern)");
+  ExpectInvalid("compression { tensor_overrides { pattern: '' compression { push { name: "
+                "'none' } } } }",
+                "compression.tensor_overrides[1].pattern: ''");
 }
 
 TEST(ConfigTest, DgcClippingAndSparsityWarmupErrorsNameTheField) {

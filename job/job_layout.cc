@@ -124,8 +124,10 @@ absl::Status ValidateTensors(const config::RunConfig& config,
       std::vector<std::string> listed;
       for (size_t t = 0; t < tensors.size() && t < 16; ++t) listed.push_back(tensors[t].name);
       return absl::InvalidArgumentError(absl::StrCat(
-          "compression.tensor_overrides[", i, "].pattern: '", pattern,
-          "' matches no tensor (tensors: ", absl::StrJoin(listed, ", "),
+          "compression.tensor_overrides[", i, "].pattern: '", pattern, "' matches no tensor",
+          !pattern.empty() && pattern.find('*') < pattern.size() - 1 ? " ('*' only ends a pattern)"
+                                                                       : "",
+          " (tensors: ", absl::StrJoin(listed, ", "),
           tensors.size() > 16 ? ", ..." : "", ")"));
     }
   }

@@ -286,8 +286,11 @@ int Main(int argc, char** argv) {
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    std::fprintf(stderr, "tamp_server: cannot listen on %s (port in use or address not local)\n",
-                 setup->address.c_str());
+    std::fprintf(stderr, "tamp_server: cannot listen on %s (port in use or address not local%s)\n",
+                 setup->address.c_str(),
+                 setup->config.cluster().has_tls()
+                     ? ", or gRPC refused the TLS certificate or key: its lines above say why"
+                     : "");
     return kExitCannotServe;
   }
   LOG(INFO) << "shard " << setup->rank << " listening on port " << port;

@@ -60,7 +60,8 @@ absl::Status ParameterServerService::Admit(const grpc::CallbackServerContext& co
   }
   TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused a call without the job token from ",
                                          context.peer()));
-  return absl::UnauthenticatedError("missing or wrong job token (cluster.job_token_file)");
+  return absl::UnauthenticatedError(
+      "missing or wrong job token (cluster.job_token_file, else $TAMP_JOB_TOKEN)");
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServerContext* context,

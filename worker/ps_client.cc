@@ -117,7 +117,11 @@ absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_
     return absl::UnavailableError(absl::StrCat(
         Describe(shard), "did not answer within ", wait_ms, " ms",
         connect_timeout ? " (cluster.connect_timeout_ms)" : "",
-        "; is the server running at that address?"));
+        "; is the server running at that address?",
+        config_.cluster().has_tls()
+            ? " With TLS, a handshake the server refused looks the same: check that the "
+              "certificates and CA of cluster.tls trust each other (the server's log says why)"
+            : ""));
   }
   if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "handshake refused: "));
   incarnations_[shard] = response.incarnation();

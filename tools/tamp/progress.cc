@@ -1,5 +1,7 @@
 #include "tools/tamp/progress.h"
 
+#include <cstring>
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -18,6 +20,7 @@ namespace {
 
 constexpr char kEraseLine[] = "\r\033[2K";
 constexpr int kBarWidth = 20;
+constexpr int kWideTerminal = 120;  // Columns from which the bar is kBarWidth wide.
 
 // First step at or after the next 10% mark past `step`.
 uint64_t NextMark(uint64_t step, uint64_t total) {
@@ -32,6 +35,10 @@ ProgressRenderer::ProgressRenderer(ProgressOptions options, std::ostream* out)
     : options_(std::move(options)), out_(out) {}
 
 std::string ProgressRenderer::Fields(bool with_percent) const {
+  return absl::StrJoin(FieldList(with_percent), " | ");
+}
+
+std::vector<std::string> ProgressRenderer::FieldList(bool with_percent) const {
   std::vector<std::string> fields;
   if (last_step_) {
     const events::WorkerEvent& e = *last_step_;
@@ -62,7 +69,7 @@ std::string ProgressRenderer::Fields(bool with_percent) const {
   } else if (test_accuracy_) {
     fields.push_back(absl::StrCat("acc ", FormatPercent(*test_accuracy_)));
   }
-  return absl::StrJoin(fields, " | ");
+  return fields;
 }
 
 std::string ProgressRenderer::Epoch(uint32_t epoch) const {
@@ -77,12 +84,23 @@ std::string ProgressRenderer::StatusLine() const {
     fraction = std::min(1.0, static_cast<double>(last_step_->step()) /
                                  static_cast<double>(last_step_->total_steps()));
   }
-  const int filled = static_cast<int>(fraction * kBarWidth);
-  absl::StrAppend(&line, "[", std::string(filled, '#'), std::string(kBarWidth - filled, '-'), "] ",
-                  absl::StrFormat("%3d%% ", static_cast<int>(fraction * 100)),
-                  Fields(/*with_percent=*/false));
+  // A narrow terminal gets a shorter bar, to leave room for the step time.
+  const int bar = options_.width >= kWideTerminal ? kBarWidth : kBarWidth / 2;
+  const int filled = static_cast<int>(fraction * bar);
+  absl::StrAppend(&line, "[", std::string(filled, '#'), std::string(bar - filled, '-'), "] ",
+                  absl::StrFormat("%3d%%", static_cast<int>(fraction * 100)));
   const size_t max = static_cast<size_t>(std::max(options_.width - 1, 10));
-  if (line.size() > max) line.resize(max);
+  if (line.size() > max) {
+    line.resize(max);
+    return line;
+  }
+  // Whole fields, most telling first, while they fit: a cut one would read as another value.
+  const char* separator = " ";
+  for (const std::string& field : FieldList(/*with_percent=*/false)) {
+    if (line.size() + std::strlen(separator) + field.size() > max) break;
+    absl::StrAppend(&line, separator, field);
+    separator = " | ";
+  }
   return line;
 }
 

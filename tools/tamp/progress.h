@@ -25,6 +25,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -69,6 +70,7 @@ class ProgressRenderer {
  private:
   // "step 400/1000 (40%) | epoch 1/3 | ..."; the percentage only if `with_percent`.
   std::string Fields(bool with_percent) const;
+  std::vector<std::string> FieldList(bool with_percent) const;
   std::string StatusLine() const;
   // "epoch 2/3" for the 0-based `epoch`.
   std::string Epoch(uint32_t epoch) const;

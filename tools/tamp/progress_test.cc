@@ -138,11 +138,22 @@ TEST(ProgressTtyTest, RedrawsOneLineInPlace) {
   EXPECT_EQ(out.str().back(), '\n');
 }
 
-TEST(ProgressTtyTest, CutsToTheTerminalWidth) {
+TEST(ProgressTtyTest, CutsToTheTerminalWidthAtWholeFields) {
   std::ostringstream out;
   ProgressRenderer progress(Options(/*tty=*/true, /*width=*/30), &out);
   progress.OnEvent(0, Step(100, 100, 0.25), absl::UnixEpoch());
-  EXPECT_EQ(out.str(), "\r\033[2Kmlp [####################] 10");
+  EXPECT_EQ(out.str(), "\r\033[2Kmlp [##########] 100%");
+  std::ostringstream tiny;
+  ProgressRenderer cramped(Options(/*tty=*/true, /*width=*/12), &tiny);
+  cramped.OnEvent(0, Step(100, 100, 0.25), absl::UnixEpoch());
+  EXPECT_EQ(tiny.str(), "\r\033[2Kmlp [######");
+  // 80 columns: a shorter bar, and the step time still fits; nothing is cut mid-field.
+  std::ostringstream narrow;
+  ProgressRenderer eighty(Options(/*tty=*/true, /*width=*/80), &narrow);
+  eighty.OnEvent(0, Step(40, 100, 0.25), absl::UnixEpoch());
+  EXPECT_EQ(narrow.str(),
+            "\r\033[2Kmlp [####------]  40% step 40/100 | epoch 1/2 | loss 0.2500 | "
+            "3.2 ms/step");
 }
 
 TEST(FormatTest, Bytes) {

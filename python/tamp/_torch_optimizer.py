@@ -8,7 +8,6 @@ Threading: the training thread's (backward's hooks run on it for CPU tensors).
 
 import contextlib
 import math
-import warnings
 from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
@@ -128,6 +127,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # Per parameter, the backward passes that have accumulated its gradient this step; it
         # is pushed on the last of them (or by synchronize()).
         self._tamp_passes_done = [0] * len(self._tamp_params)
+        # Per parameter, the gradient its hook pushed this step and that tensor's version: a
+        # change before synchronize() (clipping after backward) comes too late, and is named.
+        self._tamp_pushed: List[Optional[Tuple[torch.Tensor, int]]] = \
+            [None] * len(self._tamp_params)
+        self._tamp_late_change_named = False  # Once.
         self._tamp_synchronized = False  # synchronize() ran; step() does not wait again.
         self._tamp_stepped = True  # The last synchronize() was a step (not a rejoin).
         self._tamp_skipping = False  # Inside skip_synchronize().
@@ -168,6 +172,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_passes_done[index] = done
         if done == self._tamp_passes:
             self._tamp.push(index, param.grad)
+            self._tamp_pushed[index] = (param.grad, param.grad._version)
 
     @torch.no_grad()
     def synchronize(self) -> None:
@@ -184,6 +189,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         checked that this optimizer is the current one."""
         if self._tamp_synchronized:
             return
+        self._tamp_name_late_changes()
         for index, param in enumerate(self._tamp_params):
             if self._tamp_passes_done[index] < self._tamp_passes:
                 if param.grad is None:  # Unused in this step's forward: Horovod's zeros.
@@ -196,7 +202,28 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._tamp_stepped = self._tamp.finish_step([p.grad for p in self._tamp_params],
                                                         loss)
         self._tamp_passes_done = [0] * len(self._tamp_params)
+        self._tamp_pushed = [None] * len(self._tamp_params)
         self._tamp_synchronized = True
+
+    def _tamp_name_late_changes(self) -> None:
+        """Warns (once) when a gradient changed after its hook pushed it: in-place (its
+        version moved, as torch.nn.utils.clip_grad_norm_ scales it) or replaced."""
+        if self._tamp_late_change_named:
+            return
+        for index, param in enumerate(self._tamp_params):
+            pushed = self._tamp_pushed[index]
+            if pushed is None or (param.grad is pushed[0] and param.grad._version == pushed[1]):
+                continue
+            self._tamp_late_change_named = True
+            self._tamp.warn(
+                f'DistributedOptimizer: tensor "{self._tamp.names[index]}": its gradient '
+                "changed after backward pushed it (torch.nn.utils.clip_grad_norm_ before "
+                "step()?), which changes nothing: the push had gone. Clip each worker's "
+                "gradient before its push with the config's compression { clip_norm }"
+                + (", or the mean: synchronize(), clip .grad, then step() under "
+                   "skip_synchronize()" if self._tamp.client.aggregates else ""),
+                stacklevel=5)  # The script's step() or synchronize().
+            return
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -227,10 +254,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._tamp_base.step(self)
         elif self._tamp_learning_rate is not None and \
                 self.param_groups[0]["lr"] != self._tamp_learning_rate:
-            warnings.warn("DistributedOptimizer: the wrapped optimizer's learning rate changed "
-                          f"to {self.param_groups[0]['lr']} (an LR scheduler?), but in "
-                          "server-optimizer mode the servers' schedule (the config's "
-                          "optimizer.schedule) sets the rate", stacklevel=2)
+            self._tamp.warn("DistributedOptimizer: the wrapped optimizer's learning rate "
+                            f"changed to {self.param_groups[0]['lr']} (an LR scheduler?), but "
+                            "in server-optimizer mode the servers' schedule (the config's "
+                            "optimizer.schedule) sets the rate",
+                            stacklevel=3)  # The script's step(), through torch.no_grad.
             self._tamp_learning_rate = None  # Once.
         if self._tamp_scheduled is not None:
             count_step_for_scheduler(self._tamp_scheduled)

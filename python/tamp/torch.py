@@ -99,7 +99,7 @@ def init(config=None, rank: Optional[int] = None, servers=None,
         try:
             tamp.keep_freed_memory()
         except RuntimeError as refused:
-            warnings.warn(f"tamp.torch.init: {refused}", stacklevel=2)
+            _warn(f"tamp.torch.init: {refused}")
     _run["steps_per_epoch"] = steps_per_epoch
     _run["total_steps"] = total_steps
     _run["report"] = report if report is not None else where.source == "tamp"
@@ -152,6 +152,15 @@ def _epoch(completed_steps: int) -> int:
 
 def _print_event(line: str) -> None:
     print(line, flush=True)
+
+
+def _warn(message: str, stacklevel: int = 2) -> None:
+    """warnings.warn(message) at the caller's caller (`stacklevel` as warnings.warn's, from
+    the caller), and under `tamp run` the message on stdout too: the launcher shows a
+    worker's stdout, while its stderr, where Python's warnings go, only reaches its log."""
+    warnings.warn(message, stacklevel=stacklevel + 1)
+    if _run["report"]:
+        _print_event(f"warning: {message}")
 
 
 def report_step(loss: float, step_ms: float, thread_cpu_ms: float = 0.0) -> None:
@@ -237,6 +246,7 @@ class _Session:
         # The DistributedOptimizer whose hooks push (the latest one created), if any.
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.reports = Reports(self.client, bool(_run["report"]), _epoch, _print_event)
+        self.warn = _warn  # For _torch_optimizer, which imports nothing of this module.
 
     def job_entries(self, named: Sequence[Tuple[str, torch.Tensor]]
                     ) -> Tuple[List[Tuple[str, torch.Tensor]], List[str]]:
@@ -377,10 +387,10 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     named, others = (_session.job_entries(named) if _session is not None
                      else _trainable_entries(named))
     if others:
-        warnings.warn(f"broadcast_parameters: {len(others)} entries are not the job's "
-                      f"tensors and are left as each worker has them ({', '.join(others[:5])}"
-                      f"{', ...' if len(others) > 5 else ''}): seed torch alike on every "
-                      "worker for equal buffers and frozen parameters", stacklevel=2)
+        _warn(f"broadcast_parameters: {len(others)} entries are not the job's tensors and "
+              f"are left as each worker has them ({', '.join(others[:5])}"
+              f"{', ...' if len(others) > 5 else ''}): seed torch alike on every worker for "
+              "equal buffers and frozen parameters")
     try:
         session = _register(named, "broadcast_parameters")
     except ValueError as refused:  # Most often Horovod's broadcast of a whole state_dict.
@@ -426,9 +436,9 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int =
     holds_tensors = any(isinstance(value, torch.Tensor)
                         for state in optimizer.state.values() for value in state.values())
     if session.client.aggregates and holds_tensors:
-        warnings.warn("broadcast_optimizer_state: Tamp sends no optimizer state, and this "
-                      "optimizer already holds some: every worker must have loaded the same "
-                      "(e.g. the same checkpoint), or their replicas drift apart", stacklevel=2)
+        _warn(f"broadcast_optimizer_state: rank {tamp.rank()}'s optimizer holds state (a "
+              "checkpoint's?) and Tamp sends none: every worker must load the same into its "
+              "optimizer, not rank 0 alone, or in AGGREGATE mode their replicas drift apart")
 
 
 def DistributedOptimizer(optimizer: torch.optim.Optimizer,
@@ -456,12 +466,10 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
         unused = _torch_optimizer.unused_settings(optimizer,
                                                   tamp.placement().config.optimizer)
         if unused:
-            warnings.warn("DistributedOptimizer: in server-optimizer mode the servers run the "
-                          "config's optimizer section and the wrapped optimizer never steps, "
-                          f"so these of its settings are not used: {', '.join(unused)}; set "
-                          "them in the config (or use server { mode: AGGREGATE } to step the "
-                          "wrapped optimizer)",
-                          stacklevel=2)
+            _warn("DistributedOptimizer: in server-optimizer mode the servers run the "
+                  "config's optimizer section and the wrapped optimizer never steps, so these "
+                  f"of its settings are not used: {', '.join(unused)}; set them in the config "
+                  "(or use server { mode: AGGREGATE } to step the wrapped optimizer)")
     return wrapped
 
 

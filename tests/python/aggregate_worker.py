@@ -134,7 +134,7 @@ def check_optimizer_state_broadcast(model, optimizer):
         for param in model.parameters():                                     # checkpoint.
             loaded.state[param]["momentum_buffer"] = torch.zeros_like(param)
         tamp.torch.broadcast_optimizer_state(loaded)
-        assert len(caught) == 1 and "every worker must have loaded the same" in str(
+        assert len(caught) == 1 and "every worker must load the same" in str(
             caught[0].message), [str(w.message) for w in caught]
 
 

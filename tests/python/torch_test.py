@@ -289,6 +289,31 @@ class TorchTest(unittest.TestCase):
         self.assertEqual([name for name, _ in job], ["fc1.weight"])  # Up to the one missing.
         tamp.torch.broadcast_parameters(renamed)
 
+    def test_clipping_after_backward_is_named_once_and_changes_nothing(self):
+        model = self.model
+        # Hooked anew: the once of an earlier test's late change (a refused second backward
+        # adds to a pushed gradient) does not carry over.
+        optimizer = tamp.torch.DistributedOptimizer(self.optimizer,
+                                                    named_parameters=model.named_parameters())
+        for attempt in range(2):
+            before = [p.detach().clone() for p in model.parameters()]
+            optimizer.zero_grad()
+            loss_of(model).backward()
+            grads = [p.grad.clone() for p in model.parameters()]
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-6)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                optimizer.step()
+            named = [str(w.message) for w in caught if "after backward pushed it" in
+                     str(w.message)]
+            self.assertEqual(len(named), 1 if attempt == 0 else 0, named)
+            if named:
+                self.assertIn("compression { clip_norm }", named[0])
+                self.assertEqual(caught[0].filename, __file__)  # The script's line.
+            for (name, param), old, grad in zip(model.named_parameters(), before, grads):
+                torch.testing.assert_close(param.detach(), old - LEARNING_RATE * grad,
+                                           rtol=0, atol=0, msg=name)
+
     def test_non_fp32_model_refused(self):
         other = Mlp(dtype=torch.float64)
         self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(

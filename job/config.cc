@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -528,9 +529,12 @@ absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
 
 absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {
   std::ifstream file(path);
-  if (!file) {
+  // A directory opens, then reads as an empty config ("version: missing").
+  std::error_code ignored;
+  const int error = !file ? errno : std::filesystem::is_directory(path, ignored) ? EISDIR : 0;
+  if (error != 0) {
     return absl::NotFoundError(
-        absl::StrCat("config file '", path, "' cannot be read: ", std::strerror(errno)));
+        absl::StrCat("config file '", path, "' cannot be read: ", std::strerror(error)));
   }
   std::stringstream text;
   text << file.rdbuf();

@@ -192,6 +192,13 @@ TEST(ConfigTest, OptimizerAndScheduleErrorsNameTheField) {
                 "optimizer.schedule.warmup_epochs: must be >= 0");
 }
 
+TEST(ConfigTest, AFileThatCannotBeReadIsNamedWithTheReason) {
+  EXPECT_THAT(std::string(LoadConfigFile("/nonexistent/job.pbtxt").status().message()),
+              ::testing::HasSubstr("'/nonexistent/job.pbtxt' cannot be read: No such file"));
+  EXPECT_THAT(std::string(LoadConfigFile(::testing::TempDir()).status().message()),
+              ::testing::HasSubstr("cannot be read: Is a directory"));
+}
+
 TEST(ConfigTest, AMissingOptimizerIsNamedUnlessTheServersAggregate) {
   config::RunConfig config = Load();
   config.clear_optimizer();

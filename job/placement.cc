@@ -384,6 +384,16 @@ PlacementSource AutoSource(Role role, const EnvLookup& env) {
 
 }  // namespace
 
+absl::Status CheckTorchrunPair(const EnvLookup& env) {
+  for (const auto& [set, missing] : {std::pair{"RANK", "WORLD_SIZE"}, {"WORLD_SIZE", "RANK"}}) {
+    if (IsSet(env, set) && !IsSet(env, missing)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(set, " is set but ", missing, " is not: torchrun's placement needs both"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PlacementSource> ParsePlacementSource(absl::string_view text) {
   if (text == "auto") return PlacementSource::kAuto;
   if (text == "flags") return PlacementSource::kFlags;
@@ -439,13 +449,7 @@ absl::StatusOr<Placement> WorkerPlacementFromEnv(const config::Cluster& cluster,
   request.role = Role::kWorker;
   request.source = AutoSource(Role::kWorker, env);
   if (request.source == PlacementSource::kFlags) {
-    // torchrun sets both; one of them alone is a script's or a launcher's mistake.
-    for (const auto& [set, missing] : {std::pair{"RANK", "WORLD_SIZE"}, {"WORLD_SIZE", "RANK"}}) {
-      if (IsSet(env, set) && !IsSet(env, missing)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            set, " is set but ", missing, " is not: torchrun's placement needs both"));
-      }
-    }
+    TAMP_RETURN_IF_ERROR(CheckTorchrunPair(env));
     return absl::FailedPreconditionError(
         "no placement in the environment: none of TAMP_RANK (`tamp run CONFIG -- COMMAND` sets "
         "it), RANK and WORLD_SIZE (torchrun), SLURM_PROCID (srun) or KUBERNETES_SERVICE_HOST is "

@@ -94,6 +94,14 @@ struct Placement {
 // "SLURM_NTASKS is 3 but the config asks for 2 servers + 2 workers = 4 tasks".
 absl::StatusOr<Placement> ResolvePlacement(const PlacementRequest& request, const EnvLookup& env);
 
+// CheckTorchrunPair()
+//
+// FAILED_PRECONDITION "RANK is set but WORLD_SIZE is not: ..." (or the other way round):
+// torchrun sets both, and one alone is a script's or a launcher's mistake, which otherwise
+// reads as "no placement" (a worker's flags then place it, so this is only said where they
+// do not).
+absl::Status CheckTorchrunPair(const EnvLookup& env);
+
 // WorkerConfigPathFromEnv()
 //
 // The CONFIG a worker program was started with: TAMP_CONFIG (tamp run sets it to an absolute

@@ -330,6 +330,15 @@ TEST(PlacementTest, LaunchersPlaceWorkersOnly) {
               HasSubstr("torchrun places workers only"));
 }
 
+TEST(PlacementTest, HalfOfTorchrunsPairIsNamed) {
+  EXPECT_TRUE(CheckTorchrunPair(FakeEnv({})).ok());
+  EXPECT_TRUE(CheckTorchrunPair(FakeEnv({{"RANK", "0"}, {"WORLD_SIZE", "2"}})).ok());
+  EXPECT_EQ(CheckTorchrunPair(FakeEnv({{"RANK", "0"}})).message(),
+            "RANK is set but WORLD_SIZE is not: torchrun's placement needs both");
+  EXPECT_EQ(CheckTorchrunPair(FakeEnv({{"WORLD_SIZE", "2"}})).message(),
+            "WORLD_SIZE is set but RANK is not: torchrun's placement needs both");
+}
+
 TEST(PlacementTest, ParsesSources) {
   EXPECT_EQ(*ParsePlacementSource("tamp"), PlacementSource::kTampEnv);
   EXPECT_EQ(*ParsePlacementSource("torchrun"), PlacementSource::kTorchrun);

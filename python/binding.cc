@@ -169,12 +169,17 @@ class PyClient {
     return Check(std::move(step));
   }
 
-  void BeginStep(uint64_t step, py::handle params, py::handle stream) {
+  // `step` as a signed int: pybind11 would answer a negative one for uint64_t with a
+  // TypeError that prints every argument, the whole parameter list included.
+  void BeginStep(int64_t step, py::handle params, py::handle stream) {
+    if (step < 0) {
+      Raise(absl::InvalidArgumentError(absl::StrCat("begin_step: step ", step, " is negative")));
+    }
     const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::Status status;
     {
       py::gil_scoped_release release;  // A resync pulls the shards' weights.
-      status = client_->BeginStep(step, args.spans(), args.memory());
+      status = client_->BeginStep(static_cast<uint64_t>(step), args.spans(), args.memory());
     }
     Check(status);
   }

@@ -252,7 +252,14 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& m
     if (latest >= length_.total_steps) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the run is over: the servers have completed step ", latest, " of ",
-          length_.total_steps));
+          length_.total_steps, ": worker ", rank_, " came after the others had trained it",
+          config_.consistency().worker_timeout_ms() != 0
+              ? " (later than consistency.worker_timeout_ms allowed)"
+              : "",
+          config_.has_checkpoint()
+              ? ", or the servers resumed a finished run's checkpoint (checkpoint.dir: remove "
+                "it to train again)"
+              : ""));
     }
     return Rejoin(params, absl::StrCat("the run is at step ", latest), memory);
   }

@@ -195,6 +195,10 @@ class BindingTest(unittest.TestCase):
         self.push_all(grads)
         self.finish(grads)
 
+    def test_a_negative_step_is_refused_naming_it(self):
+        self.assertRefused(ValueError, lambda: self.client.begin_step(-1, self.params),
+                           "begin_step: step -1 is negative")
+
     def test_wrong_shape_of_the_right_size_refused_and_flat_taken(self):
         grads = self.begin()
         weight = grads[2]  # fc2.weight [10, 64]

@@ -38,6 +38,7 @@
 #include "base/status_macros.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
+#include "base/program_usage.h"
 #include "job/config.h"
 #include "job/job_layout.h"
 #include "job/placement.h"
@@ -159,9 +160,10 @@ void LogLoad(const Setup& setup) {
 }
 
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  tamp::SetProgramUsage(
       "Runs one parameter-server shard.\n"
-      "  tamp_server --config=job.pbtxt --rank=0 [--host=H] [--port=P] [--port_file=F]");
+      "  tamp_server --config=job.pbtxt --rank=0 [--host=H] [--port=P] [--port_file=F]",
+      {"server/server_main.cc", "job/placement_flags.cc"});
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = 1;
   google::InitGoogleLogging(argv[0]);

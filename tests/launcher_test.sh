@@ -26,6 +26,12 @@ for asked in "help" "--help" "run --help" "model -h"; do
 done
 status=0; "$TAMP_BIN" nonsense > /dev/null 2>&1 || status=$?
 [ "$status" -eq 2 ] || fail "tamp nonsense exited $status, expected 2"
+# The binaries' --help lists their own flags (Abseil's default matched none of them).
+for binary in "$SERVER_BIN" "$WORKER_BIN"; do
+  "$binary" --help > "$WORK/help.out" 2>&1 || true
+  grep -q -- "--config (" "$WORK/help.out" && grep -q -- "--placement (" "$WORK/help.out" ||
+    { cat "$WORK/help.out" >&2; fail "$binary --help lists no flags"; }
+done
 
 # 1. A short good run with a summary, and test accuracy every 15 steps in the metrics file.
 config="$WORK/good.pbtxt"

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "base/malloc_settings.h"
+#include "base/program_usage.h"
 #include "base/proto_json.h"
 #include "glog/logging.h"
 #include "job/config.h"
@@ -96,7 +97,9 @@ void WriteEvent(const tamp::events::WorkerEvent& event) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Tamp training worker. Example: tamp_worker --config=job.pbtxt --rank=0 --servers=h:p,h:p");
+  tamp::SetProgramUsage(
+      "Tamp training worker. Example: tamp_worker --config=job.pbtxt --rank=0 --servers=h:p,h:p",
+      {"worker/worker_main.cc", "job/placement_flags.cc"});
   // Before anything else: this may restart the program with faster GEMM kernels.
   tamp::ReexecWithFasterOpenblasKernels(argv);
   absl::ParseCommandLine(argc, argv);

@@ -1,0 +1,22 @@
+#ifndef TAMP_BASE_PROGRAM_USAGE_H_
+#define TAMP_BASE_PROGRAM_USAGE_H_
+
+// A binary's --help: its usage message and its own flags.
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace tamp {
+
+// Sets `usage` as the program's usage message, and makes --help (and --helpshort) list the
+// flags defined in the files whose paths end in one of `flag_files` (e.g.
+// "worker/worker_main.cc"): Abseil's default lists those of a file named after the binary,
+// which none of ours is, and --help said "No flags matched". Call before
+// absl::ParseCommandLine(), once.
+void SetProgramUsage(absl::string_view usage, std::vector<std::string> flag_files);
+
+}  // namespace tamp
+
+#endif  // TAMP_BASE_PROGRAM_USAGE_H_

@@ -463,7 +463,7 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
     const config::TensorOverride& override = compression.tensor_overrides(i);
     const std::string field = absl::StrCat("compression.tensor_overrides[", i, "]");
     const std::string& pattern = override.pattern();
-    if (pattern.empty() || pattern.find('*') < pattern.size() - 1) {
+    if (!IsTensorPattern(pattern)) {
       return FieldError(absl::StrCat(field, ".pattern"),
                         absl::StrCat("'", pattern, "': a tensor's exact name, or a prefix "
                                      "ending in '*' ('fc1.*'); '*' only at the end"));

@@ -26,6 +26,10 @@ bool TensorNameMatches(absl::string_view pattern, absl::string_view name) {
   return pattern == name;
 }
 
+bool IsTensorPattern(absl::string_view pattern) {
+  return !pattern.empty() && pattern.find('*') >= pattern.size() - 1;
+}
+
 namespace {
 
 absl::Status FieldError(absl::string_view field, absl::string_view problem) {

@@ -50,6 +50,10 @@ struct TensorSpec {
 // by '*' ("fc1.*").
 bool TensorNameMatches(absl::string_view pattern, absl::string_view name);
 
+// True when `pattern` is one TensorNameMatches() reads as written: not empty, with '*' at
+// most at its end ("fc*.weight" would match only a name with that '*' in it).
+bool IsTensorPattern(absl::string_view pattern);
+
 // Errors name the offending config field (model.kind, model.hidden, model.conv_channels,
 // model.kernel_size, model.fc_hidden, model.layout_file with the file's own error). Fields
 // of the other kinds must be unset.

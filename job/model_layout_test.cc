@@ -43,6 +43,14 @@ std::vector<Summary> Tensors(const std::string& text) {
   return out;
 }
 
+TEST(ModelLayoutTest, PatternsAreExactNamesOrPrefixesEndingInTheirStar) {
+  EXPECT_TRUE(TensorNameMatches("fc1.*", "fc1.weight"));
+  EXPECT_TRUE(TensorNameMatches("fc1.weight", "fc1.weight"));
+  EXPECT_FALSE(TensorNameMatches("fc*.weight", "fc1.weight"));
+  for (const char* pattern : {"fc1.weight", "fc1.*", "*"}) EXPECT_TRUE(IsTensorPattern(pattern));
+  for (const char* pattern : {"", "fc*.weight", "**"}) EXPECT_FALSE(IsTensorPattern(pattern));
+}
+
 TEST(ModelLayoutTest, MlpTensors) {
   EXPECT_THAT(Tensors("kind: MLP hidden: [64]"),
               ElementsAre(Summary{"fc1.weight", {64, 784}, 784, false},

@@ -54,10 +54,10 @@ absl::Status JoinShard(Shard& shard, const rpc::HandshakeRequest& request) {
 absl::StatusOr<Shard*> ShardHost::Join(const rpc::HandshakeRequest& request) {
   std::lock_guard<std::mutex> lock(create_mu_);
   if (Shard* shard = this->shard(); shard != nullptr) {
-    TAMP_RETURN_IF_ERROR(CheckHandshakeHeader(shard->config(), rank_, request));
     if (absl::Status same = CheckHandshake(shard->layout(), shard->config(), rank_, request);
         !same.ok()) {
-      // Two workers' tensors that disagree: the message says which one set the layout.
+      // Past the header, two workers' tensors disagree: say which one set the layout.
+      if (!CheckHandshakeHeader(shard->config(), rank_, request).ok()) return same;
       return absl::Status(same.code(), absl::StrCat(same.message(), " (server ", rank_,
                                                     " took the job's tensors from ",
                                                     layout_source_, ")"));

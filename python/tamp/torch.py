@@ -242,7 +242,6 @@ class _Session:
                                   _run["steps_per_epoch"], _run["total_steps"])
         self.step: Optional[int] = None  # The step under way; None before start().
         self.registered_by = caller
-        self.started_at: Optional[int] = None  # The step the job started at here.
         # The DistributedOptimizer whose hooks push (the latest one created), if any.
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.reports = Reports(self.client, bool(_run["report"]), _epoch, _print_event)
@@ -256,16 +255,15 @@ class _Session:
         as that tensor (DistributedOptimizer() without named_parameters registered it as
         "param.G.I"; a tied weight's second name) once."""
         index_of = {name: index for index, name in enumerate(self.names)}
-        by_memory = {param.data_ptr(): index for index, param in enumerate(self.params)
-                     if param.numel() > 0}
+        by_memory = {_memory(param): index for index, param in enumerate(self.params)}
+        by_memory.pop(None, None)
         found: Dict[int, torch.Tensor] = {}
         others = []
         for name, tensor in named:
             if name in index_of:
                 found.setdefault(index_of[name], tensor)
-            elif (isinstance(tensor, torch.Tensor) and tensor.numel() > 0 and
-                  tensor.data_ptr() in by_memory):
-                found.setdefault(by_memory[tensor.data_ptr()], tensor)
+            elif _memory(tensor) in by_memory:
+                found.setdefault(by_memory[_memory(tensor)], tensor)
             else:
                 others.append(name)
         job = []
@@ -309,7 +307,7 @@ class _Session:
                     else self.client.start(params, stream=stream))
             if step < self.client.total_steps:
                 self.client.begin_step(step, params, stream=stream)
-            self.step = self.started_at = step
+            self.step = step
             self.reports.count_from_now()
 
     def _exported_params(self) -> list:
@@ -401,26 +399,37 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
                          "first registered the parameters)") from None
     started = session.step is not None
     session.start()
-    # A process replacing a dead worker took the others' replica, which is the job's.
-    if started and session.step == session.started_at == 0 and not tamp.restarted():
+    # Step 0 under way: the job started there and has taken no step. A process replacing a
+    # dead worker took the others' replica, which is the job's.
+    if started and session.step == 0 and not tamp.restarted():
         session.client.broadcast(session._exported_params(), stream=_stream(session.params[0]))
+
+
+def _memory(tensor) -> Optional[int]:
+    """Where a tensor's values start, to tell two names of one tensor (tied weights); None
+    for what is not a tensor or holds no values (empty tensors share address 0)."""
+    if isinstance(tensor, torch.Tensor) and tensor.numel() > 0:
+        return tensor.data_ptr()
+    return None
 
 
 def _trainable_entries(named: Sequence[Tuple[str, torch.Tensor]]
                        ) -> Tuple[List[Tuple[str, torch.Tensor]], List[str]]:
     """`named` before any registration, split into the entries to register and the names of
     frozen parameters (named_parameters() hands them over; a state_dict's entries carry no
-    requires_grad); a second name for a registered tensor's memory (tied weights) is in
+    requires_grad); a second name for an earlier entry's memory (tied weights) is in
     neither."""
-    entries, frozen, memory = [], [], set()
+    entries, frozen, seen = [], [], set()
     for name, tensor in named:
         if isinstance(tensor, torch.nn.Parameter) and not tensor.requires_grad:
             frozen.append(name)
-        elif not (isinstance(tensor, torch.Tensor) and tensor.numel() > 0 and
-                  tensor.data_ptr() in memory):
-            if isinstance(tensor, torch.Tensor) and tensor.numel() > 0:
-                memory.add(tensor.data_ptr())
-            entries.append((name, tensor))
+            continue
+        memory = _memory(tensor)
+        if memory is not None:
+            if memory in seen:
+                continue
+            seen.add(memory)
+        entries.append((name, tensor))
     return entries, frozen
 
 

@@ -1,7 +1,5 @@
 #include "tools/tamp/progress.h"
 
-#include <cstring>
-
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -95,9 +93,9 @@ std::string ProgressRenderer::StatusLine() const {
     return line;
   }
   // Whole fields, most telling first, while they fit: a cut one would read as another value.
-  const char* separator = " ";
+  absl::string_view separator = " ";
   for (const std::string& field : FieldList(/*with_percent=*/false)) {
-    if (line.size() + std::strlen(separator) + field.size() > max) break;
+    if (line.size() + separator.size() + field.size() > max) break;
     absl::StrAppend(&line, separator, field);
     separator = " | ";
   }

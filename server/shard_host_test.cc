@@ -198,7 +198,9 @@ TEST(ShardHostTest, ABroadcastReplacesTheWeightsBeforeTheFirstStepOnly) {
     shard.PushPullRound(worker, 0, 0, chunk,
                         testing::EncodePush(config, shard.layout(), 0, chunk, worker, gradient),
                         testing::Record(&answer));
-    if (worker == 1) ASSERT_TRUE(answer.status.ok()) << answer.status;
+    if (worker == 1) {
+      ASSERT_TRUE(answer.status.ok()) << answer.status;
+    }
   }
   const absl::Status late = generation(3, 7.0f);
   EXPECT_TRUE(absl::IsFailedPrecondition(late)) << late;

@@ -10,9 +10,11 @@ source tests/testlib.sh
 
 config="$WORK/job.pbtxt"
 # 4096 examples / 2 workers / batch 32 = 64 steps per epoch; 6 epochs = 384 steps, a few
-# seconds: long enough to kill a worker mid-run.
+# seconds: long enough to kill a worker mid-run. The final accuracy must be a normal run's
+# (0.82-0.84 over shuffle seeds 1-10); at a constant rate it swung from 0.69 to 0.81 with the
+# kill's step alone.
 write_config "$config" training="eval_every_epoch: false"
-sed -i 's/epochs: 2 /epochs: 6 /' "$config"
+lengthen_with_cosine "$config" 6
 total_steps=384
 
 # run_and_kill NAME ARGS...: `tamp run $config ARGS` in $WORK/NAME; kills worker 1 once the
@@ -54,7 +56,7 @@ run_and_kill() {
       fail "$name: expected ${field%%:*} ${field#*:} in $(cat "$dir/summary.json")"
   done
   accuracy=$(grep -oE '"test_accuracy":[0-9.e+-]+' "$dir/summary.json" | grep -oE '[0-9.e+-]+$')
-  awk -v a="$accuracy" 'BEGIN { exit !(a > 0.7) }' || fail "$name: test accuracy $accuracy"
+  awk -v a="$accuracy" 'BEGIN { exit !(a > 0.78) }' || fail "$name: test accuracy $accuracy"
   echo "$name: worker 1 killed at step $killed_at and restarted; $total_steps steps, test accuracy $accuracy"
 }
 

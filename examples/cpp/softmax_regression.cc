@@ -56,7 +56,7 @@ class Task {
   // Fills `x` (count x kInputs) and `labels` (count).
   void Draw(int count, std::vector<float>* x, std::vector<int>* labels) {
     std::normal_distribution<float> normal;
-    x->resize(size_t{count} * kInputs);
+    x->resize(static_cast<size_t>(count) * kInputs);
     labels->resize(count);
     for (float& v : *x) v = normal(rng_);
     for (int i = 0; i < count; ++i) {

@@ -78,6 +78,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
                                            status.ToString()));
     return FinishNow(context, status);
   }
+  worker_processes_.Joined(request->worker_rank(), request->worker_process());
   LOG(INFO) << "worker " << request->worker_rank()
             << (request->rejoin_at_step() == 0
                     ? " joined"
@@ -133,6 +134,14 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                   shard.incarnation(), ", push was for ",
                                   request.server_incarnation(),
                                   "): re-handshake and pull its weights")));
+  }
+  // Two processes with one rank: the one that handshook first is told so.
+  if (absl::Status holder = worker_processes_.CheckHolder(
+          request.worker_rank(), request.worker_process(), shard.rank());
+      !holder.ok()) {
+    TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused a push from ", context->peer(), ": ",
+                                           holder.message()));
+    return FinishNow(context, holder);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The call (and so `response`) stays alive until Finish, which may come from another

@@ -34,6 +34,7 @@
 #include "proto/tamp.grpc.pb.h"
 #include "server/shard.h"
 #include "server/shard_host.h"
+#include "server/worker_processes.h"
 
 namespace tamp {
 
@@ -101,6 +102,9 @@ class ParameterServerService final
   const std::unique_ptr<ShardHost> own_host_;  // When constructed from a Shard.
   ShardHost& host_;
   const std::string job_token_;
+  // Which process holds each worker rank: the one whose handshake came last; pushes from
+  // another process of the rank are refused.
+  WorkerProcesses worker_processes_;
 };
 
 }  // namespace tamp

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <limits>
 #include <mutex>
-#include <random>
 #include <utility>
 
 #include "absl/memory/memory.h"
@@ -297,13 +296,6 @@ absl::Status Shard::Pull(uint32_t worker, PullKind kind, uint32_t min_generation
 void Shard::Close(const absl::Status& reason) {
   CHECK(!reason.ok()) << "Close() needs an error to answer pushes with";
   for (uint32_t id : chunk_ids_) chunks_[id]->Close(reason);
-}
-
-uint64_t Shard::NewIncarnation() {
-  std::random_device device;
-  uint64_t id = 0;
-  while (id == 0) id = (uint64_t{device()} << 32) | device();
-  return id;
 }
 
 checkpoint::ShardState Shard::ExportState() const { return ExportShardState(OwnChunks()); }

@@ -57,6 +57,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/random_id.h"
 #include "job/job_layout.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/config.pb.h"
@@ -278,8 +279,7 @@ class Shard {
   std::mutex init_mu_;  // Serialises InitWeights().
   const uint32_t rank_;
   std::vector<uint32_t> chunk_ids_;
-  const uint64_t incarnation_ = NewIncarnation();
-  static uint64_t NewIncarnation();
+  const uint64_t incarnation_ = RandomNonZeroId();
   const std::chrono::milliseconds worker_timeout_;
   // Workers and the run's length; its locks are described in server/membership.h.
   ::tamp::Membership membership_;

@@ -288,6 +288,39 @@ TEST_F(ClientTest, ResumeRejoinsEvenBeforeTheFirstStep) {
   EXPECT_EQ(params, ShardWeights(shards_, layout_));
 }
 
+// A second process started with the same rank (a launch mistake) holds the rank from its
+// handshake on: the first one's pushes are refused, naming both processes and the likely
+// cause, and change no weight; the second trains on.
+TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
+  absl::StatusOr<std::unique_ptr<Client>> twin =
+      Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
+  ASSERT_TRUE(twin.ok()) << twin.status();
+  std::vector<float> params(layout_.total_elements);
+  const std::vector<absl::Span<float>> tensors = SplitIntoTensors(layout_, absl::MakeSpan(params));
+  absl::StatusOr<uint64_t> started = (*twin)->Start(tensors);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::vector<float> weights = ShardWeights(shards_, layout_);
+  const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
+
+  ASSERT_TRUE(client_->BeginStep(0, tensors_).ok());
+  PushAll(grads);
+  const absl::Status refused = client_->Wait(tensors_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("worker 0: another process with rank 0 (id "));
+  EXPECT_THAT(refused.message(), HasSubstr("two workers were started with rank 0?"));
+  EXPECT_EQ(ShardWeights(shards_, layout_), weights) << "a refused push changes nothing";
+
+  ASSERT_TRUE((*twin)->BeginStep(0, tensors).ok());
+  for (size_t t = 0; t < layout_.tensors.size(); ++t) {
+    ASSERT_TRUE((*twin)->Push(layout_.tensors[t].name, TensorOf(grads, t)).ok());
+  }
+  const absl::Status stepped = (*twin)->Wait(tensors);
+  ASSERT_TRUE(stepped.ok()) << stepped;
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_FLOAT_EQ(params[i], weights[i] - 0.5f * grads[i]) << "element " << i;
+  }
+}
+
 // Once the run is over, Start() refuses and Resume() hands over the final weights.
 TEST_F(ClientTest, ResumeAfterTheLastStepTakesTheFinalWeights) {
   for (uint64_t step = 0; step < 20; ++step) {

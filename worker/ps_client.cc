@@ -104,6 +104,7 @@ absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_
   rpc::HandshakeRequest request;
   FillHandshake(layout_, config_, worker_rank_, shard, steps_per_epoch_, total_steps_, &request);
   request.set_rejoin_at_step(rejoin_at_step);
+  request.set_worker_process(process_id_);
   rpc::HandshakeResponse response;
   grpc::ClientContext context;
   // Servers may still be starting: wait for the channel instead of failing fast.
@@ -361,6 +362,7 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
   call->fields.set_chunk_id(chunk_id);
   call->fields.set_round(round);
   call->fields.set_server_incarnation(incarnations_[call->shard]);
+  call->fields.set_worker_process(process_id_);
   call->payload = std::make_shared<std::string>(std::move(payload));
   call->request = WithBytesField(call->fields, rpc::PushPullRequest::kPayloadFieldNumber,
                                  SharedSlice(call->payload));

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "base/random_id.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "job/job_layout.h"
 #include "proto/config.pb.h"
@@ -154,6 +155,9 @@ class PsClient {
   // By shard: what its last handshake returned, sent with every push. Written by Handshake()
   // and read by PushPullRound(), both on the calling (training) thread.
   std::vector<uint64_t> incarnations_;
+  // This client's random id, sent with every handshake and push: a server refuses the pushes
+  // of a client whose rank another client has handshaken for since (server/worker_processes.h).
+  const uint64_t process_id_ = RandomNonZeroId();
   // PushPullRound() holds this while gRPC takes the call, and the call's callback takes it
   // before touching anything; a callback that comes sooner waits for that (microseconds).
   // gRPC core, which hands the call to the callback's thread, is not built with

@@ -1,0 +1,32 @@
+#include "server/worker_processes.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tamp {
+
+void WorkerProcesses::Joined(uint32_t rank, uint64_t process) {
+  if (process == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  holders_[rank] = process;
+}
+
+absl::Status WorkerProcesses::CheckHolder(uint32_t rank, uint64_t process,
+                                          uint32_t server_rank) const {
+  if (process == 0) return absl::OkStatus();
+  uint64_t holder = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto found = holders_.find(rank);
+    if (found == holders_.end()) return absl::OkStatus();
+    holder = found->second;
+  }
+  if (holder == process) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "worker ", rank, ": another process with rank ", rank, " (id ", absl::Hex(holder),
+      ") handshook with server ", server_rank, " after this one (id ", absl::Hex(process),
+      "), and holds the rank now: two workers were started with rank ", rank,
+      "? Each worker process needs a rank of its own, 0 .. cluster.num_workers - 1 (--rank, "
+      "TAMP_RANK or RANK)"));
+}
+
+}  // namespace tamp

@@ -1,0 +1,47 @@
+// WorkerProcesses: which process holds each worker rank, as far as one server can tell.
+//
+// Every worker process draws a random id (base/random_id.h) and sends it with its handshakes
+// and pushes (proto/tamp.proto, worker_process). The latest accepted handshake of a rank
+// makes its process the rank's holder, and a push from any other process of that rank is
+// refused. Two processes started with the same rank (a launch mistake) so fail with a message
+// that says so, instead of one of them failing later with "already pushed" or both training
+// on half the data each. A replacement of a dead worker is the same event seen from here: its
+// handshake makes it the holder, and the dead process sends nothing more.
+//
+// Threading: every method may be called from any thread (one mutex, held briefly, taking no
+// other lock).
+//
+// Example:
+//   WorkerProcesses holders;
+//   holders.Joined(request.worker_rank(), request.worker_process());  // Handshake accepted.
+//   TAMP_RETURN_IF_ERROR(holders.CheckHolder(push.worker_rank(), push.worker_process(), 0));
+#ifndef TAMP_SERVER_WORKER_PROCESSES_H_
+#define TAMP_SERVER_WORKER_PROCESSES_H_
+
+#include <cstdint>
+#include <mutex>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+
+namespace tamp {
+
+class WorkerProcesses {
+ public:
+  // Process `process` of worker `rank` handshook and was accepted: it holds the rank from now
+  // on. Process 0 (a client that sends no id) changes nothing.
+  void Joined(uint32_t rank, uint64_t process);
+
+  // FAILED_PRECONDITION, naming both processes and server `server_rank`, when another process
+  // of `rank` handshook after `process`; OK for the holder, for a rank no process with an id
+  // has handshaken for, and for process 0.
+  absl::Status CheckHolder(uint32_t rank, uint64_t process, uint32_t server_rank) const;
+
+ private:
+  mutable std::mutex mu_;
+  absl::flat_hash_map<uint32_t, uint64_t> holders_;  // Guarded by mu_.
+};
+
+}  // namespace tamp
+
+#endif  // TAMP_SERVER_WORKER_PROCESSES_H_

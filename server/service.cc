@@ -183,7 +183,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PullWeights(
 
 grpc::ServerUnaryReactor* ParameterServerService::InitWeights(
     grpc::CallbackServerContext* context, const rpc::InitWeightsRequest* request,
-    rpc::InitWeightsResponse*) {
+    rpc::InitWeightsResponse* response) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
   const absl::StatusOr<Shard*> ready = ReadyFor(request->server_incarnation());
   if (!ready.ok()) return FinishNow(context, ready.status());
@@ -192,7 +192,7 @@ grpc::ServerUnaryReactor* ParameterServerService::InitWeights(
     return FinishNow(context, absl::UnavailableError(absl::StrCat(
                                   "server ", (*ready)->rank(), " restarted: re-handshake")));
   }
-  return FinishNow(context, (*ready)->InitWeights(request->worker_rank(), *request));
+  return FinishNow(context, (*ready)->InitWeights(request->worker_rank(), *request, response));
 }
 
 }  // namespace tamp

@@ -39,6 +39,7 @@ Shard::Shard(const config::RunConfig& config, const JobLayout& layout, uint32_t 
     : config_(config),
       layout_(layout),
       weights_generation_(config.model().kind() != config::Model::REGISTERED ? 1 : 0),
+      generation_held_(config.cluster().num_workers(), 0),
       rank_(rank),
       chunk_ids_(layout.ChunksOfShard(rank)),
       worker_timeout_(WorkerTimeout(config)),
@@ -205,7 +206,9 @@ uint64_t Shard::latest_step() const {
   return latest;
 }
 
-absl::Status Shard::InitWeights(uint32_t worker, const rpc::InitWeightsRequest& request) {
+absl::Status Shard::InitWeights(uint32_t worker, const rpc::InitWeightsRequest& request,
+                                rpc::InitWeightsResponse* response) {
+  response->Clear();
   const uint32_t generation = request.generation();
   if (generation == 0 && config_.model().kind() != config::Model::REGISTERED) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -259,10 +262,21 @@ absl::Status Shard::InitWeights(uint32_t worker, const rpc::InitWeightsRequest& 
           plan.chunk.length * sizeof(float), " bytes, got ", weights.values().size()));
     }
   }
+  if (generation > 1) {
+    for (uint32_t w = 0; w < generation_held_.size(); ++w) {
+      if (generation_held_[w] < held) response->add_unread_workers(w);
+    }
+    if (response->unread_workers_size() > 0) {
+      response->set_awaiting_readers(true);
+      return absl::OkStatus();
+    }
+  }
   for (const rpc::ChunkWeights& weights : request.chunks()) {
     chunks_[weights.chunk_id()]->SetWeights(weights.values());
   }
-  weights_generation_.store(std::max(generation, 1u), std::memory_order_release);
+  const uint32_t set = std::max(generation, 1u);
+  weights_generation_.store(set, std::memory_order_release);
+  generation_held_[0] = std::max(generation_held_[0], set);
   return absl::OkStatus();
 }
 
@@ -279,7 +293,8 @@ absl::Status Shard::Pull(uint32_t worker, PullKind kind, uint32_t min_generation
                          rpc::PullWeightsResponse* response) {
   TAMP_RETURN_IF_ERROR(CheckWorker(worker));
   response->Clear();
-  if (weights_generation_.load(std::memory_order_acquire) < std::max(min_generation, 1u)) {
+  const uint32_t generation = weights_generation_.load(std::memory_order_acquire);
+  if (generation < std::max(min_generation, 1u)) {
     response->set_awaiting_initial_weights(true);
     return absl::OkStatus();
   }
@@ -290,6 +305,10 @@ absl::Status Shard::Pull(uint32_t worker, PullKind kind, uint32_t min_generation
     min_step = std::min(min_step, chunks_[id]->Pull(worker, kind, out->mutable_values()));
   }
   response->set_step(chunk_ids_.empty() ? 0 : min_step);
+  if (kind == PullKind::kExact) {
+    std::lock_guard<std::mutex> lock(init_mu_);
+    generation_held_[worker] = std::max(generation_held_[worker], generation);
+  }
   return absl::OkStatus();
 }
 

@@ -177,7 +177,11 @@ class Shard {
   // as generation g - 1 (the initial ones are 1); ALREADY_EXISTS for g itself again,
   // FAILED_PRECONDITION for another g or once a step has completed. FAILED_PRECONDITION for
   // another worker; INVALID_ARGUMENT for a malformed request. A refusal changes nothing.
-  absl::Status InitWeights(uint32_t worker, const rpc::InitWeightsRequest& request);
+  // A broadcast before every worker has pulled generation g - 1 (PullWeights()) sets
+  // nothing either and answers OK with `response` awaiting_readers, naming them: otherwise
+  // a slow worker waiting for g - 1 would get g.
+  absl::Status InitWeights(uint32_t worker, const rpc::InitWeightsRequest& request,
+                           rpc::InitWeightsResponse* response);
 
   // Shard::ExpireBarriers()
   //
@@ -277,6 +281,9 @@ class Shard {
   // initialises from model.init_seed; one more per broadcast (InitWeights()).
   std::atomic<uint32_t> weights_generation_;
   std::mutex init_mu_;  // Serialises InitWeights().
+  // By worker, the latest generation of the weights it has (what PullWeights() handed it;
+  // worker 0: also what it set). Guarded by init_mu_.
+  std::vector<uint32_t> generation_held_;
   const uint32_t rank_;
   std::vector<uint32_t> chunk_ids_;
   const uint64_t incarnation_ = RandomNonZeroId();

@@ -51,6 +51,13 @@ rpc::HandshakeRequest Request(const config::RunConfig& config, uint32_t worker,
   return request;
 }
 
+// Shard::InitWeights() with a response, which only the broadcast test reads.
+absl::Status SetWeights(Shard& shard, uint32_t worker, const rpc::InitWeightsRequest& request,
+                        rpc::InitWeightsResponse* response = nullptr) {
+  rpc::InitWeightsResponse unread;
+  return shard.InitWeights(worker, request, response != nullptr ? response : &unread);
+}
+
 rpc::InitWeightsRequest InitRequest(const Shard& shard, float value) {
   rpc::InitWeightsRequest request;
   for (uint32_t id : shard.layout().ChunksOfShard(shard.rank())) {
@@ -128,17 +135,17 @@ TEST(ShardHostTest, WorkerZeroSetsTheInitialWeightsOnce) {
   EXPECT_TRUE(absl::IsFailedPrecondition(pushed)) << pushed;
   EXPECT_THAT(pushed.message(), HasSubstr("worker 0 sets the initial weights"));
 
-  EXPECT_TRUE(absl::IsFailedPrecondition(shard.InitWeights(1, InitRequest(shard, 2.0f))));
+  EXPECT_TRUE(absl::IsFailedPrecondition(SetWeights(shard, 1, InitRequest(shard, 2.0f))));
   rpc::InitWeightsRequest short_chunk = InitRequest(shard, 2.0f);
   short_chunk.mutable_chunks(0)->mutable_values()->resize(4);
-  const absl::Status refused = shard.InitWeights(0, short_chunk);
+  const absl::Status refused = SetWeights(shard, 0, short_chunk);
   EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
   EXPECT_THAT(refused.message(), HasSubstr("(encoder.weight) needs"));
   ASSERT_TRUE(shard.PullWeights(1, &pulled).ok());
   EXPECT_TRUE(pulled.awaiting_initial_weights()) << "a refused InitWeights set weights";
 
-  ASSERT_TRUE(shard.InitWeights(0, InitRequest(shard, 2.0f)).ok());
-  EXPECT_TRUE(absl::IsAlreadyExists(shard.InitWeights(0, InitRequest(shard, 3.0f))));
+  ASSERT_TRUE(SetWeights(shard, 0, InitRequest(shard, 2.0f)).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(SetWeights(shard, 0, InitRequest(shard, 3.0f))));
   ASSERT_TRUE(shard.PullWeights(1, &pulled).ok());
   EXPECT_FALSE(pulled.awaiting_initial_weights());
   ASSERT_EQ(static_cast<size_t>(pulled.chunks_size()), shard.layout().ChunksOfShard(0).size());
@@ -149,8 +156,10 @@ TEST(ShardHostTest, WorkerZeroSetsTheInitialWeightsOnce) {
   }
 }
 
-// A broadcast before the first step: worker 0's weights of generation g replace g - 1's,
-// pulls for g wait until then, and once a step has completed the weights stay the run's.
+// A broadcast before the first step: worker 0's weights of generation g replace g - 1's
+// once every worker has pulled g - 1 (till then it sets nothing and names those that have
+// not), pulls for g wait until then, and once a step has completed the weights stay the
+// run's.
 TEST(ShardHostTest, ABroadcastReplacesTheWeightsBeforeTheFirstStepOnly) {
   const config::RunConfig config = RegisteredConfig();
   absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config, 0, nullptr);
@@ -159,10 +168,11 @@ TEST(ShardHostTest, ABroadcastReplacesTheWeightsBeforeTheFirstStepOnly) {
   ASSERT_TRUE(made.ok()) << made.status();
   Shard& shard = **made;
   ASSERT_TRUE((*host)->Join(Request(config, 1)).ok());
-  auto generation = [&shard](uint32_t g, float value) {
+  rpc::InitWeightsResponse response;
+  auto generation = [&shard, &response](uint32_t g, float value) {
     rpc::InitWeightsRequest request = InitRequest(shard, value);
     request.set_generation(g);
-    return shard.InitWeights(0, request);
+    return SetWeights(shard, 0, request, &response);
   };
   auto pulled_value = [&shard](uint32_t min_generation) -> std::optional<float> {
     rpc::PullWeightsResponse pulled;
@@ -177,15 +187,21 @@ TEST(ShardHostTest, ABroadcastReplacesTheWeightsBeforeTheFirstStepOnly) {
   const absl::Status early = generation(2, 5.0f);
   EXPECT_TRUE(absl::IsFailedPrecondition(early)) << early;
   EXPECT_THAT(early.message(), HasSubstr("holds generation 0 (worker 0 has not set"));
-  ASSERT_TRUE(shard.InitWeights(0, InitRequest(shard, 2.0f)).ok());  // Generation 1.
+  ASSERT_TRUE(SetWeights(shard, 0, InitRequest(shard, 2.0f)).ok());  // Generation 1.
   EXPECT_EQ(pulled_value(2), std::nullopt) << "a pull for generation 2 did not wait";
   EXPECT_TRUE(absl::IsFailedPrecondition(generation(3, 5.0f)));
-  EXPECT_TRUE(absl::IsFailedPrecondition(shard.InitWeights(1, [&] {
+  EXPECT_TRUE(absl::IsFailedPrecondition(SetWeights(shard, 1, [&] {
     rpc::InitWeightsRequest request = InitRequest(shard, 5.0f);
     request.set_generation(2);
     return request;
   }())));
+  // Worker 1 has not pulled generation 1 yet: the broadcast waits for it.
   ASSERT_TRUE(generation(2, 5.0f).ok());
+  EXPECT_TRUE(response.awaiting_readers());
+  EXPECT_THAT(response.unread_workers(), ::testing::ElementsAre(1u));
+  EXPECT_EQ(pulled_value(1), 2.0f) << "a broadcast that waited set weights";
+  ASSERT_TRUE(generation(2, 5.0f).ok());
+  EXPECT_FALSE(response.awaiting_readers());
   EXPECT_TRUE(absl::IsAlreadyExists(generation(2, 6.0f)));  // A retry: the first one stands.
   EXPECT_EQ(pulled_value(2), 5.0f);
   EXPECT_EQ(pulled_value(0), 5.0f);
@@ -220,7 +236,7 @@ TEST(ShardHostTest, BuiltInModelsGetTheirShardAtOnce) {
   ASSERT_NE((*host)->shard(), nullptr);
   EXPECT_EQ(created, 1);
   rpc::InitWeightsRequest request = InitRequest(*(*host)->shard(), 1.0f);
-  EXPECT_TRUE(absl::IsFailedPrecondition((*host)->shard()->InitWeights(0, request)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(SetWeights(*(*host)->shard(), 0, request)));
 }
 
 
@@ -259,7 +275,7 @@ TEST(ShardHostTest, ARestartedShardResumesItsCheckpointAtTheFirstHandshake) {
     ASSERT_TRUE(host.ok()) << host.status();
     absl::StatusOr<Shard*> shard = (*host)->Join(Request(config, 0));
     ASSERT_TRUE(shard.ok()) << shard.status();
-    ASSERT_TRUE((*shard)->InitWeights(0, InitRequest(**shard, 2.5f)).ok());
+    ASSERT_TRUE(SetWeights(**shard, 0, InitRequest(**shard, 2.5f)).ok());
     ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, 0),
                                 DescribeJob(config, (*shard)->layout(), 0),
                                 (*shard)->ExportState())
@@ -283,7 +299,7 @@ TEST(ShardHostTest, ARestartedShardResumesItsCheckpointAtTheFirstHandshake) {
     std::memcpy(values.data(), chunk.values().data(), chunk.values().size());
     for (float v : values) ASSERT_EQ(v, 2.5f) << "chunk " << chunk.chunk_id();
   }
-  EXPECT_TRUE(absl::IsAlreadyExists((*shard)->InitWeights(0, InitRequest(**shard, 1.0f))));
+  EXPECT_TRUE(absl::IsAlreadyExists(SetWeights(**shard, 0, InitRequest(**shard, 1.0f))));
 
   // Tensors of the same sizes in other shapes chunk alike, yet are another model: the
   // checkpoint is refused, naming the file and the tensors, and no shard is kept.

@@ -51,10 +51,16 @@ run_python_workers() {
     pids+=($!)
     STARTED_PIDS+=($!)
   done
+  # Both logs on a failure: one worker's error often shows up as the other's lost connection.
+  local failed=""
   for rank in 0 1; do
-    wait "${pids[$rank]}" || { cat "$dir/worker$rank.log" >&2; fail "$script: worker $rank failed"; }
-    cat "$dir/worker$rank.log"
+    wait "${pids[$rank]}" || failed="$failed $rank"
   done
+  for rank in 0 1; do
+    if [ -n "$failed" ]; then echo "--- worker $rank:" >&2; cat "$dir/worker$rank.log" >&2
+    else cat "$dir/worker$rank.log"; fi
+  done
+  [ -z "$failed" ] || fail "$script: worker(s)$failed failed"
 }
 
 # kill_mid_run OUT PROGRESS PATTERN IS_VICTIM: once OUT (a `tamp run` output) matches the

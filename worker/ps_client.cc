@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -321,14 +322,33 @@ absl::Status PsClient::InitWeights(absl::Span<const float> params, uint32_t gene
       weights->set_values(reinterpret_cast<const char*>(params.data() + layout_.flat_offset(plan)),
                           plan.chunk.length * sizeof(float));
     }
-    rpc::InitWeightsResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
-    AttachJobToken(job_token_, &context);
-    const grpc::Status status = stubs_[shard]->InitWeights(&context, request, &response);
-    // ALREADY_EXISTS: an earlier process of this worker set them; they stand.
-    if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
-      return FromGrpc(status, absl::StrCat(Describe(shard), "InitWeights: "));
+    // A broadcast waits (backing off) until every worker has the generation it replaces, for
+    // up to cluster.rpc_timeout_ms.
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(config_.cluster().rpc_timeout_ms());
+    auto backoff = std::chrono::milliseconds(2);
+    while (true) {
+      rpc::InitWeightsResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+      AttachJobToken(job_token_, &context);
+      const grpc::Status status = stubs_[shard]->InitWeights(&context, request, &response);
+      // ALREADY_EXISTS: an earlier process of this worker set them; they stand.
+      if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+        return FromGrpc(status, absl::StrCat(Describe(shard), "InitWeights: "));
+      }
+      if (!response.awaiting_readers()) break;
+      if (std::chrono::steady_clock::now() + backoff > give_up) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            Describe(shard), "worker(s) ", absl::StrJoin(response.unread_workers(), ", "),
+            " did not pull generation ", generation - 1,
+            " of the job's weights (the initial weights are 1, each broadcast one more) within ",
+            config_.cluster().rpc_timeout_ms(),
+            " ms (cluster.rpc_timeout_ms): every worker must call the same broadcasts, in the "
+            "same order"));
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
     }
   }
   return absl::OkStatus();

@@ -53,12 +53,12 @@ import torch
 import torch.utils.dlpack
 
 import tamp
-from tamp import _torch_optimizer
+from tamp import _torch_broadcast, _torch_optimizer
 from tamp._reports import Reports
 from tamp._torch_describe import describe_model
 
 __all__ = [
-    "CommHookState", "DistributedOptimizer", "broadcast_optimizer_state",
+    "CommHookState", "DistributedOptimizer", "broadcast_object", "broadcast_optimizer_state",
     "broadcast_parameters", "comm_hook", "current_step", "describe_model", "init",
     "local_rank", "rank",
     "report_done", "report_eval", "report_step", "shutdown", "size", "total_steps",
@@ -310,6 +310,12 @@ class _Session:
             self.step = step
             self.reports.count_from_now()
 
+    def broadcast(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Client.broadcast() of `tensors` (the registered tensors' shapes, in their memory):
+        rank 0's become the servers' weights and every worker's."""
+        self.client.broadcast([_exported(tensor) for tensor in tensors],
+                              stream=_stream(tensors[0]))
+
     def _exported_params(self) -> list:
         """The parameters as the client takes them; the client reads an export and leaves it
         as it was, so one serves every call of a step."""
@@ -402,7 +408,7 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     # Step 0 under way: the job started there and has taken no step. A process replacing a
     # dead worker took the others' replica, which is the job's.
     if started and session.step == 0 and not tamp.restarted():
-        session.client.broadcast(session._exported_params(), stream=_stream(session.params[0]))
+        session.broadcast(session.params)
 
 
 def _memory(tensor) -> Optional[int]:
@@ -433,21 +439,59 @@ def _trainable_entries(named: Sequence[Tuple[str, torch.Tensor]]
     return entries, frozen
 
 
+def _before_first_step(session: "_Session") -> bool:
+    """Broadcasts can still replace the job's weights: step 0 under way (not a process that
+    replaced a dead worker, which took the others' replica mid-run)."""
+    return session.step == 0 and not tamp.restarted()
+
+
+def broadcast_object(obj, root_rank: int = 0):
+    """Horovod's: rank 0's `obj` (anything pickle takes), returned on every worker (rank 0
+    gets `obj` itself); every worker calls it, in the same order as the other broadcasts (a
+    collective). Before the job's first step only (RuntimeError after): it travels through
+    the servers' copy of the job's weights in rounds of the model's size, which then holds
+    rank 0's parameters, as after broadcast_parameters() (every worker's parameters become
+    rank 0's). Needs the job started (DistributedOptimizer() or broadcast_parameters()).
+
+    Example (resuming on rank 0 from a checkpoint that every worker must follow):
+        start_epoch = tamp.torch.broadcast_object(checkpoint["epoch"] if rank0 else None)
+    """
+    _check_root_rank("broadcast_object", root_rank)
+    session = _started("broadcast_object")
+    if not _before_first_step(session):
+        raise RuntimeError("broadcast_object: objects travel only before the job's first "
+                           f"step (this worker is at step {session.step}): call it at the "
+                           "start, with broadcast_parameters()")
+    return _torch_broadcast.broadcast_object(session, obj, tamp.rank() == 0,
+                                             "broadcast_object")
+
+
 def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int = 0) -> None:
-    """Horovod's, so that its scripts run unchanged; Tamp sends no optimizer state. In
-    server-optimizer mode the servers' optimizer is the one that steps (the wrapped one's
-    state is unused); in AGGREGATE mode every worker's optimizer steps on the same mean, so
-    states that start equal stay equal: fresh ones (no tensors in their state) need nothing.
-    One that already holds tensors (loaded from a checkpoint) must hold the same on every
-    worker: a UserWarning says so, as Tamp cannot check it. Needs the job started."""
+    """Horovod's: rank 0's optimizer state (its state_dict(): per-parameter buffers such as
+    momentum, and param_groups' settings) loaded into every worker's `optimizer`; every
+    worker calls it. In server-optimizer mode it does nothing: the servers' optimizer is the
+    one that steps (the wrapped one's state is unused). In AGGREGATE mode every worker's
+    optimizer steps on the same mean, so states that start equal stay equal: before the
+    job's first step it sends rank 0's (broadcast_object(), which also makes rank 0's
+    parameters every worker's); after it, a UserWarning if the state holds tensors (they
+    must be the same on every worker; Tamp cannot send them then). Needs the job started."""
     _check_root_rank("broadcast_optimizer_state", root_rank)
     session = _started("broadcast_optimizer_state")
-    holds_tensors = any(isinstance(value, torch.Tensor)
-                        for state in optimizer.state.values() for value in state.values())
-    if session.client.aggregates and holds_tensors:
-        _warn(f"broadcast_optimizer_state: rank {tamp.rank()}'s optimizer holds state (a "
-              "checkpoint's?) and Tamp sends none: every worker must load the same into its "
-              "optimizer, not rank 0 alone, or in AGGREGATE mode their replicas drift apart")
+    if not session.client.aggregates:
+        return
+    if _before_first_step(session):
+        state = _torch_broadcast.broadcast_object(session, optimizer.state_dict(),
+                                                  tamp.rank() == 0,
+                                                  "broadcast_optimizer_state")
+        if tamp.rank() != 0:
+            optimizer.load_state_dict(state)
+        return
+    if any(isinstance(value, torch.Tensor)
+           for state in optimizer.state.values() for value in state.values()):
+        _warn(f"broadcast_optimizer_state: rank {tamp.rank()}'s optimizer holds state and "
+              f"the job is at step {session.step}: Tamp sends state only before the first "
+              "step, so every worker must hold the same, or in AGGREGATE mode their replicas "
+              "drift apart")
 
 
 def DistributedOptimizer(optimizer: torch.optim.Optimizer,

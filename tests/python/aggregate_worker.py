@@ -124,17 +124,47 @@ MAX_NORM = 0.05
 
 
 def check_optimizer_state_broadcast(model, optimizer):
-    """Horovod's broadcast_optimizer_state: nothing to send for a fresh optimizer; a warning
-    for one that holds state (Tamp cannot send it)."""
+    """Horovod's broadcast_optimizer_state and broadcast_object before the first step: a
+    fresh optimizer's state goes without a word; rank 0's momentum buffers and rate (a
+    checkpoint loaded on rank 0 alone) reach the other worker bit for bit (the buffers are
+    as large as the model: two rounds), so does an object of three rounds, and every
+    worker's parameters stay rank 0's. Returns the optimizer that holds the state."""
+    before = [param.detach().clone() for param in model.parameters()]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tamp.torch.broadcast_optimizer_state(optimizer, root_rank=0)
         assert not caught, [str(w.message) for w in caught]
-        loaded = torch.optim.SGD(model.parameters(), lr=0.0, momentum=0.9)  # As if from a
-        for param in model.parameters():                                     # checkpoint.
-            loaded.state[param]["momentum_buffer"] = torch.zeros_like(param)
+    loaded = torch.optim.SGD(model.parameters(), lr=0.0, momentum=0.9)
+    buffers = [torch.from_numpy(gradient(7, index, tuple(param.shape)))
+               for index, param in enumerate(model.parameters())]
+    if tamp.rank() == 0:  # As if from a checkpoint, on rank 0 only.
+        loaded.param_groups[0]["lr"] = 0.25
+        for param, buffer in zip(model.parameters(), buffers):
+            loaded.state[param]["momentum_buffer"] = buffer.clone()
+    tamp.torch.broadcast_optimizer_state(loaded, root_rank=0)
+    assert loaded.param_groups[0]["lr"] == 0.25, loaded.param_groups[0]["lr"]
+    for (name, param), buffer in zip(model.named_parameters(), buffers):
+        assert torch.equal(loaded.state[param]["momentum_buffer"], buffer), name
+    big = {"epoch": 3, "blob": bytes(range(256)) * 2000}  # 512,000 bytes; the model 203,560.
+    got = tamp.torch.broadcast_object(big if tamp.rank() == 0 else None)
+    assert got == big, "broadcast_object: rank 0's object did not arrive whole"
+    for (name, param), old in zip(model.named_parameters(), before):
+        assert torch.equal(param.detach(), old), f"{name} changed in the broadcasts"
+    return loaded
+
+
+def check_no_state_after_the_first_step(loaded):
+    """After the first step the servers' weights cannot carry objects: broadcast_object
+    refuses, broadcast_optimizer_state warns that a state with tensors must be equal."""
+    try:
+        tamp.torch.broadcast_object(1)
+        raise AssertionError("broadcast_object after the first step went through")
+    except RuntimeError as refused:
+        assert "only before the job's first step" in str(refused), refused
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         tamp.torch.broadcast_optimizer_state(loaded)
-        assert len(caught) == 1 and "every worker must load the same" in str(
+        assert len(caught) == 1 and "every worker must hold the same" in str(
             caught[0].message), [str(w.message) for w in caught]
 
 
@@ -151,7 +181,7 @@ def check_distributed_optimizer(out_path):
     optimizer = tamp.torch.DistributedOptimizer(sgd, named_parameters=model.named_parameters())
     assert optimizer is sgd, "DistributedOptimizer() wraps the optimizer in place"
     optimizer.load_state_dict(sgd.state_dict())  # As resuming from a checkpoint.
-    check_optimizer_state_broadcast(model, optimizer)
+    loaded = check_optimizer_state_broadcast(model, optimizer)
     for step in range(3):
         rate = 0.125 if step < 2 else 0.0625
         assert optimizer.param_groups[0]["lr"] == rate, (step, optimizer.param_groups[0]["lr"])
@@ -181,6 +211,7 @@ def check_distributed_optimizer(out_path):
             warnings.simplefilter("always")
             schedule.step()
         assert not caught, [str(w.message) for w in caught]
+    check_no_state_after_the_first_step(loaded)
     dump(model, out_path)
 
 

@@ -35,6 +35,10 @@ class MeanThroughGloo:
     def start(self, params, stream=None):
         return 0
 
+    def broadcast(self, params, stream=None):  # Rank 0's values into every worker's.
+        for param in params:
+            dist.broadcast(_tensor(param), src=0)
+
     def begin_step(self, step, params, stream=None):
         self.pushed = {}
 

@@ -17,6 +17,12 @@ namespace tamp {
 // absl::ParseCommandLine(), once.
 void SetProgramUsage(absl::string_view usage, std::vector<std::string> flag_files);
 
+// When argv (before any "--") asks for help (--help, -help, --helpshort or -helpshort),
+// prints the usage message and those flags, sorted, to stdout and exits 0: help asked for
+// is no failure, and absl::ParseCommandLine() of Debian's Abseil exits 1 for it. Call after
+// SetProgramUsage(), before absl::ParseCommandLine().
+void ExitIfHelpAsked(int argc, char** argv);
+
 }  // namespace tamp
 
 #endif  // TAMP_BASE_PROGRAM_USAGE_H_

@@ -26,9 +26,11 @@ for asked in "help" "--help" "run --help" "model -h"; do
 done
 status=0; "$TAMP_BIN" nonsense > /dev/null 2>&1 || status=$?
 [ "$status" -eq 2 ] || fail "tamp nonsense exited $status, expected 2"
-# The binaries' --help lists their own flags (Abseil's default matched none of them).
+# The binaries' --help lists their own flags (Abseil's default matched none of them) on
+# stdout and exits 0 (Abseil's exits 1).
 for binary in "$SERVER_BIN" "$WORKER_BIN"; do
-  "$binary" --help > "$WORK/help.out" 2>&1 || true
+  status=0; "$binary" --help > "$WORK/help.out" 2> "$WORK/help.err" || status=$?
+  [ "$status" -eq 0 ] || { cat "$WORK/help.err" >&2; fail "$(basename "$binary") --help exited $status"; }
   grep -q -- "--config (" "$WORK/help.out" && grep -q -- "--placement (" "$WORK/help.out" ||
     { cat "$WORK/help.out" >&2; fail "$binary --help lists no flags"; }
 done

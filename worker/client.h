@@ -188,8 +188,10 @@ class Client {
   // Before the job's first step (Start() returned 0; step 0 begun or not, nothing pushed),
   // every worker calls it (a collective): worker 0's `params` replace the shards' weights,
   // whatever the model kind (a checkpoint loaded after Start()), and every worker's
-  // `params` get them. FAILED_PRECONDITION later; DEADLINE_EXCEEDED naming worker 0 when it
-  // does not broadcast within cluster.rpc_timeout_ms.
+  // `params` get them. Worker 0 blocks until every worker has the weights the broadcast
+  // replaces (their Start() or previous Broadcast()), so each worker gets each broadcast,
+  // however many come in a row. FAILED_PRECONDITION later; DEADLINE_EXCEEDED naming the
+  // workers that did not take part (or worker 0) within cluster.rpc_timeout_ms.
   absl::Status Broadcast(TensorSpans params, const TensorMemory& memory = TensorMemory::Host());
 
   // Client::BeginStep()

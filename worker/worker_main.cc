@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
   tamp::SetProgramUsage(
       "Tamp training worker. Example: tamp_worker --config=job.pbtxt --rank=0 --servers=h:p,h:p",
       {"worker/worker_main.cc", "job/placement_flags.cc"});
+  tamp::ExitIfHelpAsked(argc, argv);
   // Before anything else: this may restart the program with faster GEMM kernels.
   tamp::ReexecWithFasterOpenblasKernels(argv);
   absl::ParseCommandLine(argc, argv);

@@ -335,7 +335,14 @@ absl::Status PsClient::InitWeights(absl::Span<const float> params, uint32_t gene
       const grpc::Status status = stubs_[shard]->InitWeights(&context, request, &response);
       // ALREADY_EXISTS: an earlier process of this worker set them; they stand.
       if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
-        return FromGrpc(status, absl::StrCat(Describe(shard), "InitWeights: "));
+        // The shard's own refusals start with "InitWeights:".
+        absl::Status refused = FromGrpc(status, Describe(shard));
+        if (generation > 1 && absl::IsFailedPrecondition(refused)) {
+          refused = absl::FailedPreconditionError(absl::StrCat(
+              refused.message(), " (did the other workers go on without this broadcast? Every "
+              "worker must call the same broadcasts in the same order)"));
+        }
+        return refused;
       }
       if (!response.awaiting_readers()) break;
       if (std::chrono::steady_clock::now() + backoff > give_up) {

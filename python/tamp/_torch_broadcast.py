@@ -1,14 +1,16 @@
-"""broadcast_object's machinery for tamp.torch (whose docstring documents it): rank 0's
-object, pickled and carried in rounds through the servers' copy of the job's weights, the
-one store every worker reads. Works on tamp.torch's session, passed in; imports nothing of
-tamp.torch.
+"""The broadcasts' machinery for tamp.torch (whose docstring documents them): rank 0's
+parameters, and rank 0's objects, pickled and carried in rounds through the servers' copy of
+the job's weights, the one store every worker reads. Works on tamp.torch's session, passed
+in; imports nothing of tamp.torch.
 
-Each round is one broadcast of the job's weights (Client.broadcast(), a collective): rank 0
-writes the next part of the message into a scratch copy of the parameters' layout, and
-every worker reads it back. Round 0 starts with a header, so the others learn how many
-rounds follow. A last broadcast of rank 0's own parameters leaves the servers (and every
-worker) with the job's weights again, so it is allowed only where broadcast_parameters() is:
-before the job's first step.
+Each round is one broadcast of the job's weights (Client.broadcast(), a collective; a server
+sets the next only once every worker has taken the last): rank 0 writes into a scratch copy
+of the parameters' layout, and every worker reads it back. An object's round 0 starts with a
+header naming the call that sent it and the rounds that follow; a last broadcast of rank 0's
+own parameters leaves the servers (and every worker) with the job's weights again, so objects
+travel only where broadcast_parameters() does: before the job's first step. Every worker
+checks that rank 0's broadcast was the call it made itself (a mismatch is a RuntimeError
+naming both, and leaves the parameters as they were).
 """
 
 import math
@@ -18,58 +20,95 @@ import struct
 import numpy as np
 import torch
 
-# Version 1 of the message: magic, then the pickled object's length (little-endian uint64),
-# then the pickled object.
+# Version 1 of an object's round 0: magic, the call that sent it (UTF-8, zero-padded), the
+# pickled object's length (little-endian uint64), then the pickled object.
 _MAGIC = b"TAMPOBJ1"
-_HEADER = struct.Struct("<8sQ")
+_HEADER = struct.Struct("<8s32sQ")
+
+
+class _Scratch:
+    """A flat fp32 buffer in the registered tensors' layout: `views` (the tensors' shapes, on
+    their device) for Client.broadcast(), `raw` its bytes on the CPU."""
+
+    def __init__(self, params):
+        elements = sum(param.numel() for param in params)
+        self.capacity = 4 * elements  # Bytes.
+        self._host = torch.empty(elements, dtype=torch.float32)
+        self.raw = self._host.numpy().view(np.uint8)
+        device = params[0].device
+        self._device = (self._host if device.type == "cpu" else
+                        torch.empty(elements, dtype=torch.float32, device=device))
+        self.views, offset = [], 0
+        for param in params:
+            self.views.append(self._device[offset:offset + param.numel()].view(param.shape))
+            offset += param.numel()
+
+    def broadcast(self, session):
+        """Rank 0's raw bytes become every worker's."""
+        if self._device is not self._host:
+            self._device.copy_(self._host)
+        session.broadcast(self.views)
+        if self._device is not self._host:
+            self._host.copy_(self._device)
+
+    def sender(self) -> str:
+        """The call whose object round 0 the scratch holds, or "" for weights."""
+        if self.capacity < _HEADER.size:
+            return ""
+        magic, caller, _ = _HEADER.unpack_from(self.raw)
+        return caller.rstrip(b"\0").decode("utf-8", "replace") if magic == _MAGIC else ""
+
+
+def _mismatch(caller: str, sender: str) -> RuntimeError:
+    sent = f"{sender}()" if sender else "broadcast_parameters()"
+    return RuntimeError(f"{caller}: rank 0 called {sent} where this worker called {caller}(): "
+                        "every worker must call the same broadcasts in the same order; this "
+                        "worker's parameters are as they were")
+
+
+def broadcast_parameters(session, caller: str = "broadcast_parameters") -> None:
+    """Rank 0's parameters become every worker's and the servers' (session.params, in
+    place); RuntimeError, changing nothing, when rank 0 sent an object instead."""
+    scratch = _Scratch(session.params)
+    for view, param in zip(scratch.views, session.params):
+        view.copy_(param)
+    scratch.broadcast(session)
+    sender = scratch.sender()
+    if sender:
+        raise _mismatch(caller, sender)
+    with torch.no_grad():
+        for view, param in zip(scratch.views, session.params):
+            param.copy_(view)
 
 
 def broadcast_object(session, obj, is_root: bool, caller: str):
     """Rank 0's `obj`, on every worker (rank 0, `is_root`, gets `obj` itself); every worker
-    calls it (a collective). `session`: tamp.torch's, started, before its first step."""
-    params = session.params
-    elements = sum(param.numel() for param in params)
-    capacity = 4 * elements  # Bytes per round.
-    if capacity < _HEADER.size:
-        raise ValueError(f"{caller}: the job's {elements} parameters hold fewer than the "
-                         f"{_HEADER.size} bytes of a broadcast's header")
-    staging = torch.empty(elements, dtype=torch.float32)  # On the CPU: the bytes are packed
-    raw = staging.numpy().view(np.uint8)                   # and read here.
-    device = params[0].device
-    scratch = staging if device.type == "cpu" else torch.empty(elements, dtype=torch.float32,
-                                                                device=device)
-    views, offset = [], 0
-    for param in params:  # The parameters' layout over the scratch, in registration order.
-        views.append(scratch[offset:offset + param.numel()].view(param.shape))
-        offset += param.numel()
-
+    calls it (a collective), from `caller` (the name rank 0's must match). `session`:
+    tamp.torch's, started, before its first step."""
+    scratch = _Scratch(session.params)
+    if scratch.capacity < _HEADER.size:
+        raise ValueError(f"{caller}: the job's parameters hold {scratch.capacity // 4} values "
+                         f"({scratch.capacity} bytes), fewer than the {_HEADER.size} bytes of "
+                         "a broadcast's header")
     message = b""
     if is_root:
         payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        message = _HEADER.pack(_MAGIC, len(payload)) + payload
+        message = _HEADER.pack(_MAGIC, caller.encode("utf-8")[:32], len(payload)) + payload
     parts, rounds, length = [], 1, 0
     while len(parts) < rounds:
         if is_root:
-            part = message[len(parts) * capacity:(len(parts) + 1) * capacity]
-            raw[:len(part)] = np.frombuffer(part, dtype=np.uint8)
-        if scratch is not staging:
-            scratch.copy_(staging)
-        session.broadcast(views)
-        if scratch is not staging:
-            staging.copy_(scratch)
+            part = message[len(parts) * scratch.capacity:(len(parts) + 1) * scratch.capacity]
+            scratch.raw[:len(part)] = np.frombuffer(part, dtype=np.uint8)
+        scratch.broadcast(session)
         if not parts:
-            magic, length = _HEADER.unpack_from(raw)
-            if magic != _MAGIC:
-                raise RuntimeError(
-                    f"{caller}: rank 0's broadcast did not carry an object: every worker must "
-                    "call the same broadcasts in the same order (rank 0 called "
-                    "broadcast_parameters() where this worker called "
-                    f"{caller}?)")
-            rounds = math.ceil((_HEADER.size + length) / capacity)
-        parts.append(raw.tobytes() if not is_root else b"")
+            sender = scratch.sender()
+            if sender != caller:
+                raise _mismatch(caller, sender)
+            length = _HEADER.unpack_from(scratch.raw)[2]
+            rounds = math.ceil((_HEADER.size + length) / scratch.capacity)
+        parts.append(b"" if is_root else scratch.raw.tobytes())
     # The job's weights again: rank 0's parameters, on the servers and every worker.
-    session.broadcast(params)
+    session.broadcast(session.params)
     if is_root:
         return obj
-    received = b"".join(parts)[_HEADER.size:_HEADER.size + length]
-    return pickle.loads(received)
+    return pickle.loads(b"".join(parts)[_HEADER.size:_HEADER.size + length])

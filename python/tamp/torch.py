@@ -142,7 +142,7 @@ atexit.register(shutdown)  # A script that never calls shutdown() still ends its
 def _started(caller: str) -> "_Session":
     if _session is None or _session.step is None:
         raise RuntimeError(f"{caller}: the job has not started (broadcast_parameters(), "
-                           "DistributedOptimizer() or comm_hook() starts it)")
+                           "DistributedOptimizer() or CommHookState() starts it)")
     return _session
 
 
@@ -381,20 +381,15 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     CommHookState()) starts the job from its initial weights (the servers' initialisation,
     or rank 0's with model.kind REGISTERED); called after that and before the first step
     (Horovod's order: DistributedOptimizer(), a checkpoint loaded on rank 0, then this), it
-    sends rank 0's weights to the servers and every worker takes them. After the first
-    step it changes nothing: the servers hold the job's weights. Buffers (BatchNorm's
-    running statistics) and frozen parameters are not part of a Tamp job: they are left as
-    each worker has them, named in a UserWarning, and a second name for a tensor's memory
-    (tied weights) is skipped."""
+    sends rank 0's weights to the servers and every worker takes them. Entries that are not
+    the job's tensors (buffers such as BatchNorm's running statistics, frozen parameters)
+    get rank 0's values too, before the first step (broadcast_object()); a second name for a
+    tensor's memory (tied weights) is skipped. After the first step it changes nothing (the
+    servers hold the job's weights), and a UserWarning names the entries left as they are."""
     _check_root_rank("broadcast_parameters", root_rank)
-    named = _torch_optimizer.named_tensors(params, "broadcast_parameters", "params")
-    named, others = (_session.job_entries(named) if _session is not None
-                     else _trainable_entries(named))
-    if others:
-        _warn(f"broadcast_parameters: {len(others)} entries are not the job's tensors and "
-              f"are left as each worker has them ({', '.join(others[:5])}"
-              f"{', ...' if len(others) > 5 else ''}): seed torch alike on every worker for "
-              "equal buffers and frozen parameters")
+    given = _torch_optimizer.named_tensors(params, "broadcast_parameters", "params")
+    named, others = (_session.job_entries(given) if _session is not None
+                     else _trainable_entries(given))
     try:
         session = _register(named, "broadcast_parameters")
     except ValueError as refused:  # Most often Horovod's broadcast of a whole state_dict.
@@ -407,8 +402,35 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     session.start()
     # Step 0 under way: the job started there and has taken no step. A process replacing a
     # dead worker took the others' replica, which is the job's.
-    if started and session.step == 0 and not tamp.restarted():
-        session.broadcast(session.params)
+    if not _before_first_step(session):
+        if others:
+            _warn(f"broadcast_parameters: the job is at step {session.step}: {len(others)} "
+                  "entries that are not the job's tensors are left as each worker has them "
+                  f"({', '.join(others[:5])}{', ...' if len(others) > 5 else ''}); before "
+                  "the first step they get rank 0's values")
+        return
+    if started:
+        _torch_broadcast.broadcast_parameters(session)
+    if others:
+        _broadcast_entries(session, dict(given), others)
+
+
+def _broadcast_entries(session: "_Session", entries: Dict[str, torch.Tensor],
+                       names: List[str]) -> None:
+    """Rank 0's values of the tensors `entries[name]` for `names` (not the job's tensors)
+    copied into every worker's, through broadcast_object()."""
+    sent = {name: entries[name].detach().cpu() for name in names
+            if isinstance(entries[name], torch.Tensor)}
+    values = _torch_broadcast.broadcast_object(session, sent if tamp.rank() == 0 else None,
+                                               tamp.rank() == 0, "broadcast_parameters")
+    with torch.no_grad():
+        for name, value in values.items():
+            mine = entries.get(name)
+            if not isinstance(mine, torch.Tensor) or mine.shape != value.shape:
+                raise ValueError(f'broadcast_parameters: rank 0\'s entry "{name}" is '
+                                 f"{list(value.shape)}, this worker's "
+                                 f"{list(mine.shape) if isinstance(mine, torch.Tensor) else mine}")
+            mine.copy_(value)
 
 
 def _memory(tensor) -> Optional[int]:
@@ -469,15 +491,22 @@ def broadcast_object(obj, root_rank: int = 0):
 def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int = 0) -> None:
     """Horovod's: rank 0's optimizer state (its state_dict(): per-parameter buffers such as
     momentum, and param_groups' settings) loaded into every worker's `optimizer`; every
-    worker calls it. In server-optimizer mode it does nothing: the servers' optimizer is the
-    one that steps (the wrapped one's state is unused). In AGGREGATE mode every worker's
+    worker calls it. In server-optimizer mode it sends nothing: the servers' optimizer is the
+    one that steps (the wrapped one's state is unused, and a UserWarning says so when it
+    holds tensors, a checkpoint's). In AGGREGATE mode every worker's
     optimizer steps on the same mean, so states that start equal stay equal: before the
     job's first step it sends rank 0's (broadcast_object(), which also makes rank 0's
     parameters every worker's); after it, a UserWarning if the state holds tensors (they
     must be the same on every worker; Tamp cannot send them then). Needs the job started."""
     _check_root_rank("broadcast_optimizer_state", root_rank)
     session = _started("broadcast_optimizer_state")
+    holds_tensors = any(isinstance(value, torch.Tensor)
+                        for state in optimizer.state.values() for value in state.values())
     if not session.client.aggregates:
+        if holds_tensors:
+            _warn(f"broadcast_optimizer_state: rank {tamp.rank()}'s optimizer holds state (a "
+                  "checkpoint's?), which goes unused: the servers run the config's optimizer "
+                  "from their own state (fresh, or their checkpoint's: checkpoint.dir)")
         return
     if _before_first_step(session):
         state = _torch_broadcast.broadcast_object(session, optimizer.state_dict(),
@@ -486,8 +515,7 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int =
         if tamp.rank() != 0:
             optimizer.load_state_dict(state)
         return
-    if any(isinstance(value, torch.Tensor)
-           for state in optimizer.state.values() for value in state.values()):
+    if holds_tensors:
         _warn(f"broadcast_optimizer_state: rank {tamp.rank()}'s optimizer holds state and "
               f"the job is at step {session.step}: Tamp sends state only before the first "
               "step, so every worker must hold the same, or in AGGREGATE mode their replicas "

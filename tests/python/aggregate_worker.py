@@ -1,8 +1,9 @@
 """One of two workers of a `server { mode: AGGREGATE }` job (codec none both ways, the MLP
 784-64-10; tests/python_modes_test.sh). Checks:
 
-Run as `aggregate_worker.py client`, `aggregate_worker.py ddp OUT` or
-`aggregate_worker.py optimizer OUT`, each on a fresh job:
+Run as `aggregate_worker.py client`, `aggregate_worker.py ddp OUT`,
+`aggregate_worker.py optimizer OUT` or `aggregate_worker.py mismatch OUT`, each on a fresh
+job:
 1. client: tamp.Client's wait(out) writes the mean of the two workers' gradients into `out`, to fp32
    rounding (each rank's gradient is a known function of rank and step).
 2. ddp: the DDP comm hook: with model.register_comm_hook(CommHookState(...), comm_hook), the
@@ -10,6 +11,8 @@ Run as `aggregate_worker.py client`, `aggregate_worker.py ddp OUT` or
    gradients (computed by an undistributed copy and averaged through gloo).
 3. optimizer: DistributedOptimizer's step() runs the wrapped SGD on the workers' mean (once
    clipped between synchronize() and step() under skip_synchronize()).
+4. mismatch: rank 0's broadcast_object() against rank 1's broadcast_parameters() is refused
+   on rank 1, naming both, its parameters untouched.
 ddp and optimizer write the model's parameters to OUT for the replicas to be compared.
 """
 
@@ -130,10 +133,15 @@ def check_optimizer_state_broadcast(model, optimizer):
     as large as the model: two rounds), so does an object of three rounds, and every
     worker's parameters stay rank 0's. Returns the optimizer that holds the state."""
     before = [param.detach().clone() for param in model.parameters()]
+    # An entry that is not the job's (a buffer's) gets rank 0's values from
+    # broadcast_parameters(state_dict).
+    seen = torch.full((3,), float(tamp.rank()))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        tamp.torch.broadcast_parameters(dict(model.state_dict(), seen=seen), root_rank=0)
         tamp.torch.broadcast_optimizer_state(optimizer, root_rank=0)
         assert not caught, [str(w.message) for w in caught]
+    assert torch.equal(seen, torch.zeros(3)), f"the buffer is {seen}, not rank 0's"
     loaded = torch.optim.SGD(model.parameters(), lr=0.0, momentum=0.9)
     buffers = [torch.from_numpy(gradient(7, index, tuple(param.shape)))
                for index, param in enumerate(model.parameters())]
@@ -215,7 +223,34 @@ def check_distributed_optimizer(out_path):
     dump(model, out_path)
 
 
-CHECKS = {"ddp": check_ddp_comm_hook, "optimizer": check_distributed_optimizer}
+def check_mismatched_broadcasts(out_path):
+    """Rank 0 broadcasts an object where rank 1 broadcasts its parameters: rank 1 is told,
+    naming both calls, and its parameters are as they were. (Rank 0's one-round object went;
+    with more rounds it would be told, after cluster.rpc_timeout_ms, that worker 1 did not
+    follow.) Nothing is written to out_path: the job cannot train on."""
+    torch.manual_seed(5)
+    model = Mlp()
+    tamp.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                    named_parameters=model.named_parameters())
+    if tamp.rank() == 0:
+        assert tamp.torch.broadcast_object({"epoch": 3}) == {"epoch": 3}
+        return
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(1.0)  # Not rank 0's: a broadcast would show.
+    before = [param.detach().clone() for param in model.parameters()]
+    try:
+        tamp.torch.broadcast_parameters(model.state_dict())
+        raise AssertionError("broadcast_parameters took rank 0's object as weights")
+    except RuntimeError as refused:
+        assert ("rank 0 called broadcast_object() where this worker called "
+                "broadcast_parameters()") in str(refused), refused
+    for (name, param), old in zip(model.named_parameters(), before):
+        assert torch.equal(param.detach(), old), f"{name} changed in a refused broadcast"
+
+
+CHECKS = {"ddp": check_ddp_comm_hook, "optimizer": check_distributed_optimizer,
+          "mismatch": check_mismatched_broadcasts}
 
 
 def main():

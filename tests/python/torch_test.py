@@ -105,14 +105,21 @@ class TorchTest(unittest.TestCase):
         finally:
             optimizer.param_groups[0]["lr"] = 1.0
 
-    def test_broadcast_optimizer_state_has_nothing_to_send_here(self):
+    def test_broadcast_optimizer_state_says_the_servers_state_counts(self):
+        fresh = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=0.9)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tamp.torch.broadcast_optimizer_state(fresh)  # The servers' optimizer steps.
+        self.assertEqual(caught, [])
         loaded = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=0.9)
         for param in self.model.parameters():
             loaded.state[param]["momentum_buffer"] = torch.zeros_like(param)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            tamp.torch.broadcast_optimizer_state(loaded)  # The servers' optimizer steps.
-        self.assertEqual(caught, [])
+            tamp.torch.broadcast_optimizer_state(loaded)  # A checkpoint's state, unused.
+        self.assertEqual(len(caught), 1)
+        self.assertIn("goes unused: the servers run the config's optimizer",
+                      str(caught[0].message))
         self.assertRefused(ValueError, lambda: tamp.torch.broadcast_optimizer_state(
             loaded, root_rank=1), "root_rank 1")
         self.assertEqual(tamp.torch.local_rank(), 0)
@@ -238,9 +245,9 @@ class TorchTest(unittest.TestCase):
             other.state_dict()), '"fc1.weight"', "not the registered tensor")
 
     def test_state_dict_with_buffers_and_tied_weights_is_taken(self):
-        # Horovod's broadcast_parameters(model.state_dict()) after DistributedOptimizer():
-        # buffers are left as they are (a warning names them), a tied weight's second name
-        # is the same memory; the job's tensors are checked as ever.
+        # Horovod's broadcast_parameters(model.state_dict()) after DistributedOptimizer(),
+        # past the first step: buffers are left as they are (a warning names them), a tied
+        # weight's second name is the same memory; the job's tensors are checked as ever.
         before = [p.detach().clone() for p in self.model.parameters()]
         state = dict(self.model.state_dict())
         state["bn.running_mean"] = torch.zeros(4)
@@ -250,7 +257,8 @@ class TorchTest(unittest.TestCase):
             warnings.simplefilter("always")
             tamp.torch.broadcast_parameters(state, root_rank=0)
         self.assertEqual(len(caught), 1)
-        self.assertIn("2 entries are not the job's tensors", str(caught[0].message))
+        self.assertIn("2 entries that are not the job's tensors are left as each worker "
+                      "has them", str(caught[0].message))
         self.assertIn("bn.running_mean, bn.num_batches_tracked", str(caught[0].message))
         for param, old in zip(self.model.parameters(), before):
             self.assertTrue(torch.equal(param.detach(), old))

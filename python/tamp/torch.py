@@ -403,11 +403,16 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     # Step 0 under way: the job started there and has taken no step. A process replacing a
     # dead worker took the others' replica, which is the job's.
     if not _before_first_step(session):
+        # A process replacing a dead worker broadcasts as the script says, to no effect.
+        ignored = [] if tamp.restarted() else [
+            "rank 0's parameters are not sent (the servers hold the job's weights)"]
         if others:
-            _warn(f"broadcast_parameters: the job is at step {session.step}: {len(others)} "
-                  "entries that are not the job's tensors are left as each worker has them "
-                  f"({', '.join(others[:5])}{', ...' if len(others) > 5 else ''}); before "
-                  "the first step they get rank 0's values")
+            ignored.append(f"{len(others)} entries that are not the job's tensors are left as "
+                           f"each worker has them ({', '.join(others[:5])}"
+                           f"{', ...' if len(others) > 5 else ''})")
+        if ignored:
+            _warn(f"broadcast_parameters: the job is at step {session.step}: "
+                  f"{'; '.join(ignored)}; broadcasts take effect before the first step only")
         return
     if started:
         _torch_broadcast.broadcast_parameters(session)

@@ -257,8 +257,9 @@ class TorchTest(unittest.TestCase):
             warnings.simplefilter("always")
             tamp.torch.broadcast_parameters(state, root_rank=0)
         self.assertEqual(len(caught), 1)
-        self.assertIn("2 entries that are not the job's tensors are left as each worker "
-                      "has them", str(caught[0].message))
+        self.assertIn("rank 0's parameters are not sent (the servers hold the job's "
+                      "weights); 2 entries that are not the job's tensors are left as each "
+                      "worker has them", str(caught[0].message))
         self.assertIn("bn.running_mean, bn.num_batches_tracked", str(caught[0].message))
         for param, old in zip(self.model.parameters(), before):
             self.assertTrue(torch.equal(param.detach(), old))

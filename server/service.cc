@@ -78,14 +78,26 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
                                            status.ToString()));
     return FinishNow(context, status);
   }
-  worker_processes_.Joined(request->worker_rank(), request->worker_process());
+  Shard& shard = **found;
+  // A handshake that only looks (mid-run, announcing no step: a late starter that will
+  // rejoin or be refused) takes no rank over; one that can train does.
+  const bool can_train = request->rejoin_at_step() != 0 || shard.latest_step() == 0;
+  const bool displaced =
+      can_train && worker_processes_.Joined(request->worker_rank(), request->worker_process());
+  if (displaced) {
+    LOG(WARNING) << absl::StrCat("worker ", request->worker_rank(), ": process ",
+                                 absl::Hex(request->worker_process()),
+                                 " took the rank over from another process (a replacement, or "
+                                 "a second process started with rank ",
+                                 request->worker_rank(), ")");
+  }
   LOG(INFO) << "worker " << request->worker_rank()
             << (request->rejoin_at_step() == 0
                     ? " joined"
                     : absl::StrCat(" rejoined at step ", request->rejoin_at_step()))
             << " from " << context->peer();
-  Shard& shard = **found;
   response->set_server_rank(shard.rank());
+  response->set_displaced_process(displaced);
   response->set_step(shard.step());
   response->set_latest_step(shard.latest_step());
   response->set_incarnation(shard.incarnation());

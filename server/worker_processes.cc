@@ -4,10 +4,13 @@
 
 namespace tamp {
 
-void WorkerProcesses::Joined(uint32_t rank, uint64_t process) {
-  if (process == 0) return;
+bool WorkerProcesses::Joined(uint32_t rank, uint64_t process) {
+  if (process == 0) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  holders_[rank] = process;
+  uint64_t& holder = holders_[rank];
+  const bool displaced = holder != 0 && holder != process;
+  holder = process;
+  return displaced;
 }
 
 absl::Status WorkerProcesses::CheckHolder(uint32_t rank, uint64_t process,

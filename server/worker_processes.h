@@ -2,8 +2,8 @@
 //
 // Every worker process draws a random id (base/random_id.h) and sends it with its handshakes
 // and pushes (proto/tamp.proto, worker_process). The latest accepted handshake of a rank
-// makes its process the rank's holder, and a push from any other process of that rank is
-// refused. Two processes started with the same rank (a launch mistake) so fail with a message
+// that can train (the service decides: before the first step, or a rejoin) makes its process
+// the rank's holder, and a push from any other process of that rank is refused. Two processes started with the same rank (a launch mistake) so fail with a message
 // that says so, instead of one of them failing later with "already pushed" or both training
 // on half the data each. A replacement of a dead worker is the same event seen from here: its
 // handshake makes it the holder, and the dead process sends nothing more.
@@ -29,8 +29,9 @@ namespace tamp {
 class WorkerProcesses {
  public:
   // Process `process` of worker `rank` handshook and was accepted: it holds the rank from now
-  // on. Process 0 (a client that sends no id) changes nothing.
-  void Joined(uint32_t rank, uint64_t process);
+  // on. True when another process held it (the caller tells the newcomer). Process 0 (a
+  // client that sends no id) changes nothing.
+  bool Joined(uint32_t rank, uint64_t process);
 
   // FAILED_PRECONDITION, naming both processes and server `server_rank`, when another process
   // of `rank` handshook after `process`; OK for the holder, for a rank no process with an id

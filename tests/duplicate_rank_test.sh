@@ -3,7 +3,7 @@
 # started mid-run, takes the rank over like a replacement (it rejoins); the first is refused
 # at its next push and exits naming the mistake, instead of training on or failing later
 # with "already pushed". Worker 0 and the second end at the last step with bit-identical
-# replicas.
+# replicas. Then a worker killed in step 0 and started again without --resume rejoins.
 source tests/testlib.sh
 
 dir="$WORK/duplicate"
@@ -44,7 +44,7 @@ grep -q "two workers were started with rank 1?" "$dir/worker.first.log" ||
 taken_at=$(steps_done first)
 [ "$taken_at" -lt "$total_steps" ] || fail "the first rank-1 worker finished before the second started"
 for pid in "$first_pid" "$second_pid"; do
-  wait "$pid" || { tail -20 "$dir"/worker.*.log >&2; fail "a worker failed"; }
+  wait "$pid" || { tail -n 20 "$dir"/worker.*.log >&2; fail "a worker failed"; }
 done
 grep -q "worker 1 rejoined at step" "$dir/worker.second.log" || fail "the second did not rejoin"
 for name in 0 second; do
@@ -54,4 +54,32 @@ done
 cmp "$dir/weights.0" "$dir/weights.second" || fail "the second's replica differs from worker 0's"
 echo "the first rank-1 worker stopped after $taken_at steps; its last words:"
 tail -1 "$dir/worker.first.log"
+
+# A worker killed in step 0 (it pushed its part and waits for worker 0) and started again
+# without --resume: its handshake displaces the dead process, so it rejoins instead of
+# pushing step 0 again (refused "already pushed" before), and the job ends normally.
+dir="$WORK/step0"
+mkdir -p "$dir"
+start_servers "$dir" "$config" 2
+servers=$SERVERS
+start_worker 1 dead
+sleep 2
+kill -9 "$WORKER_PID"
+wait "$WORKER_PID" 2>/dev/null || true
+start_worker 1 again
+again_pid=$WORKER_PID
+start_worker 0 0
+for pid in "$again_pid" "$WORKER_PID"; do
+  wait "$pid" || { tail -n 5 "$dir"/worker.*.log >&2; fail "step 0: a worker failed"; }
+done
+# It rejoins because it displaced the dead process, or, when worker 0 completed step 0 with
+# the dead one's part first, because the run is past step 0.
+grep -q "worker 1 rejoined at step" "$dir/worker.again.log" ||
+  { tail -5 "$dir/worker.again.log" >&2; fail "step 0: the restarted worker did not rejoin"; }
+for name in 0 again; do
+  grep '"kind":"DONE"' "$dir/events.$name" | grep -q "\"step\":$total_steps," ||
+    fail "step 0: worker $name did not reach step $total_steps"
+done
+cmp "$dir/weights.0" "$dir/weights.again" || fail "step 0: the replicas differ"
+echo "step 0: $(grep -o 'worker 1: .*; rejoining' "$dir/worker.again.log" | head -1)"
 echo PASS

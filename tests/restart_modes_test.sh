@@ -43,7 +43,7 @@ run_case() {
     grep -o '[0-9]*$') || { cat "$dir/server-1.restart-1.log" >&2; fail "$name: server 1 did not resume"; }
   [ "$resumed" -gt 0 ] || fail "$name: server 1 resumed at step 0"
   grep -q "resynced with shard 1" "$dir"/worker-*.log ||
-    { tail -5 "$dir"/*.log >&2; fail "$name: no worker resynced with shard 1 (killed after checkpoint $checkpointed)"; }
+    { tail -n 5 "$dir"/*.log >&2; fail "$name: no worker resynced with shard 1 (killed after checkpoint $checkpointed)"; }
   grep -qE "\"steps\":$total_steps,.*\"server_restarts\":1," "$dir.json" ||
     fail "$name: expected $total_steps steps and one server restart: $(cat "$dir.json")"
   accuracy=$(grep -oE '"test_accuracy":[0-9.e+-]+' "$dir.json" | grep -oE '[0-9.e+-]+$')

@@ -71,7 +71,7 @@ start_worker 1 1b
 replacement=$WORKER_PID
 
 for pid in "${pids[0]}" "${pids[2]}" "$replacement"; do
-  wait "$pid" || { tail -20 "$dir"/worker.*.log >&2; fail "a worker failed"; }
+  wait "$pid" || { tail -n 20 "$dir"/worker.*.log >&2; fail "a worker failed"; }
 done
 grep -q "worker 1 rejoined at step" "$dir/worker.1b.log" || fail "the replacement did not rejoin"
 for name in 0 2 1b; do

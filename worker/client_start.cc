@@ -95,6 +95,14 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& m
     }
     return Rejoin(params, absl::StrCat("the run is at step ", latest), memory);
   }
+  // The process this one displaced may have pushed part of step 0, which a fresh start would
+  // push again (AGGREGATE cannot rejoin: it starts, and a part pushed twice is refused).
+  if (sync && ps_client_->displaced_another_process() && !aggregates()) {
+    return Rejoin(params,
+                  absl::StrCat("took rank ", rank_, " over from another process (a "
+                               "replacement, or a second process started with this rank)"),
+                  memory);
+  }
   TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->PullWeights(Pulled()));
   TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   if (!sync && step != 0) {

@@ -290,7 +290,8 @@ TEST_F(ClientTest, ResumeRejoinsEvenBeforeTheFirstStep) {
 
 // A second process started with the same rank (a launch mistake) holds the rank from its
 // handshake on: the first one's pushes are refused, naming both processes and the likely
-// cause, and change no weight; the second trains on.
+// cause, and change no weight; the second, told it displaced another process, rejoins
+// instead of starting (the first may have pushed part of step 0) and trains on.
 TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
   absl::StatusOr<std::unique_ptr<Client>> twin =
       Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
@@ -299,6 +300,7 @@ TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
   const std::vector<absl::Span<float>> tensors = SplitIntoTensors(layout_, absl::MakeSpan(params));
   absl::StatusOr<uint64_t> started = (*twin)->Start(tensors);
   ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(*started, 1u) << "it rejoins at step 1, which the shards skip to";
   const std::vector<float> weights = ShardWeights(shards_, layout_);
   const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
 
@@ -310,7 +312,7 @@ TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
   EXPECT_THAT(refused.message(), HasSubstr("two workers were started with rank 0?"));
   EXPECT_EQ(ShardWeights(shards_, layout_), weights) << "a refused push changes nothing";
 
-  ASSERT_TRUE((*twin)->BeginStep(0, tensors).ok());
+  ASSERT_TRUE((*twin)->BeginStep(1, tensors).ok());
   for (size_t t = 0; t < layout_.tensors.size(); ++t) {
     ASSERT_TRUE((*twin)->Push(layout_.tensors[t].name, TensorOf(grads, t)).ok());
   }

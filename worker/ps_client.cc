@@ -127,6 +127,7 @@ absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_
   }
   if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "handshake refused: "));
   incarnations_[shard] = response.incarnation();
+  displaced_another_process_ |= response.displaced_process();
   return response.latest_step();
 }
 

@@ -69,6 +69,10 @@ class PsClient {
   // The most steps any chunk had completed when Connect() handshook: 0 when the job starts
   // with this worker; more when it joins a run under way (SYNC: it must Rejoin()).
   uint64_t latest_step_at_connect() const { return latest_step_at_connect_; }
+  // A handshake of this client took its rank over from another process (a replacement of a
+  // dead worker, or a second process started with this rank): HandshakeResponse's
+  // displaced_process.
+  bool displaced_another_process() const { return displaced_another_process_; }
 
   // PsClient::Rejoin()
   //
@@ -148,6 +152,7 @@ class PsClient {
   uint64_t steps_per_epoch_ = 0;  // Sent in every handshake; set by Connect().
   uint64_t total_steps_ = 0;
   uint64_t latest_step_at_connect_ = 0;  // Set by Connect().
+  bool displaced_another_process_ = false;  // Set by Handshake().
   std::string job_token_;  // Sent with every call when not empty (job/security.h).
   std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
   // By shard, on the same channel: PushPull's raw calls (grpc::ByteBuffer both ways).

@@ -112,3 +112,21 @@ def broadcast_object(session, obj, is_root: bool, caller: str):
     if is_root:
         return obj
     return pickle.loads(b"".join(parts)[_HEADER.size:_HEADER.size + length])
+
+
+def broadcast_entries(session, entries, names, is_root: bool) -> None:
+    """Rank 0's values of the tensors `entries[name]` for `names` (a state_dict's entries
+    that are not the job's: buffers, frozen parameters) copied into every worker's, through
+    broadcast_object(); ValueError naming an entry whose shape differs here."""
+    sent = {name: entries[name].detach().cpu() for name in names
+            if isinstance(entries[name], torch.Tensor)}
+    values = broadcast_object(session, sent if is_root else None, is_root,
+                              "broadcast_parameters")
+    with torch.no_grad():
+        for name, value in values.items():
+            mine = entries.get(name)
+            if not isinstance(mine, torch.Tensor) or mine.shape != value.shape:
+                raise ValueError(f'broadcast_parameters: rank 0\'s entry "{name}" is '
+                                 f"{list(value.shape)}, this worker's "
+                                 f"{list(mine.shape) if isinstance(mine, torch.Tensor) else mine}")
+            mine.copy_(value)

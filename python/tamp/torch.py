@@ -417,25 +417,7 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     if started:
         _torch_broadcast.broadcast_parameters(session)
     if others:
-        _broadcast_entries(session, dict(given), others)
-
-
-def _broadcast_entries(session: "_Session", entries: Dict[str, torch.Tensor],
-                       names: List[str]) -> None:
-    """Rank 0's values of the tensors `entries[name]` for `names` (not the job's tensors)
-    copied into every worker's, through broadcast_object()."""
-    sent = {name: entries[name].detach().cpu() for name in names
-            if isinstance(entries[name], torch.Tensor)}
-    values = _torch_broadcast.broadcast_object(session, sent if tamp.rank() == 0 else None,
-                                               tamp.rank() == 0, "broadcast_parameters")
-    with torch.no_grad():
-        for name, value in values.items():
-            mine = entries.get(name)
-            if not isinstance(mine, torch.Tensor) or mine.shape != value.shape:
-                raise ValueError(f'broadcast_parameters: rank 0\'s entry "{name}" is '
-                                 f"{list(value.shape)}, this worker's "
-                                 f"{list(mine.shape) if isinstance(mine, torch.Tensor) else mine}")
-            mine.copy_(value)
+        _torch_broadcast.broadcast_entries(session, dict(given), others, tamp.rank() == 0)
 
 
 def _memory(tensor) -> Optional[int]:

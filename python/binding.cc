@@ -30,6 +30,7 @@
 #include "base/malloc_settings.h"
 #include "base/proto_json.h"
 #include "base/status_macros.h"
+#include "glog/logging.h"
 #include "job/config.h"
 #include "job/job_layout.h"
 #include "job/placement.h"
@@ -323,6 +324,13 @@ PYBIND11_MODULE(_tamp, m) {
   // checks lock order on every lock (a graph update, a stack trace); the client's pushes
   // take dozens of them per tensor. Process-wide, but only absl::Mutex users see it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // glog, which Debian's torch shares (one libglog): to stderr, as the binaries log, and
+  // initialised, so that neither the client's logging nor torch's begins with glog's
+  // "Logging before InitGoogleLogging()" line. Left alone when the program did it already.
+  if (!google::IsGoogleLoggingInitialized()) {
+    FLAGS_logtostderr = true;
+    google::InitGoogleLogging("tamp");
+  }
   dropped_error = PyErr_NewExceptionWithDoc(
       "tamp._tamp.DroppedError",
       "A SYNC barrier dropped this worker (consistency.worker_timeout_ms): call rejoin().",

@@ -94,4 +94,8 @@ for check in client ddp optimizer mismatch; do
     cmp "$dir/weights0" "$dir/weights1" || fail "the $check replicas differ" ;;
   esac
 done
+# The package initialises glog (shared with torch), so no worker's log starts with glog's
+# complaint about logging before it.
+! grep -rq "Logging before InitGoogleLogging" "$WORK" ||
+  fail "a worker's log has glog's 'Logging before InitGoogleLogging()' line"
 echo "PASS"

@@ -125,7 +125,13 @@ absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_
               "certificates and CA of cluster.tls trust each other (the server's log says why)"
             : ""));
   }
-  if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "handshake refused: "));
+  if (!status.ok()) {
+    // UNAVAILABLE is the connection's (a server restarting), not the server's refusal.
+    return FromGrpc(status, absl::StrCat(Describe(shard),
+                                         status.error_code() == grpc::StatusCode::UNAVAILABLE
+                                             ? "handshake failed: "
+                                             : "handshake refused: "));
+  }
   incarnations_[shard] = response.incarnation();
   displaced_another_process_ |= response.displaced_process();
   return response.latest_step();

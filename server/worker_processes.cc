@@ -27,7 +27,8 @@ absl::Status WorkerProcesses::CheckHolder(uint32_t rank, uint64_t process,
   return absl::FailedPreconditionError(absl::StrCat(
       "worker ", rank, ": another process with rank ", rank, " (id ", absl::Hex(holder),
       ") handshook with server ", server_rank, " after this one (id ", absl::Hex(process),
-      "), and holds the rank now: two workers were started with rank ", rank,
+      "), and holds the rank now: this one was replaced after a stall, or two workers were "
+      "started with rank ", rank,
       "? Each worker process needs a rank of its own, 0 .. cluster.num_workers - 1 (--rank, "
       "TAMP_RANK or RANK)"));
 }

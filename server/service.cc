@@ -147,7 +147,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                   request.server_incarnation(),
                                   "): re-handshake and pull its weights")));
   }
-  // Two processes with one rank: the one that handshook first is told so.
+  // Two processes with one rank: the one another displaced since is told so.
   if (absl::Status holder = worker_processes_.CheckHolder(
           request.worker_rank(), request.worker_process(), shard.rank());
       !holder.ok()) {

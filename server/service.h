@@ -102,8 +102,8 @@ class ParameterServerService final
   const std::unique_ptr<ShardHost> own_host_;  // When constructed from a Shard.
   ShardHost& host_;
   const std::string job_token_;
-  // Which process holds each worker rank: the one whose handshake came last; pushes from
-  // another process of the rank are refused.
+  // Which process holds each worker rank: the last whose handshake could train (Handshake());
+  // pushes from another process of the rank are refused.
   WorkerProcesses worker_processes_;
 };
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -36,6 +37,21 @@ constexpr auto kMaxBackoff = std::chrono::milliseconds(5000);
 
 std::chrono::system_clock::time_point DeadlineIn(uint32_t ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+// Calls `ask` while it answers true ("not yet": the shard awaits someone else), sleeping
+// `first`, then twice as long each time up to `most`, for up to `budget_ms`; then the error
+// `late()` makes. An error of `ask` ends it at once.
+absl::Status AskUntilAnswered(absl::FunctionRef<absl::StatusOr<bool>()> ask, uint32_t budget_ms,
+                              std::chrono::milliseconds first, std::chrono::milliseconds most,
+                              absl::FunctionRef<absl::Status()> late) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(budget_ms);
+  for (auto backoff = first;; backoff = std::min(backoff * 2, most)) {
+    TAMP_ASSIGN_OR_RETURN(const bool waiting, ask());
+    if (!waiting) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() + backoff > give_up) return late();
+    std::this_thread::sleep_for(backoff);
+  }
 }
 
 }  // namespace
@@ -269,29 +285,25 @@ absl::StatusOr<uint64_t> PsClient::PullShard(uint32_t shard, absl::Span<float> p
   request.set_replica(replica);
   request.set_min_generation(min_generation);
   rpc::PullWeightsResponse response;
-  grpc::Status status;
   // model.kind REGISTERED: worker 0 may not have set the initial weights yet; ask again
   // (backing off) for up to cluster.rpc_timeout_ms.
-  const auto give_up = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(config_.cluster().rpc_timeout_ms());
-  auto backoff = std::chrono::milliseconds(10);
-  while (true) {
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
-    AttachJobToken(job_token_, &context);
-    status = stubs_[shard]->PullWeights(&context, request, &response);
-    if (!status.ok() || !response.awaiting_initial_weights()) break;
-    if (std::chrono::steady_clock::now() + backoff > give_up) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          Describe(shard), "worker 0 did not ",
-          min_generation > 1 ? "broadcast its weights" : "set the initial weights", " within ",
-          config_.cluster().rpc_timeout_ms(), " ms (cluster.rpc_timeout_ms)",
-          min_generation > 1 ? ": every worker must call the broadcast, worker 0 too" : ""));
-    }
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
-  }
-  if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "PullWeights: "));
+  TAMP_RETURN_IF_ERROR(AskUntilAnswered(
+      [&]() -> absl::StatusOr<bool> {
+        grpc::ClientContext context;
+        context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+        AttachJobToken(job_token_, &context);
+        const grpc::Status status = stubs_[shard]->PullWeights(&context, request, &response);
+        if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "PullWeights: "));
+        return response.awaiting_initial_weights();
+      },
+      config_.cluster().rpc_timeout_ms(), std::chrono::milliseconds(10),
+      std::chrono::milliseconds(500), [&] {
+        return absl::DeadlineExceededError(absl::StrCat(
+            Describe(shard), "worker 0 did not ",
+            min_generation > 1 ? "broadcast its weights" : "set the initial weights", " within ",
+            config_.cluster().rpc_timeout_ms(), " ms (cluster.rpc_timeout_ms)",
+            min_generation > 1 ? ": every worker must call the broadcast, worker 0 too" : ""));
+      }));
   const std::vector<uint32_t> expected = layout_.ChunksOfShard(shard);
   if (static_cast<size_t>(response.chunks_size()) != expected.size()) {
     return absl::DataLossError(absl::StrCat(Describe(shard), "sent ", response.chunks_size(),
@@ -331,39 +343,36 @@ absl::Status PsClient::InitWeights(absl::Span<const float> params, uint32_t gene
     }
     // A broadcast waits (backing off) until every worker has the generation it replaces, for
     // up to cluster.rpc_timeout_ms.
-    const auto give_up = std::chrono::steady_clock::now() +
-                         std::chrono::milliseconds(config_.cluster().rpc_timeout_ms());
-    auto backoff = std::chrono::milliseconds(2);
-    while (true) {
-      rpc::InitWeightsResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
-      AttachJobToken(job_token_, &context);
-      const grpc::Status status = stubs_[shard]->InitWeights(&context, request, &response);
-      // ALREADY_EXISTS: an earlier process of this worker set them; they stand.
-      if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
-        // The shard's own refusals start with "InitWeights:".
-        absl::Status refused = FromGrpc(status, Describe(shard));
-        if (generation > 1 && absl::IsFailedPrecondition(refused)) {
-          refused = absl::FailedPreconditionError(absl::StrCat(
-              refused.message(), " (did the other workers go on without this broadcast? Every "
-              "worker must call the same broadcasts in the same order)"));
-        }
-        return refused;
-      }
-      if (!response.awaiting_readers()) break;
-      if (std::chrono::steady_clock::now() + backoff > give_up) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            Describe(shard), "worker(s) ", absl::StrJoin(response.unread_workers(), ", "),
-            " did not pull generation ", generation - 1,
-            " of the job's weights (the initial weights are 1, each broadcast one more) within ",
-            config_.cluster().rpc_timeout_ms(),
-            " ms (cluster.rpc_timeout_ms): every worker must call the same broadcasts, in the "
-            "same order"));
-      }
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
-    }
+    rpc::InitWeightsResponse response;
+    TAMP_RETURN_IF_ERROR(AskUntilAnswered(
+        [&]() -> absl::StatusOr<bool> {
+          grpc::ClientContext context;
+          context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+          AttachJobToken(job_token_, &context);
+          const grpc::Status status = stubs_[shard]->InitWeights(&context, request, &response);
+          // ALREADY_EXISTS: an earlier process of this worker set them; they stand.
+          if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+            // The shard's own refusals start with "InitWeights:".
+            absl::Status refused = FromGrpc(status, Describe(shard));
+            if (generation > 1 && absl::IsFailedPrecondition(refused)) {
+              refused = absl::FailedPreconditionError(absl::StrCat(
+                  refused.message(), " (did the other workers go on without this broadcast? "
+                  "Every worker must call the same broadcasts in the same order)"));
+            }
+            return refused;
+          }
+          return status.ok() && response.awaiting_readers();
+        },
+        config_.cluster().rpc_timeout_ms(), std::chrono::milliseconds(2),
+        std::chrono::milliseconds(200), [&] {
+          return absl::DeadlineExceededError(absl::StrCat(
+              Describe(shard), "worker(s) ", absl::StrJoin(response.unread_workers(), ", "),
+              " did not pull generation ", generation - 1,
+              " of the job's weights (the initial weights are 1, each broadcast one more) "
+              "within ", config_.cluster().rpc_timeout_ms(),
+              " ms (cluster.rpc_timeout_ms): every worker must call the same broadcasts, in "
+              "the same order"));
+        }));
   }
   return absl::OkStatus();
 }

@@ -43,20 +43,24 @@ class _Scratch:
             self.views.append(self._device[offset:offset + param.numel()].view(param.shape))
             offset += param.numel()
 
-    def broadcast(self, session):
-        """Rank 0's raw bytes become every worker's."""
-        if self._device is not self._host:
+    def broadcast(self, session, from_raw: bool):
+        """Rank 0's scratch becomes every worker's, `raw` included: what rank 0 wrote into
+        `raw` (from_raw), else into `views`."""
+        if from_raw and self._device is not self._host:
             self._device.copy_(self._host)
         session.broadcast(self.views)
         if self._device is not self._host:
             self._host.copy_(self._device)
 
-    def sender(self) -> str:
-        """The call whose object round 0 the scratch holds, or "" for weights."""
+    def header(self):
+        """(the call whose object round 0 the scratch holds, or "" for weights; the pickled
+        object's length)."""
         if self.capacity < _HEADER.size:
-            return ""
-        magic, caller, _ = _HEADER.unpack_from(self.raw)
-        return caller.rstrip(b"\0").decode("utf-8", "replace") if magic == _MAGIC else ""
+            return "", 0
+        magic, caller, length = _HEADER.unpack_from(self.raw)
+        if magic != _MAGIC:
+            return "", 0
+        return caller.rstrip(b"\0").decode("utf-8", "replace"), length
 
 
 def _mismatch(caller: str, sender: str) -> RuntimeError:
@@ -72,8 +76,8 @@ def broadcast_parameters(session, caller: str = "broadcast_parameters") -> None:
     scratch = _Scratch(session.params)
     for view, param in zip(scratch.views, session.params):
         view.copy_(param)
-    scratch.broadcast(session)
-    sender = scratch.sender()
+    scratch.broadcast(session, from_raw=False)
+    sender, _ = scratch.header()
     if sender:
         raise _mismatch(caller, sender)
     with torch.no_grad():
@@ -99,12 +103,11 @@ def broadcast_object(session, obj, is_root: bool, caller: str):
         if is_root:
             part = message[len(parts) * scratch.capacity:(len(parts) + 1) * scratch.capacity]
             scratch.raw[:len(part)] = np.frombuffer(part, dtype=np.uint8)
-        scratch.broadcast(session)
+        scratch.broadcast(session, from_raw=True)
         if not parts:
-            sender = scratch.sender()
+            sender, length = scratch.header()
             if sender != caller:
                 raise _mismatch(caller, sender)
-            length = _HEADER.unpack_from(scratch.raw)[2]
             rounds = math.ceil((_HEADER.size + length) / scratch.capacity)
         parts.append(b"" if is_root else scratch.raw.tobytes())
     # The job's weights again: rank 0's parameters, on the servers and every worker.

@@ -400,10 +400,9 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
                          "first registered the parameters)") from None
     started = session.step is not None
     session.start()
-    # Step 0 under way: the job started there and has taken no step. A process replacing a
-    # dead worker took the others' replica, which is the job's.
     if not _before_first_step(session):
-        # A process replacing a dead worker broadcasts as the script says, to no effect.
+        # A process replacing a dead worker took the others' replica, which is the job's: its
+        # broadcast, as the script says, has no effect to warn of.
         ignored = [] if tamp.restarted() else [
             "rank 0's parameters are not sent (the servers hold the job's weights)"]
         if others:

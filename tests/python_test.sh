@@ -70,13 +70,14 @@ start_servers "$dir" "$dir/job.pbtxt" 2
 TAMP_TEST_DOOMED_PID=${STARTED_PIDS[-1]} run_python "$dir" server_gone_test.py
 
 # A CUDA worker trains exactly as a CPU worker (top-k and fp16 on fc1.weight's chunks: GPU
-# codecs; the rest through host copies). Needs torch with CUDA and a GPU; Debian's torch has
+# codecs; the rest through host copies), its broadcasts included (resync_steps pulls what
+# they gave the servers). Needs torch with CUDA and a GPU; Debian's torch has
 # no CUDA, so CI skips it, saying so (worker:cuda_backend_test checks the GPU codecs' side).
 if run_python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   for device in cpu cuda; do
     dir="$WORK/device_$device"
     mkdir -p "$dir"
-    write_config "$dir/job.pbtxt" workers=1 compression='tensor_overrides { pattern: "fc1.weight"
+    write_config "$dir/job.pbtxt" workers=1 training="resync_steps: 3" compression='tensor_overrides { pattern: "fc1.weight"
       compression { push { name: "topk" ratio: 0.1 } push_feedback { kind: RESIDUAL }
                     pull { name: "fp16" } } }'
     start_servers "$dir" "$dir/job.pbtxt" 2

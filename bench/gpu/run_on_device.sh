@@ -617,7 +617,8 @@ all() {
 # for that Python from the carried kit (python/python_kit.sh), then python_test's device
 # check: one tamp.torch worker (tests/python/device_worker.py) with its parameters on the
 # CPU, then on the GPU (top-k with error feedback and an fp16 pull on fc1.weight: GPU
-# codecs), each under the carried `tamp run` with 2 servers; both must end with
+# codecs), each under the carried `tamp run` with 2 servers, broadcasting its parameters and
+# an object first (resync_steps pulls what they gave the servers); both must end with
 # byte-identical weights. A torch that sees no GPU fails the check.
 pytorch_check() {
   local out=$1 python="${PYTHON:-python3}" device
@@ -641,7 +642,7 @@ name: "pytorch_device_check"
 cluster { num_servers: 2 num_workers: 1 }
 model { kind: MLP hidden: [64] init_seed: 3 }
 data { dir: "$PWD/$CARRY/data" batch_size: 32 }
-training { epochs: 2 }
+training { epochs: 2 resync_steps: 3 }
 optimizer { learning_rate: 0.05 momentum: 0.9 }
 compression {
   partition_bytes: 16384

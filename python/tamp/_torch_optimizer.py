@@ -49,6 +49,12 @@ _SERVER_RULES = {torch.optim.SGD: ("sgd", {"dampening": 0.0}),
                  torch.optim.Adam: ("adam", {"amsgrad": False})}
 
 
+def servers_run(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether the servers' optimizers (the config's optimizer.name) include the wrapped
+    optimizer's rule."""
+    return getattr(optimizer, "_tamp_base", type(optimizer)) in _SERVER_RULES
+
+
 def _shown(value) -> str:
     """A config value (fp32) as it was written: 0.05, not 0.05000000074505806."""
     if isinstance(value, tuple):
@@ -132,6 +138,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_pushed: List[Optional[Tuple[torch.Tensor, int]]] = \
             [None] * len(self._tamp_params)
         self._tamp_late_change_named = False  # Once.
+        self._tamp_frozen_named = False  # Once.
         self._tamp_synchronized = False  # synchronize() ran; step() does not wait again.
         self._tamp_stepped = True  # The last synchronize() was a step (not a rejoin).
         self._tamp_skipping = False  # Inside skip_synchronize().
@@ -142,6 +149,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             _grad_accumulated_hook(param, lambda i=index, p=param: self._tamp_accumulated(i, p))
             for index, param in enumerate(self._tamp_params)]
         self._tamp.optimizer = self
+
+    def _tamp_hook_again(self, index: int) -> None:
+        """Hooks parameter `index` anew where torch < 2.1 dropped its gradient accumulator,
+        and the hook on it, with its memory (replaced by one of another dtype or device, as
+        model.to() does); until then step() pushed its gradient."""
+        kept, param = self._tamp_hooks[index], self._tamp_params[index]
+        if len(kept) == 1 or not param.requires_grad:  # torch >= 2.1 hooks the parameter.
+            return
+        with torch.enable_grad():  # step() runs under no_grad, where expand_as has no graph.
+            if param.expand_as(param).grad_fn.next_functions[0][0] is kept[1]:
+                return
+            kept[0].remove()
+            self._tamp_hooks[index] = _grad_accumulated_hook(
+                param, lambda i=index, p=param: self._tamp_accumulated(i, p))
 
     def _tamp_check_between_steps(self, caller: str) -> None:
         if any(self._tamp_passes_done) or self._tamp_synchronized:
@@ -169,10 +190,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 f'tensor "{self._tamp.names[index]}": backward accumulated its gradient '
                 f"{done} times in one step, and DistributedOptimizer(backward_passes_per_step="
                 f"{self._tamp_passes}) pushed it after {self._tamp_passes}: call step() first")
-        self._tamp_passes_done[index] = done
         if done == self._tamp_passes:
-            self._tamp.push(index, param.grad)
+            self._tamp.push(index, param.grad)  # A refused push counts for nothing.
             self._tamp_pushed[index] = (param.grad, param.grad._version)
+        self._tamp_passes_done[index] = done
 
     @torch.no_grad()
     def synchronize(self) -> None:
@@ -190,20 +211,44 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._tamp_synchronized:
             return
         self._tamp_name_late_changes()
+        for index in self._tamp.follow_memory(self._tamp_params):
+            self._tamp_hook_again(index)
+        frozen = []  # Frozen since registration, without a gradient: torch's optimizers skip them.
         for index, param in enumerate(self._tamp_params):
             if self._tamp_passes_done[index] < self._tamp_passes:
                 if param.grad is None:  # Unused in this step's forward: Horovod's zeros.
                     param.grad = torch.zeros_like(param)
+                    if not param.requires_grad:
+                        frozen.append(index)
                 self._tamp.push(index, param.grad)
                 self._tamp_passes_done[index] = self._tamp_passes
         if not self._tamp.client.aggregates:
             self._tamp_stepped = self._tamp.finish_step(self._tamp.params, loss)
+            if frozen:
+                self._tamp_name_frozen(frozen)
         else:
             self._tamp_stepped = self._tamp.finish_step([p.grad for p in self._tamp_params],
                                                         loss)
+            for index in frozen:  # The wrapped optimizer leaves them as torch's would.
+                self._tamp_params[index].grad = None
         self._tamp_passes_done = [0] * len(self._tamp_params)
         self._tamp_pushed = [None] * len(self._tamp_params)
         self._tamp_synchronized = True
+
+    def _tamp_name_frozen(self, frozen: List[int]) -> None:
+        """Warns (once) that parameters frozen after registration still move in
+        server-optimizer mode: the servers' optimizer steps every tensor of the job."""
+        if self._tamp_frozen_named:
+            return
+        self._tamp_frozen_named = True
+        names = ", ".join(f'"{self._tamp.names[index]}"' for index in frozen[:5])
+        self._tamp.warn(
+            f"DistributedOptimizer: {names}{', ...' if len(frozen) > 5 else ''} frozen "
+            "(requires_grad False) after DistributedOptimizer() registered them: pushed as "
+            "zeros, the servers' optimizer still steps them, so momentum and weight decay "
+            "still move them. Freeze parameters before DistributedOptimizer(), or use "
+            "server { mode: AGGREGATE }, where step() leaves them to the wrapped optimizer, "
+            "which skips them", stacklevel=5)  # The script's step() or synchronize().
 
     def _tamp_name_late_changes(self) -> None:
         """Warns (once) when a gradient changed after its hook pushed it: in-place (its

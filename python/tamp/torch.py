@@ -26,7 +26,8 @@ Two modes, chosen by the config:
 
 Horovod's controls of a step: DistributedOptimizer(..., backward_passes_per_step=N) pushes
 each gradient once N backward passes have accumulated it (their sum); a parameter without a
-gradient in a step (unused by that forward) is pushed as zeros; synchronize() completes the
+gradient in a step (unused by that forward, or frozen since registration: AGGREGATE mode then
+leaves its .grad None) is pushed as zeros; synchronize() completes the
 exchange early (in AGGREGATE mode the mean is then in .grad, to clip), and step() inside
 `with optimizer.skip_synchronize():` steps on it.
 
@@ -50,10 +51,9 @@ import warnings
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
-import torch.utils.dlpack
 
 import tamp
-from tamp import _torch_broadcast, _torch_optimizer
+from tamp import _torch_broadcast, _torch_optimizer, _torch_tensors
 from tamp._reports import Reports
 from tamp._torch_describe import describe_model
 
@@ -195,40 +195,6 @@ def report_done(test_accuracy: float, step_ms_median: float) -> None:
     session.reports.script_done(session.step, float(test_accuracy), float(step_ms_median))
 
 
-def _check_tensor(name: str, tensor: torch.Tensor) -> None:
-    if tensor.dtype != torch.float32:
-        raise ValueError(f'tensor "{name}": expected torch.float32, got {tensor.dtype}')
-    if tensor.device.type not in ("cpu", "cuda"):
-        raise ValueError(f'tensor "{name}": on {tensor.device}; tamp.torch takes CPU and CUDA '
-                         "tensors")
-    if not tensor.is_contiguous():
-        raise ValueError(f'tensor "{name}": not contiguous{_layout_hint(tensor)}; Tamp takes '
-                         "row-major tensors: pass a contiguous one")
-
-
-def _layout_hint(tensor: torch.Tensor) -> str:
-    """Why a 4-D tensor is not contiguous, when it is channels_last."""
-    if tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last):
-        return (" (torch.channels_last memory format: keep the model in "
-                "torch.contiguous_format)")
-    return ""
-
-
-def _exported(tensor: torch.Tensor):
-    """`tensor` as the client takes it: a CPU tensor's DLPack capsule, exported by torch's C++
-    (its __dlpack_device__() and __dlpack__() would be two Python calls, ~5 us a tensor, and a
-    step passes each parameter three times); a CUDA tensor itself, whose __dlpack__(stream=)
-    orders torch's pending work on it before what the client enqueues on the stream."""
-    return tensor if tensor.is_cuda else torch.utils.dlpack.to_dlpack(tensor)
-
-
-def _stream(tensor: torch.Tensor) -> Optional[int]:
-    """torch's current stream on a CUDA tensor's device, for the client's device work."""
-    if not tensor.is_cuda:  # A flag read; tensor.device builds a string (each push asks).
-        return None
-    return torch.cuda.current_stream(tensor.device).cuda_stream
-
-
 class _Session:
     """The job's client, the registered tensors and the step under way."""
 
@@ -255,15 +221,16 @@ class _Session:
         as that tensor (DistributedOptimizer() without named_parameters registered it as
         "param.G.I"; a tied weight's second name) once."""
         index_of = {name: index for index, name in enumerate(self.names)}
-        by_memory = {_memory(param): index for index, param in enumerate(self.params)}
+        by_memory = {_torch_tensors.memory(param): index
+                     for index, param in enumerate(self.params)}
         by_memory.pop(None, None)
         found: Dict[int, torch.Tensor] = {}
         others = []
         for name, tensor in named:
             if name in index_of:
                 found.setdefault(index_of[name], tensor)
-            elif _memory(tensor) in by_memory:
-                found.setdefault(by_memory[_memory(tensor)], tensor)
+            elif _torch_tensors.memory(tensor) in by_memory:
+                found.setdefault(by_memory[_torch_tensors.memory(tensor)], tensor)
             else:
                 others.append(name)
         job = []
@@ -300,7 +267,7 @@ class _Session:
     def start(self) -> None:
         """Copies the job's initial weights into the parameters, once; begins the first step."""
         if self.step is None:
-            stream = _stream(self.params[0])
+            stream = _torch_tensors.stream(self.params[0])
             params = self._exported_params()
             # A process replacing a dead worker rejoins the run (tamp.restarted()).
             step = (self.client.resume(params, stream=stream) if tamp.restarted()
@@ -313,13 +280,39 @@ class _Session:
     def broadcast(self, tensors: Sequence[torch.Tensor]) -> None:
         """Client.broadcast() of `tensors` (the registered tensors' shapes, in their memory):
         rank 0's become the servers' weights and every worker's."""
-        self.client.broadcast([_exported(tensor) for tensor in tensors],
-                              stream=_stream(tensors[0]))
+        self.client.broadcast([_torch_tensors.exported(tensor) for tensor in tensors],
+                              stream=_torch_tensors.stream(tensors[0]))
 
     def _exported_params(self) -> list:
         """The parameters as the client takes them; the client reads an export and leaves it
         as it was, so one serves every call of a step."""
-        return [_exported(param) for param in self.params]
+        return [_torch_tensors.exported(param) for param in self.params]
+
+    def follow_memory(self, params: Sequence[torch.Tensor]) -> List[int]:
+        """Where the script rebound a parameter's memory since the last step (p.data = ...,
+        as re-initialising or pruning code does), the registered tensor follows it, as
+        torch's optimizers follow their parameters: the answers go where the model reads.
+        ValueError naming the tensor when the new memory does not fit (dtype, shape,
+        layout), and nothing changes. Returns the indices of the tensors that moved."""
+        moved = []
+        for index, param in enumerate(params):
+            registered = self.params[index]
+            if param.data_ptr() == registered.data_ptr():  # Two reads per tensor and step.
+                continue
+            moved.append(index)
+            name = self.names[index]
+            try:
+                _torch_tensors.check_tensor(name, param)
+            except ValueError as refused:
+                raise ValueError(f"{refused} (its memory was replaced after registration: "
+                                 "p.data = ... or model.to(...)?)") from None
+            if param.shape != registered.shape:
+                raise ValueError(f'tensor "{name}": its memory was replaced after '
+                                 f"registration by one of shape {list(param.shape)}; the job "
+                                 f"registered {list(registered.shape)}")
+        for index in moved:
+            self.params[index] = params[index].detach()
+        return moved
 
     def push(self, index: int, gradient: torch.Tensor) -> None:
         """Pushes the registered tensor `index`'s gradient in the step under way."""
@@ -329,11 +322,11 @@ class _Session:
                 "done (training.epochs of init(steps_per_epoch=...), cut at "
                 "training.max_steps, or init(total_steps=...)): end the training loop when "
                 "tamp.torch.current_step() reaches tamp.torch.total_steps()")
-        if not gradient.is_contiguous():  # A flag read.
-            raise ValueError(f'tensor "{self.names[index]}": its gradient is not contiguous'
-                             f"{_layout_hint(gradient)} (the parameter's layout changed "
-                             "after it was registered?); Tamp takes row-major tensors")
-        self.client.push(index, _exported(gradient), stream=_stream(gradient))
+        if (gradient.dtype != torch.float32 or gradient.layout != torch.strided
+                or not gradient.is_contiguous()):  # Attribute and flag reads.
+            raise ValueError(_torch_tensors.gradient_refusal(self.names[index], gradient))
+        self.client.push(index, _torch_tensors.exported(gradient),
+                         stream=_torch_tensors.stream(gradient))
 
     def finish_step(self, out: List[torch.Tensor], loss: Optional[float] = None) -> bool:
         """Waits for the step's answers into `out`; begins the next step. False when a SYNC
@@ -342,17 +335,20 @@ class _Session:
         stepped = True
         params = self._exported_params()
         # Server-optimizer mode answers into the parameters themselves.
-        answers = params if out is self.params else [_exported(tensor) for tensor in out]
+        answers = (params if out is self.params else
+                   [_torch_tensors.exported(tensor) for tensor in out])
         try:
-            self.client.wait(answers, stream=_stream(out[0]))
+            self.client.wait(answers, stream=_torch_tensors.stream(out[0]))
             self.step += 1
             self.reports.step_completed(self.step, loss)
         except tamp.DroppedError as dropped:
-            self.step = self.client.rejoin(params, str(dropped), stream=_stream(self.params[0]))
+            self.step = self.client.rejoin(params, str(dropped),
+                                           stream=_torch_tensors.stream(self.params[0]))
             self.reports.count_from_now()
             stepped = False
         if self.step < self.client.total_steps:
-            self.client.begin_step(self.step, params, stream=_stream(self.params[0]))
+            self.client.begin_step(self.step, params,
+                                   stream=_torch_tensors.stream(self.params[0]))
         return stepped
 
 
@@ -360,7 +356,7 @@ def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> _Sessio
     """The session of `named`: created by the first caller, checked against it after."""
     global _session
     for name, tensor in named:
-        _check_tensor(name, tensor)
+        _torch_tensors.check_tensor(name, tensor)
     if _session is None:
         _session = _Session(named, caller)
     else:
@@ -390,9 +386,14 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     given = _torch_optimizer.named_tensors(params, "broadcast_parameters", "params")
     named, others = (_session.job_entries(given) if _session is not None
                      else _trainable_entries(given))
+    # Horovod's broadcast of a whole state_dict, before anything registered the parameters.
+    from_state_dict = _session is None and not all(
+        isinstance(tensor, torch.nn.Parameter) for _, tensor in named)
     try:
         session = _register(named, "broadcast_parameters")
-    except ValueError as refused:  # Most often Horovod's broadcast of a whole state_dict.
+    except ValueError as refused:
+        if not from_state_dict:
+            raise
         raise ValueError(f"{refused} (broadcast_parameters takes the job's trainable "
                          "parameters, e.g. model.named_parameters(); a state_dict's buffers, "
                          "such as BatchNorm's running statistics, are not part of a Tamp "
@@ -419,14 +420,6 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
         _torch_broadcast.broadcast_entries(session, dict(given), others, tamp.rank() == 0)
 
 
-def _memory(tensor) -> Optional[int]:
-    """Where a tensor's values start, to tell two names of one tensor (tied weights); None
-    for what is not a tensor or holds no values (empty tensors share address 0)."""
-    if isinstance(tensor, torch.Tensor) and tensor.numel() > 0:
-        return tensor.data_ptr()
-    return None
-
-
 def _trainable_entries(named: Sequence[Tuple[str, torch.Tensor]]
                        ) -> Tuple[List[Tuple[str, torch.Tensor]], List[str]]:
     """`named` before any registration, split into the entries to register and the names of
@@ -438,7 +431,7 @@ def _trainable_entries(named: Sequence[Tuple[str, torch.Tensor]]
         if isinstance(tensor, torch.nn.Parameter) and not tensor.requires_grad:
             frozen.append(name)
             continue
-        memory = _memory(tensor)
+        memory = _torch_tensors.memory(tensor)
         if memory is not None:
             if memory in seen:
                 continue
@@ -527,7 +520,15 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
         raise TypeError("DistributedOptimizer: expected a torch.optim.Optimizer, got a "
                         f"{type(optimizer).__name__}")
     named = _torch_optimizer.job_parameters(optimizer, named_parameters)
-    session = _register(named, "DistributedOptimizer")
+    registered_before = _session is not None
+    try:
+        session = _register(named, "DistributedOptimizer")
+    except ValueError as refused:
+        if not registered_before:
+            raise
+        raise ValueError(f"{refused} (one DistributedOptimizer() steps every trainable "
+                         "parameter of the job: for settings per layer, give one optimizer "
+                         "param_groups)") from None
     wrapped = _torch_optimizer.wrap(optimizer, session, named, backward_passes_per_step)
     if not wrapped._tamp.client.aggregates:
         unused = _torch_optimizer.unused_settings(optimizer,
@@ -535,8 +536,12 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
         if unused:
             _warn("DistributedOptimizer: in server-optimizer mode the servers run the "
                   "config's optimizer section and the wrapped optimizer never steps, so these "
-                  f"of its settings are not used: {', '.join(unused)}; set them in the config "
-                  "(or use server { mode: AGGREGATE } to step the wrapped optimizer)")
+                  f"of its settings are not used: {', '.join(unused)}; "
+                  + ("set them in the config's optimizer section (or use server { mode: "
+                     "AGGREGATE } to step the wrapped optimizer)"
+                     if _torch_optimizer.servers_run(optimizer) else
+                     "the servers run only SGD and Adam: to train with this optimizer, use "
+                     "server { mode: AGGREGATE }, where the wrapped optimizer steps"))
     return wrapped
 
 

@@ -181,7 +181,9 @@ def check_distributed_optimizer(out_path):
     the third step, on the mean clipped between synchronize() and step(). The LR scheduler
     was created before DistributedOptimizer() (on the optimizer it wraps), and a checkpoint's
     state was loaded into the wrapped one (new param_groups lists): the scheduler still halves
-    the wrapped one's rate after two steps, and sees every step (no warning)."""
+    the wrapped one's rate after two steps, and sees every step (no warning). At the fourth
+    step, with weight decay, a parameter frozen since registration gets no gradient and
+    stays as it was, as torch's SGD leaves it."""
     torch.manual_seed(5)
     model = Mlp()
     sgd = torch.optim.SGD(model.parameters(), lr=0.125)
@@ -190,13 +192,17 @@ def check_distributed_optimizer(out_path):
     assert optimizer is sgd, "DistributedOptimizer() wraps the optimizer in place"
     optimizer.load_state_dict(sgd.state_dict())  # As resuming from a checkpoint.
     loaded = check_optimizer_state_broadcast(model, optimizer)
-    for step in range(3):
+    for step in range(4):
         rate = 0.125 if step < 2 else 0.0625
         assert optimizer.param_groups[0]["lr"] == rate, (step, optimizer.param_groups[0]["lr"])
         x, y = local_batch(step)
         means = mean_of_local_gradients(model, x, y)
         before = [p.detach().clone() for p in model.parameters()]
-        optimizer.zero_grad()
+        decay = 0.0
+        if step == 3:
+            model.fc2.bias.requires_grad_(False)
+            decay = optimizer.param_groups[0]["weight_decay"] = 0.01
+        optimizer.zero_grad(set_to_none=True)
         torch.nn.functional.cross_entropy(model(x), y).backward()
         scale = 1.0
         if step == 2:
@@ -213,8 +219,12 @@ def check_distributed_optimizer(out_path):
         else:
             optimizer.step()
         for (name, param), old, mean in zip(model.named_parameters(), before, means):
-            torch.testing.assert_close(param.detach(), old - rate * scale * mean, rtol=1e-5,
-                                       atol=1e-6, msg=name)
+            if not param.requires_grad:
+                assert torch.equal(param.detach(), old), f"{name} moved, frozen"
+                assert param.grad is None, f"{name} has a .grad, frozen"
+                continue
+            torch.testing.assert_close(param.detach(), old - rate * (scale * mean + decay * old),
+                                       rtol=1e-5, atol=1e-6, msg=name)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             schedule.step()

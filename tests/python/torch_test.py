@@ -281,9 +281,10 @@ class TorchTest(unittest.TestCase):
 
     def test_a_channels_last_tensor_is_refused_saying_so(self):
         weight = torch.zeros(8, 3, 5, 5).to(memory_format=torch.channels_last)
-        self.assertRefused(ValueError, lambda: tamp.torch._check_tensor("conv.weight", weight),
+        self.assertRefused(ValueError,
+                           lambda: tamp._torch_tensors.check_tensor("conv.weight", weight),
                            '"conv.weight"', "not contiguous", "torch.channels_last")
-        self.assertRefused(ValueError, lambda: tamp.torch._check_tensor(
+        self.assertRefused(ValueError, lambda: tamp._torch_tensors.check_tensor(
             "fc.weight", torch.zeros(4, 6).t()), '"fc.weight"', "not contiguous")
 
     def test_the_registered_memory_under_other_names_is_taken(self):
@@ -325,8 +326,80 @@ class TorchTest(unittest.TestCase):
 
     def test_non_fp32_model_refused(self):
         other = Mlp(dtype=torch.float64)
-        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(
-            other.state_dict()), '"fc1.weight"', "float32", "float64")
+        for params in (other.state_dict(), other.named_parameters()):
+            with self.assertRaises(ValueError) as raised:
+                tamp.torch.broadcast_parameters(params)
+            for words in ('"fc1.weight"', "float32", "float64", "model.float()"):
+                self.assertIn(words, str(raised.exception))
+            self.assertNotIn("buffers", str(raised.exception))  # Not about the dict.
+
+    def test_a_sparse_gradient_is_refused_naming_the_tensor_and_changes_nothing(self):
+        model = self.model
+        self.optimizer.zero_grad(set_to_none=True)
+        # As nn.Embedding(sparse=True) does: fc1.weight's rows as an embedding table.
+        rows = torch.nn.functional.embedding(torch.tensor([[0, 3]]), model.fc1.weight,
+                                             sparse=True)
+        self.assertRefused(ValueError, lambda: rows.sum().backward(), '"fc1.weight"',
+                           "sparse", "sparse=False")
+        # The refused push counted for nothing: the step goes on as any other.
+        self.test_steps_apply_the_servers_sgd_exactly()
+
+    def test_a_model_converted_after_registration_is_refused_naming_the_tensor(self):
+        model, optimizer = self.model, self.optimizer
+        model.fc2.double()  # torch < 2.1 drops fc2's gradient accumulators, and the hooks.
+        try:
+            optimizer.zero_grad(set_to_none=True)
+            model.fc2(torch.relu(model.fc1(torch.randn(4, 784))).double()).sum().backward()
+            self.assertRefused(ValueError, optimizer.step, '"fc2.', "torch.float64",
+                               "model.float()", "replaced after registration")
+        finally:
+            model.fc2.float()  # New memory again, fp32, and its gradients.
+        optimizer.step()  # Follows the memory, pushes fc2's gradients, and hooks it anew.
+        optimizer.zero_grad(set_to_none=True)
+        loss_of(model).backward()
+        self.assertEqual(optimizer._tamp_passes_done, [1, 1, 1, 1])  # Each hook pushed.
+        optimizer.step()
+        self.test_steps_apply_the_servers_sgd_exactly()
+
+    def test_replaced_parameter_memory_takes_the_servers_updates(self):
+        model, optimizer = self.model, self.optimizer
+        old_memory = model.fc2.bias.data_ptr()
+        model.fc2.bias.data = model.fc2.bias.data.clone()  # As re-initialising code does.
+        self.assertNotEqual(model.fc2.bias.data_ptr(), old_memory)
+        self.test_steps_apply_the_servers_sgd_exactly()  # Into the new memory.
+        # Memory that does not fit is refused by step(), naming it; the step stays open.
+        saved = model.fc2.bias.data
+        model.fc2.bias.data = torch.zeros(20)[::2]
+        try:
+            optimizer.zero_grad(set_to_none=True)
+            loss_of(model).backward()
+            self.assertRefused(ValueError, optimizer.step, '"fc2.bias"', "not contiguous",
+                               "replaced after registration")
+        finally:
+            model.fc2.bias.data = saved
+        before = model.fc2.bias.detach().clone()
+        optimizer.step()
+        self.assertFalse(torch.equal(model.fc2.bias.detach(), before))
+
+    def test_a_parameter_frozen_after_registration_is_named_once(self):
+        model, optimizer = self.model, self.optimizer
+        model.fc2.bias.requires_grad_(False)
+        try:
+            for expected_warnings in (1, 0):
+                before = model.fc2.bias.detach().clone()
+                optimizer.zero_grad(set_to_none=True)
+                loss_of(model).backward()
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    optimizer.step()
+                self.assertEqual(len(caught), expected_warnings)
+                if caught:
+                    self.assertIn('"fc2.bias" frozen', str(caught[0].message))
+                    self.assertIn("server { mode: AGGREGATE }", str(caught[0].message))
+                # SGD without momentum or decay on the zeros pushed for it.
+                self.assertTrue(torch.equal(model.fc2.bias.detach(), before))
+        finally:
+            model.fc2.bias.requires_grad_(True)
 
     def test_comm_hook_needs_aggregate_mode(self):
         self.assertRefused(RuntimeError, lambda: tamp.torch.CommHookState(

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,12 +19,26 @@ constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
 // Written by the handler; -1 while no watcher is installed.
 std::atomic<int> g_write_fd{-1};
 volatile sig_atomic_t g_last_signal = 0;
+// CLOCK_MONOTONIC nanoseconds of the last signal counted, and the window after it in which
+// another is the same interrupt (lock-free atomics: safe in a handler).
+std::atomic<int64_t> g_last_counted_ns{0};
+std::atomic<int64_t> g_same_interrupt_ns{0};
+
+int64_t MonotonicNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);  // Async-signal-safe.
+  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+}
 
 extern "C" void OnSignal(int sig) {
   const int saved_errno = errno;
   g_last_signal = sig;
   const int fd = g_write_fd.load();
-  if (fd >= 0) {
+  const int64_t now = MonotonicNs();
+  const int64_t last = g_last_counted_ns.load();
+  const bool same = last != 0 && now - last < g_same_interrupt_ns.load();
+  if (fd >= 0 && !same) {
+    g_last_counted_ns.store(now);
     const char byte = static_cast<char>(sig);
     ssize_t ignored = write(fd, &byte, 1);  // Non-blocking; a full pipe is still readable.
     (void)ignored;
@@ -33,7 +48,8 @@ extern "C" void OnSignal(int sig) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<InterruptWatcher>> InterruptWatcher::Install() {
+absl::StatusOr<std::unique_ptr<InterruptWatcher>> InterruptWatcher::Install(
+    absl::Duration same_interrupt) {
   if (g_write_fd.load() >= 0) {
     return absl::FailedPreconditionError("an InterruptWatcher is already installed");
   }
@@ -43,6 +59,8 @@ absl::StatusOr<std::unique_ptr<InterruptWatcher>> InterruptWatcher::Install() {
   }
   std::unique_ptr<InterruptWatcher> watcher(new InterruptWatcher(fds[0], fds[1]));
   g_last_signal = 0;
+  g_last_counted_ns.store(0);
+  g_same_interrupt_ns.store(absl::ToInt64Nanoseconds(same_interrupt));
   g_write_fd.store(fds[1]);
   struct sigaction action;
   memset(&action, 0, sizeof(action));

@@ -3,7 +3,9 @@
 // While an InterruptWatcher exists, those signals no longer kill the process: the handler
 // records the signal and writes a byte to a self-pipe whose read end (fd()) a poll loop
 // watches (ProcessGroup::Poll's wake_fd). The previous dispositions come back on
-// destruction.
+// destruction. A signal within `same_interrupt` of the last one counted is taken for that
+// interrupt arriving twice (a signal to the launcher's whole process group, which `timeout`
+// also forwards; Slurm's scancel) and is not counted: only a later one means "again".
 //
 // Only one may exist at a time (signal handlers are process-wide). Not thread-safe.
 //
@@ -21,6 +23,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace tamp::launcher {
 
@@ -29,7 +32,8 @@ class InterruptWatcher {
   // InterruptWatcher::Install()
   //
   // Installs the handlers. FAILED_PRECONDITION if another watcher exists.
-  static absl::StatusOr<std::unique_ptr<InterruptWatcher>> Install();
+  static absl::StatusOr<std::unique_ptr<InterruptWatcher>> Install(
+      absl::Duration same_interrupt = absl::Seconds(1));
   ~InterruptWatcher();
   InterruptWatcher(const InterruptWatcher&) = delete;
   InterruptWatcher& operator=(const InterruptWatcher&) = delete;
@@ -39,7 +43,7 @@ class InterruptWatcher {
 
   // InterruptWatcher::Consume()
   //
-  // Drains the pipe and returns how many signals arrived since the last call.
+  // Drains the pipe and returns how many signals were counted since the last call.
   int Consume();
 
   // The last signal received (0 if none).

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace tamp::launcher {
@@ -14,7 +15,7 @@ bool Readable(int fd) {
 }
 
 TEST(InterruptWatcherTest, SignalsBecomeReadableAndCounted) {
-  auto watcher = InterruptWatcher::Install();
+  auto watcher = InterruptWatcher::Install(absl::ZeroDuration());
   ASSERT_TRUE(watcher.ok()) << watcher.status();
   EXPECT_FALSE(Readable((*watcher)->fd()));
   EXPECT_EQ((*watcher)->Consume(), 0);
@@ -25,6 +26,20 @@ TEST(InterruptWatcherTest, SignalsBecomeReadableAndCounted) {
   EXPECT_EQ((*watcher)->last_signal(), SIGTERM);
   EXPECT_EQ((*watcher)->Consume(), 2);
   EXPECT_FALSE(Readable((*watcher)->fd()));
+}
+
+TEST(InterruptWatcherTest, ASignalSoonAfterTheLastCountedIsTheSameInterrupt) {
+  auto watcher = InterruptWatcher::Install(absl::Milliseconds(300));
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  raise(SIGINT);
+  raise(SIGINT);  // The same Ctrl-C, reaching the launcher twice.
+  raise(SIGTERM);
+  EXPECT_EQ((*watcher)->last_signal(), SIGTERM);
+  EXPECT_EQ((*watcher)->Consume(), 1);
+  EXPECT_FALSE(Readable((*watcher)->fd()));
+  absl::SleepFor(absl::Milliseconds(400));
+  raise(SIGINT);  // Another interrupt.
+  EXPECT_EQ((*watcher)->Consume(), 1);
 }
 
 TEST(InterruptWatcherTest, OnlyOneAtATimeAndDispositionsRestored) {

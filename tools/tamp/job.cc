@@ -330,6 +330,17 @@ Job::Outcome Job::WatchWorkers() {
         ReportChildFailure(event.child, "exited (exit status 0) without reporting DONE");
         return Outcome::kFailed;
       }
+      // A script that left its training loop early: the others would wait on it at the next
+      // barrier (consistency.worker_timeout_ms), then train on without it.
+      const std::optional<events::WorkerEvent>& done = summary_.done_event(role.rank);
+      if (done && done->step() < done->total_steps()) {
+        ReportChildFailure(event.child,
+                           absl::StrCat("exited (exit status 0) after step ", done->step(),
+                                        " of the run's ", done->total_steps(),
+                                        ": every worker trains to the run's end "
+                                        "(tamp.torch.total_steps())"));
+        return Outcome::kFailed;
+      }
       if (!first_finished) first_finished = absl::Now();
     }
     if (Interrupted()) return Outcome::kInterrupted;
@@ -418,12 +429,15 @@ void Job::TearDown(absl::Duration grace, bool expect_clean) {
   const int running = group_.num_running();
   if (running == 0) return;
   interrupts_->Consume();  // From here on, a new signal means "hurry": SIGKILL at once.
-  for (const ChildEvent& event : group_.Shutdown(grace, interrupts_->fd())) {
+  const std::vector<ChildEvent> events = group_.Shutdown(grace, interrupts_->fd());
+  const bool hurried = interrupts_->Consume() > 0;
+  for (const ChildEvent& event : events) {
     if (event.type == ChildEvent::Type::kLine) {
       HandleLine(event.child, event.line);
     } else if (event.status.signaled() && event.status.signal() == SIGKILL) {
-      Say(absl::StrCat(group_.name(event.child), " did not stop within ", Seconds(grace),
-                       " of SIGTERM; killed"));
+      Say(hurried ? absl::StrCat(group_.name(event.child), " killed (interrupted again)")
+                  : absl::StrCat(group_.name(event.child), " did not stop within ",
+                                 Seconds(grace), " of SIGTERM; killed"));
     } else if (expect_clean && !event.status.success() &&
                !(event.status.signaled() && event.status.signal() == SIGTERM)) {
       Say(absl::StrCat("warning: ", group_.name(event.child), " stopped with ",
@@ -446,7 +460,8 @@ int Job::Finish(Outcome outcome) {
       const char* name = sigabbrev_np(interrupts_->last_signal());
       const int running = group_.num_running();
       Say(absl::StrCat("interrupted (SIG", name ? name : "?", "); stopping ", running,
-                       running == 1 ? " process" : " processes"));
+                       running == 1 ? " process" : " processes",
+                       " (interrupt again to kill at once)"));
       TearDown(options_.failure_grace, /*expect_clean=*/false);
       Say(absl::StrCat("logs are in ", run_dir_));
       return kExitInterrupted;

@@ -100,12 +100,16 @@ echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"bytesPushed\":\"
 //                               when TAMP_RESTART is unset)
 //   FAKE_COMMAND_MODE=silent    exits 0 without printing anything
 //   FAKE_COMMAND_MODE=hang      never finishes
+//   FAKE_COMMAND_MODE=early     rank 1 reports DONE after step 1 of 2 and exits 0; the
+//                               others never finish
 constexpr char kFakeCommand[] = R"(
 echo $$ >> "$FAKE_PIDS"
 { echo "args=$*"; env | grep -E '^(TAMP_|RANK=|WORLD_SIZE=|LOCAL_|MASTER_)' | sort; } >> "$FAKE_ENV_DIR/rank-$TAMP_RANK"
 case "${FAKE_COMMAND_MODE:-ok}" in
   silent) exit 0 ;;
   hang) exec sleep 30 ;;
+  early) [ "$TAMP_RANK" = 1 ] || exec sleep 30
+         echo '{"kind":"DONE","step":"1","totalSteps":"2","bytesPushed":"100"}'; exit 0 ;;
 esac
 echo "hello from $TAMP_RANK"
 echo "{'loss': 0.5}"
@@ -520,6 +524,17 @@ TEST_F(JobTest, CommandWithoutEventsEndsWithTheWallTime) {
   EXPECT_GT(summary.wall_seconds(), 0);
   EXPECT_EQ(summary.steps(), 0u);
   EXPECT_EQ(summary.compression_ratio(), 0);
+  ExpectAllGone(4);
+}
+
+// A script that leaves its training loop early and exits 0 fails the job at once, naming
+// its step: the others would wait on it, then train on without it.
+TEST_F(JobTest, CommandEndingBeforeTheRunsEndFailsTheJob) {
+  UseCommand();
+  setenv("FAKE_COMMAND_MODE", "early", 1);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 exited (exit status 0) after step 1 of the "
+                                    "run's 2: every worker trains to the run's end"));
   ExpectAllGone(4);
 }
 

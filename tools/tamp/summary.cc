@@ -45,6 +45,7 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
   switch (event.kind()) {
     case events::WorkerEvent::STEP:
       if (worker == 0 && event.has_loss()) final_loss_ = event.loss();
+      if (worker == 0) last_epoch_ = event.epoch();
       compute_ms_.push_back(event.compute_ms());
       encode_ms_.push_back(event.encode_ms());
       wire_ms_.push_back(event.wire_ms());
@@ -84,7 +85,7 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   if (done_[0]->has_test_accuracy()) summary.set_test_accuracy(done_[0]->test_accuracy());
   summary.set_synthetic(done_[0]->synthetic());
   summary.set_steps(done_[0]->step());  // DONE carries the final step count in `step`.
-  summary.set_epochs(epochs);
+  summary.set_epochs(last_epoch_ ? *last_epoch_ + 1 : epochs);
   summary.set_wall_seconds(wall_seconds);
   uint64_t pushed = 0, pulled = 0, raw_pushed = 0;
   std::vector<double> medians;

@@ -42,7 +42,10 @@ absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
 //   <x>_ms_median          compute, encode, wire, decode, apply: median over every STEP
 //                          of every worker (0 if none)
 //   comm_hidden_percent_median  likewise, of comm_hidden_percent
-// name, epochs and wall_seconds come from the caller.
+//   epochs                 epochs begun by worker 0's steps (its last STEP's epoch + 1; the
+//                          last may be partial, as training.max_steps cuts it); the caller's
+//                          (the config's) when worker 0 reported no STEP
+// name and wall_seconds come from the caller.
 class SummaryBuilder {
  public:
   explicit SummaryBuilder(int num_workers);
@@ -53,6 +56,11 @@ class SummaryBuilder {
 
   // Whether worker `worker` has reported DONE.
   bool done(int worker) const;
+
+  // Worker `worker`'s DONE event, if it reported one.
+  const std::optional<events::WorkerEvent>& done_event(int worker) const {
+    return done_.at(worker);
+  }
 
   // SummaryBuilder::WorkerRestarted() / ServerRestarted()
   //
@@ -69,6 +77,7 @@ class SummaryBuilder {
 
  private:
   std::vector<std::optional<events::WorkerEvent>> done_;
+  std::optional<uint32_t> last_epoch_;  // Of worker 0's last STEP.
   // By worker: the byte counters of its latest event, and those of its dead predecessors.
   struct Bytes {
     uint64_t pushed = 0;

@@ -26,10 +26,11 @@ events::WorkerEvent Done(uint64_t pushed, uint64_t pulled, uint64_t raw, double 
   return e;
 }
 
-events::WorkerEvent StepLoss(float loss) {
+events::WorkerEvent StepLoss(float loss, uint32_t epoch = 0) {
   events::WorkerEvent e;
   e.set_kind(events::WorkerEvent::STEP);
   e.set_loss(loss);
+  e.set_epoch(epoch);
   return e;
 }
 
@@ -69,17 +70,31 @@ TEST(ParseWorkerEventTest, RejectsNonEvents) {
   EXPECT_FALSE(ParseWorkerEvent("{\"a\":" + std::string(1000, '[')).ok());
 }
 
+// A run cut by training.max_steps inside its first epoch began 1 epoch, not the config's;
+// without a STEP, the config's epochs stand.
+TEST(SummaryBuilderTest, EpochsAreThoseWorkerZeroBegan) {
+  SummaryBuilder builder(1);
+  builder.Add(0, Done(100, 1000, 1000, 4.0, 0.875));
+  auto summary = builder.Build("mlp", 3, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->epochs(), 3u);
+  builder.Add(0, StepLoss(0.5f, 0));
+  summary = builder.Build("mlp", 3, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->epochs(), 1u);
+}
+
 TEST(SummaryBuilderTest, AggregatesDoneEvents) {
   SummaryBuilder builder(3);
   builder.Add(0, StepLoss(0.9f));
-  builder.Add(1, StepLoss(5.0f));  // Only worker 0's loss counts.
-  builder.Add(0, StepLoss(0.25f));
+  builder.Add(1, StepLoss(5.0f, 4));  // Only worker 0's loss and epoch count.
+  builder.Add(0, StepLoss(0.25f, 2));
   EXPECT_FALSE(builder.done(0));
   builder.Add(0, Done(100, 1000, 1000, 4.0, 0.875));
   builder.Add(1, Done(200, 1000, 2000, 2.0, 0.0));
   builder.Add(2, Done(300, 1000, 3000, 9.0, 0.0));
   builder.Add(7, Done(1, 1, 1, 1, 1));  // Unknown rank: ignored.
-  auto summary = builder.Build("mlp", 3, 12.5);
+  auto summary = builder.Build("mlp", 5, 12.5);  // Ran 3 of the config's 5 epochs.
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->name(), "mlp");
   EXPECT_DOUBLE_EQ(summary->test_accuracy(), 0.875);

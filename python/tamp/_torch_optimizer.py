@@ -126,7 +126,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Hooks `named`, the job's tensors (registered with `session`, started); the
         DistributedOptimizer that pushed until now (this one too, wrapped again) hands over."""
         if session.optimizer is not None:
-            session.optimizer._tamp_hand_over()
+            session.optimizer._tamp_hand_over(
+                "a later DistributedOptimizer() over the same tensors replaced this one (it "
+                "pushes and steps now); step that one")
         self._tamp = session
         self._tamp_params = [p for _, p in named]
         self._tamp_passes = backward_passes_per_step
@@ -144,7 +146,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_skipping = False  # Inside skip_synchronize().
         # The rate at registration, to say once when a scheduler changes it to no effect.
         self._tamp_learning_rate = self.param_groups[0].get("lr")
-        self._tamp_replaced = False  # A later DistributedOptimizer() took the hooks over.
+        # Why this one no longer steps through Tamp (a later DistributedOptimizer() took the
+        # hooks over, or shutdown() closed the job); None while it does.
+        self._tamp_ended: Optional[str] = None
         self._tamp_hooks = [
             _grad_accumulated_hook(param, lambda i=index, p=param: self._tamp_accumulated(i, p))
             for index, param in enumerate(self._tamp_params)]
@@ -170,22 +174,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                "(gradients pushed, or synchronize() called): call its step() "
                                "first")
 
-    def _tamp_hand_over(self) -> None:
-        """A later DistributedOptimizer() over the same tensors pushes from now on."""
+    def _tamp_hand_over(self, why: str) -> None:
+        """Stops pushing and stepping through Tamp (its hooks are removed); step() then raises
+        RuntimeError saying `why`."""
         for kept in self._tamp_hooks:
             kept[0].remove()
         self._tamp_hooks = []
-        self._tamp_replaced = True
+        self._tamp_ended = why
 
     def _tamp_check_current(self) -> None:
-        if self._tamp_replaced:
-            raise RuntimeError("DistributedOptimizer: a later DistributedOptimizer() over the "
-                               "same tensors replaced this one (it pushes and steps now); "
-                               "step that one")
+        if self._tamp_ended is not None:
+            raise RuntimeError(f"DistributedOptimizer: {self._tamp_ended}")
 
     def _tamp_accumulated(self, index: int, param: torch.Tensor) -> None:
         done = self._tamp_passes_done[index] + 1
         if done > self._tamp_passes:
+            # torch added the refused pass into .grad before this hook: not a change after the
+            # push for step() to warn of (clipping).
+            if self._tamp_pushed[index] is not None:
+                self._tamp_pushed[index] = (param.grad, param.grad._version)
             raise RuntimeError(
                 f'tensor "{self._tamp.names[index]}": backward accumulated its gradient '
                 f"{done} times in one step, and DistributedOptimizer(backward_passes_per_step="

@@ -129,10 +129,15 @@ def total_steps() -> int:
 
 def shutdown() -> None:
     """Ends this worker's reports (the automatic DONE) and closes the job's client (waits
-    for RPCs in flight); init() starts anew."""
+    for RPCs in flight); the job's DistributedOptimizer stops pushing, and its step() raises
+    RuntimeError; init() starts anew."""
     global _session
     if _session is not None and _session.step is not None:
         _session.reports.finish(_session.step)
+    if _session is not None and _session.optimizer is not None:
+        _session.optimizer._tamp_hand_over(
+            "tamp.torch.shutdown() closed the job it stepped through; to train on through "
+            "Tamp, call tamp.torch.init() and DistributedOptimizer() again")
     _session = None
 
 

@@ -183,7 +183,7 @@ def check_distributed_optimizer(out_path):
     state was loaded into the wrapped one (new param_groups lists): the scheduler still halves
     the wrapped one's rate after two steps, and sees every step (no warning). At the fourth
     step, with weight decay, a parameter frozen since registration gets no gradient and
-    stays as it was, as torch's SGD leaves it."""
+    stays as it was, as torch's SGD leaves it. After shutdown() the optimizer refuses to step."""
     torch.manual_seed(5)
     model = Mlp()
     sgd = torch.optim.SGD(model.parameters(), lr=0.125)
@@ -231,6 +231,15 @@ def check_distributed_optimizer(out_path):
         assert not caught, [str(w.message) for w in caught]
     check_no_state_after_the_first_step(loaded)
     dump(model, out_path)
+    # After shutdown() backward pushes nothing, and step() says why it does not step.
+    tamp.torch.shutdown()
+    optimizer.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    try:
+        optimizer.step()
+        raise AssertionError("step() after shutdown() went through")
+    except RuntimeError as refused:
+        assert "shutdown() closed the job" in str(refused), refused
 
 
 def check_mismatched_broadcasts(out_path):

@@ -207,9 +207,11 @@ absl::StatusOr<Placement> FromSlurm(const PlacementRequest& request, const EnvLo
                    absl::StrCat("task ", procid, " is a ",
                                 placement.role == Role::kServer ? "server" : "worker",
                                 " (tasks 0..", request.num_servers - 1,
-                                " are servers) but this binary is a ",
-                                request.role == Role::kServer ? "tamp_server" : "tamp_worker",
-                                ": start deploy/slurm/tamp_task.sh, which picks the binary"));
+                                " are servers) but this process is a ",
+                                request.role == Role::kServer
+                                    ? "server (tamp_server)"
+                                    : "worker (tamp_worker or a training script)",
+                                ": start deploy/slurm/tamp_task.sh, which picks the program"));
   }
   return placement;
 }

@@ -56,7 +56,15 @@ absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view ca
   for (ChunkCodecs& codecs : codecs_) codecs.push_memory->Reset();
   if (device_ != nullptr) TAMP_RETURN_IF_ERROR(device_->ResetResiduals(memory.stream));
   in_step_ = false;
-  TAMP_ASSIGN_OR_RETURN(const uint64_t step, ps_client_->Rejoin(Pulled()));
+  absl::StatusOr<uint64_t> rejoined = ps_client_->Rejoin(Pulled());
+  if (!rejoined.ok()) {
+    // Why it rejoined: a process that took its rank over from a second one started with the
+    // same rank waits for a worker that was never started.
+    return absl::Status(rejoined.status().code(),
+                        absl::StrCat(rejoined.status().message(), " (why it rejoined: ",
+                                     cause, ")"));
+  }
+  const uint64_t step = *rejoined;
   TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   LOG(WARNING) << "worker " << rank_ << " rejoined at step " << step;
   next_step_ = step;

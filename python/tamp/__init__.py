@@ -107,7 +107,7 @@ def init(config: Union[Config, str, None] = None, rank: Optional[int] = None,
 def placement() -> Placement:
     """The placement init() read; RuntimeError before init()."""
     if _placement is None:
-        raise RuntimeError("tamp: call tamp.init() first")
+        raise RuntimeError("tamp: call tamp.init() (or tamp.torch.init()) first")
     return _placement
 
 

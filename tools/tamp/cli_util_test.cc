@@ -84,6 +84,28 @@ TEST(FilesTest, ReadPortFile) {
   }
 }
 
+TEST(FilesTest, LastPythonExceptionIsTheFinalTracebacksFirstUnindentedLine) {
+  const std::vector<std::string> log = {
+      "W1128 worker 1: starting",
+      "Traceback (most recent call last):",
+      "  File \"a.py\", line 3, in <module>",
+      "KeyError: 'x'",
+      "",
+      "During handling of the above exception, another exception occurred:",
+      "",
+      "Traceback (most recent call last):",
+      "  File \"train.py\", line 9, in <module>",
+      "    loss.backward()",
+      "NotImplementedError: Could not run 'aten::as_strided' with arguments from the "
+      "'SparseCPU' backend.",
+      "CPU: registered at ...",
+      "  (dispatch keys)"};
+  EXPECT_EQ(LastPythonException(log), 10u);
+  EXPECT_EQ(LastPythonException({"plain", "log"}), std::nullopt);
+  EXPECT_EQ(LastPythonException({"Traceback (most recent call last):", "  File x"}),
+            std::nullopt);
+}
+
 TEST(FilesTest, ReadLastLines) {
   const std::string path = TempDir() + "/tail.log";
   WriteFile(path, "a\nb\nc\nd\n");

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -136,6 +137,21 @@ absl::StatusOr<std::vector<std::string>> ReadLastLines(const std::string& path, 
   if (start > 0 && !lines.empty()) lines.erase(lines.begin());   // Cut mid-line.
   if (static_cast<int>(lines.size()) > n) lines.erase(lines.begin(), lines.end() - n);
   return lines;
+}
+
+std::optional<size_t> LastPythonException(const std::vector<std::string>& lines) {
+  std::optional<size_t> traceback;
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (absl::StartsWith(lines[i], "Traceback (most recent call last):")) {
+      traceback = i;
+      break;
+    }
+  }
+  if (!traceback) return std::nullopt;
+  for (size_t i = *traceback + 1; i < lines.size(); ++i) {
+    if (!lines[i].empty() && lines[i][0] != ' ') return i;
+  }
+  return std::nullopt;
 }
 
 std::string MakeAbsolute(const std::string& path) {

@@ -2,6 +2,7 @@
 #ifndef TAMP_TOOLS_TAMP_FILES_H_
 #define TAMP_TOOLS_TAMP_FILES_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,14 @@ absl::StatusOr<int> ReadPortFile(const std::string& path);
 //
 // The last `n` lines of the file at `path` (of at most its last 64 KiB).
 absl::StatusOr<std::vector<std::string>> ReadLastLines(const std::string& path, int n);
+
+// LastPythonException()
+//
+// The index in `lines` (a log's) of the exception line of the last Python traceback: the
+// first line after the last "Traceback (most recent call last):" that is not indented, as
+// "ValueError: ...". A long exception message (torch's lists its dispatch keys) can push it
+// out of a log's last lines. nullopt when there is none.
+std::optional<size_t> LastPythonException(const std::vector<std::string>& lines);
 
 // MakeAbsolute()
 //

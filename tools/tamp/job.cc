@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -412,15 +413,25 @@ void Job::ReportChildFailure(int child, absl::string_view what) {
   renderer_.Finish();
   Say(absl::StrCat(group_.name(child), " ", what));
   const std::string& log = group_.log_path(child);
-  absl::StatusOr<std::vector<std::string>> tail = ReadLastLines(log, kLogTailLines);
-  if (!tail.ok()) {
-    Say(tail.status().message());
-  } else if (tail->empty()) {
+  absl::StatusOr<std::vector<std::string>> lines =
+      ReadLastLines(log, std::numeric_limits<int>::max());
+  if (!lines.ok()) {
+    Say(lines.status().message());
+    return;
+  }
+  if (lines->empty()) {
     Say(absl::StrCat(log, " is empty"));
-  } else {
-    Say(tail->size() == 1 ? absl::StrCat("last line of ", log, ":")
-                          : absl::StrCat("last ", tail->size(), " lines of ", log, ":"));
-    for (const std::string& line : *tail) renderer_.PrintLine(absl::StrCat("    ", line));
+    return;
+  }
+  const size_t tail = std::min<size_t>(lines->size(), kLogTailLines);
+  const std::optional<size_t> exception = LastPythonException(*lines);
+  if (exception && *exception < lines->size() - tail) {  // A message longer than the tail.
+    Say(absl::StrCat("its Python exception: ", (*lines)[*exception]));
+  }
+  Say(tail == 1 ? absl::StrCat("last line of ", log, ":")
+                : absl::StrCat("last ", tail, " lines of ", log, ":"));
+  for (size_t i = lines->size() - tail; i < lines->size(); ++i) {
+    renderer_.PrintLine(absl::StrCat("    ", (*lines)[i]));
   }
 }
 

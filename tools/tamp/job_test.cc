@@ -102,6 +102,8 @@ echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"bytesPushed\":\"
 //   FAKE_COMMAND_MODE=hang      never finishes
 //   FAKE_COMMAND_MODE=early     rank 1 reports DONE after step 1 of 2 and exits 0; the
 //                               others never finish
+//   FAKE_COMMAND_MODE=traceback rank 1 dies of a Python exception whose message runs 30
+//                               lines; the others never finish
 constexpr char kFakeCommand[] = R"(
 echo $$ >> "$FAKE_PIDS"
 { echo "args=$*"; env | grep -E '^(TAMP_|RANK=|WORLD_SIZE=|LOCAL_|MASTER_)' | sort; } >> "$FAKE_ENV_DIR/rank-$TAMP_RANK"
@@ -110,6 +112,11 @@ case "${FAKE_COMMAND_MODE:-ok}" in
   hang) exec sleep 30 ;;
   early) [ "$TAMP_RANK" = 1 ] || exec sleep 30
          echo '{"kind":"DONE","step":"1","totalSteps":"2","bytesPushed":"100"}'; exit 0 ;;
+  traceback) [ "$TAMP_RANK" = 1 ] || exec sleep 30
+         { echo "Traceback (most recent call last):"; echo '  File "train.py", line 9'
+           echo "NotImplementedError: Could not run 'aten::as_strided'"
+           seq 30 | sed 's/^/dispatch key /'; } >&2
+         exit 1 ;;
 esac
 echo "hello from $TAMP_RANK"
 echo "{'loss': 0.5}"
@@ -535,6 +542,18 @@ TEST_F(JobTest, CommandEndingBeforeTheRunsEndFailsTheJob) {
   ASSERT_EQ(Run(), kExitFailed) << out_.str();
   EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 exited (exit status 0) after step 1 of the "
                                     "run's 2: every worker trains to the run's end"));
+  ExpectAllGone(4);
+}
+
+// The exception line of a Python traceback is shown where its message outruns the log's
+// last lines.
+TEST_F(JobTest, FailingCommandsPythonExceptionIsShown) {
+  UseCommand();
+  setenv("FAKE_COMMAND_MODE", "traceback", 1);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 failed (exit status 1)\ntamp: its Python "
+                                    "exception: NotImplementedError: Could not run "
+                                    "'aten::as_strided'\ntamp: last 20 lines of "));
   ExpectAllGone(4);
 }
 

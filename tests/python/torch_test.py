@@ -54,6 +54,15 @@ class TorchTest(unittest.TestCase):
     def tearDownClass(cls):
         tamp.torch.shutdown()
 
+    def step_warnings(self):
+        """The warnings of a step: backward (gradients set anew), then step()."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_of(self.model).backward()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.optimizer.step()
+        return [str(w.message) for w in caught]
+
     def assertRefused(self, error, call, *words):
         with self.assertRaises(error) as raised:
             call()
@@ -90,18 +99,14 @@ class TorchTest(unittest.TestCase):
                          ["Adam itself (the servers run sgd)"])
 
     def test_a_changed_learning_rate_is_named_once(self):
-        model, optimizer = self.model, self.optimizer
+        optimizer = self.optimizer
         optimizer.param_groups[0]["lr"] = 0.5  # As an LR scheduler would.
         try:
             for expected_warnings in (1, 0):
-                optimizer.zero_grad()
-                loss_of(model).backward()
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    optimizer.step()
+                caught = self.step_warnings()
                 self.assertEqual(len(caught), expected_warnings)
                 if caught:
-                    self.assertIn("learning rate changed to 0.5", str(caught[0].message))
+                    self.assertIn("learning rate changed to 0.5", caught[0])
         finally:
             optimizer.param_groups[0]["lr"] = 1.0
 
@@ -385,20 +390,16 @@ class TorchTest(unittest.TestCase):
         self.assertFalse(torch.equal(model.fc2.bias.detach(), before))
 
     def test_a_parameter_frozen_after_registration_is_named_once(self):
-        model, optimizer = self.model, self.optimizer
+        model = self.model
         model.fc2.bias.requires_grad_(False)
         try:
             for expected_warnings in (1, 0):
                 before = model.fc2.bias.detach().clone()
-                optimizer.zero_grad(set_to_none=True)
-                loss_of(model).backward()
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    optimizer.step()
+                caught = self.step_warnings()
                 self.assertEqual(len(caught), expected_warnings)
                 if caught:
-                    self.assertIn('"fc2.bias" frozen', str(caught[0].message))
-                    self.assertIn("server { mode: AGGREGATE }", str(caught[0].message))
+                    self.assertIn('"fc2.bias" frozen', caught[0])
+                    self.assertIn("server { mode: AGGREGATE }", caught[0])
                 # SGD without momentum or decay on the zeros pushed for it.
                 self.assertTrue(torch.equal(model.fc2.bias.detach(), before))
         finally:

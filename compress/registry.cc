@@ -258,6 +258,20 @@ const char* CannotPull(CodecId id) {
   }
 }
 
+// Whether codec `id` sends a subset of the entries each step (the others decode to zero).
+bool Sparsifies(CodecId id) {
+  switch (id) {
+    case CodecId::kTopK:
+    case CodecId::kDgc:
+    case CodecId::kThreshold:
+    case CodecId::kRandomK:
+    case CodecId::kRandomBlock:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The codecs that can carry the pull, for the refusal's suggestion.
 std::string PullCodecNames() {
   std::vector<std::string> names;
@@ -330,6 +344,7 @@ const std::vector<CodecInfo>& ListCodecs() {
           << "bad example spec of codec " << info.name;
       info.example.set_name(info.name);
       info.rounds = entry.rounds;
+      info.sparsifies = Sparsifies(entry.id);
       const Recommendation& recommendation = RecommendationOf(entry.id);
       CHECK(google::protobuf::TextFormat::ParseFromString(recommendation.compression,
                                                           &info.recommended))
@@ -350,6 +365,19 @@ const std::vector<CodecInfo>& ListCodecs() {
     return list;
   }();
   return *infos;
+}
+
+bool SparsifyingCodec(absl::string_view name) {
+  const Entry* entry = Find(name);
+  return entry != nullptr && Sparsifies(entry->id);
+}
+
+std::string SparsifyingCodecNames() {
+  std::vector<std::string> names;
+  for (const Entry& entry : Entries()) {
+    if (Sparsifies(entry.id)) names.emplace_back(CodecName(entry.id));
+  }
+  return absl::StrJoin(names, ", ");
 }
 
 absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view field_path) {

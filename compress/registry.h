@@ -27,6 +27,9 @@ struct CodecInfo {
   std::string wire_bytes;                // Payload size formula in n (elements), e.g. "12 + 4n".
   config::Codec example;                 // A typical spec, for benchmarks, fuzzing and docs.
   int rounds = 1;                        // Exchanges per step (Codec::rounds()).
+  // Whether it sends a subset of the entries each step, the others as zeros (what DGC's
+  // momentum factor masking needs).
+  bool sparsifies = false;
   // Whether it can carry the pull (the servers' weight update, applied as decoded); when
   // not, `cannot_pull` says why (ValidatePullCodecSpec()'s reason).
   bool can_pull = true;
@@ -42,6 +45,11 @@ struct CodecInfo {
 
 // Every registered codec, in wire-id order.
 const std::vector<CodecInfo>& ListCodecs();
+
+// Whether codec `name` sparsifies (CodecInfo::sparsifies); false for unknown names.
+bool SparsifyingCodec(absl::string_view name);
+// Their names, comma-separated, for messages.
+std::string SparsifyingCodecNames();
 
 // Checks the name and parameters of `spec`. `field_path` prefixes error messages.
 // `ratio_warmup` (compress/ratio_warmup.h) is accepted by every codec that takes `ratio`,

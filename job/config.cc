@@ -244,6 +244,16 @@ absl::Status ValidateChunkCompression(const config::ChunkCompression& compressio
       compress::ValidatePullCodecSpec(compression.pull(), absl::StrCat(field, ".pull")));
   TAMP_RETURN_IF_ERROR(compress::ValidateErrorFeedbackSpec(compression.pull_feedback(),
                                                            absl::StrCat(field, ".pull_feedback")));
+  if (compression.push_feedback().kind() == config::ErrorFeedback::DGC_MOMENTUM &&
+      !compress::SparsifyingCodec(compression.push().name())) {
+    return FieldError(absl::StrCat(field, ".push_feedback.kind"),
+                      absl::StrCat("DGC_MOMENTUM needs a sparsifying push codec (",
+                                   compress::SparsifyingCodecNames(), "): its momentum factor "
+                                   "masking clears the momentum of every entry sent, and codec '",
+                                   compression.push().name(), "' sends every entry each step, so "
+                                   "no momentum would be kept. With it use RESIDUAL (momentum on "
+                                   "the optimizer)"));
+  }
   if (compression.pull_feedback().kind() == config::ErrorFeedback::DGC_MOMENTUM) {
     return FieldError(absl::StrCat(field, ".pull_feedback.kind"),
                       "DGC_MOMENTUM cannot wrap the pull: it adds momentum to what it sends, and "
@@ -266,26 +276,35 @@ absl::Status ValidateOverrideCompression(bool present, const config::ChunkCompre
 }
 
 // DGC's momentum correction (push_feedback DGC_MOMENTUM) keeps the momentum on the
-// workers; a momentum optimizer on the servers would apply it a second time (an effective
-// step ~10x larger at 0.9), and the job diverges.
+// workers; an optimizer with a momentum of its own (SGD's momentum, Adam's first moment)
+// would apply it a second time (an effective step ~10x larger at 0.9), and the job diverges.
+// In AGGREGATE mode the optimizer section, when given, is the workers' own (the examples
+// build theirs from it), checked alike.
 absl::Status CheckMomentumAppliedOnce(const config::RunConfig& config) {
+  if (!config.has_optimizer()) return absl::OkStatus();
   const config::Optimizer& optimizer = config.optimizer();
-  if (optimizer.name() != "sgd" || optimizer.momentum() == 0 ||
-      config.server().mode() == config::Server::AGGREGATE) {  // The servers run no optimizer.
-    return absl::OkStatus();
-  }
+  const bool adam = optimizer.name() == "adam";
+  if (!adam && optimizer.momentum() == 0) return absl::OkStatus();
+  const std::string whose = config.server().mode() == config::Server::AGGREGATE
+                                ? "the workers' optimizer (AGGREGATE mode)"
+                                : "the servers' optimizer";
   return ForEachChunkCompression(
       config.compression(),
       [&](const config::ChunkCompression& block, const std::string& field) {
         if (block.push_feedback().kind() != config::ErrorFeedback::DGC_MOMENTUM) {
           return absl::OkStatus();
         }
-        return FieldError(
-            "optimizer.momentum",
-            absl::StrCat("is ", optimizer.momentum(), " but ", field,
-                         ".push_feedback is DGC_MOMENTUM, whose momentum correction already "
-                         "applies momentum on the workers; applied twice, the job diverges. "
-                         "Set optimizer { momentum: 0 } (plain SGD on the servers, as in DGC)"));
+        const std::string dgc = absl::StrCat(
+            field, ".push_feedback is DGC_MOMENTUM, whose momentum correction already applies "
+            "momentum on the workers; applied twice by ", whose, ", the job diverges. ");
+        if (adam) {
+          return FieldError("optimizer.name",
+                            absl::StrCat("is adam, whose first moment (beta1) is a momentum, "
+                                         "but ", dgc, "Use sgd with momentum 0, as DGC does"));
+        }
+        return FieldError("optimizer.momentum",
+                          absl::StrCat("is ", optimizer.momentum(), " but ", dgc,
+                                       "Set optimizer { momentum: 0 } (plain SGD, as in DGC)"));
       });
 }
 

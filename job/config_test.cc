@@ -311,6 +311,46 @@ TEST(ConfigTest, DgcMomentumCorrectionRefusesAServerMomentum) {
   const config::RunConfig residual =
       Load("compression { default_compression { push_feedback { kind: RESIDUAL } } }");
   EXPECT_TRUE(ValidateConfig(residual).ok()) << ValidateConfig(residual);
+  // Adam's first moment is a momentum too.
+  ExpectInvalid("optimizer { name: 'adam' momentum: 0 } "
+                "compression { default_compression { push_feedback { kind: DGC_MOMENTUM } } }",
+                "optimizer.name: is adam, whose first moment (beta1) is a momentum");
+  // In AGGREGATE mode an optimizer section is the workers' own, held to the same rule (the
+  // job diverged so configured); without one there is nothing to check.
+  ExpectInvalid("server { mode: AGGREGATE } "
+                "compression { default_compression { push_feedback { kind: DGC_MOMENTUM } } }",
+                "optimizer.momentum: is 0.9 but compression.default_compression.push_feedback "
+                "is DGC_MOMENTUM, whose momentum correction already applies momentum on the "
+                "workers; applied twice by the workers' optimizer (AGGREGATE mode)");
+  config::RunConfig no_optimizer = Load(
+      "server { mode: AGGREGATE } "
+      "compression { default_compression { push_feedback { kind: DGC_MOMENTUM } } }");
+  no_optimizer.clear_optimizer();
+  EXPECT_TRUE(ValidateConfig(no_optimizer).ok()) << ValidateConfig(no_optimizer);
+}
+
+// DGC's momentum factor masking clears the momentum of every entry sent: around a codec that
+// sends every entry it keeps none, silently.
+TEST(ConfigTest, DgcMomentumNeedsASparsifyingPushCodec) {
+  const auto with_push = [](absl::string_view push) {
+    return absl::StrCat("optimizer { momentum: 0 } compression { tensor_overrides { pattern: "
+                        "'fc1.*' compression { push { ", push,
+                        " } push_feedback { kind: DGC_MOMENTUM } } } }");
+  };
+  for (const char* dense : {"name: 'none'", "name: 'fp16'", "name: 'qsgd' levels: 16",
+                            "name: 'powersgd' rank: 2"}) {
+    ExpectInvalid(with_push(dense),
+                  "compression.tensor_overrides[1].compression.push_feedback.kind: "
+                  "DGC_MOMENTUM needs a sparsifying push codec (topk, dgc, threshold, randomk, "
+                  "randomblock): its momentum factor masking clears the momentum of every entry "
+                  "sent, and codec '");
+  }
+  for (const char* sparse : {"name: 'topk' ratio: 0.01", "name: 'dgc' ratio: 0.01",
+                             "name: 'threshold' threshold: 0.01", "name: 'randomk' ratio: 0.01",
+                             "name: 'randomblock' ratio: 0.01"}) {
+    const config::RunConfig config = Load(with_push(sparse));
+    EXPECT_TRUE(ValidateConfig(config).ok()) << sparse << ": " << ValidateConfig(config);
+  }
 }
 
 // compression.automatic's plan may put any candidate on any tensor, so each candidate is held

@@ -32,7 +32,7 @@ using ::testing::HasSubstr;
 // server/test_job.h's job for one worker (fc1.weight: four chunks of 784 values), with codecs
 // that put some chunks on the device and some on the host, each way:
 //   fc1.weight  push topk + RESIDUAL (device), pull fp16 (device)
-//   fc2.weight  push qsgd + DGC_MOMENTUM (host: only the sparse codecs fuse it), pull
+//   fc2.weight  push randomk + DGC_MOMENTUM (host: topk, dgc and threshold fuse it), pull
 //               threshold (device)
 //   biases      none both ways (under min_compress_bytes; device, as none has a GPU version)
 config::RunConfig MixedConfig() {
@@ -47,8 +47,8 @@ config::RunConfig MixedConfig() {
     fallback.mutable_pull()->set_name("fp16");
     config::TensorOverride& fc2 = *compression.add_tensor_overrides();
     fc2.set_pattern("fc2.weight");
-    fc2.mutable_compression()->mutable_push()->set_name("qsgd");
-    fc2.mutable_compression()->mutable_push()->set_levels(4);
+    fc2.mutable_compression()->mutable_push()->set_name("randomk");
+    fc2.mutable_compression()->mutable_push()->set_ratio(0.25);
     fc2.mutable_compression()->mutable_push_feedback()->set_kind(
         config::ErrorFeedback::DGC_MOMENTUM);
     fc2.mutable_compression()->mutable_pull()->set_name("threshold");

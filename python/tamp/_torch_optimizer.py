@@ -89,6 +89,29 @@ def unused_settings(optimizer: torch.optim.Optimizer, servers: Optional[dict]) -
     return differ
 
 
+def check_momentum_applied_once(optimizer: torch.optim.Optimizer, config) -> None:
+    """ValueError where the job's pushes keep DGC's momentum on the workers (push_feedback
+    DGC_MOMENTUM) and, in AGGREGATE mode, the wrapped optimizer has a momentum of its own
+    (SGD's momentum, Adam's beta1): applied twice, the job diverges. The config check refuses
+    the same of the config's optimizer section; the script's optimizer is checked here."""
+    if not (config.aggregates and config.dgc_momentum):
+        return
+    for index, group in enumerate(optimizer.param_groups):
+        where = f"param_groups[{index}] " if len(optimizer.param_groups) > 1 else ""
+        if group.get("momentum"):
+            own = f"{where}momentum={group['momentum']}"
+        elif group.get("betas") and group["betas"][0]:
+            own = f"{where}betas[0]={group['betas'][0]} (Adam's first moment, a momentum)"
+        else:
+            continue
+        raise ValueError(
+            f"DistributedOptimizer: the wrapped {type(optimizer).__name__} has {own}, but the "
+            "config pushes with push_feedback DGC_MOMENTUM, whose momentum correction already "
+            "applies momentum on the workers; in AGGREGATE mode the wrapped optimizer steps "
+            "on the mean, so momentum would apply twice and the job diverge. Wrap SGD with "
+            "momentum=0, as DGC does")
+
+
 def job_parameters(optimizer: torch.optim.Optimizer, named_parameters
                    ) -> List[Tuple[str, torch.Tensor]]:
     """The job's tensors of `optimizer`: its trainable parameters, named by named_parameters

@@ -525,6 +525,7 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
         raise TypeError("DistributedOptimizer: expected a torch.optim.Optimizer, got a "
                         f"{type(optimizer).__name__}")
     named = _torch_optimizer.job_parameters(optimizer, named_parameters)
+    _torch_optimizer.check_momentum_applied_once(optimizer, tamp.placement().config)
     registered_before = _session is not None
     try:
         session = _register(named, "DistributedOptimizer")

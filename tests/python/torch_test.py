@@ -405,6 +405,30 @@ class TorchTest(unittest.TestCase):
         finally:
             model.fc2.bias.requires_grad_(True)
 
+    def test_dgc_momentum_refuses_a_wrapped_momentum_in_aggregate_mode(self):
+        text = ('version: 1 name: "t" cluster { num_servers: 1 num_workers: 2 } '
+                'model { kind: MLP hidden: [8] init_seed: 1 } data { batch_size: 4 } '
+                'training { epochs: 1 } server { mode: AGGREGATE } compression { '
+                'default_compression { push { name: "topk" ratio: 0.5 } '
+                'push_feedback { kind: DGC_MOMENTUM } } }')
+        config = tamp.Config.from_text(text)
+        self.assertEqual((config.aggregates, config.dgc_momentum), (True, True))
+        params = [torch.nn.Parameter(torch.zeros(3))]
+        check = tamp._torch_optimizer.check_momentum_applied_once
+        self.assertRefused(ValueError, lambda: check(
+            torch.optim.SGD(params, lr=0.1, momentum=0.9), config), "SGD has momentum=0.9",
+            "DGC_MOMENTUM", "momentum=0")
+        self.assertRefused(ValueError, lambda: check(torch.optim.Adam(params), config),
+                           "Adam has betas[0]=0.9")
+        check(torch.optim.SGD(params, lr=0.1), config)  # Plain SGD, as DGC's.
+        # The servers' optimizer steps in the other mode (the config check's business), and
+        # RESIDUAL keeps no momentum.
+        check(torch.optim.SGD(params, lr=0.1, momentum=0.9),
+              tamp.Config.from_text(text.replace("server { mode: AGGREGATE } ",
+                                                 "optimizer { learning_rate: 0.1 } ")))
+        check(torch.optim.SGD(params, lr=0.1, momentum=0.9),
+              tamp.Config.from_text(text.replace("DGC_MOMENTUM", "RESIDUAL")))
+
     def test_comm_hook_needs_aggregate_mode(self):
         self.assertRefused(RuntimeError, lambda: tamp.torch.CommHookState(
             named_parameters=self.model.named_parameters()), "AGGREGATE")

@@ -407,9 +407,9 @@ absl::Status ValidatePullCodecSpec(const config::Codec& spec, absl::string_view 
   if (const char* why = CannotPull(entry->id); why != nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(field_path, ".name: codec '", spec.name(),
-                     "' cannot carry the servers' update: ", why, "; use one whose decode keeps "
-                     "the values' scale, e.g. topk with pull_feedback RESIDUAL, or efsign for 1 "
-                     "bit per value scaled by mean |x| (all: ",
+                     "' cannot carry the pull (the servers' update, or in AGGREGATE mode the "
+                     "mean gradient): ", why, "; use one whose decode keeps the values' scale, "
+                     "e.g. topk with pull_feedback RESIDUAL (all: ",
                      PullCodecNames(), ")"));
   }
   if (entry->rounds != 1) {

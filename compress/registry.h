@@ -62,8 +62,9 @@ absl::Status ValidateCodecSpec(const config::Codec& spec, absl::string_view fiel
 // w_old, which workers add to their weights as decoded. So its decode must approximate u's
 // values (unbiased or close): a sign codec whose decode is +-1 per element (signsgd, signum)
 // would move every weight by +-1 a step, e.g.
-//   "compression.default_compression.pull.name: codec 'signsgd' cannot carry the servers'
-//    update: its decode is +-1 per element, ..."
+//   "compression.default_compression.pull.name: codec 'signsgd' cannot carry the pull (the
+//    servers' update, or in AGGREGATE mode the mean gradient): its decode is +-1 per
+//    element, ..."
 // It must answer in one round: a multi-round codec (powersgd) can only push, e.g.
 //   "compression.default_compression.pull.name: codec 'powersgd' takes 2 rounds per step and
 //    can only push; the pull side answers in one"

@@ -235,7 +235,8 @@ TEST(RegistryTest, PullCodecsDecodeToTheUpdatesScale) {
   const absl::Status sign = ValidatePullCodecSpec(Spec("name: 'signsgd'"), kPull);
   EXPECT_EQ(sign.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(sign.message().rfind("compression.default_compression.pull.name: codec 'signsgd' "
-                                 "cannot carry the servers' update: its decode is +-1",
+                                 "cannot carry the pull (the servers' update, or in "
+                                 "AGGREGATE mode the mean gradient): its decode is +-1",
                                  0),
             0u)
       << sign;

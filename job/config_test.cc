@@ -462,10 +462,11 @@ TEST(ConfigTest, CheckpointsInEveryModeAndWithMultiRoundCodecs) {
 TEST(ConfigTest, SignCodecsCannotCarryThePull) {
   ExpectInvalid("compression { default_compression { pull { name: 'signsgd' } } }",
                 "compression.default_compression.pull.name: codec 'signsgd' cannot carry the "
-                "servers' update: its decode is +-1 per element");
+                "pull (the servers' update, or in AGGREGATE mode the mean gradient): its decode "
+                "is +-1 per element");
   ExpectInvalid("compression { default_compression { pull { name: 'signum' momentum: 0.9 } } }",
                 "compression.default_compression.pull.name: codec 'signum' cannot carry the "
-                "servers' update");
+                "pull");
   ExpectInvalid("compression { shard_overrides { shards: 1 compression { pull { name: 'signsgd' "
                 "} } } }",
                 "compression.shard_overrides[0].compression.pull.name: codec 'signsgd' cannot "
@@ -476,8 +477,7 @@ TEST(ConfigTest, SignCodecsCannotCarryThePull) {
                 "carry");
   // The refusal names the codecs that can.
   ExpectInvalid("compression { default_compression { pull { name: 'signsgd' } } }",
-                "e.g. topk with pull_feedback RESIDUAL, or efsign for 1 bit per value scaled by "
-                "mean |x| (all: none, topk, fp16");
+                "e.g. topk with pull_feedback RESIDUAL (all: none, topk, fp16");
   // On the push they are what they are for (a majority vote); scaled signs can pull. (An
   // override: kGoodConfig's default push sets a ratio, which sign codecs do not take.)
   for (const char* ok : {"push { name: 'signsgd' } push_feedback { kind: NONE }",

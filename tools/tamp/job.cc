@@ -108,6 +108,9 @@ class Job {
   // restart is left.
   bool RestartWorker(int child, const ExitStatus& status);
   Outcome WatchWorkers();
+  // After every worker exited 0: kFailed, said, when their DONE events end at different steps
+  // (one left its loop early while the others trained on).
+  Outcome EndedTogether();
 
   // A worker's stdout line: an event, or output forwarded to the console.
   void HandleLine(int child, const std::string& line);
@@ -331,20 +334,43 @@ Job::Outcome Job::WatchWorkers() {
         ReportChildFailure(event.child, "exited (exit status 0) without reporting DONE");
         return Outcome::kFailed;
       }
-      // A script that left its training loop early: the others would wait on it at the next
-      // barrier (consistency.worker_timeout_ms), then train on without it.
+      // Before the run's end: the script cut the run (every worker does, and the job ends
+      // there), or left its loop early while the others train on (EndedTogether() fails the
+      // job then). Said now, as the others may wait on it for a while.
       const std::optional<events::WorkerEvent>& done = summary_.done_event(role.rank);
       if (done && done->step() < done->total_steps()) {
-        ReportChildFailure(event.child,
-                           absl::StrCat("exited (exit status 0) after step ", done->step(),
-                                        " of the run's ", done->total_steps(),
-                                        ": every worker trains to the run's end "
-                                        "(tamp.torch.total_steps())"));
-        return Outcome::kFailed;
+        Say(absl::StrCat(group_.name(event.child), " exited (exit status 0) after step ",
+                         done->step(), " of the run's ", done->total_steps(),
+                         "; the others wait for it at their next barrier "
+                         "(consistency.worker_timeout_ms) unless they end there too"));
       }
       if (!first_finished) first_finished = absl::Now();
     }
     if (Interrupted()) return Outcome::kInterrupted;
+  }
+  return EndedTogether();
+}
+
+Job::Outcome Job::EndedTogether() {
+  std::optional<uint64_t> first_step;
+  for (int child : workers_) {
+    const std::optional<events::WorkerEvent>& done = summary_.done_event(roles_[child].rank);
+    if (!done || done->total_steps() == 0) continue;  // Reported no run length.
+    if (!first_step) {
+      first_step = done->step();
+    } else if (done->step() != *first_step) {
+      renderer_.Finish();
+      std::vector<std::string> ends;
+      for (int other : workers_) {
+        const std::optional<events::WorkerEvent>& end = summary_.done_event(roles_[other].rank);
+        if (end) ends.push_back(absl::StrCat(group_.name(other), " after step ", end->step()));
+      }
+      Say(absl::StrCat("the workers ended at different steps (", absl::StrJoin(ends, ", "),
+                       "): one left its training loop early, and the others trained on "
+                       "without it (every worker trains to the run's end, "
+                       "tamp.torch.total_steps(), or the script cuts every worker alike)"));
+      return Outcome::kFailed;
+    }
   }
   return Outcome::kOk;
 }

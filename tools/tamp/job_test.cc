@@ -101,7 +101,9 @@ echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"bytesPushed\":\"
 //   FAKE_COMMAND_MODE=silent    exits 0 without printing anything
 //   FAKE_COMMAND_MODE=hang      never finishes
 //   FAKE_COMMAND_MODE=early     rank 1 reports DONE after step 1 of 2 and exits 0; the
-//                               others never finish
+//                               others after step 2
+//   FAKE_COMMAND_MODE=cut       every rank reports DONE after step 1 of 2 (the script cut
+//                               the run) and exits 0
 //   FAKE_COMMAND_MODE=traceback rank 1 dies of a Python exception whose message runs 30
 //                               lines; the others never finish
 constexpr char kFakeCommand[] = R"(
@@ -110,8 +112,9 @@ echo $$ >> "$FAKE_PIDS"
 case "${FAKE_COMMAND_MODE:-ok}" in
   silent) exit 0 ;;
   hang) exec sleep 30 ;;
-  early) [ "$TAMP_RANK" = 1 ] || exec sleep 30
-         echo '{"kind":"DONE","step":"1","totalSteps":"2","bytesPushed":"100"}'; exit 0 ;;
+  early) step=2; [ "$TAMP_RANK" = 1 ] && step=1; sleep 0.$((TAMP_RANK * 3))
+         echo "{\"kind\":\"DONE\",\"step\":\"$step\",\"totalSteps\":\"2\"}"; exit 0 ;;
+  cut) echo '{"kind":"DONE","step":"1","totalSteps":"2","bytesPushed":"100"}'; exit 0 ;;
   traceback) [ "$TAMP_RANK" = 1 ] || exec sleep 30
          { echo "Traceback (most recent call last):"; echo '  File "train.py", line 9'
            echo "NotImplementedError: Could not run 'aten::as_strided'"
@@ -534,14 +537,26 @@ TEST_F(JobTest, CommandWithoutEventsEndsWithTheWallTime) {
   ExpectAllGone(4);
 }
 
-// A script that leaves its training loop early and exits 0 fails the job at once, naming
-// its step: the others would wait on it, then train on without it.
-TEST_F(JobTest, CommandEndingBeforeTheRunsEndFailsTheJob) {
+// A script that leaves its training loop early is named when it exits; the others trained
+// on without it, so the job fails, naming each worker's last step.
+TEST_F(JobTest, CommandEndingBeforeTheOthersFailsTheJob) {
   UseCommand();
   setenv("FAKE_COMMAND_MODE", "early", 1);
   ASSERT_EQ(Run(), kExitFailed) << out_.str();
   EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 exited (exit status 0) after step 1 of the "
-                                    "run's 2: every worker trains to the run's end"));
+                                    "run's 2; the others wait for it"));
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: the workers ended at different steps (worker 0 "
+                                    "after step 2, worker 1 after step 1): one left its "
+                                    "training loop early"));
+  ExpectAllGone(4);
+}
+
+// A script that cuts the run (its own step limit) on every worker alike ends the job there.
+TEST_F(JobTest, CommandCuttingTheRunOnEveryWorkerEndsTheJob) {
+  UseCommand();
+  setenv("FAKE_COMMAND_MODE", "cut", 1);
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("exited (exit status 0) after step 1 of the run's 2"));
   ExpectAllGone(4);
 }
 

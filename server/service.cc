@@ -58,8 +58,8 @@ absl::Status ParameterServerService::Admit(const grpc::CallbackServerContext& co
   if (job_token_.empty() || TokensEqual(PresentedToken(context), job_token_)) {
     return absl::OkStatus();
   }
-  TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused a call without the job token from ",
-                                         context.peer()));
+  TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused a call with a missing or wrong job token "
+                                         "from ", context.peer()));
   return absl::UnauthenticatedError(
       "missing or wrong job token (cluster.job_token_file, else $TAMP_JOB_TOKEN)");
 }

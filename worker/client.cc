@@ -23,6 +23,9 @@ double MillisecondsSince(Clock::time_point start) {
 }  // namespace
 
 std::vector<absl::Span<float>> SplitIntoTensors(const JobLayout& layout, absl::Span<float> flat) {
+  CHECK_GE(flat.size(), layout.total_elements)
+      << "SplitIntoTensors: the buffer holds " << flat.size() << " floats; the layout's "
+      << layout.tensors.size() << " tensors hold " << layout.total_elements;
   std::vector<absl::Span<float>> tensors;
   tensors.reserve(layout.tensors.size());
   for (size_t t = 0; t < layout.tensors.size(); ++t) {
@@ -190,7 +193,11 @@ absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMe
                                               length_.total_steps, " steps, 0 to ",
                                               length_.total_steps - 1));
   }
-  if (next_step_.has_value() && step != *next_step_) {
+  if (!next_step_.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "BeginStep(", step, "): the client has not started: call Start() (or Resume()) first"));
+  }
+  if (step != *next_step_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "BeginStep(", step, "): the next step is ", *next_step_,
         " (the step Start() or Rejoin() returned, or the one after the last step Wait() "

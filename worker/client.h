@@ -115,7 +115,8 @@ struct RunLength {
 // framework's separate tensors), in the memory the call's TensorMemory says.
 using TensorSpans = absl::Span<const absl::Span<float>>;
 
-// The spans of each tensor of `layout` in one flat buffer of layout.total_elements values.
+// The spans of each tensor of `layout` in one flat buffer of layout.total_elements values
+// (a shorter buffer is a programming error: CHECK-fails naming both sizes).
 std::vector<absl::Span<float>> SplitIntoTensors(const JobLayout& layout, absl::Span<float> flat);
 
 // What one step moved and where its time went (Wait() fills it).

@@ -145,6 +145,18 @@ TEST_F(ClientTest, BeginStepTakesTheNextStepOnly) {
   EXPECT_TRUE(client_->BeginStep(1, tensors_).ok());
 }
 
+// Before Start() there is no step to begin: refused before anything is pushed (a user's
+// BeginStep(0) went through, and the pushes then failed and broke the client).
+TEST_F(ClientTest, BeginStepBeforeStartIsRefused) {
+  absl::StatusOr<std::unique_ptr<Client>> fresh =
+      Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  const absl::Status status = (*fresh)->BeginStep(0, tensors_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("BeginStep(0): the client has not started: call Start() (or Resume())"));
+}
+
 // Worker 0's weights (a checkpoint loaded after Start()) become the shards' before the first
 // step, also inside an empty step 0 and for the servers' seeded model; the step after
 // applies its update to them. Once a push went, the weights are the run's.

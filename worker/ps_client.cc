@@ -137,9 +137,11 @@ absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_
         connect_timeout ? " (cluster.connect_timeout_ms)" : "",
         "; is the server running at that address?",
         config_.cluster().has_tls()
-            ? " With TLS, a handshake the server refused looks the same: check that the "
-              "certificates and CA of cluster.tls trust each other (the server's log says why)"
-            : ""));
+            ? " With TLS, a failed TLS handshake looks the same: check that the certificates "
+              "and CA of cluster.tls trust each other and are in date (this worker's stderr "
+              "or the server's log says why, e.g. 'certificate verify failed')"
+            : " A server that serves TLS (cluster.tls in its config) looks the same to a "
+              "worker without cluster.tls"));
   }
   if (!status.ok()) {
     // UNAVAILABLE is the connection's (a server restarting), not the server's refusal.

@@ -154,9 +154,11 @@ std::string SerializeCheckpoint(const checkpoint::JobIdentity& job,
   return out;
 }
 
-absl::StatusOr<checkpoint::ShardState> ParseCheckpoint(absl::string_view bytes,
-                                                       absl::string_view name,
-                                                       const checkpoint::JobIdentity& expected) {
+namespace {
+
+// The body of checkpoint `bytes`, if it is sound: ParseCheckpoint() without the job check.
+absl::StatusOr<checkpoint::CheckpointBody> ParseSoundBody(absl::string_view bytes,
+                                                          absl::string_view name) {
   auto damaged = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat(name, ": damaged checkpoint, ", what));
   };
@@ -189,11 +191,32 @@ absl::StatusOr<checkpoint::ShardState> ParseCheckpoint(absl::string_view bytes,
   if (!body.ParseFromArray(bytes.data() + kHeaderBytes, static_cast<int>(body_length))) {
     return damaged("the body does not parse");
   }
-  const uint64_t fingerprint = Read<uint64_t>(bytes, kFingerprintOffset);
-  if (fingerprint != Fingerprint(body.job())) {
+  if (Read<uint64_t>(bytes, kFingerprintOffset) != Fingerprint(body.job())) {
     return damaged("the header's job fingerprint does not match the body's job");
   }
-  if (fingerprint != Fingerprint(expected) ||
+  return body;
+}
+
+// The content of the file at `path`; NOT_FOUND when there is none.
+absl::StatusOr<std::string> ReadCheckpointFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file.is_open()) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no checkpoint at ", path));
+    return SystemError("cannot open", path);
+  }
+  std::ostringstream content;
+  content << file.rdbuf();
+  if (file.bad()) return SystemError("cannot read", path);
+  return content.str();
+}
+
+}  // namespace
+
+absl::StatusOr<checkpoint::ShardState> ParseCheckpoint(absl::string_view bytes,
+                                                       absl::string_view name,
+                                                       const checkpoint::JobIdentity& expected) {
+  TAMP_ASSIGN_OR_RETURN(checkpoint::CheckpointBody body, ParseSoundBody(bytes, name));
+  if (Fingerprint(body.job()) != Fingerprint(expected) ||
       !google::protobuf::util::MessageDifferencer::Equals(body.job(), expected)) {
     return absl::FailedPreconditionError(
         absl::StrCat(name, ": written for another job (checkpoint -> this server): ",
@@ -251,15 +274,15 @@ absl::Status WriteCheckpoint(const std::string& path, const checkpoint::JobIdent
 
 absl::StatusOr<checkpoint::ShardState> ReadCheckpoint(const std::string& path,
                                                       const checkpoint::JobIdentity& expected) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file.is_open()) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no checkpoint at ", path));
-    return SystemError("cannot open", path);
-  }
-  std::ostringstream content;
-  content << file.rdbuf();
-  if (file.bad()) return SystemError("cannot read", path);
-  return ParseCheckpoint(content.str(), path, expected);
+  TAMP_ASSIGN_OR_RETURN(const std::string content, ReadCheckpointFile(path));
+  return ParseCheckpoint(content, path, expected);
+}
+
+absl::Status CheckCheckpointSound(const std::string& path) {
+  absl::StatusOr<std::string> content = ReadCheckpointFile(path);
+  if (absl::IsNotFound(content.status())) return absl::OkStatus();
+  TAMP_RETURN_IF_ERROR(content.status());
+  return ParseSoundBody(*content, path).status();
 }
 
 }  // namespace tamp

@@ -93,6 +93,14 @@ absl::Status WriteCheckpoint(const std::string& path, const checkpoint::JobIdent
 absl::StatusOr<checkpoint::ShardState> ReadCheckpoint(const std::string& path,
                                                       const checkpoint::JobIdentity& expected);
 
+// CheckCheckpointSound()
+//
+// ReadCheckpoint()'s checks of the file at `path` that need no job (framing, checksum,
+// version, body): OK when it is sound or absent. For a server of model.kind REGISTERED, which
+// learns its job at the first handshake, to refuse a damaged checkpoint at start as the
+// others do.
+absl::Status CheckCheckpointSound(const std::string& path);
+
 }  // namespace tamp
 
 #endif  // TAMP_SERVER_CHECKPOINT_H_

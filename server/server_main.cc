@@ -46,6 +46,7 @@
 #include "job/security.h"
 #include "protocol/grpc_security.h"
 #include "server/barrier_watchdog.h"
+#include "server/checkpoint.h"
 #include "server/checkpointer.h"
 #include "server/refusal_log.h"
 #include "server/service.h"
@@ -215,6 +216,17 @@ int Main(int argc, char** argv) {
   config::Checkpoint checkpoint_spec = setup->config.checkpoint();
   if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
     checkpoint_spec.set_dir(dir);
+  }
+  // Other models' shards read their checkpoint now (ShardHost::Create); a REGISTERED one
+  // learns its job at the first handshake, but a damaged file is damaged for any job.
+  if (setup->config.has_checkpoint() && !checkpoint_spec.dir().empty() &&
+      setup->config.model().kind() == config::Model::REGISTERED) {
+    if (absl::Status sound = CheckCheckpointSound(CheckpointPath(checkpoint_spec.dir(),
+                                                                  setup->rank));
+        !sound.ok()) {
+      std::fprintf(stderr, "tamp_server: %s\n", std::string(sound.message()).c_str());
+      return kExitCannotServe;
+    }
   }
   // Made with the shard (at start, or for model.kind REGISTERED at the first handshake),
   // before it serves: the checkpointer first resumes it from its checkpoint, if any, then

@@ -140,4 +140,14 @@ status=0
 [ "$status" -eq 1 ] || fail "a damaged checkpoint: exit status $status, expected 1"
 grep -q "shard-0.ckpt: damaged checkpoint" "$dir/damaged.log" ||
   { cat "$dir/damaged.log" >&2; fail "the damaged checkpoint was not named"; }
+# So does a server of model.kind REGISTERED, which learns its job only at the first
+# handshake: a damaged file is damaged for any job.
+sed 's/^model {.*}$/model { kind: REGISTERED }/' "$WORK/ckpt.pbtxt" > "$WORK/ckpt_registered.pbtxt"
+grep -q "kind: REGISTERED" "$WORK/ckpt_registered.pbtxt" || fail "no model line to replace"
+status=0
+timeout 20 "$SERVER_BIN" --config="$WORK/ckpt_registered.pbtxt" --rank=0 --port=0 \
+  2> "$dir/damaged_registered.log" || status=$?
+[ "$status" -eq 1 ] || fail "a damaged checkpoint, REGISTERED: exit status $status, expected 1"
+grep -q "shard-0.ckpt: damaged checkpoint" "$dir/damaged_registered.log" ||
+  { cat "$dir/damaged_registered.log" >&2; fail "REGISTERED: the damaged checkpoint was not named"; }
 echo "PASS"

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -71,6 +72,27 @@ T Read(absl::string_view bytes, size_t offset) {
   return value;
 }
 
+// A registered tensor as a message names it: "fc1.weight" [256, 784].
+std::string TensorText(const rpc::TensorInfo& tensor) {
+  return absl::StrCat("\"", tensor.name(), "\" [", absl::StrJoin(tensor.shape(), ", "), "]");
+}
+
+// The first registered tensor that differs (model.kind REGISTERED), as the user knows the
+// model; empty when the tensors agree. Its chunks' ranges differ too, in field terms.
+std::string FirstTensorDifference(const checkpoint::JobIdentity& written,
+                                  const checkpoint::JobIdentity& expected) {
+  const int common = std::min(written.tensors_size(), expected.tensors_size());
+  for (int i = 0; i < common; ++i) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(written.tensors(i),
+                                                             expected.tensors(i))) {
+      return absl::StrCat("tensor ", i, ": ", TensorText(written.tensors(i)), " -> ",
+                          TensorText(expected.tensors(i)));
+    }
+  }
+  if (written.tensors_size() == expected.tensors_size()) return "";
+  return absl::StrCat("tensors: ", written.tensors_size(), " -> ", expected.tensors_size());
+}
+
 // The first differences between the checkpoint's job and the server's, one per line.
 std::string JobDifferences(const checkpoint::JobIdentity& written,
                            const checkpoint::JobIdentity& expected) {
@@ -79,6 +101,8 @@ std::string JobDifferences(const checkpoint::JobIdentity& written,
   differencer.ReportDifferencesToString(&report);
   differencer.Compare(written, expected);
   std::vector<absl::string_view> lines = absl::StrSplit(report, '\n', absl::SkipEmpty());
+  const std::string tensor = FirstTensorDifference(written, expected);
+  if (!tensor.empty()) lines.insert(lines.begin(), tensor);
   if (lines.size() > kReportedDifferences) {
     const size_t more = lines.size() - kReportedDifferences;
     lines.resize(kReportedDifferences);

@@ -165,6 +165,23 @@ TEST_F(CheckpointTest, RefusesACheckpointOfAnotherShardOrConfig) {
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
+
+  // model.kind REGISTERED: another model is named by its first differing tensor, before the
+  // chunk ranges that follow from it.
+  checkpoint::JobIdentity registered = job_;
+  rpc::TensorInfo* weight = registered.add_tensors();
+  weight->set_name("fc1.weight");
+  weight->add_shape(256);
+  weight->add_shape(784);
+  checkpoint::JobIdentity narrower = registered;
+  narrower.mutable_tensors(0)->set_shape(0, 128);
+  absl::StatusOr<checkpoint::ShardState> other_model =
+      ParseCheckpoint(SerializeCheckpoint(registered, SomeState()), "f", narrower);
+  EXPECT_EQ(other_model.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other_model.status().message(),
+              HasSubstr("written for another job (checkpoint -> this server): tensor 0: "
+                        "\"fc1.weight\" [256, 784] -> \"fc1.weight\" [128, 784]; "))
+      << other_model.status();
 }
 
 TEST_F(CheckpointTest, WritesAtomicallyAndReadsBack) {

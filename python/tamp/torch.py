@@ -205,8 +205,10 @@ class _Session:
 
     def __init__(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str):
         if _run["steps_per_epoch"] is None:
-            raise ValueError("tamp.torch: call tamp.torch.init(steps_per_epoch=...) first: the "
-                             "servers' learning-rate schedule needs the run's length")
+            # Before init() a call out of order; after init() without it, an argument missing.
+            error = RuntimeError if _run["report"] is None else ValueError
+            raise error("tamp.torch: call tamp.torch.init(steps_per_epoch=...) first: the "
+                        "servers' learning-rate schedule needs the run's length")
         self.names = [name for name, _ in named]
         self.params = [tensor.detach() for _, tensor in named]  # Same memory, no autograd.
         self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],

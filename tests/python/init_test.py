@@ -162,6 +162,24 @@ class InitTest(unittest.TestCase):
             self.assertIn(words, str(raised.exception))
         self.assertIsNone(tamp.torch._session)
 
+    def test_registering_before_tamp_torch_init_is_a_call_out_of_order(self):
+        import torch
+        import tamp.torch
+        saved = dict(tamp.torch._run)
+        try:
+            tamp.torch._run.update(steps_per_epoch=None, total_steps=None, report=None)
+            params = [("w", torch.nn.Parameter(torch.zeros(2)))]
+            with self.assertRaises(RuntimeError) as raised:  # As if init() never ran.
+                tamp.torch.broadcast_parameters(params)
+            self.assertIn("call tamp.torch.init(steps_per_epoch=...) first",
+                          str(raised.exception))
+            tamp.torch._run["report"] = False  # init() ran, without steps_per_epoch.
+            with self.assertRaises(ValueError):
+                tamp.torch.broadcast_parameters(params)
+            self.assertIsNone(tamp.torch._session)
+        finally:
+            tamp.torch._run.update(saved)
+
     def test_optimizer_is_the_servers_in_torchs_names(self):
         with open(CONFIG) as file:
             text = file.read()

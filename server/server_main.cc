@@ -200,12 +200,17 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   if (absl::GetFlag(FLAGS_check)) {
+    // The servers' addresses are known only where the placement lists them (Slurm,
+    // Kubernetes); by flags each server knows its own.
+    const std::string servers =
+        setup->placement.servers.empty()
+            ? std::string()
+            : absl::StrCat("; servers: ", absl::StrJoin(setup->placement.servers, ","));
     std::printf("tamp_server: config ok; shard %u of %u for %u workers (placement: %s), "
-                "would listen on %s; servers: %s\n",
+                "would listen on %s%s\n",
                 setup->rank, setup->config.cluster().num_servers(),
                 setup->config.cluster().num_workers(),
-                setup->placement.source.c_str(), setup->address.c_str(),
-                absl::StrJoin(setup->placement.servers, ",").c_str());
+                setup->placement.source.c_str(), setup->address.c_str(), servers.c_str());
     return 0;
   }
   LogLoad(*setup);

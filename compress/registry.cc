@@ -344,7 +344,6 @@ const std::vector<CodecInfo>& ListCodecs() {
           << "bad example spec of codec " << info.name;
       info.example.set_name(info.name);
       info.rounds = entry.rounds;
-      info.sparsifies = Sparsifies(entry.id);
       const Recommendation& recommendation = RecommendationOf(entry.id);
       CHECK(google::protobuf::TextFormat::ParseFromString(recommendation.compression,
                                                           &info.recommended))

@@ -27,9 +27,6 @@ struct CodecInfo {
   std::string wire_bytes;                // Payload size formula in n (elements), e.g. "12 + 4n".
   config::Codec example;                 // A typical spec, for benchmarks, fuzzing and docs.
   int rounds = 1;                        // Exchanges per step (Codec::rounds()).
-  // Whether it sends a subset of the entries each step, the others as zeros (what DGC's
-  // momentum factor masking needs).
-  bool sparsifies = false;
   // Whether it can carry the pull (the servers' weight update, applied as decoded); when
   // not, `cannot_pull` says why (ValidatePullCodecSpec()'s reason).
   bool can_pull = true;
@@ -46,7 +43,8 @@ struct CodecInfo {
 // Every registered codec, in wire-id order.
 const std::vector<CodecInfo>& ListCodecs();
 
-// Whether codec `name` sparsifies (CodecInfo::sparsifies); false for unknown names.
+// Whether codec `name` sends a subset of the entries each step, the others decoding to zero
+// (what DGC's momentum factor masking needs); false for unknown names.
 bool SparsifyingCodec(absl::string_view name);
 // Their names, comma-separated, for messages.
 std::string SparsifyingCodecNames();

@@ -308,6 +308,22 @@ absl::Status CheckMomentumAppliedOnce(const config::RunConfig& config) {
       });
 }
 
+}  // namespace
+
+bool PushesWithDgcMomentum(const config::Compression& compression) {
+  bool found = false;
+  ForEachChunkCompression(compression,
+                          [&](const config::ChunkCompression& block, const std::string&) {
+                            found = found || block.push_feedback().kind() ==
+                                                 config::ErrorFeedback::DGC_MOMENTUM;
+                            return absl::OkStatus();
+                          })
+      .IgnoreError();
+  return found;
+}
+
+namespace {
+
 void DefaultCodecNames(config::ChunkCompression* compression) {
   if (compression->push().name().empty()) compression->mutable_push()->set_name("none");
   if (compression->pull().name().empty()) compression->mutable_pull()->set_name("none");

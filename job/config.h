@@ -52,6 +52,11 @@ void ApplyDefaults(config::RunConfig* config);
 // Checks a defaulted config; the error names the first bad field.
 absl::Status ValidateConfig(const config::RunConfig& config);
 
+// Whether any of the config's compression blocks (the default, each override, each automatic
+// candidate) pushes with DGC's momentum correction (push_feedback DGC_MOMENTUM): the
+// workers then keep the momentum, and no optimizer may add its own.
+bool PushesWithDgcMomentum(const config::Compression& compression);
+
 }  // namespace tamp
 
 #endif  // TAMP_JOB_CONFIG_H_

@@ -381,24 +381,7 @@ PYBIND11_MODULE(_tamp, m) {
                              })
       .def_property_readonly("dgc_momentum",
                              [](const Config& c) {
-                               // Whether any compression block pushes with DGC's momentum
-                               // correction (the workers keep the momentum).
-                               const config::Compression& compression = c.proto.compression();
-                               const auto dgc = [](const config::ChunkCompression& block) {
-                                 return block.push_feedback().kind() ==
-                                        config::ErrorFeedback::DGC_MOMENTUM;
-                               };
-                               bool any = dgc(compression.default_compression());
-                               for (const auto& o : compression.shard_overrides()) {
-                                 any = any || dgc(o.compression());
-                               }
-                               for (const auto& o : compression.tensor_overrides()) {
-                                 any = any || dgc(o.compression());
-                               }
-                               for (const auto& block : compression.automatic().candidates()) {
-                                 any = any || dgc(block);
-                               }
-                               return any;
+                               return PushesWithDgcMomentum(c.proto.compression());
                              })
       .def_property_readonly("model_kind", [](const Config& c) {
         return config::Model::Kind_Name(c.proto.model().kind());

@@ -3,8 +3,9 @@
 // Every worker process draws a random id (base/random_id.h) and sends it with its handshakes
 // and pushes (proto/tamp.proto, worker_process). The latest accepted handshake of a rank
 // that can train (the service decides: before the first step, or a rejoin) makes its process
-// the rank's holder, and a push from any other process of that rank is refused. Two processes started with the same rank (a launch mistake) so fail with a message
-// that says so, instead of one of them failing later with "already pushed" or both training
+// the rank's holder, and a push from any other process of that rank is refused. Two
+// processes started with the same rank (a launch mistake) so fail with a message that says
+// so, instead of one of them failing later with "already pushed" or both training
 // on half the data each. A replacement of a dead worker is the same event seen from here: its
 // handshake makes it the holder, and the dead process sends nothing more.
 //

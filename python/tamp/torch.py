@@ -359,15 +359,22 @@ class _Session:
         return stepped
 
 
-def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> _Session:
-    """The session of `named`: created by the first caller, checked against it after."""
+def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str,
+              hint: Optional[str] = None) -> _Session:
+    """The session of `named`: created by the first caller, checked against it after. A
+    refusal (ValueError) ends with `hint` in parentheses, when given: the caller's way out."""
     global _session
-    for name, tensor in named:
-        _torch_tensors.check_tensor(name, tensor)
-    if _session is None:
-        _session = _Session(named, caller)
-    else:
-        _session.check_same(named, caller)
+    try:
+        for name, tensor in named:
+            _torch_tensors.check_tensor(name, tensor)
+        if _session is None:
+            _session = _Session(named, caller)
+        else:
+            _session.check_same(named, caller)
+    except ValueError as refused:
+        if hint is None:
+            raise
+        raise ValueError(f"{refused} ({hint})") from None
     return _session
 
 
@@ -396,16 +403,11 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     # Horovod's broadcast of a whole state_dict, before anything registered the parameters.
     from_state_dict = _session is None and not all(
         isinstance(tensor, torch.nn.Parameter) for _, tensor in named)
-    try:
-        session = _register(named, "broadcast_parameters")
-    except ValueError as refused:
-        if not from_state_dict:
-            raise
-        raise ValueError(f"{refused} (broadcast_parameters takes the job's trainable "
-                         "parameters, e.g. model.named_parameters(); a state_dict's buffers, "
-                         "such as BatchNorm's running statistics, are not part of a Tamp "
-                         "job: pass a whole state_dict only after DistributedOptimizer() "
-                         "first registered the parameters)") from None
+    session = _register(named, "broadcast_parameters", hint=(
+        "broadcast_parameters takes the job's trainable parameters, e.g. "
+        "model.named_parameters(); a state_dict's buffers, such as BatchNorm's running "
+        "statistics, are not part of a Tamp job: pass a whole state_dict only after "
+        "DistributedOptimizer() first registered the parameters") if from_state_dict else None)
     started = session.step is not None
     session.start()
     if not _before_first_step(session):
@@ -528,15 +530,9 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
                         f"{type(optimizer).__name__}")
     named = _torch_optimizer.job_parameters(optimizer, named_parameters)
     _torch_optimizer.check_momentum_applied_once(optimizer, tamp.placement().config)
-    registered_before = _session is not None
-    try:
-        session = _register(named, "DistributedOptimizer")
-    except ValueError as refused:
-        if not registered_before:
-            raise
-        raise ValueError(f"{refused} (one DistributedOptimizer() steps every trainable "
-                         "parameter of the job: for settings per layer, give one optimizer "
-                         "param_groups)") from None
+    session = _register(named, "DistributedOptimizer", hint=(
+        "one DistributedOptimizer() steps every trainable parameter of the job: for settings "
+        "per layer, give one optimizer param_groups") if _session is not None else None)
     wrapped = _torch_optimizer.wrap(optimizer, session, named, backward_passes_per_step)
     if not wrapped._tamp.client.aggregates:
         unused = _torch_optimizer.unused_settings(optimizer,

@@ -9,11 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -352,27 +353,21 @@ Job::Outcome Job::WatchWorkers() {
 }
 
 Job::Outcome Job::EndedTogether() {
-  std::optional<uint64_t> first_step;
+  std::set<uint64_t> last_steps;
+  std::vector<std::string> ends;
   for (int child : workers_) {
     const std::optional<events::WorkerEvent>& done = summary_.done_event(roles_[child].rank);
     if (!done || done->total_steps() == 0) continue;  // Reported no run length.
-    if (!first_step) {
-      first_step = done->step();
-    } else if (done->step() != *first_step) {
-      renderer_.Finish();
-      std::vector<std::string> ends;
-      for (int other : workers_) {
-        const std::optional<events::WorkerEvent>& end = summary_.done_event(roles_[other].rank);
-        if (end) ends.push_back(absl::StrCat(group_.name(other), " after step ", end->step()));
-      }
-      Say(absl::StrCat("the workers ended at different steps (", absl::StrJoin(ends, ", "),
-                       "): one left its training loop early, and the others trained on "
-                       "without it (every worker trains to the run's end, "
-                       "tamp.torch.total_steps(), or the script cuts every worker alike)"));
-      return Outcome::kFailed;
-    }
+    last_steps.insert(done->step());
+    ends.push_back(absl::StrCat(group_.name(child), " after step ", done->step()));
   }
-  return Outcome::kOk;
+  if (last_steps.size() <= 1) return Outcome::kOk;
+  renderer_.Finish();
+  Say(absl::StrCat("the workers ended at different steps (", absl::StrJoin(ends, ", "),
+                   "): one left its training loop early, and the others trained on without it "
+                   "(every worker trains to the run's end, tamp.torch.total_steps(), or the "
+                   "script cuts every worker alike)"));
+  return Outcome::kFailed;
 }
 
 bool Job::RestartServer(int child, const ExitStatus& status) {

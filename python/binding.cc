@@ -16,6 +16,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,6 +46,11 @@ namespace py = pybind11;
 
 PyObject* dropped_error = nullptr;  // tamp._tamp.DroppedError, created at import.
 
+[[noreturn]] void RaiseAs(PyObject* type, const absl::Status& status) {
+  PyErr_SetString(type, std::string(status.message()).c_str());
+  throw py::error_already_set();
+}
+
 [[noreturn]] void Raise(const absl::Status& status) {
   PyObject* type = PyExc_RuntimeError;
   switch (status.code()) {
@@ -63,8 +69,7 @@ PyObject* dropped_error = nullptr;  // tamp._tamp.DroppedError, created at impor
     default:
       break;
   }
-  PyErr_SetString(type, std::string(status.message()).c_str());
-  throw py::error_already_set();
+  RaiseAs(type, status);
 }
 
 void Check(const absl::Status& status) {
@@ -82,7 +87,17 @@ struct Config {
   static Config FromText(const std::string& text, const std::string& source) {
     return Config{Check(LoadConfigText(text, source))};
   }
-  static Config FromFile(const std::string& path) { return Config{Check(LoadConfigFile(path))}; }
+  // A file that cannot be read raises OSError, FileNotFoundError where it does not exist, as
+  // open() would. NOT_FOUND is not mapped so everywhere: a server's answer can carry it too.
+  static Config FromFile(const std::string& path) {
+    absl::StatusOr<config::RunConfig> config = LoadConfigFile(path);
+    if (config.status().code() == absl::StatusCode::kNotFound) {
+      std::error_code ignored;
+      RaiseAs(std::filesystem::exists(path, ignored) ? PyExc_OSError : PyExc_FileNotFoundError,
+              config.status());
+    }
+    return Config{Check(std::move(config))};
+  }
 
   config::RunConfig proto;
 };

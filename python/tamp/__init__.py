@@ -95,7 +95,7 @@ def init(config: Union[Config, str, None] = None, rank: Optional[int] = None,
         path = _tamp.config_path_from_env({})
         try:
             config = load_config(path)
-        except RuntimeError as unreadable:  # The file: the variable's value is wrong.
+        except OSError as unreadable:  # The variable's value is wrong.
             raise ValueError(f"TAMP_CONFIG: {unreadable}") from None
     config = load_config(config)
     where = _tamp.placement_from_env(config, overrides)

@@ -89,6 +89,18 @@ class InitTest(unittest.TestCase):
             tamp.init(rank=5)
         self.assertIn("TAMP_RANK: 5 is not below", str(raised.exception))
 
+    def test_config_file_that_cannot_be_read_raises_oserror_as_open_would(self):
+        with self.assertRaises(FileNotFoundError) as raised:
+            tamp.Config.from_file("/nonexistent/job.pbtxt")
+        self.assertEqual(str(raised.exception), "config file '/nonexistent/job.pbtxt' cannot "
+                         "be read: No such file or directory")
+        with self.assertRaises(OSError) as raised:  # A directory exists: not FileNotFoundError.
+            tamp.Config.from_file("/")
+        self.assertNotIsInstance(raised.exception, FileNotFoundError)
+        self.assertIn("config file '/' cannot be read: Is a directory", str(raised.exception))
+        with self.assertRaises(ValueError):  # A file that reads, holding no config.
+            tamp.Config.from_file(os.devnull)
+
     def test_keep_freed_memory_serves_large_blocks_from_the_heap(self):
         # In a fresh interpreter: by default glibc maps a 16 MiB block of its own (above the
         # heap's end, sbrk(0)); after keep_freed_memory() it comes from the heap (below it).

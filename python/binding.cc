@@ -294,6 +294,7 @@ class PyClient {
     out["bytes_pushed"] = totals.bytes_pushed;
     out["bytes_pulled"] = totals.bytes_pulled;
     out["raw_bytes_pushed"] = totals.raw_bytes_pushed;
+    out["start_step"] = totals.start_step;
     return out;
   }
 

@@ -205,6 +205,7 @@ absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMe
   }
   TAMP_RETURN_IF_ERROR(CheckTensors("BeginStep()", params));
   TAMP_RETURN_IF_ERROR(UseMemory("BeginStep()", 0, memory));
+  if (!totals_.start_step.has_value()) totals_.start_step = step;
   const uint32_t resync_steps = config_.training().resync_steps();
   if (resync_steps != 0 && step != 0 && step % resync_steps == 0) {
     TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(Pulled()).status());

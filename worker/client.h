@@ -129,11 +129,14 @@ struct StepReport {
   double apply_ms = 0;
 };
 
-// Whole-run byte counts.
+// Whole-run byte counts, of this client's steps only.
 struct ClientTotals {
   uint64_t bytes_pushed = 0;
   uint64_t bytes_pulled = 0;
   uint64_t raw_bytes_pushed = 0;
+  // The first step this client began: 0 in a fresh run; later where the run resumed from
+  // the servers' checkpoints or this process replaced a dead worker. None before a step.
+  std::optional<uint64_t> start_step;
 };
 
 class Client {

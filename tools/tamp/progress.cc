@@ -179,11 +179,16 @@ std::string FormatSummaryLine(const events::RunSummary& summary) {
       : summary.has_test_accuracy()
           ? absl::StrCat("test accuracy ", FormatPercent(summary.test_accuracy()))
           : "no test accuracy reported";
+  // A run resumed from checkpoints ran only the steps after its start here.
+  const std::string resumed =
+      summary.start_step() == 0 || summary.start_step() >= summary.steps()
+          ? ""
+          : absl::StrFormat(" (resumed at step %d: %d of them in this run)", summary.start_step(),
+                            summary.steps() - summary.start_step());
   std::string line = absl::StrFormat(
-      "done: %s, %d steps in %.1f s (%.2f ms/step), pushed %s, pulled %s", accuracy,
-      summary.steps(), summary.wall_seconds(),
-      summary.step_ms_median(), FormatBytes(summary.bytes_pushed()),
-      FormatBytes(summary.bytes_pulled()));
+      "done: %s, %d steps%s in %.1f s (%.2f ms/step), pushed %s, pulled %s", accuracy,
+      summary.steps(), resumed, summary.wall_seconds(), summary.step_ms_median(),
+      FormatBytes(summary.bytes_pushed()), FormatBytes(summary.bytes_pulled()));
   if (summary.compression_ratio() > 0) {
     absl::StrAppendFormat(&line, ", compression %.1fx", summary.compression_ratio());
   }

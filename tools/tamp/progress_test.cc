@@ -179,6 +179,18 @@ TEST(FormatTest, SummaryLine) {
             "pulled 6.00 MiB, compression 10.0x");
 }
 
+TEST(FormatTest, SummaryLineOfAResumedRunSaysHowManyStepsRanInIt) {
+  events::RunSummary s;
+  s.set_test_accuracy(0.8431);
+  s.set_steps(400);
+  s.set_start_step(194);
+  s.set_wall_seconds(9.52);
+  s.set_step_ms_median(30.5);
+  EXPECT_EQ(FormatSummaryLine(s),
+            "done: test accuracy 84.31%, 400 steps (resumed at step 194: 206 of them in this "
+            "run) in 9.5 s (30.50 ms/step), pushed 0 B, pulled 0 B");
+}
+
 // A script that reports neither (tamp.torch's automatic events): no accuracy, no loss.
 TEST(FormatTest, UnreportedAccuracyAndLossAreNotShownAsZero) {
   events::RunSummary s;

@@ -63,7 +63,15 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
       std::string line;
       while (std::getline(file, line)) {
         absl::StatusOr<events::WorkerEvent> event = ParseWorkerEvent(line);
-        if (event.ok()) builder.Add(worker, *event);
+        if (!event.ok()) continue;  // A log line.
+        // Worker 0's file gives the accuracy and the loss: a misordered list must not.
+        if (event->worker() != static_cast<uint32_t>(worker)) {
+          *err << "tamp summarize: " << path << " holds worker " << event->worker()
+               << "'s events but was given as worker " << worker
+               << "'s (one file per worker, in rank order)\n";
+          return kExitUsage;
+        }
+        builder.Add(worker, *event);
       }
     }
   }

@@ -41,19 +41,19 @@ optimizer { name: "sgd" learning_rate: 0.1 }
 
 // A worker's stdout as a cluster engine saves it: log lines between the JSON events (fields
 // cut to those the summary reads).
-std::string WorkerOutput(int pushed, double accuracy) {
+std::string WorkerOutput(int worker, int pushed, double accuracy) {
   return absl::StrCat(
       "I1123 12:00:00.000 worker started\n",
-      R"({"kind":"STEP","step":1,"loss":0.9,"step_ms":3,"compute_ms":2})", "\n",
-      R"({"kind":"DONE","step":40,"bytes_pushed":)", pushed,
+      R"({"kind":"STEP","worker":)", worker, R"(,"step":1,"loss":0.9,"step_ms":3,"compute_ms":2})",
+      "\n", R"({"kind":"DONE","worker":)", worker, R"(,"step":40,"bytes_pushed":)", pushed,
       R"(,"bytes_pulled":1000,"raw_bytes_pushed":)", pushed * 10,
       R"(,"step_ms_median":4,"test_accuracy":)", accuracy, "}\n");
 }
 
 TEST(SummarizeCommandTest, SummarizesEveryWorkersEventsIntoTheRunSummary) {
   const std::string config = Write("job.pbtxt", kConfig);
-  const std::string w0 = Write("w0.out", WorkerOutput(100, 0.75));
-  const std::string w1 = Write("w1.out", WorkerOutput(300, 0.5));
+  const std::string w0 = Write("w0.out", WorkerOutput(0, 100, 0.75));
+  const std::string w1 = Write("w1.out", WorkerOutput(1, 300, 0.5));
   const std::string json = TempPath("summary.json");
   std::ostringstream out, err;
   ASSERT_EQ(SummarizeCommand({config, w0, w1, "--summary_json=" + json, "--wall_seconds=12"},
@@ -71,7 +71,8 @@ TEST(SummarizeCommandTest, SummarizesEveryWorkersEventsIntoTheRunSummary) {
 
 TEST(SummarizeCommandTest, ErrorsNameWhatIsWrong) {
   const std::string config = Write("job2.pbtxt", kConfig);
-  const std::string w0 = Write("a0.out", WorkerOutput(100, 0.75));
+  const std::string w0 = Write("a0.out", WorkerOutput(0, 100, 0.75));
+  const std::string w1 = Write("a1-done.out", WorkerOutput(1, 300, 0.5));
   const std::string unfinished = Write("a1.out", "I1123 worker started\n");
   std::ostringstream out, err;
   EXPECT_EQ(SummarizeCommand({config, w0}, &out, &err), 2);
@@ -88,6 +89,12 @@ TEST(SummarizeCommandTest, ErrorsNameWhatIsWrong) {
   err.str("");
   EXPECT_EQ(SummarizeCommand({Write("bad.pbtxt", "version: 1\nepohcs: 3\n"), w0, w0}, &out, &err), 2);
   EXPECT_THAT(err.str(), HasSubstr("epohcs"));
+  err.str("");
+  // In the wrong order, worker 1's accuracy would pass for worker 0's.
+  EXPECT_EQ(SummarizeCommand({config, w1, w0}, &out, &err), 2);
+  EXPECT_THAT(err.str(), HasSubstr(w1 + " holds worker 1's events but was given as worker 0's "
+                                   "(one file per worker, in rank order)"));
+  EXPECT_EQ(SummarizeCommand({config, w0, w1}, &out, &err), 0) << err.str();
 }
 
 }  // namespace

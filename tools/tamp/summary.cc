@@ -42,6 +42,9 @@ SummaryBuilder::SummaryBuilder(int num_workers)
 void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
   if (worker < 0 || worker >= static_cast<int>(done_.size())) return;
   latest_[worker] = {event.bytes_pushed(), event.bytes_pulled(), event.raw_bytes_pushed()};
+  if (event.has_start_step() && !(start_step_ && *start_step_ <= event.start_step())) {
+    start_step_ = event.start_step();
+  }
   switch (event.kind()) {
     case events::WorkerEvent::STEP:
       if (worker == 0 && event.has_loss()) final_loss_ = event.loss();
@@ -85,6 +88,7 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   if (done_[0]->has_test_accuracy()) summary.set_test_accuracy(done_[0]->test_accuracy());
   summary.set_synthetic(done_[0]->synthetic());
   summary.set_steps(done_[0]->step());  // DONE carries the final step count in `step`.
+  summary.set_start_step(start_step_.value_or(0));
   summary.set_epochs(last_epoch_ ? *last_epoch_ + 1 : epochs);
   summary.set_wall_seconds(wall_seconds);
   uint64_t pushed = 0, pulled = 0, raw_pushed = 0;

@@ -35,6 +35,8 @@ absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
 //
 // Collects the events of `num_workers` workers and builds the RunSummary:
 //   test_accuracy, steps   worker 0's DONE (its `step`: the number of steps run)
+//   start_step             the least start_step of any event (0 if none): where the run
+//                          resumed from the servers' checkpoints
 //   step_ms_median         median over the workers' DONE step_ms_median
 //   bytes_pushed/pulled    sums of the workers' DONE values
 //   compression_ratio      sum raw_bytes_pushed / sum bytes_pushed (0 if nothing pushed)
@@ -88,6 +90,7 @@ class SummaryBuilder {
   uint32_t server_restarts_ = 0;
   uint32_t worker_restarts_ = 0;
   std::optional<float> final_loss_;  // Worker 0's last reported loss.
+  std::optional<uint64_t> start_step_;  // The least start_step of any event.
   // Of every STEP of every worker.
   std::vector<double> compute_ms_, encode_ms_, wire_ms_, decode_ms_, apply_ms_, hidden_percent_;
 };

@@ -108,6 +108,40 @@ TEST(SummaryBuilderTest, AggregatesDoneEvents) {
   EXPECT_FLOAT_EQ(summary->final_loss(), 0.25f);
 }
 
+events::WorkerEvent Started(events::WorkerEvent event, uint64_t start_step) {
+  event.set_start_step(start_step);
+  return event;
+}
+
+// A `tamp run` again on the same checkpoints: its workers began at step 194, their bytes
+// count from there.
+TEST(SummaryBuilderTest, StartStepIsWhereTheRunResumed) {
+  SummaryBuilder builder(2);
+  builder.Add(0, Started(StepLoss(0.5f), 194));
+  builder.Add(1, Started(StepLoss(0.5f), 194));
+  builder.Add(0, Started(Done(1, 1, 1, 1, 0.8), 194));
+  builder.Add(1, Started(Done(1, 1, 1, 1, 0.8), 194));
+  auto summary = builder.Build("mlp", 1, 5);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->start_step(), 194u);
+  EXPECT_EQ(summary->steps(), 100u);
+}
+
+// A worker replaced mid-run starts later; the run, and the bytes its predecessor banked, from
+// the first step. Events without start_step (an older worker's, a step not begun) count none.
+TEST(SummaryBuilderTest, AReplacedWorkerDoesNotMoveTheStartStep) {
+  SummaryBuilder builder(2);
+  builder.Add(0, StepLoss(0.5f));
+  builder.Add(1, Started(StepLoss(0.5f), 0));
+  builder.WorkerRestarted(1);
+  builder.Add(1, Started(StepLoss(0.5f), 150));
+  builder.Add(0, Done(1, 1, 1, 1, 0.8));
+  builder.Add(1, Started(Done(1, 1, 1, 1, 0.8), 150));
+  auto summary = builder.Build("mlp", 1, 5);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->start_step(), 0u);
+}
+
 TEST(SummaryBuilderTest, SyntheticIsWorkerZerosWord) {
   SummaryBuilder builder(2);
   events::WorkerEvent done = Done(10, 1, 1, 3.0, 0.0);
@@ -238,7 +272,7 @@ TEST(SummaryToJsonTest, EveryFieldSnakeCaseWithNumbersAndTheFormatVersion) {
             R"("bytes_pulled":0,"compression_ratio":0,"final_loss":0,"compute_ms_median":0,)"
             R"("encode_ms_median":0,"wire_ms_median":0,"decode_ms_median":0,)"
             R"("apply_ms_median":0,"comm_hidden_percent_median":0,"server_restarts":0,)"
-            R"("worker_restarts":0,"synthetic":false})");
+            R"("worker_restarts":0,"synthetic":false,"start_step":0})");
   events::RunSummary parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
   summary.set_format_version(kJsonFormatVersion);

@@ -194,8 +194,11 @@ absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMe
                                               length_.total_steps - 1));
   }
   if (!next_step_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "BeginStep(", step, "): the client has not started: call Start() (or Resume()) first"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("BeginStep(", step, "): ",
+                     failed_step_.ok() ? "the client has not started: call Start() (or Resume()) "
+                                         "first"
+                                       : AfterFailedStep()));
   }
   if (step != *next_step_) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -362,7 +365,8 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient,
   const TensorSpec& spec = layout_.tensors[tensor];
   if (!in_step_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "Push(): tensor \"", spec.name, "\" pushed outside a step; call BeginStep() first"));
+        "Push(): tensor \"", spec.name, "\" pushed outside a step; ",
+        failed_step_.ok() ? "call BeginStep() first" : AfterFailedStep()));
   }
   if (gradient.size() != static_cast<size_t>(spec.elements())) {
     return absl::InvalidArgumentError(absl::StrCat("Push(): tensor \"", spec.name, "\" has ",
@@ -597,11 +601,30 @@ absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
   answered_pushes_.clear();
   lock.unlock();
   report_.timeline = timeline_.Summarize();
-  TAMP_RETURN_IF_ERROR(encode_error_);
-  TAMP_RETURN_IF_ERROR(rpc_error);
-  TAMP_RETURN_IF_ERROR(apply_error);
+  absl::Status failure = !encode_error_.ok() ? encode_error_
+                         : !rpc_error.ok()   ? rpc_error
+                                             : apply_error;
+  if (!failure.ok()) {
+    if (absl::IsAborted(failure) && aggregates()) {  // Dropped: Rejoin() would be refused.
+      failure = absl::AbortedError(absl::StrCat(
+          failure.message(), "; with server.mode AGGREGATE a dropped worker cannot rejoin (the "
+          "servers hold no trained weights): the other workers go on without it. "
+          "consistency.worker_timeout_ms sets how long a barrier waits (0: for ever)"));
+    }
+    failed_step_ = absl::Status(failure.code(),
+                                absl::StrCat("step ", step_, " failed: ", failure.message()));
+    return failure;
+  }
   next_step_ = step_ + 1;
   return absl::OkStatus();
+}
+
+std::string Client::AfterFailedStep() const {
+  return absl::StrCat(failed_step_.message(), "; ",
+                      aggregates() ? "with server.mode AGGREGATE the client is only good for "
+                                     "closing"
+                                   : "Rejoin() goes on from the other workers' replica (it "
+                                     "forgets this worker's residuals), or close the client");
 }
 
 }  // namespace tamp

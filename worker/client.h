@@ -38,9 +38,12 @@
 // size, Wait() before every tensor was pushed) returns INVALID_ARGUMENT or
 // FAILED_PRECONDITION naming the tensor, and changes nothing: the step can go on. Wait()
 // returns ABORTED when a SYNC barrier dropped this worker (consistency.worker_timeout_ms):
-// call Rejoin() and go on from the step it returns. Other errors (a shard gone past
-// checkpoint.reconnect_timeout_ms, a corrupt answer) end the step; the client is then only
-// good for destruction.
+// call Rejoin() and go on from the step it returns. Other errors (a push a server refuses,
+// such as one holding NaN under validation.nonfinite_policy REJECT; a shard gone past
+// checkpoint.reconnect_timeout_ms; a corrupt answer) end the step too: Rejoin() goes on
+// where the servers still answer, otherwise the client is only good for destruction; calls
+// that need a step then say which step failed and why. With server.mode AGGREGATE nothing
+// rejoins. Start() or Resume() is called once.
 //
 // SYNC worker failure (docs/consistency.md): a worker whose pushes are refused ABORTED was
 // dropped from the barriers; Rejoin() forgets its residuals and takes the others' replica at
@@ -299,6 +302,10 @@ class Client {
                            const TensorMemory& memory);
   // INVALID_ARGUMENT naming `call` and the first tensor whose span does not fit the layout.
   absl::Status CheckTensors(absl::string_view call, TensorSpans tensors) const;
+  // FAILED_PRECONDITION naming `call` (Start(), Resume()) once the client has started.
+  absl::Status StartedOnce(absl::string_view call) const;
+  // What a call refused for want of a step says after failed_step_: why, and the way on.
+  std::string AfterFailedStep() const;
   // pulled_, sized to the whole model: the scratch the exact weights are pulled into. It is
   // freed by the next BeginStep(), so it is held only around Start(), resyncs and recovery.
   absl::Span<float> Pulled();
@@ -331,6 +338,10 @@ class Client {
   // The step BeginStep() must begin: Start()'s or Rejoin()'s, or the one after the step
   // Wait() completed; unknown after a step that ended in an error.
   std::optional<uint64_t> next_step_;
+  bool started_ = false;  // Start() or Resume() succeeded: neither is called again.
+  // Why the last step ended in an error (Wait()'s, naming the step), until Rejoin(): what a
+  // call refused for want of a step says.
+  absl::Status failed_step_;
   // How many times the job's weights were set (the shards' count): the initial ones are 1,
   // each Broadcast() one more.
   uint32_t weights_generation_ = 1;

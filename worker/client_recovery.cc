@@ -15,6 +15,7 @@
 namespace tamp {
 
 absl::StatusOr<uint64_t> Client::Resume(TensorSpans params, const TensorMemory& memory) {
+  TAMP_RETURN_IF_ERROR(StartedOnce("Resume()"));
   TAMP_RETURN_IF_ERROR(CheckTensors("Resume()", params));
   TAMP_RETURN_IF_ERROR(UseMemory("Resume()", 0, memory));
   if (config_.consistency().mode() != config::Consistency::SYNC) {
@@ -32,6 +33,7 @@ absl::StatusOr<uint64_t> Client::Resume(TensorSpans params, const TensorMemory& 
     TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
     LOG(WARNING) << "worker " << rank_ << ": resumed after the run's last step (" << latest
                  << "); nothing left to train";
+    started_ = true;
     return length_.total_steps;
   }
   // Even at step 0: the dead process may have pushed part of it, which a fresh start would
@@ -68,6 +70,8 @@ absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view ca
   TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   LOG(WARNING) << "worker " << rank_ << " rejoined at step " << step;
   next_step_ = step;
+  started_ = true;
+  failed_step_ = absl::OkStatus();
   return step;
 }
 

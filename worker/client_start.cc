@@ -74,7 +74,15 @@ absl::Status Client::Broadcast(TensorSpans params, const TensorMemory& memory) {
   return absl::OkStatus();
 }
 
+absl::Status Client::StartedOnce(absl::string_view call) const {
+  if (!started_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      call, ": the client has started already (Start() or Resume() once; Rejoin() after a "
+      "dropped or failed step)"));
+}
+
 absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& memory) {
+  TAMP_RETURN_IF_ERROR(StartedOnce("Start()"));
   TAMP_RETURN_IF_ERROR(CheckTensors("Start()", params));
   TAMP_RETURN_IF_ERROR(UseMemory("Start()", 0, memory));
   const bool sync = config_.consistency().mode() == config::Consistency::SYNC;
@@ -110,6 +118,7 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& m
         "the servers are at step ", step, "; a worker can only join a job at step 0"));
   }
   next_step_ = step;
+  started_ = true;
   return step;
 }
 

@@ -3,6 +3,7 @@
 // call names the tensor and leaves the step able to go on.
 #include "worker/client.h"
 
+#include <limits>
 #include <memory>
 #include <thread>
 #include <string>
@@ -12,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/barrier_watchdog.h"
 #include "server/service.h"
 #include "server/shard.h"
 #include "server/shard_host.h"
@@ -155,6 +157,39 @@ TEST_F(ClientTest, BeginStepBeforeStartIsRefused) {
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
   EXPECT_THAT(status.message(),
               HasSubstr("BeginStep(0): the client has not started: call Start() (or Resume())"));
+}
+
+// Start() mid-run copied the current weights and handed back the step: once only.
+TEST_F(ClientTest, StartAndResumeAreCalledOnce) {
+  const std::vector<float> before = params_;
+  for (absl::StatusOr<uint64_t> again : {client_->Start(tensors_), client_->Resume(tensors_)}) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
+    EXPECT_THAT(again.status().message(),
+                HasSubstr("the client has started already (Start() or Resume() once; Rejoin() "
+                          "after a dropped or failed step)"));
+  }
+  EXPECT_EQ(params_, before);
+  ASSERT_TRUE(client_->BeginStep(0, tensors_).ok());
+}
+
+// A push the servers refuse (NaN, validation.nonfinite_policy REJECT) ends the step; what
+// needs a step then says which failed and the way on, not "the client has not started".
+TEST_F(ClientTest, CallsAfterAFailedStepNameItAndTheWayOn) {
+  std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
+  grads[3] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(client_->BeginStep(0, tensors_).ok());
+  PushAll(grads);
+  const absl::Status waited = client_->Wait(tensors_);
+  ASSERT_TRUE(absl::IsInvalidArgument(waited)) << waited;
+  EXPECT_THAT(waited.message(), HasSubstr("NaN"));
+  const absl::Status begun = client_->BeginStep(1, tensors_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(begun)) << begun;
+  EXPECT_THAT(begun.message(), HasSubstr("BeginStep(1): step 0 failed: "));
+  EXPECT_THAT(begun.message(),
+              HasSubstr("; Rejoin() goes on from the other workers' replica (it forgets this "
+                        "worker's residuals), or close the client"));
+  const absl::Status pushed = client_->Push(0, TensorOf(grads, 0));
+  EXPECT_THAT(pushed.message(), HasSubstr("pushed outside a step; step 0 failed: "));
 }
 
 // Worker 0's weights (a checkpoint loaded after Start()) become the shards' before the first
@@ -359,8 +394,9 @@ TEST_F(ClientTest, ResumeAfterTheLastStepTakesTheFinalWeights) {
 
 class RegisteredJobTest : public ::testing::Test {
  protected:
-  void StartJob(config::Server::Mode mode) {
-    config_ = testing::TestConfig([mode](config::RunConfig& config) {
+  void StartJob(config::Server::Mode mode, uint32_t worker_timeout_ms = 0) {
+    config_ = testing::TestConfig([mode, worker_timeout_ms](config::RunConfig& config) {
+      config.mutable_consistency()->set_worker_timeout_ms(worker_timeout_ms);
       config.mutable_model()->Clear();
       config.mutable_model()->set_kind(config::Model::REGISTERED);
       config.mutable_server()->set_mode(mode);
@@ -376,8 +412,14 @@ class RegisteredJobTest : public ::testing::Test {
     absl::StatusOr<JobLayout> layout = BuildJobLayout(config_, {weight, bias});
     ASSERT_TRUE(layout.ok()) << layout.status();
     layout_ = *std::move(layout);
+    watchdogs_.resize(2);
     for (uint32_t rank = 0; rank < 2; ++rank) {
-      absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config_, rank, nullptr);
+      // As tamp_server: the shard, made at the first handshake, drops late workers.
+      absl::StatusOr<std::unique_ptr<ShardHost>> host =
+          ShardHost::Create(config_, rank, [this, rank](Shard& shard) {
+            watchdogs_[rank] = BarrierWatchdog::Start(&shard);
+            return absl::OkStatus();
+          });
       ASSERT_TRUE(host.ok()) << host.status();
       hosts_.push_back(*std::move(host));
       services_.push_back(std::make_unique<ParameterServerService>(hosts_.back().get(), ""));
@@ -416,6 +458,7 @@ class RegisteredJobTest : public ::testing::Test {
   config::RunConfig config_;
   JobLayout layout_;
   std::vector<std::unique_ptr<ShardHost>> hosts_;
+  std::vector<std::unique_ptr<BarrierWatchdog>> watchdogs_;  // Go before their shards.
   std::vector<std::unique_ptr<ParameterServerService>> services_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
   std::vector<std::string> addresses_;
@@ -489,6 +532,33 @@ TEST_F(RegisteredJobTest, AggregateModeWritesTheMeanGradient) {
   EXPECT_EQ(params_[0], weights_before);
   const absl::StatusOr<uint64_t> rejoined = clients_[1]->Rejoin(tensors_[1], "test");
   EXPECT_TRUE(absl::IsFailedPrecondition(rejoined.status())) << rejoined.status();
+}
+
+// The servers' word for a dropped worker is to rejoin; in AGGREGATE it cannot (a user's
+// rejoin() was refused after being told to call it): the client says so.
+TEST_F(RegisteredJobTest, AnAggregateWorkerDroppedIsToldItCannotRejoin) {
+  StartJob(config::Server::AGGREGATE, /*worker_timeout_ms=*/100);
+  BothWorkers([&](int rank) { ASSERT_TRUE(clients_[rank]->Start(tensors_[rank]).ok()); });
+  const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 3, 0);
+  auto step = [&](int rank) {
+    EXPECT_TRUE(clients_[rank]->BeginStep(0, tensors_[rank]).ok());
+    for (int t = 0; t < 2; ++t) {
+      EXPECT_TRUE(clients_[rank]
+                      ->Push(t, absl::MakeConstSpan(grads).subspan(layout_.tensor_offsets[t],
+                                                                   layout_.tensors[t].elements()))
+                      .ok());
+    }
+    return clients_[rank]->Wait(tensors_[rank]);
+  };
+  const absl::Status alone = step(0);  // Worker 1 is late: dropped after 100 ms.
+  ASSERT_TRUE(alone.ok()) << alone;
+  const absl::Status late = step(1);
+  EXPECT_TRUE(absl::IsAborted(late)) << late;
+  EXPECT_THAT(late.message(),
+              HasSubstr("; with server.mode AGGREGATE a dropped worker cannot rejoin (the servers "
+                        "hold no trained weights): the other workers go on without it"));
+  EXPECT_THAT(clients_[1]->BeginStep(1, tensors_[1]).message(),
+              HasSubstr("with server.mode AGGREGATE the client is only good for closing"));
 }
 
 TEST_F(RegisteredJobTest, AWorkerWithOtherTensorsIsRefusedNamingTheFirstDifference) {

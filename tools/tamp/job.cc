@@ -299,6 +299,7 @@ Job::Outcome Job::WatchWorkers() {
                        [this](int child) { return group_.running(child); });
   };
   std::optional<absl::Time> first_finished;  // When a worker first exited 0.
+  std::string first_finished_note;  // What that worker's exit means for the others.
   absl::Duration next_notice = options_.straggler_notice;
   while (workers_running()) {
     if (first_finished && absl::Now() - *first_finished >= next_notice) {
@@ -307,10 +308,8 @@ Job::Outcome Job::WatchWorkers() {
         if (group_.running(child)) running.push_back(group_.name(child));
       }
       Say(absl::StrCat(absl::StrJoin(running, ", "), running.size() == 1 ? " is" : " are",
-                       " still running ", absl::FormatDuration(next_notice),
-                       " after a worker finished the run; one the servers dropped (a SYNC "
-                       "barrier's consistency.worker_timeout_ms) and that hangs cannot rejoin "
-                       "a finished run: Ctrl-C stops the job"));
+                       " still running ", absl::FormatDuration(next_notice), " after ",
+                       first_finished_note, ": Ctrl-C stops the job"));
       next_notice *= 5;
     }
     for (const ChildEvent& event : group_.Poll(absl::Seconds(1), interrupts_->fd())) {
@@ -339,13 +338,29 @@ Job::Outcome Job::WatchWorkers() {
       // there), or left its loop early while the others train on (EndedTogether() fails the
       // job then). Said now, as the others may wait on it for a while.
       const std::optional<events::WorkerEvent>& done = summary_.done_event(role.rank);
-      if (done && done->step() < done->total_steps()) {
+      const bool left_early = done && done->step() < done->total_steps();
+      if (left_early) {
         Say(absl::StrCat(group_.name(event.child), " exited (exit status 0) after step ",
                          done->step(), " of the run's ", done->total_steps(),
                          "; the others wait for it at their next barrier "
                          "(consistency.worker_timeout_ms) unless they end there too"));
       }
-      if (!first_finished) first_finished = absl::Now();
+      if (!first_finished) {
+        first_finished = absl::Now();
+        const std::string& name = group_.name(event.child);
+        first_finished_note =
+            left_early
+                ? absl::StrCat(name, " left the run after step ", done->step(), " of ",
+                               done->total_steps(), "; they wait for it at their barriers until "
+                               "consistency.worker_timeout_ms drops it, and the job then fails "
+                               "unless they end at that step too")
+            : done ? absl::StrCat(name, " finished the run; one the servers dropped (a SYNC "
+                                  "barrier's consistency.worker_timeout_ms) and that hangs "
+                                  "cannot rejoin a finished run")
+                   : absl::StrCat(name, " exited (exit status 0) without reporting its last "
+                                  "step; if it left the run early, the others wait for it at "
+                                  "their barriers until consistency.worker_timeout_ms drops it");
+      }
     }
     if (Interrupted()) return Outcome::kInterrupted;
   }
@@ -365,7 +380,7 @@ Job::Outcome Job::EndedTogether() {
   renderer_.Finish();
   Say(absl::StrCat("the workers ended at different steps (", absl::StrJoin(ends, ", "),
                    "): one left its training loop early, and the others trained on without it "
-                   "(every worker trains to the run's end, tamp.torch.total_steps(), or the "
+                   "(every worker trains to the run's end, the client's total_steps, or the "
                    "script cuts every worker alike)"));
   return Outcome::kFailed;
 }

@@ -101,7 +101,7 @@ echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"bytesPushed\":\"
 //   FAKE_COMMAND_MODE=silent    exits 0 without printing anything
 //   FAKE_COMMAND_MODE=hang      never finishes
 //   FAKE_COMMAND_MODE=early     rank 1 reports DONE after step 1 of 2 and exits 0; the
-//                               others after step 2
+//                               others after step 2, 1.5 s later
 //   FAKE_COMMAND_MODE=cut       every rank reports DONE after step 1 of 2 (the script cut
 //                               the run) and exits 0
 //   FAKE_COMMAND_MODE=traceback rank 1 dies of a Python exception whose message runs 30
@@ -112,7 +112,7 @@ echo $$ >> "$FAKE_PIDS"
 case "${FAKE_COMMAND_MODE:-ok}" in
   silent) exit 0 ;;
   hang) exec sleep 30 ;;
-  early) step=2; [ "$TAMP_RANK" = 1 ] && step=1; sleep 0.$((TAMP_RANK * 3))
+  early) step=2; [ "$TAMP_RANK" = 1 ] && step=1 || sleep 1.5
          echo "{\"kind\":\"DONE\",\"step\":\"$step\",\"totalSteps\":\"2\"}"; exit 0 ;;
   cut) echo '{"kind":"DONE","step":"1","totalSteps":"2","bytesPushed":"100"}'; exit 0 ;;
   traceback) [ "$TAMP_RANK" = 1 ] || exec sleep 30
@@ -551,6 +551,20 @@ TEST_F(JobTest, CommandEndingBeforeTheOthersFailsTheJob) {
   ExpectAllGone(4);
 }
 
+// The others still running after one left early are not told it "finished the run" (a user
+// stopped a healthy job on that word): they wait for it until the servers drop it.
+TEST_F(JobTest, WorkersRunningOnAfterOneLeftEarlyAreToldWhy) {
+  UseCommand();
+  setenv("FAKE_COMMAND_MODE", "early", 1);
+  options_.straggler_notice = absl::Milliseconds(200);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 0 is still running 200ms after worker 1 left "
+                                    "the run after step 1 of 2; they wait for it at their "
+                                    "barriers until consistency.worker_timeout_ms drops it"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("finished the run")));
+  ExpectAllGone(4);
+}
+
 // A script that cuts the run (its own step limit) on every worker alike ends the job there.
 TEST_F(JobTest, CommandCuttingTheRunOnEveryWorkerEndsTheJob) {
   UseCommand();
@@ -627,7 +641,7 @@ TEST_F(JobTest, WorkersStillRunningAfterAnotherFinishedAreNamed) {
   interrupter.join();
   ASSERT_EQ(code, kExitInterrupted) << out_.str();
   const std::string out = out_.str();
-  EXPECT_THAT(out, HasSubstr("tamp: worker 1 is still running 1s after a worker finished the "
+  EXPECT_THAT(out, HasSubstr("tamp: worker 1 is still running 1s after worker 0 finished the "
                              "run; one the servers dropped"));
   EXPECT_THAT(out, Not(HasSubstr("worker 0 is still running")));
   EXPECT_THAT(out, Not(HasSubstr("running 5s after")));  // The next notice is due at 5 s.

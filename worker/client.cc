@@ -210,7 +210,8 @@ absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMe
   TAMP_RETURN_IF_ERROR(UseMemory("BeginStep()", 0, memory));
   if (!totals_.start_step.has_value()) totals_.start_step = step;
   const uint32_t resync_steps = config_.training().resync_steps();
-  if (resync_steps != 0 && step != 0 && step % resync_steps == 0) {
+  const bool resync = resync_steps != 0 && step != 0 && step % resync_steps == 0;
+  if (resync) {
     TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(Pulled()).status());
     TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   }
@@ -225,6 +226,10 @@ absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMe
   timeline_.Reset();
   report_.shard_bytes_pushed.assign(layout_.shard_bytes.size(), 0);
   report_.shard_bytes_pulled.assign(layout_.shard_bytes.size(), 0);
+  if (resync) {  // The step's traffic: each shard's exact weights, fp32.
+    report_.shard_bytes_pulled = layout_.shard_bytes;
+    for (uint64_t bytes : layout_.shard_bytes) totals_.bytes_pulled += bytes;
+  }
   report_.raw_bytes_pushed = 0;
   report_.decode_ms = 0;
   report_.apply_ms = 0;

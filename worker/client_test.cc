@@ -26,9 +26,13 @@ using ::testing::HasSubstr;
 
 class ClientTest : public ::testing::Test {
  protected:
+  // What a fixture of its own changes in the job's config.
+  virtual void Configure(config::RunConfig& config) {}
+
   void SetUp() override {
-    config_ = testing::TestConfig([](config::RunConfig& config) {
+    config_ = testing::TestConfig([this](config::RunConfig& config) {
       config.mutable_cluster()->set_num_workers(1);
+      Configure(config);
     });
     layout_ = testing::TestLayout(config_);
     for (uint32_t rank = 0; rank < 2; ++rank) {
@@ -145,6 +149,31 @@ TEST_F(ClientTest, BeginStepTakesTheNextStepOnly) {
   status = client_->BeginStep(0, tensors_);
   EXPECT_THAT(status.message(), HasSubstr("BeginStep(0): the next step is 1"));
   EXPECT_TRUE(client_->BeginStep(1, tensors_).ok());
+}
+
+class ResyncingClientTest : public ClientTest {
+  void Configure(config::RunConfig& config) override {
+    config.mutable_training()->set_resync_steps(2);
+  }
+};
+
+// A resync's exact weights are traffic of its step: counted in the step's pulled bytes and
+// the totals (a user's count left out 9 resyncs of a whole model).
+TEST_F(ResyncingClientTest, AResyncsWeightsCountAsTheStepsPulledBytes) {
+  std::vector<std::vector<uint64_t>> pulled;  // By step, by shard.
+  uint64_t all = 0;
+  for (uint64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(client_->BeginStep(step, tensors_).ok());
+    PushAll(testing::TestGradient(layout_.total_elements, 0, step));
+    ASSERT_TRUE(client_->Wait(tensors_).ok());
+    pulled.push_back(client_->report().shard_bytes_pulled);
+    for (uint64_t bytes : pulled.back()) all += bytes;
+  }
+  EXPECT_EQ(pulled[0], pulled[1]);  // Raw updates, codec "none".
+  for (size_t shard = 0; shard < pulled[2].size(); ++shard) {  // And step 2's resync.
+    EXPECT_EQ(pulled[2][shard], pulled[0][shard] + layout_.shard_bytes[shard]) << shard;
+  }
+  EXPECT_EQ(client_->totals().bytes_pulled, all);
 }
 
 // Before Start() there is no step to begin: refused before anything is pushed (a user's

@@ -35,7 +35,9 @@ Example (numpy, the MLP of `model { kind: MLP hidden: [64] }`):
         step += 1
 """
 
+import operator
 import os
+from collections import abc
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from tamp import _tamp
@@ -149,6 +151,35 @@ def _check_count(caller: str, name: str, value) -> None:
         raise ValueError(f"{caller}: {name} must be an int >= 1, got {value!r}")
 
 
+def _tensor_specs(caller: str, tensors) -> List[Tuple[str, List[int]]]:
+    """[(name, [dims])] from `tensors`, or ValueError naming the entry that is not a (str
+    name, sequence of ints) pair: a float dimension is not cut to an int, nor a dict taken for
+    its keys."""
+    if isinstance(tensors, (str, bytes, abc.Mapping)) or not isinstance(tensors, abc.Iterable):
+        raise ValueError(f"{caller}: tensors must be a list of (name, shape) pairs, got "
+                         f"{type(tensors).__name__}")
+    specs = []
+    for index, entry in enumerate(tensors):
+        if (isinstance(entry, (str, bytes)) or not isinstance(entry, abc.Sequence)
+                or len(entry) != 2):
+            raise ValueError(f"{caller}: tensors[{index}] must be a (name, shape) pair, got "
+                             f"{entry!r}")
+        name, shape = entry
+        if not isinstance(name, str):
+            raise ValueError(f"{caller}: tensors[{index}]: the name must be a str, got {name!r}")
+        try:
+            if isinstance(shape, (str, bytes)):
+                raise TypeError
+            dims = [operator.index(d) for d in shape]  # A float or a bool is no dimension.
+            if any(isinstance(d, bool) for d in shape):
+                raise TypeError
+        except TypeError:
+            raise ValueError(f"{caller}: tensor \"{name}\": the shape must be a sequence of "
+                             f"ints, got {shape!r}") from None
+        specs.append((name, dims))
+    return specs
+
+
 def count_steps(config: Config, steps_per_epoch: int) -> int:
     """Steps in the run: training.epochs passes of steps_per_epoch, cut at training.max_steps.
 
@@ -187,7 +218,7 @@ class Client(_NativeClient):
         steps = total_steps if total_steps is not None else count_steps(where.config,
                                                                         steps_per_epoch)
         super().__init__(where.config, where.rank, where.servers,
-                         [(name, [int(d) for d in shape]) for name, shape in tensors],
+                         _tensor_specs("Client", tensors),
                          steps_per_epoch, steps)
         self.total_steps = steps
         self.rank = where.rank

@@ -101,6 +101,23 @@ class InitTest(unittest.TestCase):
         with self.assertRaises(ValueError):  # A file that reads, holding no config.
             tamp.Config.from_file(os.devnull)
 
+    def test_client_tensors_are_name_and_shape_pairs_or_refused_naming_the_entry(self):
+        # Refused before any server is asked: these servers do not exist.
+        with self.environment(TAMP_RANK="0"):
+            where = tamp.init()
+        cases = [
+            ([("w", (6.7,))], 'tensor "w": the shape must be a sequence of ints, got (6.7,)'),
+            ([("w", 6)], 'tensor "w": the shape must be a sequence of ints, got 6'),
+            ([("w", (True,))], 'tensor "w": the shape must be a sequence of ints, got (True,)'),
+            ({"w": (6,)}, "tensors must be a list of (name, shape) pairs, got dict"),
+            ([(b"w", (6,))], "tensors[0]: the name must be a str, got b'w'"),
+            ([("w", (6,)), ("b",)], "tensors[1] must be a (name, shape) pair, got ('b',)"),
+        ]
+        for tensors, words in cases:
+            with self.subTest(tensors=tensors), self.assertRaises(ValueError) as raised:
+                tamp.Client(tensors, steps_per_epoch=10, where=where)
+            self.assertEqual(str(raised.exception), "Client: " + words)
+
     def test_keep_freed_memory_serves_large_blocks_from_the_heap(self):
         # In a fresh interpreter: by default glibc maps a 16 MiB block of its own (above the
         # heap's end, sbrk(0)); after keep_freed_memory() it comes from the heap (below it).

@@ -23,7 +23,12 @@ inline constexpr int32_t kDLCUDAHost = 3;  // Pinned host memory.
 inline constexpr int32_t kDLROCMHost = 11;
 
 // DLDataTypeCode
+inline constexpr uint8_t kDLInt = 0;
+inline constexpr uint8_t kDLUInt = 1;
 inline constexpr uint8_t kDLFloat = 2;
+inline constexpr uint8_t kDLBfloat = 4;
+inline constexpr uint8_t kDLComplex = 5;
+inline constexpr uint8_t kDLBool = 6;
 
 struct DLDevice {
   int32_t device_type;  // DLDeviceType, a C enum (int).

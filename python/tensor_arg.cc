@@ -13,6 +13,23 @@
 namespace tamp::python {
 namespace {
 
+// numpy's and torch's name of a DLPack element type: "float64", "int32", "bool", "float16x4"
+// (lanes), "DLPack type code 3, 64 bits" for a code without one.
+std::string DLPackTypeName(const dlpack::DLDataType& type) {
+  const char* kind = type.code == dlpack::kDLInt       ? "int"
+                     : type.code == dlpack::kDLUInt    ? "uint"
+                     : type.code == dlpack::kDLFloat   ? "float"
+                     : type.code == dlpack::kDLBfloat  ? "bfloat"
+                     : type.code == dlpack::kDLComplex ? "complex"
+                                                       : nullptr;
+  std::string name = type.code == dlpack::kDLBool ? std::string("bool")
+                     : kind != nullptr ? absl::StrCat(kind, int{type.bits})
+                                       : absl::StrCat("DLPack type code ", int{type.code}, ", ",
+                                                      int{type.bits}, " bits");
+  if (type.lanes != 1) absl::StrAppend(&name, "x", type.lanes);
+  return name;
+}
+
 absl::Status Refuse(absl::string_view name, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": ", problem));
 }
@@ -172,10 +189,8 @@ absl::StatusOr<TensorArg> TensorArg::FromCapsule(PyObject* capsule, absl::string
                                      "; the client takes host memory and CUDA devices"));
   }
   if (tensor.dtype.code != dlpack::kDLFloat || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1) {
-    return Refuse(name, absl::StrCat("expected float32 elements, got a ", what,
-                                     " of DLPack type code ", int{tensor.dtype.code}, ", ",
-                                     int{tensor.dtype.bits}, " bits, ", int{tensor.dtype.lanes},
-                                     " lanes"));
+    return Refuse(name, absl::StrCat("expected float32 elements, got a ", what, " of ",
+                                     DLPackTypeName(tensor.dtype), " (DLPack)"));
   }
   int64_t elements = 1;
   for (int32_t d = 0; d < tensor.ndim; ++d) elements *= tensor.shape[d];

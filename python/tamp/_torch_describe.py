@@ -9,7 +9,12 @@ each layer's forward and backward time, a layer being a module that owns trainab
 parameters itself: forward from its forward pre-hook to its forward hook; backward from the
 gradient of its output arriving to the last of its parameters' gradients. A module whose
 output is not one tensor gets twice its forward time as backward (the shipped profiles'
-rule). Medians over `repetitions` passes after two unmeasured ones.
+rule). A layer that holds other layers (the model itself owning a positional embedding, a
+block owning a scale) counts its own time only: its span less theirs. Medians over
+`repetitions` passes after two unmeasured ones. The profile lists the layers in the order
+backward readies their gradients, last first: forward order for a plain stack, and the
+place of parameters a module uses without calling its forward (MultiheadAttention's
+out_proj).
 
 Threading: the caller's; it runs forward and backward on the model, leaving the parameters'
 .grad as it found them.
@@ -39,6 +44,15 @@ def _layers(model: torch.nn.Module):
     return layers
 
 
+def _inner_layers(name: str, layers) -> List[str]:
+    """The layers directly inside layer `name` (the model's own is ""): below it in the module
+    tree with no other layer between."""
+    prefix = f"{name}." if name else ""
+    inside = [other for other in layers if other != name and other.startswith(prefix)]
+    return [other for other in inside
+            if not any(other.startswith(f"{between}.") for between in inside)]
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -66,7 +80,6 @@ def describe_model(model: torch.nn.Module, path_prefix: str, batch,
     layers = _layers(model)
     device = named[0][1].device
     times: Dict[str, Dict[str, float]] = {}
-    order: List[str] = []  # Layers in the order forward ran them.
     handles = []
 
     def on_forward_pre(layer):
@@ -80,8 +93,6 @@ def describe_model(model: torch.nn.Module, path_prefix: str, batch,
             _sync(device)
             now = time.perf_counter()
             times[layer]["forward_ms"] = 1000 * (now - times[layer]["forward_start"])
-            if layer not in order:
-                order.append(layer)
             if isinstance(output, torch.Tensor) and output.requires_grad:
                 def output_grad(grad):
                     _sync(device)
@@ -103,6 +114,7 @@ def describe_model(model: torch.nn.Module, path_prefix: str, batch,
             handles.append(param.register_hook(on_param_grad(module_name)))
     saved = [p.grad for _, p in named]
     samples: Dict[str, List[List[float]]] = {name: [] for name, _, _ in layers}
+    readied: Dict[str, float] = {}  # The last pass: when backward readied each layer's last.
     try:
         for repetition in range(repetitions + 2):
             for name, _, _ in layers:
@@ -119,14 +131,22 @@ def describe_model(model: torch.nn.Module, path_prefix: str, batch,
                             if "backward_start" in t and "backward_end" in t
                             and t["backward_end"] >= t["backward_start"] else 2 * forward)
                 samples[name].append([forward, backward])
+                if "backward_end" in t:
+                    readied[name] = t["backward_end"]
     finally:
         for handle in handles:
             handle.remove()
         for (_, param), grad in zip(named, saved):
             param.grad = grad
     owners = {name: own for name, _, own in layers}
-    # Layers forward never ran (unused this batch) go last, at no cost.
-    ran = order + [name for name, _, _ in layers if name not in order]
+    spans = {name: [statistics.median(s[i] for s in measured) if measured else 0.0
+                    for i in (0, 1)] for name, measured in samples.items()}
+    own_ms = {name: [max(0.0, span - sum(spans[inner][i] for inner in _inner_layers(name, spans)))
+                     for i, span in enumerate(spans[name])] for name in spans}
+    # Readied last in backward, first in forward; layers backward never reached (unused this
+    # batch) last, at no cost.
+    ran = sorted(readied, key=readied.get, reverse=True)
+    ran += [name for name, _, _ in layers if name not in readied]
     layout_path, profile_path = f"{path_prefix}.layout", f"{path_prefix}.profile"
     with open(layout_path, "w") as out:
         out.write("tamp-layout 1\n# written by tamp.torch.describe_model(): "
@@ -137,9 +157,7 @@ def describe_model(model: torch.nn.Module, path_prefix: str, batch,
     step_ms = 0.0
     lines = []
     for name in ran:
-        measured = samples[name]
-        forward = statistics.median(s[0] for s in measured) if measured else 0.0
-        backward = statistics.median(s[1] for s in measured) if measured else 0.0
+        forward, backward = own_ms[name]
         step_ms += forward + backward
         lines.append(f"layer {forward:.4f} {backward:.4f} "
                      f"{' '.join(param_name for param_name, _ in owners[name])}\n")

@@ -172,7 +172,8 @@ class BindingTest(unittest.TestCase):
                                                                  grads[2].astype(np.float64)),
                            '"fc2.weight"', "float32")
         self.assertRefused(ValueError, lambda: self.client.push(
-            "fc2.weight", torch.from_numpy(grads[2]).double()), '"fc2.weight"', "float32")
+            "fc2.weight", torch.from_numpy(grads[2]).double()), '"fc2.weight"',
+            "expected float32 elements, got a ", "of float64 (DLPack)")
         self.push_all(grads)
         self.finish(grads)
 

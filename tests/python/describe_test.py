@@ -3,12 +3,14 @@
 holding exactly the tensors the model registers; refusals by name. No servers needed."""
 
 import os
+import re
 import tempfile
 import unittest
 
 import torch
 
 import tamp
+import tamp._torch_describe
 import tamp.torch
 
 
@@ -24,6 +26,23 @@ class Net(torch.nn.Module):
     def forward(self, tokens):
         h = self.conv(self.embed(tokens).transpose(1, 2)).transpose(1, 2)
         return self.head(self.norm(h).mean(dim=1))
+
+
+class RootNet(torch.nn.Module):
+    """A positional embedding on the model itself, and MultiheadAttention, whose forward uses
+    out_proj's parameters without calling out_proj."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Parameter(torch.randn(6, 8))
+        self.embed = torch.nn.Embedding(20, 8)
+        self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        self.head = torch.nn.Linear(8, 20)
+
+    def forward(self, tokens):
+        h = self.embed(tokens) + self.pos
+        h, _ = self.attn(h, h, h)
+        return self.head(h.mean(dim=1))
 
 
 CONFIG = """version: 1
@@ -66,6 +85,28 @@ class DescribeTest(unittest.TestCase):
         config = tamp.load_config(CONFIG.replace("LAYOUT", files["layout_file"]).replace(
             "PROFILE", files["profile_file"]))  # The C++ loader checks both files.
         self.assertIsNotNone(config)
+
+    def test_layers_within_layers_and_parameters_used_without_a_call(self):
+        # The model's own layer ("pos") spans the whole pass: it counted the others' time
+        # again, and, its hook ending last, stood last, as if its gradient were readied first.
+        files = tamp.torch.describe_model(RootNet(), os.path.join(self.dir, "root"), self.batch,
+                                          repetitions=3)
+        with open(files["profile_file"]) as f:
+            text = f.read()
+        layers = [line.split() for line in text.splitlines() if line.startswith("layer ")]
+        names = [layer[3:] for layer in layers]
+        # Readied last by backward, so first in forward (in either order: they meet at one
+        # addition); out_proj between in_proj and the head, where backward readies it.
+        self.assertCountEqual(names[:2], [["embed.weight"], ["pos"]])
+        self.assertEqual(names[2:], [["attn.in_proj_weight", "attn.in_proj_bias"],
+                                     ["attn.out_proj.weight", "attn.out_proj.bias"],
+                                     ["head.weight", "head.bias"]])
+        # The step is the layers' own times, each counted once.
+        step_ms = float(re.search(r"one step ([0-9.]+) ms", text).group(1))
+        self.assertAlmostEqual(step_ms, sum(float(l[1]) + float(l[2]) for l in layers), delta=0.01)
+        inner = tamp._torch_describe._inner_layers
+        self.assertEqual(inner("", ["", "a", "a.b", "c"]), ["a", "c"])
+        self.assertEqual(inner("a", ["", "a", "a.b", "a.b.c", "ab"]), ["a.b"])
 
     def test_refusals_name_the_problem(self):
         self.model.scale = torch.nn.Parameter(torch.tensor(2.0))

@@ -243,13 +243,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_name_late_changes()
         for index in self._tamp.follow_memory(self._tamp_params):
             self._tamp_hook_again(index)
-        frozen = []  # Frozen since registration, without a gradient: torch's optimizers skip them.
+        frozen = []  # Frozen since registration: no gradient; torch's optimizers skip them.
         for index, param in enumerate(self._tamp_params):
             if self._tamp_passes_done[index] < self._tamp_passes:
-                if param.grad is None:  # Unused in this step's forward: Horovod's zeros.
+                # Unused in this step's forward: Horovod's zeros. Frozen: zeros too, whatever
+                # .grad holds (zero_grad() without set_to_none leaves its zeroed tensor, a
+                # script that never zeroes it a stale one).
+                if param.grad is None or not param.requires_grad:
                     param.grad = torch.zeros_like(param)
-                    if not param.requires_grad:
-                        frozen.append(index)
+                if not param.requires_grad:
+                    frozen.append(index)
                 self._tamp.push(index, param.grad)
                 self._tamp_passes_done[index] = self._tamp_passes
         if not self._tamp.client.aggregates:

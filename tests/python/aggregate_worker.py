@@ -183,7 +183,7 @@ def check_distributed_optimizer(out_path):
     state was loaded into the wrapped one (new param_groups lists): the scheduler still halves
     the wrapped one's rate after two steps, and sees every step (no warning). At the fourth
     step, with weight decay, a parameter frozen since registration gets no gradient and
-    stays as it was, as torch's SGD leaves it. After shutdown() the optimizer refuses to step."""
+    stays as it was, as torch's SGD leaves it, also where zero_grad() left it a zeroed one. After shutdown() the optimizer refuses to step."""
     torch.manual_seed(5)
     model = Mlp()
     sgd = torch.optim.SGD(model.parameters(), lr=0.125)
@@ -202,7 +202,8 @@ def check_distributed_optimizer(out_path):
         if step == 3:
             model.fc2.bias.requires_grad_(False)
             decay = optimizer.param_groups[0]["weight_decay"] = 0.01
-        optimizer.zero_grad(set_to_none=True)
+        # At the frozen step torch 1.13's default: the frozen parameter keeps a zeroed .grad.
+        optimizer.zero_grad(set_to_none=step != 3)
         torch.nn.functional.cross_entropy(model(x), y).backward()
         scale = 1.0
         if step == 2:

@@ -363,6 +363,8 @@ PYBIND11_MODULE(_tamp, m) {
       .def_property_readonly("epochs", [](const Config& c) { return c.proto.training().epochs(); })
       .def_property_readonly("max_steps",
                              [](const Config& c) { return c.proto.training().max_steps(); })
+      .def_property_readonly("resync_steps",
+                             [](const Config& c) { return c.proto.training().resync_steps(); })
       .def_property_readonly("batch_size",
                              [](const Config& c) { return c.proto.data().batch_size(); })
       .def_property_readonly("shuffle_seed",

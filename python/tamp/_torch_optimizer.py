@@ -265,7 +265,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for index in frozen:  # The wrapped optimizer leaves them as torch's would.
                 self._tamp_params[index].grad = None
         self._tamp_passes_done = [0] * len(self._tamp_params)
-        self._tamp_pushed = [None] * len(self._tamp_params)
+        if self._tamp.client.aggregates:  # The mean is now in .grad, for the caller to clip.
+            self._tamp_pushed = [None] * len(self._tamp_params)
+        # Server-optimizer mode: step() looks again for gradients changed after the pushes
+        # (Horovod's clipping between synchronize() and step() does nothing there).
         self._tamp_synchronized = True
 
     def _tamp_name_frozen(self, frozen: List[int]) -> None:
@@ -283,7 +286,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             "server { mode: AGGREGATE }, where step() leaves them to the wrapped optimizer, "
             "which skips them", stacklevel=5)  # The script's step() or synchronize().
 
-    def _tamp_name_late_changes(self) -> None:
+    def _tamp_name_late_changes(self, stacklevel: int = 5) -> None:
         """Warns (once) when a gradient changed after its hook pushed it: in-place (its
         version moved, as torch.nn.utils.clip_grad_norm_ scales it) or replaced."""
         if self._tamp_late_change_named:
@@ -299,8 +302,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 "step()?), which changes nothing: the push had gone. Clip each worker's "
                 "gradient before its push with the config's compression { clip_norm }"
                 + (", or the mean: synchronize(), clip .grad, then step() under "
-                   "skip_synchronize()" if self._tamp.client.aggregates else ""),
-                stacklevel=5)  # The script's step() or synchronize().
+                   "skip_synchronize()" if self._tamp.client.aggregates else
+                   "; clipping the mean (Horovod's synchronize(), clip, step() under "
+                   "skip_synchronize()) needs server { mode: AGGREGATE }: in server-optimizer "
+                   "mode synchronize() has applied the servers' update"),
+                stacklevel=stacklevel)  # The script's step() or synchronize().
             return
 
     @contextlib.contextmanager
@@ -321,12 +327,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._tamp_skipping and not self._tamp_synchronized:
             raise RuntimeError("step() inside skip_synchronize() needs synchronize() first: "
                                "this step's gradients are pushed but not yet answered")
+        if self._tamp_synchronized and not self._tamp.client.aggregates:
+            self._tamp_name_late_changes(stacklevel=4)  # The script's step(), via no_grad.
         loss = None
         if closure is not None:
             with torch.enable_grad():  # As torch's optimizers: the closure runs backward.
                 loss = closure()
         self._tamp_synchronize(None if loss is None else float(loss))
         self._tamp_synchronized = False
+        self._tamp_pushed = [None] * len(self._tamp_params)
         if self._tamp.client.aggregates:
             if self._tamp_stepped:
                 self._tamp_base.step(self)

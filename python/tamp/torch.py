@@ -413,8 +413,12 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     if not _before_first_step(session):
         # A process replacing a dead worker took the others' replica, which is the job's: its
         # broadcast, as the script says, has no effect to warn of.
+        resync = tamp.placement().config.resync_steps
         ignored = [] if tamp.restarted() else [
-            "rank 0's parameters are not sent (the servers hold the job's weights)"]
+            "rank 0's parameters are not sent (the servers hold the job's weights); a worker "
+            "whose parameters changed since (a checkpoint loaded mid-run) now differs from the "
+            "others " + (f"until the next resync (training.resync_steps {resync})" if resync
+                         else "to the end of the run (training.resync_steps is 0: no resync)")]
         if others:
             ignored.append(f"{len(others)} entries that are not the job's tensors are left as "
                            f"each worker has them ({', '.join(others[:5])}"

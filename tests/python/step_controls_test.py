@@ -9,6 +9,7 @@ The tests share one session; each leaves the step it took complete.
 """
 
 import unittest
+import warnings
 
 import torch
 
@@ -123,6 +124,24 @@ class StepControlsTest(unittest.TestCase):
             self.optimizer.step()
         self.assertMovedBy(before, grads)
         self.assertEqual(tamp.torch.current_step(), step + 1)
+
+    def test_clipping_after_synchronize_is_named_as_changing_nothing(self):
+        # Horovod's recipe clips the mean between synchronize() and step(); here the servers'
+        # update has been applied by then (a user's clipped run matched the unclipped one).
+        before = self.snapshot()
+        grads = self.accumulate([13, 14])
+        self.optimizer.synchronize()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1e-3)
+        self.optimizer._tamp_late_change_named = False  # Once per optimizer: this test's.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with self.optimizer.skip_synchronize():
+                self.optimizer.step()
+        self.assertEqual(len(caught), 1, [str(w.message) for w in caught])
+        self.assertIn("needs server { mode: AGGREGATE }: in server-optimizer mode "
+                      "synchronize() has applied the servers' update", str(caught[0].message))
+        self.assertEqual(caught[0].filename, __file__)  # The script's step().
+        self.assertMovedBy(before, grads)  # By the unclipped gradients.
 
     def test_step_under_skip_synchronize_without_synchronize_is_refused(self):
         before = self.snapshot()

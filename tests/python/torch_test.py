@@ -266,8 +266,10 @@ class TorchTest(unittest.TestCase):
             tamp.torch.broadcast_parameters(state, root_rank=0)
         self.assertEqual(len(caught), 1)
         self.assertIn("rank 0's parameters are not sent (the servers hold the job's "
-                      "weights); 2 entries that are not the job's tensors are left as each "
-                      "worker has them", str(caught[0].message))
+                      "weights); a worker whose parameters changed since (a checkpoint loaded "
+                      "mid-run) now differs from the others to the end of the run "
+                      "(training.resync_steps is 0: no resync); 2 entries that are not the "
+                      "job's tensors are left as each worker has them", str(caught[0].message))
         self.assertIn("bn.running_mean, bn.num_batches_tracked", str(caught[0].message))
         for param, old in zip(self.model.parameters(), before):
             self.assertTrue(torch.equal(param.detach(), old))

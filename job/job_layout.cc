@@ -133,6 +133,42 @@ absl::Status ValidateTensors(const config::RunConfig& config,
   return absl::OkStatus();
 }
 
+std::vector<std::string> IneffectiveTensorOverrides(const config::RunConfig& config,
+                                                    const std::vector<TensorSpec>& tensors) {
+  const config::Compression& compression = config.compression();
+  const uint64_t chunk_bytes =
+      std::max<uint64_t>(1, compression.partition_bytes() / sizeof(float)) * sizeof(float);
+  auto compresses = [](const config::Codec& codec) {
+    return !codec.name().empty() && codec.name() != "none";
+  };
+  std::vector<std::string> notes;
+  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+    const config::TensorOverride& override = compression.tensor_overrides(i);
+    if (!compresses(override.compression().push()) && !compresses(override.compression().pull())) {
+      continue;
+    }
+    std::vector<std::string> small;  // The first few.
+    size_t num_small = 0;
+    bool compressible = false;
+    for (const TensorSpec& tensor : tensors) {
+      if (!TensorNameMatches(override.pattern(), tensor.name)) continue;
+      const uint64_t bytes = static_cast<uint64_t>(tensor.elements()) * sizeof(float);
+      if (std::min(bytes, chunk_bytes) >= compression.min_compress_bytes()) {
+        compressible = true;
+        break;
+      }
+      if (++num_small <= 4) small.push_back(absl::StrCat(DescribeTensor(tensor), " ", bytes, " B"));
+    }
+    if (compressible || small.empty()) continue;
+    notes.push_back(absl::StrCat(
+        "compression.tensor_overrides[", i, "] (pattern '", override.pattern(),
+        "') changes nothing: every tensor it matches is below compression.min_compress_bytes (",
+        compression.min_compress_bytes(), " B) and travels raw (", absl::StrJoin(small, ", "),
+        num_small > small.size() ? ", ..." : "", "); lower min_compress_bytes to compress them"));
+  }
+  return notes;
+}
+
 std::vector<uint32_t> JobLayout::ChunksOfShard(uint32_t shard) const {
   std::vector<uint32_t> ids;
   for (const ChunkPlan& plan : chunks) {

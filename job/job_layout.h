@@ -57,6 +57,15 @@ inline constexpr size_t kMaxTensorNameBytes = 256;
 absl::Status ValidateTensors(const config::RunConfig& config,
                              const std::vector<TensorSpec>& tensors);
 
+// IneffectiveTensorOverrides()
+//
+// A note per compression.tensor_overrides entry that changes nothing on `tensors`: it names a
+// codec other than none, and every tensor it matches is below compression.min_compress_bytes
+// (so its chunks travel raw), e.g. "compression.tensor_overrides[0] (pattern 'pos') changes
+// nothing: ...". For the caller to warn of; the config stands.
+std::vector<std::string> IneffectiveTensorOverrides(const config::RunConfig& config,
+                                                    const std::vector<TensorSpec>& tensors);
+
 // BuildJobLayout()
 //
 // The layout of the config's built-in model. `config` must be validated (LoadConfigFile does

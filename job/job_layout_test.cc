@@ -81,5 +81,29 @@ TEST(JobLayoutTest, MissingAndExtraTensorsAreRefusedByName) {
   EXPECT_THAT(status.message(), HasSubstr("\"fc3.weight\""));
 }
 
+// An override whose tensors all travel raw (below min_compress_bytes) is named: a user's
+// fp16 for a 6 KB positional embedding changed nothing, and nothing said so.
+TEST(JobLayoutTest, OverridesOfOnlyRawTensorsAreNamed) {
+  config::RunConfig config = MlpConfig();
+  config::Compression& compression = *config.mutable_compression();
+  compression.set_min_compress_bytes(4096);
+  auto add = [&](const std::string& pattern, const std::string& push) {
+    config::TensorOverride* override = compression.add_tensor_overrides();
+    override->set_pattern(pattern);
+    override->mutable_compression()->mutable_push()->set_name(push);
+  };
+  add("fc2.*", "fp16");       // fc2.weight 2560 B, fc2.bias 40 B: raw.
+  add("fc1.*", "fp16");       // fc1.weight's chunks are 16 KiB: compressed.
+  add("fc2.weight", "none");  // Raw, as it says.
+  EXPECT_THAT(IneffectiveTensorOverrides(config, MlpTensors()),
+              ::testing::ElementsAre(
+                  "compression.tensor_overrides[0] (pattern 'fc2.*') changes nothing: every "
+                  "tensor it matches is below compression.min_compress_bytes (4096 B) and "
+                  "travels raw (\"fc2.weight\" [10, 64] 2560 B, \"fc2.bias\" [10] 40 B); lower "
+                  "min_compress_bytes to compress them"));
+  compression.set_partition_bytes(2048);  // Every chunk of fc1.weight is raw too.
+  EXPECT_EQ(IneffectiveTensorOverrides(config, MlpTensors()).size(), 2u);
+}
+
 }  // namespace
 }  // namespace tamp

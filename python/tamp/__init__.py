@@ -37,6 +37,7 @@ Example (numpy, the MLP of `model { kind: MLP hidden: [64] }`):
 
 import operator
 import os
+import warnings
 from collections import abc
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -222,3 +223,5 @@ class Client(_NativeClient):
                          steps_per_epoch, steps)
         self.total_steps = steps
         self.rank = where.rank
+        for note in self.ineffective_overrides:  # The config stands; the user may not know.
+            warnings.warn(f"tamp: {note}", stacklevel=2)

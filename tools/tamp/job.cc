@@ -434,6 +434,9 @@ void Job::SayShardLoad() {
   // Configs without a model (tests' stand-ins) have no layout: nothing to say.
   absl::StatusOr<JobLayout> layout = BuildJobLayout(config_);
   if (!layout.ok()) return;
+  for (const std::string& note : IneffectiveTensorOverrides(config_, layout->tensors)) {
+    Say(absl::StrCat("warning: ", note));
+  }
   uint64_t total = 0;
   for (uint64_t bytes : layout->shard_bytes) total += bytes;
   for (size_t shard = 0; shard < layout->shard_bytes.size(); ++shard) {

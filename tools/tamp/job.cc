@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -117,6 +119,8 @@ class Job {
   void HandleLine(int child, const std::string& line);
   // "shard 0: 4 chunks, 102 KiB (50.1%)" for each shard, if the config has a layout.
   void SayShardLoad();
+  // Appends a worker's event line to its events file (opened at its first event).
+  void KeepEvent(int child, const std::string& line);
   // Prints "tamp: <child name> <what>" and the tail of the child's log.
   void ReportChildFailure(int child, absl::string_view what);
   // Stops everything still running and returns the exit code for `outcome`.
@@ -146,6 +150,9 @@ class Job {
   ProgressRenderer renderer_;
   SummaryBuilder summary_;
   std::ofstream metrics_;  // --metrics_file, if set.
+  // By child: its WorkerEvent lines, beside its log (worker-R.events, worker-R.restart-N.events),
+  // for `tamp summarize` to read again.
+  std::map<int, std::ofstream> event_files_;
   Clock::time_point start_;
   bool started_ = false;
 };
@@ -414,6 +421,7 @@ void Job::HandleLine(int child, const std::string& line) {
   if (role.role == Role::kWorker) {
     absl::StatusOr<events::WorkerEvent> event = ParseWorkerEvent(line);
     if (event.ok()) {
+      KeepEvent(child, line);
       if (metrics_.is_open() && event->kind() == events::WorkerEvent::STEP) {
         metrics_ << StepMetricsJson(role.rank, *event) << "\n" << std::flush;
       }
@@ -428,6 +436,16 @@ void Job::HandleLine(int child, const std::string& line) {
     group_.AppendToLog(child, line);
   }
   renderer_.PrintLine(absl::StrCat("[", group_.name(child), "] ", line));
+}
+
+void Job::KeepEvent(int child, const std::string& line) {
+  auto [kept, first] = event_files_.try_emplace(child);
+  if (first) {  // A file that cannot be opened loses only this copy: the summary has them.
+    std::string path = group_.log_path(child);
+    if (absl::EndsWith(path, ".log")) path.resize(path.size() - 4);
+    kept->second.open(path + ".events", std::ios::out | std::ios::trunc);
+  }
+  if (kept->second.is_open()) kept->second << line << "\n" << std::flush;
 }
 
 void Job::SayShardLoad() {

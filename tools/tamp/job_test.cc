@@ -297,6 +297,11 @@ TEST_F(JobTest, SuccessStopsServersAndWritesSummary) {
   EXPECT_DOUBLE_EQ(summary.compression_ratio(), 10.0);
   EXPECT_FLOAT_EQ(summary.final_loss(), 5.5f);
   EXPECT_THAT(ReadFile(options_.summary_json), HasSubstr("\"final_loss\":5.5"));
+  // Each worker's events beside its log, for `tamp summarize` to read again; not its log lines.
+  const std::string events = ReadFile(options_.run_dir + "/worker-1.events");
+  EXPECT_THAT(events, HasSubstr("{\"kind\":\"STEP\",\"worker\":1,\"step\":\"5\""));
+  EXPECT_THAT(events, HasSubstr("{\"kind\":\"DONE\",\"worker\":1,"));
+  EXPECT_THAT(events, Not(HasSubstr("says hello")));
   ExpectAllGone(4);
 }
 

@@ -208,13 +208,13 @@ absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMe
   }
   TAMP_RETURN_IF_ERROR(CheckTensors("BeginStep()", params));
   TAMP_RETURN_IF_ERROR(UseMemory("BeginStep()", 0, memory));
-  if (!totals_.start_step.has_value()) totals_.start_step = step;
   const uint32_t resync_steps = config_.training().resync_steps();
   const bool resync = resync_steps != 0 && step != 0 && step % resync_steps == 0;
   if (resync) {
     TAMP_RETURN_IF_ERROR(ps_client_->PullWeights(Pulled()).status());
     TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   }
+  if (!totals_.start_step.has_value()) totals_.start_step = step;
   // The exact weights pulled by Start(), Rejoin(), a resend or the resync above are applied:
   // the steps do without the scratch, a whole model's size, until the next pull.
   std::vector<float>().swap(pulled_);

@@ -185,10 +185,14 @@ std::string FormatSummaryLine(const events::RunSummary& summary) {
           ? ""
           : absl::StrFormat(" (resumed at step %d: %d of them in this run)", summary.start_step(),
                             summary.steps() - summary.start_step());
+  // tamp summarize knows the wall time only when told (--wall_seconds).
+  const std::string wall = summary.wall_seconds() > 0
+                               ? absl::StrFormat(" in %.1f s", summary.wall_seconds())
+                               : "";
   std::string line = absl::StrFormat(
-      "done: %s, %d steps%s in %.1f s (%.2f ms/step), pushed %s, pulled %s", accuracy,
-      summary.steps(), resumed, summary.wall_seconds(), summary.step_ms_median(),
-      FormatBytes(summary.bytes_pushed()), FormatBytes(summary.bytes_pulled()));
+      "done: %s, %d steps%s%s (%.2f ms/step), pushed %s, pulled %s", accuracy, summary.steps(),
+      resumed, wall, summary.step_ms_median(), FormatBytes(summary.bytes_pushed()),
+      FormatBytes(summary.bytes_pulled()));
   if (summary.compression_ratio() > 0) {
     absl::StrAppendFormat(&line, ", compression %.1fx", summary.compression_ratio());
   }

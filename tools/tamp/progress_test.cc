@@ -189,6 +189,10 @@ TEST(FormatTest, SummaryLineOfAResumedRunSaysHowManyStepsRanInIt) {
   EXPECT_EQ(FormatSummaryLine(s),
             "done: test accuracy 84.31%, 400 steps (resumed at step 194: 206 of them in this "
             "run) in 9.5 s (30.50 ms/step), pushed 0 B, pulled 0 B");
+  s.set_wall_seconds(0);  // tamp summarize without --wall_seconds: not "in 0.0 s".
+  EXPECT_EQ(FormatSummaryLine(s),
+            "done: test accuracy 84.31%, 400 steps (resumed at step 194: 206 of them in this "
+            "run) (30.50 ms/step), pushed 0 B, pulled 0 B");
 }
 
 // A script that reports neither (tamp.torch's automatic events): no accuracy, no loss.

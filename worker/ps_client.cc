@@ -260,6 +260,11 @@ absl::StatusOr<uint64_t> PsClient::Rejoin(absl::Span<float> params) {
                                                 kAttempts, " attempts: ", last.message()));
 }
 
+void PsClient::PrepareCall(grpc::ClientContext* context) const {
+  context->set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
+  AttachJobToken(job_token_, context);
+}
+
 absl::StatusOr<uint64_t> PsClient::PullWeights(absl::Span<float> params,
                                                uint32_t min_generation) {
   return Pull(params, /*replica=*/false, min_generation);
@@ -292,8 +297,7 @@ absl::StatusOr<uint64_t> PsClient::PullShard(uint32_t shard, absl::Span<float> p
   TAMP_RETURN_IF_ERROR(AskUntilAnswered(
       [&]() -> absl::StatusOr<bool> {
         grpc::ClientContext context;
-        context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
-        AttachJobToken(job_token_, &context);
+        PrepareCall(&context);
         const grpc::Status status = stubs_[shard]->PullWeights(&context, request, &response);
         if (!status.ok()) return FromGrpc(status, absl::StrCat(Describe(shard), "PullWeights: "));
         return response.awaiting_initial_weights();
@@ -349,8 +353,7 @@ absl::Status PsClient::InitWeights(absl::Span<const float> params, uint32_t gene
     TAMP_RETURN_IF_ERROR(AskUntilAnswered(
         [&]() -> absl::StatusOr<bool> {
           grpc::ClientContext context;
-          context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
-          AttachJobToken(job_token_, &context);
+          PrepareCall(&context);
           const grpc::Status status = stubs_[shard]->InitWeights(&context, request, &response);
           // ALREADY_EXISTS: an earlier process of this worker set them; they stand.
           if (!status.ok() && status.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
@@ -412,8 +415,7 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
   call->request = WithBytesField(call->fields, rpc::PushPullRequest::kPayloadFieldNumber,
                                  SharedSlice(call->payload));
   call->done = std::move(done);
-  call->context.set_deadline(DeadlineIn(config_.cluster().rpc_timeout_ms()));
-  AttachJobToken(job_token_, &call->context);
+  PrepareCall(&call->context);
   // Held until gRPC has the call; the callback takes it first (see handover_mu_). gRPC never
   // runs a client callback inside the call that starts it, so this thread never waits on
   // itself. The callback captures two pointers, which std::function keeps inside itself:

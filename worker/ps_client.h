@@ -127,6 +127,8 @@ class PsClient {
  private:
   PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
            std::vector<std::string> addresses);
+  // A call's deadline (cluster.rpc_timeout_ms) and job token.
+  void PrepareCall(grpc::ClientContext* context) const;
   // Returns the shard's latest_step. `rejoin_at_step`: see HandshakeRequest.
   // Waits for the server up to `wait_ms` (cluster.connect_timeout_ms when 0).
   absl::StatusOr<uint64_t> Handshake(uint32_t shard, uint64_t rejoin_at_step,

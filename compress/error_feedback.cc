@@ -164,6 +164,12 @@ absl::Status ErrorFeedback::CompressDgcMomentum(Codec& codec, absl::Span<const f
                                                 const RandomKey& key, std::string* payload) {
   CHECK_EQ(input.size(), residual_.size());
   CHECK_EQ(codec.size(), residual_.size());
+  if (codec.id() == CodecId::kNone) {  // Sent whole: momentum SGD's velocity, no masking.
+    for (size_t i = 0; i < input.size(); ++i) {
+      velocity_[i] = NextVelocity(momentum_, velocity_[i], input[i]);
+    }
+    return codec.Encode(velocity_, key, payload);
+  }
   CompensateDgcMomentum(input);
   TAMP_RETURN_IF_ERROR(codec.Encode(residual_, key, payload));
   TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(*payload, key, &sent_));

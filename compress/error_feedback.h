@@ -11,7 +11,10 @@
 //     where decode(payload) != 0:  u = 0 and v = 0  (what was sent, and its momentum);
 //     elsewhere v keeps what was not sent, and u keeps accumulating.
 //   Meant for sparse codecs (topk, dgc, ...): with a dense one every entry decodes non-zero,
-//   so everything is masked every step and the memory does nothing. A position sent with
+//   so everything is masked every step and the memory does nothing. With codec none (a
+//   chunk below compression.min_compress_bytes, which travels raw) it is momentum SGD's
+//   velocity, sent whole without masking: u = m * u + input; payload = encode(u), as the
+//   paper's optimizer treats the tensors it does not compress. A position sent with
 //   the value 0 cannot be told from one not sent and is not masked (its v is 0 then); one
 //   that decodes to NaN counts as sent.
 //   The momentum is applied here, on the worker: pair it with plain SGD on the server, as

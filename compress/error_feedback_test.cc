@@ -266,6 +266,26 @@ TEST(ErrorFeedbackTest, DgcMomentumDefaultsToPointNine) {
   EXPECT_EQ(memory->residual()[1], 1.0f + (0.9f * 1.0f + 1.0f));
 }
 
+// A chunk that travels raw (below min_compress_bytes) under DGC momentum: momentum SGD's
+// velocity, sent whole step after step; masking would have sent the plain gradient.
+TEST(ErrorFeedbackTest, DgcMomentumWithNoneSendsTheVelocity) {
+  config::ErrorFeedback spec = Spec(config::ErrorFeedback::DGC_MOMENTUM);
+  spec.set_momentum(0.5f);
+  auto memory = Make(spec, 2);
+  NoneCodec codec(2);
+  std::string payload;
+  std::vector<float> velocity = {0, 0};
+  const std::vector<float> gradient = {1, -2};
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(memory->Compress(codec, gradient, {}, &payload).ok());
+    for (size_t i = 0; i < 2; ++i) velocity[i] = 0.5f * velocity[i] + gradient[i];
+    EXPECT_EQ(Decode(codec, payload), velocity) << "step " << step;  // 1, 1.5, 1.75; x -2.
+  }
+  memory->Reset();  // A rejoin: the velocity starts again.
+  ASSERT_TRUE(memory->Compress(codec, gradient, {}, &payload).ok());
+  EXPECT_EQ(Decode(codec, payload), gradient);
+}
+
 // Random data: after each step u and v are exactly 0 where the payload decodes non-zero and
 // hold the unmasked recurrence elsewhere.
 TEST(ErrorFeedbackTest, DgcMaskingZeroesExactlyTheSentPositions) {

@@ -22,9 +22,15 @@ config::ChunkCompression ResolveCompression(const config::Compression& compressi
     if (TensorNameMatches(override.pattern(), tensor_name)) resolved = override.compression();
   }
   if (chunk.length * sizeof(float) < compression.min_compress_bytes()) {
+    // Raw both ways. DGC's momentum moved to the workers stays: with codec none it is the
+    // momentum SGD the paper's optimizer gives the tensors it does not compress.
+    const config::ErrorFeedback push_feedback = resolved.push_feedback();
     resolved.Clear();
     resolved.mutable_push()->set_name("none");
     resolved.mutable_pull()->set_name("none");
+    if (push_feedback.kind() == config::ErrorFeedback::DGC_MOMENTUM) {
+      *resolved.mutable_push_feedback() = push_feedback;
+    }
   }
   return resolved;
 }

@@ -81,6 +81,37 @@ TEST(JobLayoutTest, MissingAndExtraTensorsAreRefusedByName) {
   EXPECT_THAT(status.message(), HasSubstr("\"fc3.weight\""));
 }
 
+// Under DGC momentum the servers run momentum 0: a chunk that travels raw keeps the workers'
+// momentum (codec none, DGC_MOMENTUM), or it would train by plain SGD; other memories go.
+TEST(JobLayoutTest, RawChunksKeepDgcMomentumOnly) {
+  for (const config::ErrorFeedback::Kind kind :
+       {config::ErrorFeedback::DGC_MOMENTUM, config::ErrorFeedback::RESIDUAL}) {
+    config::RunConfig config = MlpConfig();
+    config.mutable_optimizer()->clear_momentum();
+    config::ChunkCompression& chunk =
+        *config.mutable_compression()->mutable_default_compression();
+    chunk.mutable_push()->set_name("topk");
+    chunk.mutable_push()->set_ratio(0.01f);
+    chunk.mutable_push_feedback()->set_kind(kind);
+    if (kind == config::ErrorFeedback::DGC_MOMENTUM) chunk.mutable_push_feedback()->set_momentum(0.8f);
+    config.mutable_compression()->set_min_compress_bytes(4096);
+    absl::StatusOr<JobLayout> layout = BuildJobLayout(config, MlpTensors());
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    for (const ChunkPlan& plan : layout->chunks) {
+      const bool raw = plan.chunk.length * sizeof(float) < 4096;
+      const std::string& name = layout->tensor_of(plan).name;
+      EXPECT_EQ(plan.compression.push().name(), raw ? "none" : "topk") << name;
+      EXPECT_EQ(plan.compression.push_feedback().kind(),
+                raw && kind != config::ErrorFeedback::DGC_MOMENTUM ? config::ErrorFeedback::NONE
+                                                                   : kind)
+          << name;
+      if (kind == config::ErrorFeedback::DGC_MOMENTUM) {
+        EXPECT_EQ(plan.compression.push_feedback().momentum(), 0.8f) << name;
+      }
+    }
+  }
+}
+
 // An override whose tensors all travel raw (below min_compress_bytes) is named: a user's
 // fp16 for a 6 KB positional embedding changed nothing, and nothing said so.
 TEST(JobLayoutTest, OverridesOfOnlyRawTensorsAreNamed) {

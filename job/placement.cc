@@ -419,20 +419,34 @@ EnvLookup ProcessEnv() {
 absl::StatusOr<Placement> ResolvePlacement(const PlacementRequest& request, const EnvLookup& env) {
   PlacementSource source = request.source;
   if (source == PlacementSource::kAuto) source = AutoSource(request.role, env);
+  absl::StatusOr<Placement> placement;
   switch (source) {
     case PlacementSource::kTampEnv:
-      return FromTampEnv(request, env);
+      placement = FromTampEnv(request, env);
+      break;
     case PlacementSource::kTorchrun:
-      return FromTorchrun(request, env);
+      placement = FromTorchrun(request, env);
+      break;
     case PlacementSource::kSlurm:
-      return FromSlurm(request, env);
+      placement = FromSlurm(request, env);
+      break;
     case PlacementSource::kKubernetes:
-      return FromKubernetes(request, env);
+      placement = FromKubernetes(request, env);
+      break;
     case PlacementSource::kFlags:
     case PlacementSource::kAuto:
-      break;
+      return FromFlags(request);
   }
-  return FromFlags(request);
+  // An operator's --rank that the environment overrules (a shell inside torchrun or srun):
+  // two processes could take one rank and wait on each other without a word.
+  if (placement.ok() && request.rank_flag_given && placement->rank != request.flag_rank) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--rank=", request.flag_rank, " disagrees with rank ", placement->rank, " from the ",
+        placement->source, " placement in the environment, which --placement=",
+        request.source == PlacementSource::kAuto ? "auto" : placement->source,
+        " takes: pass --placement=flags to place by the flags, or leave --rank out"));
+  }
+  return placement;
 }
 
 absl::StatusOr<std::string> WorkerConfigPathFromEnv(const EnvLookup& env) {

@@ -62,8 +62,10 @@ struct PlacementRequest {
   PlacementSource source = PlacementSource::kAuto;
   uint32_t num_servers = 0;  // cluster.num_servers of the CONFIG
   uint32_t num_workers = 0;  // cluster.num_workers of the CONFIG
-  // Used with kFlags only.
+  // Used with kFlags; with another source, a --rank given (rank_flag_given) must agree with
+  // the environment's rank (FAILED_PRECONDITION otherwise).
   uint32_t flag_rank = 0;
+  bool rank_flag_given = false;
   // host:port per shard (a worker's --servers, else cluster.server_addresses); may be empty
   // for servers. tamp run and torchrun placements fall back to it without TAMP_SERVERS.
   std::vector<std::string> flag_servers;

@@ -23,14 +23,15 @@ namespace tamp {
 
 absl::StatusOr<PlacementRequest> PlacementRequestFromFlags(Role role,
                                                            const config::Cluster& cluster,
-                                                           uint32_t flag_rank,
+                                                           std::optional<uint32_t> flag_rank,
                                                            std::vector<std::string> flag_servers) {
   PlacementRequest request;
   request.role = role;
   TAMP_ASSIGN_OR_RETURN(request.source, ParsePlacementSource(absl::GetFlag(FLAGS_placement)));
   request.num_servers = cluster.num_servers();
   request.num_workers = cluster.num_workers();
-  request.flag_rank = flag_rank;
+  request.flag_rank = flag_rank.value_or(0);
+  request.rank_flag_given = flag_rank.has_value();
   request.flag_servers = std::move(flag_servers);
   request.base_port = absl::GetFlag(FLAGS_base_port);
   request.k8s_statefulset = absl::GetFlag(FLAGS_k8s_statefulset);

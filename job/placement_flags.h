@@ -4,6 +4,7 @@
 #define TAMP_JOB_PLACEMENT_FLAGS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,11 +15,12 @@
 namespace tamp {
 
 // The request for `role` from the shared flags and `cluster`'s counts; `flag_rank` and
-// `flag_servers` are the binary's own --rank and server list. INVALID_ARGUMENT naming
+// `flag_servers` are the binary's own --rank (none when not given: 0 for the flags
+// placement, and no disagreement with the environment's) and server list. INVALID_ARGUMENT naming
 // --placement when its value is unknown.
 absl::StatusOr<PlacementRequest> PlacementRequestFromFlags(Role role,
                                                            const config::Cluster& cluster,
-                                                           uint32_t flag_rank,
+                                                           std::optional<uint32_t> flag_rank,
                                                            std::vector<std::string> flag_servers);
 
 }  // namespace tamp

@@ -178,6 +178,30 @@ TEST(PlacementTest, FlagsWhenNoEngineIsFound) {
   EXPECT_EQ(ResolvePlacement(request, FakeEnv({{"SLURM_PROCID", "3"}}))->source, "flags");
 }
 
+// An operator's --rank inside a shell that torchrun or srun placed: refused when the
+// environment's rank differs (both workers took rank 1 and waited on each other, silently).
+TEST(PlacementTest, AGivenRankThatTheEnvironmentOverrulesIsRefused) {
+  PlacementRequest request = Request(Role::kWorker, 2, 2);
+  request.flag_rank = 0;
+  request.flag_servers = {"h:1", "h:2"};
+  request.rank_flag_given = true;
+  const EnvLookup torchrun = FakeEnv({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  const absl::Status refused = ResolvePlacement(request, torchrun).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.message(),
+            "--rank=0 disagrees with rank 1 from the torchrun placement in the environment, "
+            "which --placement=auto takes: pass --placement=flags to place by the flags, or "
+            "leave --rank out");
+  request.flag_rank = 1;  // The same rank: nothing to refuse.
+  EXPECT_EQ(ResolvePlacement(request, torchrun)->rank, 1u);
+  request.flag_rank = 0;
+  request.rank_flag_given = false;  // The flag's default: the environment decides.
+  EXPECT_EQ(ResolvePlacement(request, torchrun)->rank, 1u);
+  request.rank_flag_given = true;
+  request.source = PlacementSource::kFlags;
+  EXPECT_EQ(ResolvePlacement(request, torchrun)->rank, 0u);
+}
+
 config::Cluster Cluster(uint32_t servers, uint32_t workers,
                         std::vector<std::string> addresses = {}) {
   config::Cluster cluster;

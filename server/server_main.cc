@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,9 @@
 #include "server/shard_host.h"
 
 ABSL_FLAG(std::string, config, "", "Run config, text-format tamp.config.RunConfig (required).");
-ABSL_FLAG(uint32_t, rank, 0, "Index of this shard, in [0, cluster.num_servers).");
+ABSL_FLAG(std::optional<uint32_t>, rank, std::nullopt,
+          "Index of this shard, in [0, cluster.num_servers); 0 when not given. Given with "
+          "another placement (--placement), it must agree with the environment's rank.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int32_t, port, 0, "Port to listen on; 0 lets the system pick a free one.");
 ABSL_FLAG(std::string, port_file, "",

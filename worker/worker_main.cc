@@ -1,9 +1,11 @@
 // tamp_worker: one training worker. Started by `tamp run` or a cluster engine:
 //   tamp_worker --config=job.pbtxt --rank=0 --servers=10.0.0.1:4000,10.0.0.2:4000
 // Progress goes to stdout as one tamp.events.WorkerEvent JSON object per line; logs to stderr.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +34,9 @@
 #include "worker/trainer.h"
 
 ABSL_FLAG(std::string, config, "", "Run configuration (text proto). Required.");
-ABSL_FLAG(uint32_t, rank, 0, "This worker's rank in [0, cluster.num_workers).");
+ABSL_FLAG(std::optional<uint32_t>, rank, std::nullopt,
+          "This worker's rank in [0, cluster.num_workers); 0 when not given. Given with "
+          "another placement (--placement), it must agree with the environment's rank.");
 ABSL_FLAG(std::string, servers, "",
           "Comma-separated host:port of every shard, in shard order. Default: "
           "cluster.server_addresses from the config.");
@@ -110,7 +114,10 @@ int main(int argc, char** argv) {
   // on: a lock-order graph update on every lock, ~1.5% of a job's CPU in the servers.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // A crash prints the signal and a stack trace to stderr (the launcher shows the log tail).
+  // SIGTERM is how a worker is stopped (tamp run, a cluster engine), not a crash: it ends
+  // the process as by default, without glog's "*** Aborted ***" and stack.
   google::InstallFailureSignalHandler();
+  std::signal(SIGTERM, SIG_DFL);
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) {
     std::cerr << "tamp_worker: --config is required\n";

@@ -75,6 +75,14 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
       }
     }
   }
+  for (int worker = 0; worker < num_workers; ++worker) {
+    if (builder.done(worker)) continue;
+    *err << "tamp summarize: worker " << worker << " reported no DONE event in "
+         << positional[worker + 1]
+         << " (a process that did not finish, a file cut short, or a worker's files out of "
+            "order: its first process's first, comma-separated)\n";
+    return 1;
+  }
   absl::StatusOr<events::RunSummary> summary =
       builder.Build(config->name(), config->training().epochs(), wall_seconds);
   if (!summary.ok()) {

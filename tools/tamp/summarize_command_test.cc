@@ -79,7 +79,8 @@ TEST(SummarizeCommandTest, ErrorsNameWhatIsWrong) {
   EXPECT_THAT(err.str(), HasSubstr("cluster.num_workers 2 but 1 event files"));
   err.str("");
   EXPECT_EQ(SummarizeCommand({config, w0, unfinished}, &out, &err), 1);
-  EXPECT_THAT(err.str(), HasSubstr("worker 1"));
+  EXPECT_THAT(err.str(), HasSubstr("worker 1 reported no DONE event in " + unfinished +
+                                   " (a process that did not finish"));
   err.str("");
   EXPECT_EQ(SummarizeCommand({config, w0, TempPath("missing.out")}, &out, &err), 1);
   EXPECT_THAT(err.str(), HasSubstr("cannot read"));

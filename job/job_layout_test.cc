@@ -93,7 +93,9 @@ TEST(JobLayoutTest, RawChunksKeepDgcMomentumOnly) {
     chunk.mutable_push()->set_name("topk");
     chunk.mutable_push()->set_ratio(0.01f);
     chunk.mutable_push_feedback()->set_kind(kind);
-    if (kind == config::ErrorFeedback::DGC_MOMENTUM) chunk.mutable_push_feedback()->set_momentum(0.8f);
+    if (kind == config::ErrorFeedback::DGC_MOMENTUM) {
+      chunk.mutable_push_feedback()->set_momentum(0.8f);
+    }
     config.mutable_compression()->set_min_compress_bytes(4096);
     absl::StatusOr<JobLayout> layout = BuildJobLayout(config, MlpTensors());
     ASSERT_TRUE(layout.ok()) << layout.status();

@@ -183,7 +183,8 @@ def check_distributed_optimizer(out_path):
     state was loaded into the wrapped one (new param_groups lists): the scheduler still halves
     the wrapped one's rate after two steps, and sees every step (no warning). At the fourth
     step, with weight decay, a parameter frozen since registration gets no gradient and
-    stays as it was, as torch's SGD leaves it, also where zero_grad() left it a zeroed one. After shutdown() the optimizer refuses to step."""
+    stays as it was, as torch's SGD leaves it, also where zero_grad() left it a zeroed one.
+    After shutdown() the optimizer refuses to step."""
     torch.manual_seed(5)
     model = Mlp()
     sgd = torch.optim.SGD(model.parameters(), lr=0.125)

@@ -10,6 +10,11 @@
 namespace tamp {
 namespace {
 
+// A chunk of `length` values too small to compress: it travels raw both ways.
+bool TravelsRaw(const config::Compression& compression, uint64_t length) {
+  return length * sizeof(float) < compression.min_compress_bytes();
+}
+
 config::ChunkCompression ResolveCompression(const config::Compression& compression,
                                             const std::string& tensor_name, const Chunk& chunk) {
   config::ChunkCompression resolved = compression.default_compression();
@@ -21,7 +26,7 @@ config::ChunkCompression ResolveCompression(const config::Compression& compressi
   for (const auto& override : compression.tensor_overrides()) {
     if (TensorNameMatches(override.pattern(), tensor_name)) resolved = override.compression();
   }
-  if (chunk.length * sizeof(float) < compression.min_compress_bytes()) {
+  if (TravelsRaw(compression, chunk.length)) {
     // Raw both ways. DGC's momentum moved to the workers stays: with codec none it is the
     // momentum SGD the paper's optimizer gives the tensors it does not compress.
     const config::ErrorFeedback push_feedback = resolved.push_feedback();
@@ -140,10 +145,8 @@ absl::Status ValidateTensors(const config::RunConfig& config,
 }
 
 std::vector<std::string> IneffectiveTensorOverrides(const config::RunConfig& config,
-                                                    const std::vector<TensorSpec>& tensors) {
+                                                    const JobLayout& layout) {
   const config::Compression& compression = config.compression();
-  const uint64_t chunk_bytes =
-      std::max<uint64_t>(1, compression.partition_bytes() / sizeof(float)) * sizeof(float);
   auto compresses = [](const config::Codec& codec) {
     return !codec.name().empty() && codec.name() != "none";
   };
@@ -153,19 +156,22 @@ std::vector<std::string> IneffectiveTensorOverrides(const config::RunConfig& con
     if (!compresses(override.compression().push()) && !compresses(override.compression().pull())) {
       continue;
     }
+    auto matches = [&](const TensorSpec& tensor) {
+      return TensorNameMatches(override.pattern(), tensor.name);
+    };
+    const bool compressible = std::any_of(
+        layout.chunks.begin(), layout.chunks.end(), [&](const ChunkPlan& plan) {
+          return matches(layout.tensor_of(plan)) && !TravelsRaw(compression, plan.chunk.length);
+        });
+    if (compressible) continue;
     std::vector<std::string> small;  // The first few.
     size_t num_small = 0;
-    bool compressible = false;
-    for (const TensorSpec& tensor : tensors) {
-      if (!TensorNameMatches(override.pattern(), tensor.name)) continue;
-      const uint64_t bytes = static_cast<uint64_t>(tensor.elements()) * sizeof(float);
-      if (std::min(bytes, chunk_bytes) >= compression.min_compress_bytes()) {
-        compressible = true;
-        break;
-      }
-      if (++num_small <= 4) small.push_back(absl::StrCat(DescribeTensor(tensor), " ", bytes, " B"));
+    for (const TensorSpec& tensor : layout.tensors) {
+      if (!matches(tensor) || ++num_small > 4) continue;
+      small.push_back(absl::StrCat(DescribeTensor(tensor), " ", tensor.elements() * sizeof(float),
+                                   " B"));
     }
-    if (compressible || small.empty()) continue;
+    if (small.empty()) continue;
     notes.push_back(absl::StrCat(
         "compression.tensor_overrides[", i, "] (pattern '", override.pattern(),
         "') changes nothing: every tensor it matches is below compression.min_compress_bytes (",

@@ -59,12 +59,12 @@ absl::Status ValidateTensors(const config::RunConfig& config,
 
 // IneffectiveTensorOverrides()
 //
-// A note per compression.tensor_overrides entry that changes nothing on `tensors`: it names a
-// codec other than none, and every tensor it matches is below compression.min_compress_bytes
-// (so its chunks travel raw), e.g. "compression.tensor_overrides[0] (pattern 'pos') changes
+// A note per compression.tensor_overrides entry that changes nothing on `layout`: it names a
+// codec other than none, and every chunk of the tensors it matches is below
+// compression.min_compress_bytes (so they travel raw), e.g. "compression.tensor_overrides[0] (pattern 'pos') changes
 // nothing: ...". For the caller to warn of; the config stands.
 std::vector<std::string> IneffectiveTensorOverrides(const config::RunConfig& config,
-                                                    const std::vector<TensorSpec>& tensors);
+                                                    const JobLayout& layout);
 
 // BuildJobLayout()
 //

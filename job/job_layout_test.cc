@@ -128,14 +128,19 @@ TEST(JobLayoutTest, OverridesOfOnlyRawTensorsAreNamed) {
   add("fc2.*", "fp16");       // fc2.weight 2560 B, fc2.bias 40 B: raw.
   add("fc1.*", "fp16");       // fc1.weight's chunks are 16 KiB: compressed.
   add("fc2.weight", "none");  // Raw, as it says.
-  EXPECT_THAT(IneffectiveTensorOverrides(config, MlpTensors()),
+  auto notes = [&config] {
+    absl::StatusOr<JobLayout> layout = BuildJobLayout(config, MlpTensors());
+    EXPECT_TRUE(layout.ok()) << layout.status();
+    return IneffectiveTensorOverrides(config, *layout);
+  };
+  EXPECT_THAT(notes(),
               ::testing::ElementsAre(
                   "compression.tensor_overrides[0] (pattern 'fc2.*') changes nothing: every "
                   "tensor it matches is below compression.min_compress_bytes (4096 B) and "
                   "travels raw (\"fc2.weight\" [10, 64] 2560 B, \"fc2.bias\" [10] 40 B); lower "
                   "min_compress_bytes to compress them"));
   compression.set_partition_bytes(2048);  // Every chunk of fc1.weight is raw too.
-  EXPECT_EQ(IneffectiveTensorOverrides(config, MlpTensors()).size(), 2u);
+  EXPECT_EQ(notes().size(), 2u);
 }
 
 }  // namespace

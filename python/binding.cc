@@ -150,7 +150,7 @@ class PyClient {
     // The job's layout: of these tensors (model.kind REGISTERED), or the config's model's,
     // which they must match.
     JobLayout layout = Check(BuildJobLayout(config.proto, std::move(registered)));
-    ineffective_overrides_ = IneffectiveTensorOverrides(config.proto, layout.tensors);
+    ineffective_overrides_ = IneffectiveTensorOverrides(config.proto, layout);
     for (const TensorSpec& spec : layout.tensors) {
       names_.push_back(spec.name);
       shapes_.push_back(spec.shape);

@@ -68,6 +68,14 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
                                                             const rpc::HandshakeRequest* request,
                                                             rpc::HandshakeResponse* response) {
   if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
+  // A process another one displaced from its rank never takes it back (server/worker_processes.h).
+  if (absl::Status displaced = worker_processes_.CheckNotDisplaced(
+          request->worker_rank(), request->worker_process(), host_.rank());
+      !displaced.ok()) {
+    TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused handshake from ", context->peer(), ": ",
+                                           displaced.message()));
+    return FinishNow(context, displaced);
+  }
   // Checks the worker's view of the job, fixes the run's length and counts a rejoining worker
   // again, all or nothing; with model.kind REGISTERED the first accepted handshake also makes
   // the shard from the worker's tensors.

@@ -22,9 +22,28 @@ TEST(WorkerProcessesTest, TheLatestHandshakeOfARankHoldsIt) {
                         "after this one (id a1)"));
   EXPECT_TRUE(holders.CheckHolder(1, 0xb2, 3).ok());
   EXPECT_TRUE(holders.CheckHolder(0, 0xa1, 3).ok()) << "rank 0 is another rank";
-  EXPECT_TRUE(holders.Joined(1, 0xa1));  // The first one's handshake again takes it back.
-  EXPECT_TRUE(holders.CheckHolder(1, 0xa1, 3).ok());
-  EXPECT_FALSE(holders.CheckHolder(1, 0xb2, 3).ok());
+}
+
+// A displaced process's handshakes are refused: were it to take the rank back, the two would
+// take it from each other in turn.
+TEST(WorkerProcessesTest, ADisplacedProcessNeverTakesTheRankBack) {
+  WorkerProcesses holders;
+  EXPECT_TRUE(holders.CheckNotDisplaced(1, 0xa1, 0).ok()) << "no handshake of rank 1 yet";
+  holders.Joined(1, 0xa1);
+  EXPECT_TRUE(holders.CheckNotDisplaced(1, 0xa1, 0).ok()) << "the holder";
+  EXPECT_TRUE(holders.CheckNotDisplaced(1, 0xb2, 0).ok()) << "a newcomer may displace it";
+  ASSERT_TRUE(holders.Joined(1, 0xb2));
+  const absl::Status refused = holders.CheckNotDisplaced(1, 0xa1, 2);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(refused.message(),
+              HasSubstr("worker 1: another process with rank 1 (id b2) handshook with server 2 "
+                        "after this one (id a1)"));
+  EXPECT_TRUE(holders.CheckNotDisplaced(0, 0xa1, 2).ok()) << "rank 0 is another rank";
+  ASSERT_TRUE(holders.Joined(1, 0xc3)) << "a third process displaces the second";
+  EXPECT_THAT(holders.CheckNotDisplaced(1, 0xa1, 2).message(), HasSubstr("(id c3)"));
+  EXPECT_FALSE(holders.CheckNotDisplaced(1, 0xb2, 2).ok());
+  EXPECT_TRUE(holders.CheckNotDisplaced(1, 0xc3, 2).ok());
+  EXPECT_TRUE(holders.CheckNotDisplaced(1, 0, 2).ok()) << "a client without an id";
 }
 
 TEST(WorkerProcessesTest, AClientWithoutAnIdIsNotChecked) {

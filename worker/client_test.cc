@@ -313,7 +313,8 @@ TEST_F(ClientTest, AppliesToTensorsThatLieApart) {
     const absl::Span<const float> before = TensorOf(params_, t);
     const absl::Span<const float> g = TensorOf(grads, t);
     for (size_t i = 0; i < before.size(); ++i) {
-      ASSERT_FLOAT_EQ(apart[t][i], before[i] - 0.5f * g[i]) << layout_.tensors[t].name << "[" << i << "]";
+      ASSERT_FLOAT_EQ(apart[t][i], before[i] - 0.5f * g[i])
+          << layout_.tensors[t].name << "[" << i << "]";
     }
   }
 }
@@ -397,6 +398,18 @@ TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
   for (size_t i = 0; i < params.size(); ++i) {
     ASSERT_FLOAT_EQ(params[i], weights[i] - 0.5f * grads[i]) << "element " << i;
   }
+
+  // The first one never takes the rank back: its rejoin (what a push answered "dropped",
+  // having raced the second's handshake, leads to) is refused, and the second trains on.
+  const absl::StatusOr<uint64_t> rejoined = client_->Rejoin(tensors_, "dropped");
+  EXPECT_TRUE(absl::IsFailedPrecondition(rejoined.status())) << rejoined.status();
+  EXPECT_THAT(rejoined.status().message(), HasSubstr("two workers were started with rank 0?"));
+  ASSERT_TRUE((*twin)->BeginStep(2, tensors).ok());
+  for (size_t t = 0; t < layout_.tensors.size(); ++t) {
+    ASSERT_TRUE((*twin)->Push(layout_.tensors[t].name, TensorOf(grads, t)).ok());
+  }
+  const absl::Status stepped_again = (*twin)->Wait(tensors);
+  EXPECT_TRUE(stepped_again.ok()) << stepped_again;
 }
 
 // Once the run is over, Start() refuses and Resume() hands over the final weights.

@@ -62,6 +62,21 @@ ratio=$(echo "$summary" | grep -oE '"compression_ratio":[0-9.e+]+' | grep -oE '[
 # top-k 10% with packed 16-bit indices: about 10 / (1 + 16/32) ~ 6.7x on compressed chunks.
 awk -v r="$ratio" 'BEGIN { exit !(r > 3 && r < 10) }' || fail "compression_ratio $ratio"
 
+# 1b. Again on the same --run_dir (as a resumed run is started): the first run's logs and
+# events are kept in earlier-1, not overwritten.
+"$TAMP_BIN" run "$config" --run_dir="$WORK/run-good" --server_binary="$SERVER_BIN" \
+  --worker_binary="$WORKER_BIN" > "$WORK/again.out" 2>&1 ||
+  { cat "$WORK/again.out" >&2; fail "the run again on its run_dir failed"; }
+grep -qF "an earlier run's logs and events moved to $WORK/run-good/earlier-1" "$WORK/again.out" ||
+  { cat "$WORK/again.out" >&2; fail "the second run did not say where the first's logs went"; }
+for name in server-0.log server-1.log worker-0.log worker-1.log worker-0.events; do
+  [ -e "$WORK/run-good/earlier-1/$name" ] || fail "earlier-1/$name missing"
+  [ -e "$WORK/run-good/$name" ] || fail "the second run wrote no $name"
+done
+[ "$(grep -c '"kind":"DONE"' "$WORK/run-good/earlier-1/worker-0.events")" -eq 1 ] &&
+  [ "$(grep -c '"kind":"DONE"' "$WORK/run-good/worker-0.events")" -eq 1 ] ||
+  fail "each run's events should hold its own DONE"
+
 # 2. A typo in the config: nothing starts.
 printf 'version: 1\ntraining { epohcs: 3 }\n' > "$WORK/typo.pbtxt"
 expect_failure typo "$WORK/typo.pbtxt" 'no field named "epohcs"'

@@ -64,6 +64,38 @@ TEST(FilesTest, MakeRunDirCreatesNestedOrFresh) {
   EXPECT_FALSE(MakeRunDir(TempDir() + "/plainfile").ok());
 }
 
+TEST(FilesTest, SetAsideEarlierLogsMovesOnlyTheRunsLogsAndEvents) {
+  const std::string dir = TempDir() + "/aside";
+  ASSERT_TRUE(MakeRunDir(dir).ok());
+  absl::StatusOr<std::string> none = SetAsideEarlierLogs(dir);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, "") << "nothing to move";
+
+  const std::vector<std::string> logs = {"server-0.log", "worker-1.log", "worker-1.events",
+                                         "worker-0.restart-2.log", "server-1.restart-1.log"};
+  const std::vector<std::string> others = {"notes.log", "worker-x.log", "worker-1.restart-.log",
+                                           "worker-1.log.old", "auto.pbtxt", "server-0.port"};
+  for (const std::string& name : logs) WriteFile(dir + "/" + name, name);
+  for (const std::string& name : others) WriteFile(dir + "/" + name, name);
+  absl::StatusOr<std::string> first = SetAsideEarlierLogs(dir);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, dir + "/earlier-1");
+  for (const std::string& name : logs) {
+    EXPECT_EQ(ReadFile(*first + "/" + name), name);
+    EXPECT_NE(access((dir + "/" + name).c_str(), F_OK), 0) << name << " left behind";
+  }
+  for (const std::string& name : others) EXPECT_EQ(ReadFile(dir + "/" + name), name);
+
+  WriteFile(dir + "/worker-0.log", "second run");
+  absl::StatusOr<std::string> second = SetAsideEarlierLogs(dir);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, dir + "/earlier-2") << "earlier-1 is taken";
+  EXPECT_EQ(ReadFile(*second + "/worker-0.log"), "second run");
+  EXPECT_EQ(ReadFile(*first + "/server-0.log"), "server-0.log") << "the first set is kept";
+
+  EXPECT_TRUE(absl::IsNotFound(SetAsideEarlierLogs(dir + "/missing").status()));
+}
+
 TEST(FilesTest, WriteFileAtomicallyReplaces) {
   const std::string path = TempDir() + "/summary.json";
   ASSERT_TRUE(WriteFileAtomically(path, "old\n").ok());

@@ -1,5 +1,6 @@
 #include "tools/tamp/files.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -44,7 +46,51 @@ absl::Status MakeDirs(std::string path) {
   return absl::OkStatus();
 }
 
+// True for the names `tamp run` gives its children's logs and event files:
+// (server|worker)-<digits>[.restart-<digits>].(log|events).
+bool IsRunLogName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, "server-") && !absl::ConsumePrefix(&name, "worker-")) {
+    return false;
+  }
+  if (!absl::ConsumeSuffix(&name, ".log") && !absl::ConsumeSuffix(&name, ".events")) {
+    return false;
+  }
+  auto all_digits = [](absl::string_view text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), absl::ascii_isdigit);
+  };
+  constexpr absl::string_view kRestart = ".restart-";
+  const size_t restart = name.find(kRestart);
+  if (restart == absl::string_view::npos) return all_digits(name);
+  return all_digits(name.substr(0, restart)) &&
+         all_digits(name.substr(restart + kRestart.size()));
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> SetAsideEarlierLogs(const std::string& run_dir) {
+  DIR* dir = opendir(run_dir.c_str());
+  if (dir == nullptr) return ErrnoError("cannot list", run_dir);
+  std::vector<std::string> logs;
+  while (const dirent* entry = readdir(dir)) {
+    if (IsRunLogName(entry->d_name)) logs.push_back(entry->d_name);
+  }
+  closedir(dir);
+  if (logs.empty()) return std::string();
+  std::string aside;
+  for (int n = 1;; ++n) {
+    aside = absl::StrCat(run_dir, "/earlier-", n);
+    if (mkdir(aside.c_str(), 0755) == 0) break;
+    if (errno != EEXIST) return ErrnoError("cannot create directory", aside);
+  }
+  std::sort(logs.begin(), logs.end());
+  for (const std::string& name : logs) {
+    const std::string from = absl::StrCat(run_dir, "/", name);
+    if (rename(from.c_str(), absl::StrCat(aside, "/", name).c_str()) != 0) {
+      return ErrnoError(absl::StrCat("cannot move into ", aside, ":"), from);
+    }
+  }
+  return aside;
+}
 
 absl::StatusOr<std::string> MakeRunDir(const std::string& requested) {
   if (!requested.empty()) {

@@ -18,6 +18,15 @@ namespace tamp::launcher {
 // Empty: creates a fresh "tamp-run-XXXXXX" directory under $TMPDIR (default /tmp).
 absl::StatusOr<std::string> MakeRunDir(const std::string& requested);
 
+// SetAsideEarlierLogs()
+//
+// Moves the logs and event files an earlier `tamp run` left in `run_dir` (server-I.log,
+// worker-R.log, worker-R.events, their .restart-N twins) into a new subdirectory earlier-N
+// (the first N free), so that a run resumed on the same directory keeps the interrupted one's
+// record. Returns that subdirectory, or "" when there was nothing to move. Other files (the
+// user's own, checkpoints/) stay where they are.
+absl::StatusOr<std::string> SetAsideEarlierLogs(const std::string& run_dir);
+
 // WriteFileAtomically()
 //
 // Writes `contents` to a temporary file next to `path`, flushes it and renames it over

@@ -545,6 +545,12 @@ int Job::Run() {
     return kExitUsage;
   }
   run_dir_ = *run_dir;
+  // A run resumed on the same directory keeps the interrupted one's logs and events.
+  absl::StatusOr<std::string> aside = SetAsideEarlierLogs(run_dir_);
+  if (!aside.ok()) {
+    Say(aside.status().message());
+    return kExitFailed;
+  }
   config_path_ = MakeAbsolute(options_.config_path);
   absl::StatusOr<std::unique_ptr<InterruptWatcher>> interrupts = InterruptWatcher::Install();
   if (!interrupts.ok()) {
@@ -571,6 +577,7 @@ int Job::Run() {
       cluster.num_workers(), " workers",
       options_.command.empty() ? "" : absl::StrCat(" (", absl::StrJoin(options_.command, " "), ")"),
       "; logs in ", run_dir_));
+  if (!aside->empty()) Say(absl::StrCat("an earlier run's logs and events moved to ", *aside));
   SayShardLoad();
   if (own_servers) {
     if (absl::Status status = StartServers(); !status.ok()) {

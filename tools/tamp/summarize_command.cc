@@ -1,6 +1,8 @@
 #include "tools/tamp/summarize_command.h"
 
 #include <fstream>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -45,10 +47,13 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
   const int num_workers = static_cast<int>(config->cluster().num_workers());
   if (static_cast<int>(positional.size()) - 1 != num_workers) {
     *err << "tamp summarize: " << positional[0] << " has cluster.num_workers " << num_workers
-         << " but " << positional.size() - 1 << " event files were given (one per worker, in rank order)\n";
+         << " but " << positional.size() - 1
+         << " event files were given (one per worker, in rank order)\n";
     return kExitUsage;
   }
   SummaryBuilder builder(num_workers);
+  // By worker: the step its first process began (its first file's start_step), if it said.
+  std::vector<std::optional<uint64_t>> first_step(num_workers);
   for (int worker = 0; worker < num_workers; ++worker) {
     // A worker restarted: its processes' files in order, comma-separated.
     const std::vector<std::string> paths = absl::StrSplit(positional[worker + 1], ',');
@@ -71,6 +76,9 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
                << "'s (one file per worker, in rank order)\n";
           return kExitUsage;
         }
+        if (process == 0 && !first_step[worker] && event->has_start_step()) {
+          first_step[worker] = event->start_step();
+        }
         builder.Add(worker, *event);
       }
     }
@@ -82,6 +90,28 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
          << " (a process that did not finish, a file cut short, or a worker's files out of "
             "order: its first process's first, comma-separated)\n";
     return 1;
+  }
+  // Every worker of one SYNC run ends at its last step (ASYNC / SSP workers may take
+  // different numbers of steps), and every worker began where the run began (a restart file
+  // given without its first process's file begins later).
+  const bool sync = config->consistency().mode() == config::Consistency::SYNC;
+  for (int worker = 1; worker < num_workers; ++worker) {
+    const uint64_t end = builder.done_event(worker)->step();
+    const uint64_t end_0 = builder.done_event(0)->step();
+    if (sync && end != end_0) {
+      *err << "tamp summarize: worker " << worker << "'s events end at step " << end
+           << " but worker 0's at step " << end_0 << " (" << positional[worker + 1] << ", "
+           << positional[1] << "): files of different runs?\n";
+      return 1;
+    }
+    if (first_step[worker] && first_step[0] && *first_step[worker] != *first_step[0]) {
+      *err << "tamp summarize: worker " << worker << "'s first file begins at step "
+           << *first_step[worker] << " but worker 0's at step " << *first_step[0] << " ("
+           << positional[worker + 1] << ", " << positional[1]
+           << "): a restarted worker's files go in order, its first process's first, "
+              "comma-separated; or files of different runs?\n";
+      return 1;
+    }
   }
   absl::StatusOr<events::RunSummary> summary =
       builder.Build(config->name(), config->training().epochs(), wall_seconds);

@@ -98,5 +98,41 @@ TEST(SummarizeCommandTest, ErrorsNameWhatIsWrong) {
   EXPECT_EQ(SummarizeCommand({config, w0, w1}, &out, &err), 0) << err.str();
 }
 
+// A worker's events from another run, or a restarted worker's later file alone, would make
+// a summary of steps nobody trained together.
+TEST(SummarizeCommandTest, EveryWorkerMustSpanTheSameSteps) {
+  const std::string config = Write("job3.pbtxt", kConfig);
+  const std::string w0 = Write("b0.out", WorkerOutput(0, 100, 0.75));
+  std::string other_run = WorkerOutput(1, 300, 0.5);
+  other_run.replace(other_run.find(R"("step":40,)"), 10, R"("step":64,)");
+  const std::string w1_other = Write("b1-other.out", other_run);
+  std::ostringstream out, err;
+  EXPECT_EQ(SummarizeCommand({config, w0, w1_other}, &out, &err), 1);
+  EXPECT_THAT(err.str(), HasSubstr("worker 1's events end at step 64 but worker 0's at step 40 ("
+                                   + w1_other + ", " + w0 + "): files of different runs?"));
+  const std::string async_config = Write(
+      "job3-async.pbtxt", absl::StrCat(kConfig, "consistency { mode: ASYNC }\n"));
+  EXPECT_EQ(SummarizeCommand({async_config, w0, w1_other}, &out, &err), 0)
+      << "ASYNC workers may take different numbers of steps";
+
+  // Worker 1 restarted at step 25: its second process's file says start_step 25.
+  auto with_start = [](std::string output, int start) {
+    output.replace(output.find(R"("step":1,)"), 9,
+                   absl::StrCat(R"("step":)", start + 1, R"(,"start_step":)", start, ","));
+    return output;
+  };
+  const std::string w0_started = Write("c0.out", with_start(WorkerOutput(0, 100, 0.75), 0));
+  const std::string w1_first = Write("c1.out", with_start(WorkerOutput(1, 300, 0.5), 0));
+  const std::string w1_restart = Write("c1.restart-1.out", with_start(WorkerOutput(1, 50, 0.5), 25));
+  err.str("");
+  EXPECT_EQ(SummarizeCommand({config, w0_started, w1_restart}, &out, &err), 1);
+  EXPECT_THAT(err.str(), HasSubstr("worker 1's first file begins at step 25 but worker 0's at "
+                                   "step 0"));
+  EXPECT_THAT(err.str(), HasSubstr("its first process's first, comma-separated"));
+  err.str("");
+  EXPECT_EQ(SummarizeCommand({config, w0_started, w1_first + "," + w1_restart}, &out, &err), 0)
+      << err.str();
+}
+
 }  // namespace
 }  // namespace tamp::launcher

@@ -23,6 +23,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "job/address.h"
+#include "job/config_notes.h"
 #include "job/job_layout.h"
 #include "job/layout_file.h"
 #include "job/model_layout.h"
@@ -541,9 +542,11 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   return ValidateConsistency(config);
 }
 
-absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
-                                                 absl::string_view source) {
+absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text, absl::string_view source,
+                                                 std::vector<std::string>* notes) {
   TAMP_ASSIGN_OR_RETURN(config::RunConfig config, ParseConfig(text, source));
+  // Before the defaults: which parts an override names is then still known.
+  const std::vector<std::string> parsed_notes = ConfigNotes(config);
   // Relative model files are relative to the config's directory (the working directory for
   // a source without one); made absolute here so that every process, and every config
   // written from this one, finds the same files.
@@ -559,10 +562,14 @@ absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
   if (!valid.ok()) {
     return absl::Status(valid.code(), absl::StrCat(source, ": ", valid.message()));
   }
+  if (notes != nullptr) {
+    for (const std::string& note : parsed_notes) notes->push_back(absl::StrCat(source, ": ", note));
+  }
   return config;
 }
 
-absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {
+absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path,
+                                                 std::vector<std::string>* notes) {
   std::ifstream file(path);
   // A directory opens, then reads as an empty config ("version: missing").
   std::error_code ignored;
@@ -573,7 +580,7 @@ absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path) {
   }
   std::stringstream text;
   text << file.rdbuf();
-  return LoadConfigText(text.str(), path);
+  return LoadConfigText(text.str(), path, notes);
 }
 
 uint64_t TotalSteps(const config::Training& training, uint64_t steps_per_epoch) {

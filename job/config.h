@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -30,13 +31,16 @@ inline constexpr double kDefaultAutoMinGain = 0.05;
 // Parses text-format `text`; `source` (a path) prefixes error messages.
 absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::string_view source);
 
-// Reads, parses, fills defaults and validates the file at `path`.
-absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path);
+// Reads, parses, fills defaults and validates the file at `path`. With `notes`, a valid
+// config's job/config_notes.h notes (what it says that has no effect) are appended there, each
+// prefixed with `path`, for the caller to warn of.
+absl::StatusOr<config::RunConfig> LoadConfigFile(const std::string& path,
+                                                 std::vector<std::string>* notes = nullptr);
 
 // Parses, fills defaults and validates `text`, as LoadConfigFile() does a file's; `source`
-// (a path, "<text>") prefixes error messages.
-absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text,
-                                                 absl::string_view source);
+// (a path, "<text>") prefixes error messages and notes.
+absl::StatusOr<config::RunConfig> LoadConfigText(absl::string_view text, absl::string_view source,
+                                                 std::vector<std::string>* notes = nullptr);
 
 // TotalSteps()
 //

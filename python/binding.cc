@@ -85,21 +85,25 @@ T Check(absl::StatusOr<T> value) {
 // A parsed, defaulted and validated run config.
 struct Config {
   static Config FromText(const std::string& text, const std::string& source) {
-    return Config{Check(LoadConfigText(text, source))};
+    Config config;
+    config.proto = Check(LoadConfigText(text, source, &config.notes));
+    return config;
   }
   // A file that cannot be read raises OSError, FileNotFoundError where it does not exist, as
   // open() would. NOT_FOUND is not mapped so everywhere: a server's answer can carry it too.
   static Config FromFile(const std::string& path) {
-    absl::StatusOr<config::RunConfig> config = LoadConfigFile(path);
+    std::vector<std::string> notes;
+    absl::StatusOr<config::RunConfig> config = LoadConfigFile(path, &notes);
     if (config.status().code() == absl::StatusCode::kNotFound) {
       std::error_code ignored;
       RaiseAs(std::filesystem::exists(path, ignored) ? PyExc_OSError : PyExc_FileNotFoundError,
               config.status());
     }
-    return Config{Check(std::move(config))};
+    return Config{Check(std::move(config)), std::move(notes)};
   }
 
   config::RunConfig proto;
+  std::vector<std::string> notes;  // job/config_notes.h's, for tamp.Client to warn of.
 };
 
 // The process environment, with `overrides` standing in for some of its variables (the
@@ -365,6 +369,7 @@ PYBIND11_MODULE(_tamp, m) {
                              [](const Config& c) { return c.proto.cluster().num_workers(); })
       .def_property_readonly("num_servers",
                              [](const Config& c) { return c.proto.cluster().num_servers(); })
+      .def_property_readonly("notes", [](const Config& c) { return c.notes; })
       .def_property_readonly("epochs", [](const Config& c) { return c.proto.training().epochs(); })
       .def_property_readonly("max_steps",
                              [](const Config& c) { return c.proto.training().max_steps(); })

@@ -116,7 +116,11 @@ absl::StatusOr<Setup> Configure() {
   Setup setup;
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required");
-  TAMP_ASSIGN_OR_RETURN(setup.config, LoadConfigFile(config_path));
+  std::vector<std::string> notes;
+  TAMP_ASSIGN_OR_RETURN(setup.config, LoadConfigFile(config_path, &notes));
+  for (const std::string& note : notes) {
+    std::fprintf(stderr, "tamp_server: warning: %s\n", note.c_str());
+  }
   if (setup.config.model().kind() != config::Model::REGISTERED) {
     TAMP_ASSIGN_OR_RETURN(setup.layout, BuildJobLayout(setup.config));
   }

@@ -77,6 +77,25 @@ done
   [ "$(grep -c '"kind":"DONE"' "$WORK/run-good/worker-0.events")" -eq 1 ] ||
   fail "each run's events should hold its own DONE"
 
+# 1c. What a valid config says that has no effect is named (job/config_notes.h) by the
+# launcher, the servers and the workers, and the run goes on: an override meant to change
+# fc1.weight's pull leaves out the default's push.
+write_config "$WORK/note.pbtxt" training="max_steps: 5" \
+  compression='tensor_overrides { pattern: "fc1.weight" compression { pull { name: "bf16" } } }'
+note="compression.tensor_overrides[0] (pattern 'fc1.weight') leaves out what default_compression sets (push topk, push_feedback RESIDUAL)"
+"$TAMP_BIN" run "$WORK/note.pbtxt" --run_dir="$WORK/run-note" --server_binary="$SERVER_BIN" \
+  --worker_binary="$WORKER_BIN" > "$WORK/note.out" 2>&1 ||
+  { cat "$WORK/note.out" >&2; fail "the run with a noted override failed"; }
+grep -qF "tamp: warning: $WORK/note.pbtxt: $note" "$WORK/note.out" ||
+  { cat "$WORK/note.out" >&2; fail "tamp run did not name the override that leaves out the push"; }
+for binary in "$SERVER_BIN" "$WORKER_BIN"; do
+  servers=""; [ "$binary" = "$WORKER_BIN" ] && servers=--servers=127.0.0.1:1,127.0.0.1:2
+  "$binary" --config="$WORK/note.pbtxt" --rank=0 $servers --check > /dev/null 2> "$WORK/note.err" ||
+    { cat "$WORK/note.err" >&2; fail "$(basename "$binary") --check refused the config"; }
+  grep -qF "$(basename "$binary"): warning: $WORK/note.pbtxt: $note" "$WORK/note.err" ||
+    { cat "$WORK/note.err" >&2; fail "$(basename "$binary") --check did not name the override"; }
+done
+
 # 2. A typo in the config: nothing starts.
 printf 'version: 1\ntraining { epohcs: 3 }\n' > "$WORK/typo.pbtxt"
 expect_failure typo "$WORK/typo.pbtxt" 'no field named "epohcs"'

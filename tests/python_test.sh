@@ -158,6 +158,21 @@ EOF
   echo "auto reports ($mode): $(grep -o 'done: .*' "$dir/out")"
 done
 
+# An override that changes nothing (fc2.bias is below min_compress_bytes) on a REGISTERED
+# model, whose layout only the workers know: worker 0 says so on the progress display, once.
+dir="$WORK/override_note"
+mkdir -p "$dir"
+write_config "$dir/job.pbtxt" model="kind: REGISTERED" compression='min_compress_bytes: 1024
+  tensor_overrides { pattern: "fc2.bias" compression { push { name: "fp16" } push_feedback { } } }'
+PATH="/usr/bin:$PATH" "$TAMP_BIN" run "$dir/job.pbtxt" --run_dir="$dir/run" \
+  --server_binary="$SERVER_BIN" -- \
+  "${PYTHON3_COMMAND[@]}" tests/python/auto_report_worker.py silent > "$dir/out" 2>&1 ||
+  { cat "$dir/out" >&2; fail "override note: tamp run failed"; }
+[ "$(grep -c "warning: tamp: .*'fc2.bias') changes nothing" "$dir/out")" -eq 1 ] &&
+  grep -q "^\[worker 0\] warning: tamp: .*changes nothing" "$dir/out" ||
+  { cat "$dir/out" >&2; fail "override note: not said once, by worker 0"; }
+echo "override note: $(grep -o "warning: tamp: .*changes nothing" "$dir/out" | cut -c1-90)"
+
 # A DDP script switched to Tamp (examples/pytorch/ddp.py: the comm hook, AGGREGATE mode):
 # its gloo process group comes from the torchrun variables `tamp run` sets (env://).
 dir="$WORK/ddp_example"

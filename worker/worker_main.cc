@@ -123,11 +123,13 @@ int main(int argc, char** argv) {
     std::cerr << "tamp_worker: --config is required\n";
     return kUsageError;
   }
-  absl::StatusOr<tamp::config::RunConfig> config = tamp::LoadConfigFile(config_path);
+  std::vector<std::string> notes;
+  absl::StatusOr<tamp::config::RunConfig> config = tamp::LoadConfigFile(config_path, &notes);
   if (!config.ok()) {
     std::cerr << "tamp_worker: " << config.status().message() << "\n";
     return kUsageError;
   }
+  for (const std::string& note : notes) std::cerr << "tamp_worker: warning: " << note << "\n";
   if (absl::Status device = ApplyDeviceFlag(&*config); !device.ok()) {
     std::cerr << "tamp_worker: " << device.message() << "\n";
     return kUsageError;

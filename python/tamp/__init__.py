@@ -37,6 +37,7 @@ Example (numpy, the MLP of `model { kind: MLP hidden: [64] }`):
 
 import operator
 import os
+import sys
 import warnings
 from collections import abc
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -62,6 +63,15 @@ class Placement(NamedTuple):
 
 
 _placement: Optional[Placement] = None
+
+
+def _warn_at_caller(message: str) -> None:
+    """warnings.warn(message) at the first frame outside this package: the user's line."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 2  # stacklevel 2: whoever called this function.
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, stacklevel=level)
 
 
 def load_config(config: Union[Config, str]) -> Config:
@@ -218,10 +228,13 @@ class Client(_NativeClient):
         where = where if where is not None else placement()
         steps = total_steps if total_steps is not None else count_steps(where.config,
                                                                         steps_per_epoch)
+        # What the config says that has no effect: it stands, but the user may not know.
+        for note in where.config.notes:
+            _warn_at_caller(f"tamp: {note}")
         super().__init__(where.config, where.rank, where.servers,
                          _tensor_specs("Client", tensors),
                          steps_per_epoch, steps)
         self.total_steps = steps
         self.rank = where.rank
-        for note in self.ineffective_overrides:  # The config stands; the user may not know.
-            warnings.warn(f"tamp: {note}", stacklevel=2)
+        for note in self.ineffective_overrides:
+            _warn_at_caller(f"tamp: {note}")

@@ -7,6 +7,7 @@ of 2 servers and 2 workers."""
 import os
 import sys
 import unittest
+import warnings
 from unittest import mock
 
 import tamp
@@ -117,6 +118,30 @@ class InitTest(unittest.TestCase):
             with self.subTest(tensors=tensors), self.assertRaises(ValueError) as raised:
                 tamp.Client(tensors, steps_per_epoch=10, where=where)
             self.assertEqual(str(raised.exception), "Client: " + words)
+
+    def test_client_warns_of_what_the_config_says_that_has_no_effect(self):
+        # An override meant to change fc1.weight's pull: it leaves out the default's push.
+        with open(CONFIG) as file:
+            text = file.read().replace("cluster {", "cluster { connect_timeout_ms: 200", 1)
+        text = text.replace("compression {", 'compression { tensor_overrides { pattern: '
+                            '"fc1.weight" compression { pull { name: "bf16" } } }', 1)
+        config = tamp.Config.from_text(text, "job.pbtxt")
+        note = ("job.pbtxt: compression.tensor_overrides[0] (pattern 'fc1.weight') leaves out "
+                "what default_compression sets (push topk, push_feedback RESIDUAL): an "
+                "override replaces default_compression whole")
+        self.assertEqual(len(config.notes), 1)
+        self.assertIn(note, config.notes[0])
+        where = tamp.Placement(config, 0, ["127.0.0.1:9", "127.0.0.1:9"], 2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with self.assertRaises(Exception):  # No server answers there.
+                tamp.Client([("fc1.weight", (64, 784)), ("fc1.bias", (64,)),
+                             ("fc2.weight", (10, 64)), ("fc2.bias", (10,))],
+                            steps_per_epoch=10, where=where)
+        said = [w for w in caught if note in str(w.message)]
+        self.assertEqual(len(said), 1, [str(w.message) for w in caught])
+        self.assertEqual(said[0].filename, __file__)  # The script's line, not tamp's.
+        self.assertEqual(tamp.Config.from_file(CONFIG).notes, [])
 
     def test_keep_freed_memory_serves_large_blocks_from_the_heap(self):
         # In a fresh interpreter: by default glibc maps a 16 MiB block of its own (above the

@@ -221,6 +221,10 @@ config::RunConfig ApplyPlan(const config::RunConfig& config, const JobLayout& la
     config::TensorOverride* override = resolved.mutable_compression()->add_tensor_overrides();
     override->set_pattern(layout.tensors[t].name);
     *override->mutable_compression() = automatic.candidates(c);
+    // Every part named, even as none: an override replaces the default whole, and one that
+    // names every part says so (job/config_notes.h notes the parts one leaves out).
+    override->mutable_compression()->mutable_push_feedback();
+    override->mutable_compression()->mutable_pull_feedback();
   }
   return resolved;
 }

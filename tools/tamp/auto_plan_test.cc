@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -186,7 +187,8 @@ TEST(CheckCandidatesTest, MinGainDefaultsAndOutOfRangeIsRefused) {
 
 TEST(ApplyPlanTest, MostChosenIsTheDefaultTheRestOverridesAndProcessesRefuseAuto) {
   const config::RunConfig config =
-      Config("candidates { push { name: 'none' } } candidates { push { name: 'fp16' } }");
+      Config("candidates { push { name: 'bf16' } } candidates { push { name: 'fp16' } "
+             "push_feedback { kind: RESIDUAL } pull { name: 'fp16' } }");
   EXPECT_EQ(BuildJobLayout(config).status().code(), absl::StatusCode::kFailedPrecondition);
   const JobLayout layout = *BuildJobLayout(CandidateConfig(config, 0));
   ASSERT_EQ(layout.tensors.size(), 4u);  // fc1.weight, fc1.bias, fc2.weight, fc2.bias
@@ -197,11 +199,20 @@ TEST(ApplyPlanTest, MostChosenIsTheDefaultTheRestOverridesAndProcessesRefuseAuto
   EXPECT_EQ(resolved.compression().default_compression().push().name(), "fp16");
   ASSERT_EQ(resolved.compression().tensor_overrides_size(), 1);
   EXPECT_EQ(resolved.compression().tensor_overrides(0).pattern(), "fc1.bias");
-  EXPECT_EQ(resolved.compression().tensor_overrides(0).compression().push().name(), "none");
+  EXPECT_EQ(resolved.compression().tensor_overrides(0).compression().push().name(), "bf16");
   absl::StatusOr<JobLayout> built = BuildJobLayout(resolved);
   ASSERT_TRUE(built.ok()) << built.status();
-  EXPECT_EQ(built->chunks[1].compression.push().name(), "none");
+  EXPECT_EQ(built->chunks[1].compression.push().name(), "bf16");
+  EXPECT_EQ(built->chunks[1].compression.push_feedback().kind(), config::ErrorFeedback::NONE);
+  EXPECT_EQ(built->chunks[1].compression.pull().name(), "none");
   EXPECT_EQ(built->chunks[0].compression.push().name(), "fp16");
+  // As written for every process: the override names every part, so loading the file notes
+  // nothing left out of the default (fp16 both ways, RESIDUAL).
+  std::string text;
+  ASSERT_TRUE(google::protobuf::TextFormat::PrintToString(resolved, &text));
+  std::vector<std::string> notes;
+  ASSERT_TRUE(LoadConfigText(text, "auto.pbtxt", &notes).ok());
+  EXPECT_THAT(notes, ::testing::IsEmpty());
 }
 
 }  // namespace

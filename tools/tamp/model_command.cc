@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -171,8 +173,10 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
     *err << "tamp model: " << status.message() << "\n";
     return kExitUsage;
   };
-  absl::StatusOr<config::RunConfig> config = LoadConfigFile(options.config_path);
+  std::vector<std::string> notes;
+  absl::StatusOr<config::RunConfig> config = LoadConfigFile(options.config_path, &notes);
   if (!config.ok()) return fail(config.status());
+  for (const std::string& note : notes) *err << "tamp model: note: " << note << "\n";
   if (config->consistency().mode() != config::Consistency::SYNC) {
     return fail(absl::InvalidArgumentError(absl::StrCat(
         options.config_path, ": consistency.mode: the model predicts SYNC steps only, got ",

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/cpu_time.h"
@@ -43,11 +45,13 @@ absl::StatusOr<config::RunConfig> ResolveAutoForRun(const config::RunConfig& con
 }  // namespace
 
 int RunCommand(RunOptions options) {
-  absl::StatusOr<config::RunConfig> config = LoadConfigFile(options.config_path);
+  std::vector<std::string> notes;
+  absl::StatusOr<config::RunConfig> config = LoadConfigFile(options.config_path, &notes);
   if (!config.ok()) {
     std::cerr << "tamp: " << config.status().message() << "\n";
     return kExitUsage;
   }
+  for (const std::string& note : notes) std::cerr << "tamp: warning: " << note << "\n";
   if (options.restart_servers > 0 && !config->has_checkpoint()) {
     std::cerr << "tamp: --restart_servers needs a checkpoint block in " << options.config_path
               << " (a restarted server resumes from its checkpoint)\n";

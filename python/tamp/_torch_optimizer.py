@@ -126,7 +126,13 @@ def job_parameters(optimizer: torch.optim.Optimizer, named_parameters
     else:
         every_named = named_tensors(named_parameters, "DistributedOptimizer",
                                      "named_parameters")
-        named = [(name, p) for name, p in every_named if p.requires_grad]
+        # A tied weight listed under two names (gathered from two modules) is one tensor of
+        # the job, under its first name, as model.named_parameters() lists it once.
+        named, seen = [], set()
+        for name, p in every_named:
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                named.append((name, p))
         optimizer_ids = {id(p) for p in in_optimizer}
         for name, p in named:
             if id(p) not in optimizer_ids:
@@ -154,6 +160,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 "pushes and steps now); step that one")
         self._tamp = session
         self._tamp_params = [p for _, p in named]
+        # The optimizer's parameters that are not the job's (frozen at registration): one
+        # unfrozen later trains nowhere, and in AGGREGATE mode must not step on its local
+        # gradient alone (the replicas would part).
+        registered = {id(p) for p in self._tamp_params}
+        self._tamp_outside = [p for group in self.param_groups for p in group["params"]
+                              if id(p) not in registered]
+        self._tamp_unfrozen_named = False  # Once.
         self._tamp_passes = backward_passes_per_step
         # Per parameter, the backward passes that have accumulated its gradient this step; it
         # is pushed on the last of them (or by synchronize()).
@@ -241,6 +254,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._tamp_synchronized:
             return
         self._tamp_name_late_changes()
+        self._tamp_leave_out_unfrozen()
         for index in self._tamp.follow_memory(self._tamp_params):
             self._tamp_hook_again(index)
         frozen = []  # Frozen since registration: no gradient; torch's optimizers skip them.
@@ -270,6 +284,39 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # Server-optimizer mode: step() looks again for gradients changed after the pushes
         # (Horovod's clipping between synchronize() and step() does nothing there).
         self._tamp_synchronized = True
+
+    def _tamp_leave_out_unfrozen(self) -> None:
+        """Parameters frozen when DistributedOptimizer() registered the job's tensors and
+        trainable now (progressive unfreezing) are not the job's: their gradients are dropped,
+        so the wrapped optimizer (AGGREGATE mode) does not step them on one worker's gradient
+        alone, and a UserWarning says so, once."""
+        unfrozen = [p for p in self._tamp_outside if p.requires_grad and p.grad is not None]
+        if not unfrozen:
+            return
+        for param in unfrozen:
+            param.grad = None
+        if self._tamp_unfrozen_named:
+            return
+        self._tamp_unfrozen_named = True
+        shapes = ", ".join(str(list(p.shape)) for p in unfrozen[:5])
+        self._tamp.warn(
+            f"DistributedOptimizer: {len(unfrozen)} parameters of the optimizer (shapes "
+            f"{shapes}{', ...' if len(unfrozen) > 5 else ''}) were frozen when "
+            "DistributedOptimizer() registered the job's tensors and are trainable now: they "
+            "are not the job's, so they do not train (their gradients are dropped, keeping "
+            "the workers' replicas equal). To unfreeze layers during training, register them "
+            "trainable (create DistributedOptimizer() before freezing them) and freeze them "
+            "after", stacklevel=5)  # The script's step() or synchronize().
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Refused: the job's tensors were fixed when DistributedOptimizer() registered
+        them."""
+        raise RuntimeError(
+            "DistributedOptimizer: add_param_group() after DistributedOptimizer() registered "
+            "the job's tensors: a parameter added now would train on no worker but this one, "
+            "or not at all. Give the optimizer every parameter group before "
+            "DistributedOptimizer() (a layer to unfreeze later: registered trainable, then "
+            "frozen with requires_grad_(False))")
 
     def _tamp_name_frozen(self, frozen: List[int]) -> None:
         """Warns (once) that parameters frozen after registration still move in

@@ -253,6 +253,16 @@ class _Session:
             job.append((name, found[index]))
         return job, others
 
+    def names_by_memory(self, named: Sequence[Tuple[str, torch.Tensor]]
+                        ) -> List[Tuple[str, torch.Tensor]]:
+        """`named` with the registered name of each tensor whose memory is a registered
+        tensor's; the others keep theirs (for check_same to name)."""
+        by_memory = {_torch_tensors.memory(param): name
+                     for name, param in zip(self.names, self.params)}
+        by_memory.pop(None, None)
+        return [(by_memory.get(_torch_tensors.memory(tensor), name), tensor)
+                for name, tensor in named]
+
     def check_same(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> None:
         """ValueError naming the first tensor of `named` that is not the registered one."""
         registered_by = ("" if caller == self.registered_by else
@@ -409,11 +419,18 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     # Horovod's broadcast of a whole state_dict, before anything registered the parameters.
     from_state_dict = _session is None and not all(
         isinstance(tensor, torch.nn.Parameter) for _, tensor in named)
-    session = _register(named, "broadcast_parameters", hint=(
+    state_dict_hint = (
         "broadcast_parameters takes the job's trainable parameters, e.g. "
         "model.named_parameters(); a state_dict's buffers, such as BatchNorm's running "
         "statistics, are not part of a Tamp job: pass a whole state_dict only after "
-        "DistributedOptimizer() first registered the parameters") if from_state_dict else None)
+        "DistributedOptimizer() first registered the parameters")
+    if from_state_dict:
+        for name, tensor in named:  # A buffer said as one, not as a dtype to convert.
+            if isinstance(tensor, torch.Tensor) and not tensor.is_floating_point():
+                raise ValueError(f'broadcast_parameters: "{name}" ({tensor.dtype}) is a buffer '
+                                 f"of the state_dict, not a parameter: {state_dict_hint}")
+    session = _register(named, "broadcast_parameters",
+                        hint=state_dict_hint if from_state_dict else None)
     started = session.step is not None
     session.start()
     if not _before_first_step(session):
@@ -539,6 +556,10 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
         raise TypeError("DistributedOptimizer: expected a torch.optim.Optimizer, got a "
                         f"{type(optimizer).__name__}")
     named = _torch_optimizer.job_parameters(optimizer, named_parameters)
+    if named_parameters is None and _session is not None:
+        # Horovod's order (broadcast_parameters(model.state_dict()) first): the registered
+        # names, by memory, for "param.G.I".
+        named = _session.names_by_memory(named)
     _torch_optimizer.check_momentum_applied_once(optimizer, tamp.placement().config)
     session = _register(named, "DistributedOptimizer", hint=(
         "one DistributedOptimizer() steps every trainable parameter of the job: for settings "

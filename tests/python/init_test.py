@@ -211,9 +211,11 @@ class InitTest(unittest.TestCase):
             (), dtype=torch.int64)}
         with self.assertRaises(ValueError) as raised:
             tamp.torch.broadcast_parameters(state)
-        for words in ('"bn.num_batches_tracked"', "int64", "model.named_parameters()",
+        for words in ('"bn.num_batches_tracked" (torch.int64) is a buffer of the state_dict, '
+                      "not a parameter", "model.named_parameters()",
                       "DistributedOptimizer() first"):
             self.assertIn(words, str(raised.exception))
+        self.assertNotIn("model.float()", str(raised.exception))  # Buffers stay int64.
         self.assertIsNone(tamp.torch._session)
 
     def test_registering_before_tamp_torch_init_is_a_call_out_of_order(self):

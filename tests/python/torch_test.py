@@ -391,6 +391,56 @@ class TorchTest(unittest.TestCase):
         optimizer.step()
         self.assertFalse(torch.equal(model.fc2.bias.detach(), before))
 
+    def test_a_tied_weight_under_two_names_is_one_tensor_of_the_job(self):
+        # named_parameters gathered from two modules sharing fc1.weight: pushed twice, it was
+        # stepped twice.
+        named = list(self.model.named_parameters()) + [("tied.weight", self.model.fc1.weight)]
+        job = tamp.torch._torch_optimizer.job_parameters(
+            torch.optim.SGD(self.model.parameters(), lr=1.0), named)
+        self.assertEqual([name for name, _ in job],
+                         ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])
+
+    def test_horovods_order_names_the_optimizers_parameters_by_memory(self):
+        # Without named_parameters, after a registration (Horovod scripts broadcast the
+        # state_dict first): the registered names, where "param.0.0" was refused.
+        self.assertEqual(
+            [name for name, _ in tamp.torch._session.names_by_memory(
+                [("param.0.0", self.model.fc1.weight), ("param.0.9", torch.zeros(2))])],
+            ["fc1.weight", "param.0.9"])
+        self.assertIs(tamp.torch.DistributedOptimizer(self.optimizer), self.optimizer)
+        self.test_steps_apply_the_servers_sgd_exactly()
+
+    def test_add_param_group_after_registration_is_refused_changing_nothing(self):
+        groups = len(self.optimizer.param_groups)
+        self.assertRefused(RuntimeError, lambda: self.optimizer.add_param_group(
+            {"params": [torch.nn.Parameter(torch.zeros(3))]}),
+            "add_param_group() after DistributedOptimizer() registered the job's tensors")
+        self.assertEqual(len(self.optimizer.param_groups), groups)
+
+    def test_a_parameter_unfrozen_after_registration_does_not_train_and_is_named_once(self):
+        extra = torch.nn.Parameter(torch.ones(3), requires_grad=False)  # Frozen: not the job's.
+        optimizer = tamp.torch.DistributedOptimizer(
+            torch.optim.SGD(list(self.model.parameters()) + [extra], lr=1.0),
+            named_parameters=list(self.model.named_parameters()) + [("extra", extra)])
+        try:
+            extra.requires_grad_(True)  # Progressive unfreezing.
+            for expected_warnings in (1, 0):
+                optimizer.zero_grad(set_to_none=True)
+                (loss_of(self.model) + extra.sum()).backward()
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    optimizer.step()
+                said = [str(w.message) for w in caught if "were frozen when" in str(w.message)]
+                self.assertEqual(len(said), expected_warnings, said)
+                if said:
+                    self.assertIn("1 parameters of the optimizer (shapes [3])", said[0])
+                    self.assertEqual(caught[0].filename, __file__)
+                self.assertIsNone(extra.grad)
+                self.assertTrue(torch.equal(extra.detach(), torch.ones(3)))
+        finally:  # The class's optimizer steps the job again.
+            tamp.torch.DistributedOptimizer(self.optimizer,
+                                            named_parameters=self.model.named_parameters())
+
     def test_a_parameter_frozen_after_registration_is_named_once(self):
         model = self.model
         model.fc2.bias.requires_grad_(False)

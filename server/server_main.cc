@@ -41,6 +41,7 @@
 #include "grpcpp/grpcpp.h"
 #include "base/program_usage.h"
 #include "job/config.h"
+#include "job/chunk_codecs.h"
 #include "job/job_layout.h"
 #include "job/placement.h"
 #include "job/placement_flags.h"
@@ -123,6 +124,9 @@ absl::StatusOr<Setup> Configure() {
   }
   if (setup.config.model().kind() != config::Model::REGISTERED) {
     TAMP_ASSIGN_OR_RETURN(setup.layout, BuildJobLayout(setup.config));
+    if (absl::Status codecs = CheckChunkCodecs(setup.layout); !codecs.ok()) {
+      return absl::Status(codecs.code(), absl::StrCat(config_path, ": ", codecs.message()));
+    }
   }
   TAMP_ASSIGN_OR_RETURN(const PlacementRequest request,
                         PlacementRequestFromFlags(Role::kServer, setup.config.cluster(),

@@ -114,4 +114,23 @@ expect_failure dead_server "$WORK/dead.pbtxt" "did not answer within 1500 ms"
 mkdir -p "$WORK/empty_data"
 write_config "$WORK/nodata.pbtxt" data="dir: \"$WORK/empty_data\""
 expect_failure missing_data "$WORK/nodata.pbtxt" "train-images-idx3-ubyte.gz"
+# 6. A chunk its codec cannot take (powersgd rank 4 on fc2.bias, 10 values): refused as a
+# config (exit 2) by tamp run before any process starts, and by --check.
+write_config "$WORK/rank.pbtxt" \
+  compression='tensor_overrides { pattern: "fc2.*" compression { push { name: "powersgd" rank: 4 } } }'
+needle="rank.pbtxt: chunk 15 (fc2.bias): push: codec 'powersgd': rank 4 needs a matrix of at least 4 x 4"
+expect_failure rank "$WORK/rank.pbtxt" "$needle"
+[ ! -e "$WORK/run-rank/server-0.log" ] || fail "rank: a server was started"
+status=0
+"$TAMP_BIN" run "$WORK/rank.pbtxt" --run_dir="$WORK/run-rank" --server_binary="$SERVER_BIN" \
+  --worker_binary="$WORKER_BIN" > /dev/null 2>&1 || status=$?
+[ "$status" -eq 2 ] || fail "rank: tamp run exited $status, expected 2 (a bad config)"
+for binary in "$SERVER_BIN" "$WORKER_BIN"; do
+  servers=""; [ "$binary" = "$WORKER_BIN" ] && servers=--servers=127.0.0.1:1,127.0.0.1:2
+  status=0
+  "$binary" --config="$WORK/rank.pbtxt" --rank=0 $servers --check > /dev/null 2> "$WORK/rank.err" ||
+    status=$?
+  [ "$status" -eq 2 ] && grep -qF "$needle" "$WORK/rank.err" ||
+    { cat "$WORK/rank.err" >&2; fail "$(basename "$binary") --check: exit $status, not the refusal"; }
+done
 echo PASS

@@ -26,6 +26,7 @@
 #include "base/program_usage.h"
 #include "base/proto_json.h"
 #include "glog/logging.h"
+#include "job/chunk_codecs.h"
 #include "job/config.h"
 #include "job/placement.h"
 #include "job/placement_flags.h"
@@ -132,6 +133,10 @@ int main(int argc, char** argv) {
   for (const std::string& note : notes) std::cerr << "tamp_worker: warning: " << note << "\n";
   if (absl::Status device = ApplyDeviceFlag(&*config); !device.ok()) {
     std::cerr << "tamp_worker: " << device.message() << "\n";
+    return kUsageError;
+  }
+  if (absl::Status codecs = tamp::CheckChunkCodecs(*config); !codecs.ok()) {
+    std::cerr << "tamp_worker: " << config_path << ": " << codecs.message() << "\n";
     return kUsageError;
   }
   const std::string servers_flag = absl::GetFlag(FLAGS_servers);

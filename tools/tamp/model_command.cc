@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "compress/registry.h"
 #include "google/protobuf/text_format.h"
+#include "job/chunk_codecs.h"
 #include "job/config.h"
 #include "job/job_layout.h"
 #include "proto/events.pb.h"
@@ -177,6 +178,10 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
   absl::StatusOr<config::RunConfig> config = LoadConfigFile(options.config_path, &notes);
   if (!config.ok()) return fail(config.status());
   for (const std::string& note : notes) *err << "tamp model: note: " << note << "\n";
+  if (absl::Status codecs = CheckChunkCodecs(*config); !codecs.ok()) {
+    return fail(absl::Status(codecs.code(),
+                             absl::StrCat(options.config_path, ": ", codecs.message())));
+  }
   if (config->consistency().mode() != config::Consistency::SYNC) {
     return fail(absl::InvalidArgumentError(absl::StrCat(
         options.config_path, ": consistency.mode: the model predicts SYNC steps only, got ",
@@ -314,9 +319,14 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
     if (!status.ok()) row.set_error(std::string(status.message()));
   }
 
+  // The config's own row failing is the command failing (the other rows are alternatives).
+  int exit_code = kExitOk;
+  for (const events::ModelPrediction::Codec& row : prediction.codecs()) {
+    if (row.codec() == "config" && row.has_error()) exit_code = 1;
+  }
   if (options.json) {
     *out << ProtoToJson(prediction) << "\n";
-    return kExitOk;
+    return exit_code;
   }
 
   *out << absl::StrFormat(
@@ -360,7 +370,14 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
           "compute, codecs and shards, or the CPU: CPU MS, the whole job's CPU work per step, "
           "over the usable cores); MB/STEP: payload bytes of all workers, both directions. "
           "Row \"none\": no compression at all.\n";
-  return kExitOk;
+  const config::Compression& compression = config->compression();
+  const int overrides = compression.shard_overrides_size() + compression.tensor_overrides_size();
+  if (options.all_codecs && overrides > 0) {
+    *out << "Each codec's row swaps default_compression's push only: the config's " << overrides
+         << (overrides == 1 ? " override stays" : " overrides stay")
+         << " as written, so the tensors they match keep their codecs in every row.\n";
+  }
+  return exit_code;
 }
 
 }  // namespace tamp::launcher

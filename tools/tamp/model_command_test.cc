@@ -114,6 +114,45 @@ TEST(ModelCommandTest, BadConfigIsAUsageErrorNamingTheField) {
   EXPECT_EQ(out.str(), "");
 }
 
+// A chunk its codec cannot take is the config's error (exit 2), as tamp run and the
+// processes refuse it; it printed an error row and exited 0.
+TEST(ModelCommandTest, AChunkItsCodecCannotTakeIsAUsageError) {
+  ModelOptions options;
+  options.config_path = WriteFile("rank.pbtxt", R"(version: 1
+    cluster { num_servers: 1 num_workers: 2 }
+    model { kind: MLP hidden: [16] }
+    optimizer { name: "sgd" learning_rate: 0.1 }
+    compression { default_compression { push { name: "powersgd" rank: 4 } } })");
+  options.link = *perf::ParseBandwidth("1gbit");
+  std::ostringstream out, err;
+  EXPECT_EQ(ModelCommand(options, &out, &err), 2);
+  EXPECT_NE(err.str().find("rank.pbtxt: chunk 3 (fc2.bias): push: codec 'powersgd': rank 4"),
+            std::string::npos)
+      << err.str();
+  EXPECT_EQ(out.str(), "");
+}
+
+// Every codec, for a config with an override: the table says the override stays.
+TEST(ModelCommandTest, EveryCodecSaysTheOverridesStay) {
+  ModelOptions options;
+  options.config_path = WriteFile("overridden.pbtxt", R"(version: 1
+    cluster { num_servers: 1 num_workers: 1 }
+    model { kind: MLP hidden: [16] }
+    data { batch_size: 8 }
+    optimizer { name: "sgd" learning_rate: 0.1 }
+    compression { tensor_overrides { pattern: "fc1.*" compression { push { name: "fp16" } } } })");
+  options.link = *perf::ParseBandwidth("1gbit");
+  options.cores = 2;
+  options.compute_ms = 1.0;
+  options.all_codecs = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(ModelCommand(options, &out, &err), 0) << err.str();
+  EXPECT_NE(out.str().find("Each codec's row swaps default_compression's push only: the "
+                           "config's 1 override stays as written"),
+            std::string::npos)
+      << out.str();
+}
+
 TEST(ModelCommandTest, AutoNeedsAnAutomaticBlock) {
   ModelOptions options;
   options.config_path = WriteFile("plain.pbtxt", R"(version: 1

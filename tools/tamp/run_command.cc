@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "base/cpu_time.h"
 #include "base/status_macros.h"
+#include "job/chunk_codecs.h"
 #include "job/config.h"
 #include "tools/tamp/auto_command.h"
 #include "tools/tamp/binaries.h"
@@ -92,6 +93,12 @@ int RunCommand(RunOptions options) {
       return kExitUsage;
     }
     config = *std::move(resolved);
+  }
+  // A chunk its codec cannot take (powersgd's rank on a bias) is refused as a config, before
+  // any process starts, rather than by a server already launched.
+  if (absl::Status codecs = CheckChunkCodecs(*config); !codecs.ok()) {
+    std::cerr << "tamp: " << options.config_path << ": " << codecs.message() << "\n";
+    return kExitUsage;
   }
 
   Console console;

@@ -269,15 +269,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     frozen.append(index)
                 self._tamp.push(index, param.grad)
                 self._tamp_passes_done[index] = self._tamp_passes
-        if not self._tamp.client.aggregates:
-            self._tamp_stepped = self._tamp.finish_step(self._tamp.params, loss)
-            if frozen:
-                self._tamp_name_frozen(frozen)
-        else:
-            self._tamp_stepped = self._tamp.finish_step([p.grad for p in self._tamp_params],
-                                                        loss)
-            for index in frozen:  # The wrapped optimizer leaves them as torch's would.
-                self._tamp_params[index].grad = None
+        try:
+            if not self._tamp.client.aggregates:
+                self._tamp_stepped = self._tamp.finish_step(self._tamp.params, loss)
+                if frozen:
+                    self._tamp_name_frozen(frozen)
+            else:
+                self._tamp_stepped = self._tamp.finish_step(
+                    [p.grad for p in self._tamp_params], loss)
+                for index in frozen:  # The wrapped optimizer leaves them as torch's would.
+                    self._tamp_params[index].grad = None
+        except BaseException:  # A failed step is over too: the next backward pushes anew.
+            self._tamp_passes_done = [0] * len(self._tamp_params)
+            self._tamp_pushed = [None] * len(self._tamp_params)
+            raise
         self._tamp_passes_done = [0] * len(self._tamp_params)
         if self._tamp.client.aggregates:  # The mean is now in .grad, for the caller to clip.
             self._tamp_pushed = [None] * len(self._tamp_params)

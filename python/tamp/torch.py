@@ -220,6 +220,8 @@ class _Session:
             for note in self.client.ineffective_overrides:
                 _print_event(f"warning: tamp: {note}")
         self.step: Optional[int] = None  # The step under way; None before start().
+        # Why the last step failed (its wait raised), until recover() rejoined the run.
+        self.failed: Optional[str] = None
         self.registered_by = caller
         # The DistributedOptimizer whose hooks push (the latest one created), if any.
         self.optimizer: Optional[torch.optim.Optimizer] = None
@@ -339,6 +341,7 @@ class _Session:
 
     def push(self, index: int, gradient: torch.Tensor) -> None:
         """Pushes the registered tensor `index`'s gradient in the step under way."""
+        self.recover()
         if self.step >= self.client.total_steps:
             raise RuntimeError(
                 f'tensor "{self.names[index]}": the run\'s {self.client.total_steps} steps are '
@@ -365,14 +368,42 @@ class _Session:
             self.step += 1
             self.reports.step_completed(self.step, loss)
         except tamp.DroppedError as dropped:
-            self.step = self.client.rejoin(params, str(dropped),
-                                           stream=_torch_tensors.stream(self.params[0]))
-            self.reports.count_from_now()
+            self.rejoin(str(dropped))
             stepped = False
+        except (ValueError, RuntimeError) as error:
+            # Raised to the script; the next push or step() rejoins (recover()).
+            self.failed = f"step {self.step} failed ({error})"
+            raise
         if self.step < self.client.total_steps:
             self.client.begin_step(self.step, params,
                                    stream=_torch_tensors.stream(self.params[0]))
         return stepped
+
+    def rejoin(self, cause: str) -> None:
+        """Takes the other workers' replica and goes on at their step (Client.rejoin())."""
+        self.step = self.client.rejoin(self._exported_params(), cause,
+                                       stream=_torch_tensors.stream(self.params[0]))
+        self.reports.count_from_now()
+
+    def recover(self) -> None:
+        """Before the first push after a step whose wait raised (a push the servers refused,
+        as a non-finite gradient under validation.nonfinite_policy REJECT): rejoins the run at
+        the others' step with their replica, so a script that caught the error goes on, and
+        says so. RuntimeError naming the failed step where rejoining is refused (server mode
+        AGGREGATE, a server gone)."""
+        if self.failed is None:
+            return
+        try:
+            self.rejoin(self.failed)
+        except (ValueError, RuntimeError) as refused:
+            raise RuntimeError(f"tamp.torch: {self.failed}, and this worker cannot go on: "
+                               f"{refused}") from None
+        _warn(f"tamp.torch: {self.failed}; rejoined the run at step {self.step} with the "
+              "other workers' weights", stacklevel=4)
+        self.failed = None
+        if self.step < self.client.total_steps:
+            self.client.begin_step(self.step, self._exported_params(),
+                                   stream=_torch_tensors.stream(self.params[0]))
 
 
 def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str,

@@ -1,6 +1,10 @@
 """One worker of a 2-worker job training the MLP 784-64-10 with tamp.torch (the config's
 model, tests/python_test.sh); writes its final parameters to argv[1] for the replicas to be
-compared byte for byte. Each rank trains on its own random batches."""
+compared byte for byte. Each rank trains on its own random batches.
+
+    torch_worker.py WEIGHTS [nan_at=K]   rank 1's batch of step K is NaN: the servers refuse
+                                          its push, step() raises, the script catches it and
+                                          goes on (the next push rejoins the run)."""
 
 import sys
 
@@ -27,15 +31,24 @@ def main():
     optimizer = tamp.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
                                                 named_parameters=model.named_parameters())
     tamp.torch.broadcast_parameters(model.state_dict(), root_rank=0)
+    nan_at = int(sys.argv[2].split("=")[1]) if len(sys.argv) > 2 else None
     initial = [p.detach().clone() for p in model.parameters()]
     losses = []
-    for _ in range(tamp.count_steps(tamp.placement().config, steps_per_epoch)):
+    while tamp.torch.current_step() < tamp.torch.total_steps():
         x = torch.randn(32, 784)
         y = torch.randint(0, 10, (32,))
+        if tamp.torch.rank() == 1 and tamp.torch.current_step() == nan_at:
+            x[0, 0] = float("nan")
+            nan_at = None  # Once.
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
-        optimizer.step()
+        try:
+            optimizer.step()
+        except ValueError as refused:  # The NaN batch's push, refused by the servers.
+            assert "NaN" in str(refused) and len(sys.argv) > 2, refused
+            print(f"rank {tamp.torch.rank()} caught: {refused}")
+            continue
         losses.append(loss.item())
     moved = sum((p.detach() - q).abs().sum().item() for p, q in zip(model.parameters(), initial))
     assert moved > 0, "training did not move the weights"

@@ -24,6 +24,9 @@ import torch
 # pickled object's length (little-endian uint64), then the pickled object.
 _MAGIC = b"TAMPOBJ1"
 _HEADER = struct.Struct("<8s32sQ")
+# An object of more rounds than this takes long enough to say why (each round is a broadcast
+# through the servers, some milliseconds).
+_MANY_ROUNDS = 100
 
 
 class _Scratch:
@@ -109,6 +112,17 @@ def broadcast_object(session, obj, is_root: bool, caller: str):
             if sender != caller:
                 raise _mismatch(caller, sender)
             rounds = math.ceil((_HEADER.size + length) / scratch.capacity)
+            if is_root and rounds > _MANY_ROUNDS:
+                session.warn(
+                    f"{caller}: {length} bytes (of entries that are not the job's tensors: "
+                    f"frozen parameters, buffers, objects) travel in {rounds} rounds of "
+                    f"{scratch.capacity} bytes, the size of the job's trainable tensors, each a "
+                    "broadcast through the servers: this can take minutes. Load them on every "
+                    "worker from the same file instead (a frozen backbone's checkpoint), and "
+                    "broadcast only what differs between workers",
+                    # The script's line: through broadcast_entries() and broadcast_parameters(),
+                    # or through tamp.torch's broadcast_object().
+                    stacklevel=4 if caller == "broadcast_parameters" else 3)
         parts.append(b"" if is_root else scratch.raw.tobytes())
     # The job's weights again: rank 0's parameters, on the servers and every worker.
     session.broadcast(session.params)

@@ -593,8 +593,9 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
         named = _session.names_by_memory(named)
     _torch_optimizer.check_momentum_applied_once(optimizer, tamp.placement().config)
     session = _register(named, "DistributedOptimizer", hint=(
-        "one DistributedOptimizer() steps every trainable parameter of the job: for settings "
-        "per layer, give one optimizer param_groups") if _session is not None else None)
+        "if this is a second optimizer over part of the model: one DistributedOptimizer() "
+        "steps every trainable parameter of the job; for settings per layer, give one "
+        "optimizer param_groups") if _session is not None else None)
     wrapped = _torch_optimizer.wrap(optimizer, session, named, backward_passes_per_step)
     if not wrapped._tamp.client.aggregates:
         unused = _torch_optimizer.unused_settings(optimizer,
@@ -603,7 +604,11 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
             _warn("DistributedOptimizer: in server-optimizer mode the servers run the "
                   "config's optimizer section and the wrapped optimizer never steps, so these "
                   f"of its settings are not used: {', '.join(unused)}; "
-                  + ("set them in the config's optimizer section (or use server { mode: "
+                  + ("the config's optimizer section holds one setting for every tensor, so "
+                     "settings per param_groups need server { mode: AGGREGATE }, where the "
+                     "wrapped optimizer steps"
+                     if any(setting.startswith("param_groups[") for setting in unused) else
+                     "set them in the config's optimizer section (or use server { mode: "
                      "AGGREGATE } to step the wrapped optimizer)"
                      if _torch_optimizer.servers_run(optimizer) else
                      "the servers run only SGD and Adam: to train with this optimizer, use "

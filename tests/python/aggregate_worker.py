@@ -154,7 +154,20 @@ def check_optimizer_state_broadcast(model, optimizer):
     for (name, param), buffer in zip(model.named_parameters(), buffers):
         assert torch.equal(loaded.state[param]["momentum_buffer"], buffer), name
     big = {"epoch": 3, "blob": bytes(range(256)) * 2000}  # 512,000 bytes; the model 203,560.
-    got = tamp.torch.broadcast_object(big if tamp.rank() == 0 else None)
+    # Three rounds; past _MANY_ROUNDS (lowered to 2 here, 100 really) rank 0 says why it
+    # takes long, once.
+    saved, tamp._torch_broadcast._MANY_ROUNDS = tamp._torch_broadcast._MANY_ROUNDS, 2
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = tamp.torch.broadcast_object(big if tamp.rank() == 0 else None)
+    finally:
+        tamp._torch_broadcast._MANY_ROUNDS = saved
+    said = [str(w.message) for w in caught]
+    assert said == ([] if tamp.rank() else [said[0]]), said
+    if tamp.rank() == 0:
+        assert "travel in 3 rounds of 203560 bytes" in said[0], said
+        assert caught[0].filename == __file__, caught[0].filename
     assert got == big, "broadcast_object: rank 0's object did not arrive whole"
     for (name, param), old in zip(model.named_parameters(), before):
         assert torch.equal(param.detach(), old), f"{name} changed in the broadcasts"

@@ -441,6 +441,24 @@ class TorchTest(unittest.TestCase):
             tamp.torch.DistributedOptimizer(self.optimizer,
                                             named_parameters=self.model.named_parameters())
 
+    def test_settings_per_param_group_are_said_to_need_aggregate_mode(self):
+        model = self.model
+        groups = [{"params": [model.fc1.weight, model.fc1.bias], "lr": 0.125},
+                  {"params": [model.fc2.weight, model.fc2.bias], "lr": 0.5}]
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                tamp.torch.DistributedOptimizer(torch.optim.SGD(groups, lr=0.125),
+                                                named_parameters=model.named_parameters())
+            said = [str(w.message) for w in caught]
+            self.assertEqual(len(said), 1, said)
+            self.assertIn("param_groups[1] lr=0.5 (the servers': 0.125)", said[0])
+            self.assertIn("holds one setting for every tensor, so settings per param_groups "
+                          "need server { mode: AGGREGATE }", said[0])
+        finally:  # The class's optimizer steps the job again.
+            tamp.torch.DistributedOptimizer(self.optimizer,
+                                            named_parameters=self.model.named_parameters())
+
     def test_a_parameter_frozen_after_registration_is_named_once(self):
         model = self.model
         model.fc2.bias.requires_grad_(False)

@@ -204,7 +204,9 @@ absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config,
   if (config.compression().has_automatic()) {
     return absl::FailedPreconditionError(
         "compression.automatic: `tamp run` resolves it into per-tensor overrides before "
-        "starting the processes (docs/auto.md); run the job with `tamp run`");
+        "starting the processes (docs/auto.md); run the job with `tamp run`, or, for servers "
+        "and workers a cluster engine starts, give them the config `tamp model CONFIG --auto "
+        "--write_config PATH` writes");
   }
   if (config.model().kind() == config::Model::REGISTERED) {
     TAMP_RETURN_IF_ERROR(ValidateTensors(config, tensors));

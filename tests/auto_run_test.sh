@@ -34,6 +34,8 @@ cat "$WORK/run.out"
 grep -q "^auto on 100mbit: predicted step" "$WORK/run.out" || fail "no plan printed"
 grep -qE '^w +\[256, 256\] +0.262 +1$' "$WORK/run.out" || fail "w is not on top-k (candidate 1)"
 [ -s "$WORK/run/auto.pbtxt" ] || fail "no resolved config in the run directory"
+head -1 "$WORK/run/auto.pbtxt" | grep -qE "^# compression.automatic resolved by tamp run on [0-9a-z.]+, one shared link" ||
+  fail "the resolved config's first line does not name the link: $(head -1 "$WORK/run/auto.pbtxt")"
 grep -q "automatic {" "$WORK/run/auto.pbtxt" && fail "the resolved config still has automatic"
 grep -q 'name: "topk"' "$WORK/run/auto.pbtxt" || fail "the resolved config has no top-k"
 grep -q "done: no test accuracy (model.kind LAYOUT: synthetic gradients), 10 steps" \

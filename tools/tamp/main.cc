@@ -6,7 +6,7 @@
 //   tamp codecs
 //   tamp summarize CONFIG EVENTS_0 ... [--summary_json=PATH] [--wall_seconds=S]
 //   tamp model CONFIG --bandwidth RATE [--topology shared|hosts] [--codecs all|config] [--json]
-//              [--calibration_job]
+//              [--calibration_job] [--cores N] (tamp help lists every flag)
 //   tamp help
 #include <stdlib.h>
 #include <unistd.h>
@@ -75,6 +75,8 @@ Commands:
       --compute_ms MS        Use this forward/backward time instead of the measured one.
       --latency_ms MS        Per-message latency (default 0.05, an estimate).
       --transport_gbit GBIT  gRPC's throughput ceiling (default 12, fitted on this machine).
+      --cores N              The cores the job's processes share (default: this
+                             machine's available cores).
       --calibration_job      First run the job and its uncompressed twin for a few
                              steps on loopback (~15 s for the example MLP) and add the
                              CPU they burn beyond the measured parts to the CPU bound.
@@ -91,9 +93,13 @@ Commands:
 Exit status: 0 success, 1 a process failed, 2 bad usage or config, 130 interrupted.
 )";
 
+// The whole usage without an error (tamp alone); with one, the error and where the usage is.
 int Usage(const std::string& error) {
-  if (!error.empty()) std::cerr << "tamp: " << error << "\n\n";
-  std::cerr << kUsage;
+  if (error.empty()) {
+    std::cerr << kUsage;
+  } else {
+    std::cerr << "tamp: " << error << "\n(tamp help lists the commands and their flags)\n";
+  }
   return tamp::launcher::kExitUsage;
 }
 

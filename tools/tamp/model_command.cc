@@ -30,11 +30,6 @@
 namespace tamp::launcher {
 namespace {
 
-// How the model's step sees the links, in the words of its headers and files.
-const char* DescribeTopology(perf::Topology topology) {
-  return topology == perf::Topology::kHosts ? "a link per host" : "one shared link";
-}
-
 // Timed forward/backward steps per model copy, and repetitions per codec measurement: enough
 // for stable medians in well under a second per codec on the example MLP.
 constexpr int kComputeSteps = 10;
@@ -158,7 +153,7 @@ int AutoPlanCommand(const ModelOptions& options, const config::RunConfig& config
     if (absl::Status written = WriteResolvedConfig(
             *result, options.write_config,
             absl::StrCat("tamp model --auto on ", link->name, ", ",
-                         DescribeTopology(*topology)));
+                         perf::DescribeTopology(*topology)));
         !written.ok()) {
       return fail(written);
     }
@@ -334,7 +329,7 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
       "ceiling %.2f Gbit/s; gRPC CPU %.1f us per message + %.2f ns per byte (measured); %d "
       "cores%s\n\n",
       options.config_path, options.link.name,
-      DescribeTopology(options.topology),
+      perf::DescribeTopology(options.topology),
       workers, config->cluster().num_servers(), measured_compute_ms,
       compute->on_cpu ? absl::StrFormat("measured (%d copies at once)", std::min(workers, 64))
                       : std::string("from model.profile_file"),

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -169,14 +170,22 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
       absl::StrCat("topology \"", text, "\": expected shared or hosts"));
 }
 
+const char* DescribeTopology(Topology topology) {
+  return topology == Topology::kHosts ? "a link per host" : "one shared link";
+}
+
 absl::StatusOr<Link> ParseBandwidth(absl::string_view text) {
   const std::string lower = absl::AsciiStrToLower(text);
   if (lower == "unshaped" || lower == "inf") return Link{std::string(text), 0};
   static const std::regex kRate(R"(^([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit)$)");
   std::smatch match;
   double value = 0;
-  if (!std::regex_match(lower, match, kRate) || !absl::SimpleAtod(match[1].str(), &value) ||
-      value <= 0) {
+  if (absl::StartsWith(lower, "-") || (std::regex_match(lower, match, kRate) &&
+                                       absl::SimpleAtod(match[1].str(), &value) && value <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bandwidth \"", text, "\": a rate must be above 0 (\"unshaped\" for no limit)"));
+  }
+  if (!std::regex_match(lower, match, kRate) || !absl::SimpleAtod(match[1].str(), &value)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "bandwidth \"", text,
         "\": expected a rate like 1gbit, 10gbit, 500mbit, 100kbit, or unshaped / inf"));

@@ -63,6 +63,9 @@ enum class Topology { kShared, kHosts };
 // "shared" or "hosts"; INVALID_ARGUMENT naming the text otherwise.
 absl::StatusOr<Topology> ParseTopology(absl::string_view text);
 
+// "one shared link" or "a link per host": a topology in the words of headers and files.
+const char* DescribeTopology(Topology topology);
+
 // ParseBandwidth()
 //
 // "1gbit", "10gbit", "500mbit", "100kbit", "2.5gbit", "1000000bit" (tc's decimal units), or

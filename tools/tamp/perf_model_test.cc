@@ -25,6 +25,13 @@ TEST(ParseBandwidthTest, RejectsOtherText) {
     EXPECT_NE(link.status().message().find(std::string("\"") + bad + "\""), std::string::npos)
         << link.status().message();
   }
+  for (const char* not_positive : {"0gbit", "-1gbit", "0.0mbit", "-inf"}) {
+    EXPECT_NE(ParseBandwidth(not_positive).status().message().find("a rate must be above 0"),
+              std::string::npos)
+        << not_positive;
+  }
+  EXPECT_NE(ParseBandwidth("10gbps").status().message().find("expected a rate like"),
+            std::string::npos);
 }
 
 // A link of 1000 bytes per ms, no transport limit or latency.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "base/cpu_time.h"
 #include "base/status_macros.h"
 #include "job/chunk_codecs.h"
@@ -16,6 +17,7 @@
 #include "tools/tamp/binaries.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/job.h"
+#include "tools/tamp/perf_model.h"
 #include "tools/tamp/progress.h"
 
 namespace tamp::launcher {
@@ -36,7 +38,8 @@ absl::StatusOr<config::RunConfig> ResolveAutoForRun(const config::RunConfig& con
   std::cerr << FormatPlan(config, result, link);
   TAMP_ASSIGN_OR_RETURN(const std::string run_dir, MakeRunDir(options->run_dir));
   const std::string path = run_dir + "/auto.pbtxt";
-  TAMP_RETURN_IF_ERROR(WriteResolvedConfig(result, path, "tamp run"));
+  TAMP_RETURN_IF_ERROR(WriteResolvedConfig(
+      result, path, absl::StrCat("tamp run on ", link.name, ", ", perf::DescribeTopology(topology))));
   std::cerr << "tamp: auto: the resolved config is " << path << "\n";
   options->run_dir = run_dir;
   options->config_path = path;

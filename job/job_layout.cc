@@ -144,39 +144,116 @@ absl::Status ValidateTensors(const config::RunConfig& config,
   return absl::OkStatus();
 }
 
-std::vector<std::string> IneffectiveTensorOverrides(const config::RunConfig& config,
-                                                    const JobLayout& layout) {
-  const config::Compression& compression = config.compression();
+namespace {
+
+// A tensor override that compresses, all of whose tensors' chunks travel raw: its note, or "".
+std::string RawOnlyNote(const config::Compression& compression, const JobLayout& layout, int i) {
+  const config::TensorOverride& override = compression.tensor_overrides(i);
   auto compresses = [](const config::Codec& codec) {
     return !codec.name().empty() && codec.name() != "none";
   };
+  if (!compresses(override.compression().push()) && !compresses(override.compression().pull())) {
+    return "";
+  }
+  auto matches = [&](const TensorSpec& tensor) {
+    return TensorNameMatches(override.pattern(), tensor.name);
+  };
+  const bool compressible =
+      std::any_of(layout.chunks.begin(), layout.chunks.end(), [&](const ChunkPlan& plan) {
+        return matches(layout.tensor_of(plan)) && !TravelsRaw(compression, plan.chunk.length);
+      });
+  if (compressible) return "";
+  std::vector<std::string> small;  // The first few.
+  size_t num_small = 0;
+  for (const TensorSpec& tensor : layout.tensors) {
+    if (!matches(tensor) || ++num_small > 4) continue;
+    small.push_back(
+        absl::StrCat(DescribeTensor(tensor), " ", tensor.elements() * sizeof(float), " B"));
+  }
+  if (small.empty()) return "";
+  return absl::StrCat(
+      "compression.tensor_overrides[", i, "] (pattern '", override.pattern(),
+      "') changes nothing: every tensor it matches is below compression.min_compress_bytes (",
+      compression.min_compress_bytes(), " B) and travels raw (", absl::StrJoin(small, ", "),
+      num_small > small.size() ? ", ..." : "", "); lower min_compress_bytes to compress them");
+}
+
+// The last tensor override matching `name`, or -1.
+int WinningTensorOverride(const config::Compression& compression, const std::string& name) {
+  int winner = -1;
+  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+    if (TensorNameMatches(compression.tensor_overrides(i).pattern(), name)) winner = i;
+  }
+  return winner;
+}
+
+// The last shard override listing `shard`, or -1.
+int WinningShardOverride(const config::Compression& compression, uint32_t shard) {
+  int winner = -1;
+  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
+    for (uint32_t listed : compression.shard_overrides(i).shards()) {
+      if (listed == shard) winner = i;
+    }
+  }
+  return winner;
+}
+
+}  // namespace
+
+std::vector<std::string> LayoutNotes(const config::RunConfig& config, const JobLayout& layout) {
+  const config::Compression& compression = config.compression();
   std::vector<std::string> notes;
   for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
-    const config::TensorOverride& override = compression.tensor_overrides(i);
-    if (!compresses(override.compression().push()) && !compresses(override.compression().pull())) {
+    if (std::string raw = RawOnlyNote(compression, layout, i); !raw.empty()) {
+      notes.push_back(std::move(raw));
       continue;
     }
-    auto matches = [&](const TensorSpec& tensor) {
-      return TensorNameMatches(override.pattern(), tensor.name);
-    };
-    const bool compressible = std::any_of(
-        layout.chunks.begin(), layout.chunks.end(), [&](const ChunkPlan& plan) {
-          return matches(layout.tensor_of(plan)) && !TravelsRaw(compression, plan.chunk.length);
-        });
-    if (compressible) continue;
-    std::vector<std::string> small;  // The first few.
-    size_t num_small = 0;
+    const std::string& pattern = compression.tensor_overrides(i).pattern();
+    int shadowed_by = -1;  // A later override winning one of its tensors; -1 once one is its.
+    bool matches_any = false;
     for (const TensorSpec& tensor : layout.tensors) {
-      if (!matches(tensor) || ++num_small > 4) continue;
-      small.push_back(absl::StrCat(DescribeTensor(tensor), " ", tensor.elements() * sizeof(float),
-                                   " B"));
+      if (!TensorNameMatches(pattern, tensor.name)) continue;
+      matches_any = true;
+      const int winner = WinningTensorOverride(compression, tensor.name);
+      if (winner == i) {
+        shadowed_by = -1;
+        break;
+      }
+      if (shadowed_by == -1) shadowed_by = winner;
     }
-    if (small.empty()) continue;
+    if (matches_any && shadowed_by != -1) {
+      notes.push_back(absl::StrCat(
+          "compression.tensor_overrides[", i, "] (pattern '", pattern,
+          "') changes nothing: later overrides, which win, match every tensor it matches "
+          "(compression.tensor_overrides[", shadowed_by, "], pattern '",
+          compression.tensor_overrides(shadowed_by).pattern(), "')"));
+    }
+  }
+  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
+    const bool decides_a_chunk =
+        std::any_of(layout.chunks.begin(), layout.chunks.end(), [&](const ChunkPlan& plan) {
+          return WinningShardOverride(compression, plan.chunk.shard) == i &&
+                 WinningTensorOverride(compression, layout.tensor_of(plan).name) == -1 &&
+                 !TravelsRaw(compression, plan.chunk.length);
+        });
+    if (decides_a_chunk) continue;
     notes.push_back(absl::StrCat(
-        "compression.tensor_overrides[", i, "] (pattern '", override.pattern(),
-        "') changes nothing: every tensor it matches is below compression.min_compress_bytes (",
-        compression.min_compress_bytes(), " B) and travels raw (", absl::StrJoin(small, ", "),
-        num_small > small.size() ? ", ..." : "", "); lower min_compress_bytes to compress them"));
+        "compression.shard_overrides[", i, "] (shards ",
+        absl::StrJoin(compression.shard_overrides(i).shards(), ", "),
+        ") changes nothing: its shards hold no chunk it decides (none at all, only chunks "
+        "below compression.min_compress_bytes, or chunks a tensor override or a later shard "
+        "override sets)"));
+  }
+  std::vector<std::string> idle;
+  for (uint32_t shard = 0; shard < layout.shard_bytes.size(); ++shard) {
+    if (layout.ChunksOfShard(shard).empty()) idle.push_back(absl::StrCat(shard));
+  }
+  if (!idle.empty()) {
+    notes.push_back(absl::StrCat(
+        idle.size(), " of ", layout.shard_bytes.size(), " servers hold no chunk (shards ",
+        absl::StrJoin(idle, ", "), "): the job has ", layout.chunks.size(),
+        " chunks; lower cluster.num_servers, or compression.partition_bytes to split tensors "
+        "into more chunks"));
   }
   return notes;
 }

@@ -57,14 +57,18 @@ inline constexpr size_t kMaxTensorNameBytes = 256;
 absl::Status ValidateTensors(const config::RunConfig& config,
                              const std::vector<TensorSpec>& tensors);
 
-// IneffectiveTensorOverrides()
+// LayoutNotes()
 //
-// A note per compression.tensor_overrides entry that changes nothing on `layout`: it names a
-// codec other than none, and every chunk of the tensors it matches is below
-// compression.min_compress_bytes (so they travel raw), e.g. "compression.tensor_overrides[0] (pattern 'pos') changes
-// nothing: ...". For the caller to warn of; the config stands.
-std::vector<std::string> IneffectiveTensorOverrides(const config::RunConfig& config,
-                                                    const JobLayout& layout);
+// What the config's compression blocks and cluster size change nothing about on `layout`, one
+// note each, for the caller to warn of (the config stands):
+// - a tensor override naming a codec other than none whose tensors' chunks are all below
+//   compression.min_compress_bytes (they travel raw), e.g. "compression.tensor_overrides[0]
+//   (pattern 'pos') changes nothing: ..."; or whose every tensor a later override matches
+//   (the later one wins);
+// - a shard override none of whose chunks it decides (its shards hold none, or only raw ones,
+//   or ones a tensor override or a later shard override sets);
+// - servers that hold no chunk (cluster.num_servers above the job's chunks).
+std::vector<std::string> LayoutNotes(const config::RunConfig& config, const JobLayout& layout);
 
 // BuildJobLayout()
 //

@@ -131,7 +131,7 @@ TEST(JobLayoutTest, OverridesOfOnlyRawTensorsAreNamed) {
   auto notes = [&config] {
     absl::StatusOr<JobLayout> layout = BuildJobLayout(config, MlpTensors());
     EXPECT_TRUE(layout.ok()) << layout.status();
-    return IneffectiveTensorOverrides(config, *layout);
+    return LayoutNotes(config, *layout);
   };
   EXPECT_THAT(notes(),
               ::testing::ElementsAre(
@@ -141,6 +141,60 @@ TEST(JobLayoutTest, OverridesOfOnlyRawTensorsAreNamed) {
                   "min_compress_bytes to compress them"));
   compression.set_partition_bytes(2048);  // Every chunk of fc1.weight is raw too.
   EXPECT_EQ(notes().size(), 2u);
+}
+
+// The layout's notes for `config` (MlpTensors()).
+std::vector<std::string> NotesOf(const config::RunConfig& config) {
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(config, MlpTensors());
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  return LayoutNotes(config, *layout);
+}
+
+TEST(JobLayoutTest, AnOverrideEveryTensorOfWhichALaterOneSetsIsNamed) {
+  config::RunConfig config = MlpConfig();
+  config::Compression& compression = *config.mutable_compression();
+  auto add = [&](const std::string& pattern) {
+    config::TensorOverride* override = compression.add_tensor_overrides();
+    override->set_pattern(pattern);
+    override->mutable_compression()->mutable_push()->set_name("fp16");
+  };
+  add("fc1.weight");
+  add("fc1.*");  // Wins fc1.weight too.
+  add("fc2.*");
+  add("fc2.bias");  // fc2.* still wins fc2.weight.
+  EXPECT_THAT(NotesOf(config),
+              ::testing::ElementsAre("compression.tensor_overrides[0] (pattern 'fc1.weight') "
+                                     "changes nothing: later overrides, which win, match every "
+                                     "tensor it matches (compression.tensor_overrides[1], "
+                                     "pattern 'fc1.*')"));
+}
+
+TEST(JobLayoutTest, AShardOverrideThatDecidesNoChunkAndIdleServersAreNamed) {
+  config::RunConfig config = MlpConfig();
+  config::Compression& compression = *config.mutable_compression();
+  auto add = [&](uint32_t shard) {
+    config::ShardOverride* override = compression.add_shard_overrides();
+    override->add_shards(shard);
+    override->mutable_compression()->mutable_push()->set_name("fp16");
+  };
+  add(1);
+  EXPECT_THAT(NotesOf(config), ::testing::IsEmpty());
+  add(1);  // Later, for the same shard: the first decides nothing now.
+  EXPECT_THAT(NotesOf(config), ::testing::ElementsAre(::testing::HasSubstr(
+                                   "compression.shard_overrides[0] (shards 1) changes nothing: "
+                                   "its shards hold no chunk it decides")));
+  // Every tensor set by a tensor override: no shard override decides anything.
+  config::TensorOverride* all = compression.add_tensor_overrides();
+  all->set_pattern("fc*");
+  all->mutable_compression()->mutable_push()->set_name("bf16");
+  EXPECT_EQ(NotesOf(config).size(), 2u);
+
+  config = MlpConfig();  // 4 tensors in 16 chunks of at most 16 KiB, over 20 servers.
+  config.mutable_cluster()->set_num_servers(20);
+  EXPECT_THAT(NotesOf(config),
+              ::testing::ElementsAre(::testing::AllOf(
+                  ::testing::HasSubstr("4 of 20 servers hold no chunk (shards "),
+                  ::testing::HasSubstr("): the job has 16 chunks; lower cluster.num_servers"))));
 }
 
 }  // namespace

@@ -154,7 +154,7 @@ class PyClient {
     // The job's layout: of these tensors (model.kind REGISTERED), or the config's model's,
     // which they must match.
     JobLayout layout = Check(BuildJobLayout(config.proto, std::move(registered)));
-    ineffective_overrides_ = IneffectiveTensorOverrides(config.proto, layout);
+    layout_notes_ = LayoutNotes(config.proto, layout);
     for (const TensorSpec& spec : layout.tensors) {
       names_.push_back(spec.name);
       shapes_.push_back(spec.shape);
@@ -305,8 +305,8 @@ class PyClient {
 
   const std::vector<std::string>& names() const { return names_; }
   const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
-  const std::vector<std::string>& ineffective_overrides() const {
-    return ineffective_overrides_;
+  const std::vector<std::string>& layout_notes() const {
+    return layout_notes_;
   }
   bool aggregates() const { return client_->aggregates(); }
 
@@ -336,7 +336,7 @@ class PyClient {
 
   std::vector<std::string> names_;  // Layout order.
   std::vector<std::vector<int64_t>> shapes_;  // Layout order.
-  std::vector<std::string> ineffective_overrides_;  // job/job_layout.h's notes, to warn of.
+  std::vector<std::string> layout_notes_;  // job/job_layout.h's notes, to warn of.
   std::unique_ptr<Client> client_;
   uint32_t rank_ = 0;
   uint64_t total_steps_ = 0;
@@ -461,7 +461,7 @@ PYBIND11_MODULE(_tamp, m) {
            py::arg("test_accuracy"), py::arg("step_ms_median"))
       .def_property_readonly("tensor_names", &PyClient::names)
       .def_property_readonly("tensor_shapes", &PyClient::shapes)
-      .def_property_readonly("ineffective_overrides", &PyClient::ineffective_overrides)
+      .def_property_readonly("layout_notes", &PyClient::layout_notes)
       .def_property_readonly("aggregates", &PyClient::aggregates);
 }
 

@@ -236,5 +236,5 @@ class Client(_NativeClient):
                          steps_per_epoch, steps)
         self.total_steps = steps
         self.rank = where.rank
-        for note in self.ineffective_overrides:
+        for note in self.layout_notes:
             _warn_at_caller(f"tamp: {note}")

@@ -213,11 +213,12 @@ class _Session:
         self.params = [tensor.detach() for _, tensor in named]  # Same memory, no autograd.
         self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],
                                   _run["steps_per_epoch"], _run["total_steps"])
-        # `tamp run` says the config's notes itself, and an override's that changes nothing
-        # where it knows the layout (a built-in model); a REGISTERED one only the workers know.
+        # `tamp run` says the config's notes itself, and the layout's (job/job_layout.h
+        # LayoutNotes) where it knows the layout (a built-in model); a REGISTERED one's only
+        # the workers know.
         if (_run["report"] and tamp.rank() == 0
                 and tamp.placement().config.model_kind == "REGISTERED"):
-            for note in self.client.ineffective_overrides:
+            for note in self.client.layout_notes:
                 _print_event(f"warning: tamp: {note}")
         self.step: Optional[int] = None  # The step under way; None before start().
         # Why the last step failed (its wait raised), until recover() rejoined the run.

@@ -452,7 +452,7 @@ void Job::SayShardLoad() {
   // Configs without a model (tests' stand-ins) have no layout: nothing to say.
   absl::StatusOr<JobLayout> layout = BuildJobLayout(config_);
   if (!layout.ok()) return;
-  for (const std::string& note : IneffectiveTensorOverrides(config_, *layout)) {
+  for (const std::string& note : LayoutNotes(config_, *layout)) {
     Say(absl::StrCat("warning: ", note));
   }
   uint64_t total = 0;

@@ -1,6 +1,7 @@
 #include "base/cpu_time.h"
 
 #include <sched.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -19,6 +20,12 @@ double ThreadCpuMs() {
   timespec now{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   return now.tv_sec * 1e3 + now.tv_nsec / 1e6;
+}
+
+std::optional<double> LoadAverage() {
+  double one_minute = 0;
+  if (getloadavg(&one_minute, 1) != 1) return std::nullopt;
+  return one_minute;
 }
 
 int AvailableCores() {

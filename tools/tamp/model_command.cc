@@ -1,6 +1,7 @@
 #include "tools/tamp/model_command.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -164,6 +165,16 @@ int AutoPlanCommand(const ModelOptions& options, const config::RunConfig& config
 
 }  // namespace
 
+std::string BusyMachineNote(double load_average, int cores) {
+  if (load_average < cores) return "";
+  return absl::StrFormat(
+      "the load average is %.1f on %d cores: other work shares them, so the compute and codec "
+      "times measured now, and the predictions, come out higher than on an idle machine and "
+      "vary between runs (predict where the job will run, when it is idle, or give "
+      "--compute_ms)",
+      load_average, cores);
+}
+
 int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* err) {
   auto fail = [&](const absl::Status& status) {
     *err << "tamp model: " << status.message() << "\n";
@@ -189,6 +200,10 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
          << ": device: CUDA: predicted with this machine's CPU model and CPU codecs; a GPU "
             "worker's compute and encode are not modelled (--compute_ms sets the compute "
             "part, e.g. from tamp run's compute column on the GPU)\n";
+  }
+  if (const std::optional<double> load = LoadAverage(); load.has_value()) {
+    const std::string busy = BusyMachineNote(*load, AvailableCores());
+    if (!busy.empty()) *err << "tamp model: note: " << busy << "\n";
   }
   if (options.auto_plan) return AutoPlanCommand(options, *config, out, err);
   if (config->compression().has_automatic()) {

@@ -5,6 +5,7 @@
 #define TAMP_TOOLS_TAMP_MODEL_COMMAND_H_
 
 #include <ostream>
+#include <string>
 
 #include "tools/tamp/model_options.h"
 
@@ -16,6 +17,13 @@ namespace tamp::launcher {
 // table, or with --json an events::ModelPrediction as one line of JSON, base/proto_json.h)
 // to `out`, errors to `err`. Returns the exit code: 0, or 2 for a bad config.
 int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* err);
+
+// BusyMachineNote()
+//
+// What `tamp model` says where the machine it measures on is busy (a load average of at
+// least `cores`): its measured times, and so its predictions, are inflated and vary between
+// runs. "" otherwise.
+std::string BusyMachineNote(double load_average, int cores);
 
 }  // namespace tamp::launcher
 

@@ -153,6 +153,16 @@ TEST(ModelCommandTest, EveryCodecSaysTheOverridesStay) {
       << out.str();
 }
 
+TEST(ModelCommandTest, ABusyMachineIsSaid) {
+  EXPECT_EQ(BusyMachineNote(1.5, 2), "");
+  EXPECT_EQ(BusyMachineNote(0.0, 1), "");
+  EXPECT_NE(BusyMachineNote(4.25, 2).find("the load average is 4.2 on 2 cores: other work "
+                                          "shares them"),
+            std::string::npos)
+      << BusyMachineNote(4.25, 2);
+  EXPECT_NE(BusyMachineNote(2, 2), "");
+}
+
 TEST(ModelCommandTest, AutoNeedsAnAutomaticBlock) {
   ModelOptions options;
   options.config_path = WriteFile("plain.pbtxt", R"(version: 1

@@ -151,7 +151,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods DistributedOptimizer() adds to the wrapped optimizer's class."""
 
     def _tamp_hook(self, session, named: List[Tuple[str, torch.Tensor]],
-                   backward_passes_per_step: int) -> None:
+                   backward_passes_per_step: int, sparse_as_dense: bool) -> None:
         """Hooks `named`, the job's tensors (registered with `session`, started); the
         DistributedOptimizer that pushed until now (this one too, wrapped again) hands over."""
         if session.optimizer is not None:
@@ -168,6 +168,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               if id(p) not in registered]
         self._tamp_unfrozen_named = False  # Once.
         self._tamp_passes = backward_passes_per_step
+        self._tamp_sparse_as_dense = sparse_as_dense
         # Per parameter, the backward passes that have accumulated its gradient this step; it
         # is pushed on the last of them (or by synchronize()).
         self._tamp_passes_done = [0] * len(self._tamp_params)
@@ -234,9 +235,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 f"{done} times in one step, and DistributedOptimizer(backward_passes_per_step="
                 f"{self._tamp_passes}) pushed it after {self._tamp_passes}: call step() first")
         if done == self._tamp_passes:
+            self._tamp_densify(param)
             self._tamp.push(index, param.grad)  # A refused push counts for nothing.
             self._tamp_pushed[index] = (param.grad, param.grad._version)
         self._tamp_passes_done[index] = done
+
+    def _tamp_densify(self, param: torch.Tensor) -> None:
+        """With sparse_as_dense, a sparse .grad (nn.Embedding(sparse=True)) made dense in
+        place of it, as Horovod's option does; without, push() refuses it naming the tensor."""
+        if self._tamp_sparse_as_dense and param.grad.is_sparse:
+            param.grad = param.grad.to_dense()
 
     @torch.no_grad()
     def synchronize(self) -> None:
@@ -267,6 +275,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     param.grad = torch.zeros_like(param)
                 if not param.requires_grad:
                     frozen.append(index)
+                self._tamp_densify(param)
                 self._tamp.push(index, param.grad)
                 self._tamp_passes_done[index] = self._tamp_passes
         try:
@@ -414,7 +423,7 @@ def count_step_for_scheduler(optimizer: torch.optim.Optimizer) -> None:
 
 
 def wrap(optimizer: torch.optim.Optimizer, session, named: List[Tuple[str, torch.Tensor]],
-         backward_passes_per_step: int) -> torch.optim.Optimizer:
+         backward_passes_per_step: int, sparse_as_dense: bool) -> torch.optim.Optimizer:
     """`optimizer` itself, its class swapped for a subclass with _DistributedOptimizer's
     methods, pushing `named` (registered with `session`) once the job has started. In place,
     so that whatever holds the optimizer (an LR scheduler created before, a checkpoint's
@@ -441,5 +450,5 @@ def wrap(optimizer: torch.optim.Optimizer, session, named: List[Tuple[str, torch
             step.__dict__.update(getattr(scheduler_wrapper, "__dict__", {}))
             optimizer.step = step
             optimizer._tamp_scheduled = optimizer
-    optimizer._tamp_hook(session, named, backward_passes_per_step)
+    optimizer._tamp_hook(session, named, backward_passes_per_step, sparse_as_dense)
     return optimizer

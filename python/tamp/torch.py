@@ -58,13 +58,26 @@ from tamp._reports import Reports
 from tamp._torch_describe import describe_model
 
 __all__ = [
-    "CommHookState", "DistributedOptimizer", "broadcast_object", "broadcast_optimizer_state",
+    "Adasum", "Average", "CommHookState", "Compression", "DistributedOptimizer", "Sum",
+    "broadcast_object", "broadcast_optimizer_state",
     "broadcast_parameters", "comm_hook", "current_step", "describe_model", "init",
     "local_rank", "rank",
     "report_done", "report_eval", "report_step", "shutdown", "size", "total_steps",
 ]
 
 _run: Dict[str, Optional[int]] = {"steps_per_epoch": None, "total_steps": None, "report": None}
+
+
+class Compression:
+    """Horovod's gradient compressions, for scripts that name them: Tamp compresses as the
+    config's compression section says, so DistributedOptimizer(compression=) only checks
+    that a Horovod compression was meant (and says that fp16 is the config's business)."""
+    none = "Compression.none"
+    fp16 = "Compression.fp16"
+
+
+# Horovod's reduction ops: Tamp's pushes are averaged (Average); the others are refused.
+Average, Sum, Adasum = "Average", "Sum", "Adasum"
 _session: Optional["_Session"] = None
 
 rank = tamp.rank
@@ -569,9 +582,32 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int =
               "drift apart")
 
 
+def _check_horovod_arguments(compression, op, gradient_predivide_factor) -> None:
+    """DistributedOptimizer()'s Horovod arguments: refused (naming them) where Tamp cannot
+    do what they ask, warned of where the config decides instead."""
+    if compression not in (Compression.none, Compression.fp16):
+        raise TypeError(f"DistributedOptimizer: compression={compression!r}: Horovod's "
+                        "Compression.none or Compression.fp16 (tamp.torch.Compression); Tamp's "
+                        "codecs are the config's compression section")
+    if op != Average:
+        raise ValueError(f"DistributedOptimizer: op={op!r}: Tamp averages the workers' "
+                         "gradients (Horovod's Average); Sum and Adasum are not supported")
+    if not (isinstance(gradient_predivide_factor, (int, float))
+            and gradient_predivide_factor > 0):
+        raise ValueError("DistributedOptimizer: gradient_predivide_factor must be a number > 0, "
+                         f"got {gradient_predivide_factor!r}")
+    if compression == Compression.fp16:
+        _warn("DistributedOptimizer: compression=Compression.fp16 is Horovod's; Tamp "
+              "compresses as the config's compression section says (fp16 pushes: "
+              "default_compression { push { name: \"fp16\" } }), so the argument changes "
+              "nothing", stacklevel=3)
+
+
 def DistributedOptimizer(optimizer: torch.optim.Optimizer,
                          named_parameters: Optional[Iterable[Tuple[str, torch.nn.Parameter]]] = None,
-                         backward_passes_per_step: int = 1) -> torch.optim.Optimizer:
+                         compression=Compression.none, backward_passes_per_step: int = 1,
+                         op=Average, gradient_predivide_factor: float = 1.0, num_groups: int = 0,
+                         groups=None, sparse_as_dense: bool = False) -> torch.optim.Optimizer:
     """`optimizer`, pushing each gradient as backward produces it and stepping through Tamp.
 
     The result is `optimizer` itself, its class swapped in place for a subclass that
@@ -581,9 +617,17 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     weights before). backward_passes_per_step: backward passes accumulated into .grad
     before each push (Horovod's; the pushed gradient is their sum). A parameter that gets
     no gradient in a step is pushed as zeros by step() (or synchronize()).
+
+    Horovod's signature: compression (Compression.none; Compression.fp16 is warned of and
+    left to the config's compression section), op (Average only: ValueError otherwise),
+    gradient_predivide_factor (> 0; the average is the same), num_groups and groups (no
+    effect: each gradient is pushed as soon as backward produces it), sparse_as_dense
+    (sparse gradients, as nn.Embedding(sparse=True) gives, are pushed dense; without it they
+    are refused naming the tensor).
     """
     tamp._check_count("DistributedOptimizer", "backward_passes_per_step",
                       backward_passes_per_step)
+    _check_horovod_arguments(compression, op, gradient_predivide_factor)
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError("DistributedOptimizer: expected a torch.optim.Optimizer, got a "
                         f"{type(optimizer).__name__}")
@@ -597,7 +641,8 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
         "if this is a second optimizer over part of the model: one DistributedOptimizer() "
         "steps every trainable parameter of the job; for settings per layer, give one "
         "optimizer param_groups") if _session is not None else None)
-    wrapped = _torch_optimizer.wrap(optimizer, session, named, backward_passes_per_step)
+    wrapped = _torch_optimizer.wrap(optimizer, session, named, backward_passes_per_step,
+                                    bool(sparse_as_dense))
     if not wrapped._tamp.client.aggregates:
         unused = _torch_optimizer.unused_settings(optimizer,
                                                   tamp.placement().config.optimizer)

@@ -459,6 +459,50 @@ class TorchTest(unittest.TestCase):
             tamp.torch.DistributedOptimizer(self.optimizer,
                                             named_parameters=self.model.named_parameters())
 
+    def test_horovods_arguments_are_taken_or_refused_by_name(self):
+        def wrap_again(**horovod):
+            return tamp.torch.DistributedOptimizer(
+                self.optimizer, named_parameters=self.model.named_parameters(), **horovod)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            wrap_again(compression=tamp.torch.Compression.none, op=tamp.torch.Average,
+                       gradient_predivide_factor=2.0, num_groups=3)
+            self.assertEqual(caught, [])
+            wrap_again(compression=tamp.torch.Compression.fp16)
+        self.assertEqual(len(caught), 1)
+        self.assertIn("compression=Compression.fp16 is Horovod's; Tamp compresses as the "
+                      "config's compression section says", str(caught[0].message))
+        self.assertEqual(caught[0].filename, __file__)
+        self.assertRefused(ValueError, lambda: wrap_again(op=tamp.torch.Sum), "op='Sum'",
+                           "Tamp averages")
+        self.assertRefused(ValueError, lambda: wrap_again(gradient_predivide_factor=0),
+                           "gradient_predivide_factor must be a number > 0")
+        self.assertRefused(TypeError, lambda: wrap_again(compression="bf16"),
+                           "compression='bf16'")
+        self.test_steps_apply_the_servers_sgd_exactly()
+
+    def test_sparse_as_dense_pushes_a_sparse_gradient_dense(self):
+        model = self.model
+        # fc1.weight [64, 784] as an embedding table of 64 rows: a sparse gradient.
+        rows = torch.tensor([1, 5, 5])
+        optimizer = tamp.torch.DistributedOptimizer(
+            self.optimizer, named_parameters=model.named_parameters(), sparse_as_dense=True)
+        try:
+            before = model.fc1.weight.detach().clone()
+            optimizer.zero_grad(set_to_none=True)
+            torch.nn.functional.embedding(rows, model.fc1.weight, sparse=True).sum().backward()
+            optimizer.step()
+            expected = before.clone()
+            expected[1] -= LEARNING_RATE
+            expected[5] -= 2 * LEARNING_RATE  # Row 5 taken twice.
+            torch.testing.assert_close(model.fc1.weight.detach(), expected, rtol=0, atol=0)
+        finally:
+            tamp.torch.DistributedOptimizer(self.optimizer,
+                                            named_parameters=model.named_parameters())
+        sparse = torch.zeros(2, 3).to_sparse()
+        self.assertIn("DistributedOptimizer(sparse_as_dense=True)",
+                      tamp._torch_tensors.gradient_refusal("emb.weight", sparse))
+
     def test_a_parameter_frozen_after_registration_is_named_once(self):
         model = self.model
         model.fc2.bias.requires_grad_(False)

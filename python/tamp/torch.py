@@ -213,15 +213,21 @@ def report_done(test_accuracy: float, step_ms_median: float) -> None:
     session.reports.script_done(session.step, float(test_accuracy), float(step_ms_median))
 
 
+def _check_initialized() -> None:
+    """RuntimeError before tamp.torch.init() (tamp.init() alone is not enough), ValueError
+    after one without steps_per_epoch."""
+    if _run["steps_per_epoch"] is None:
+        # Before init() a call out of order; after init() without it, an argument missing.
+        error = RuntimeError if _run["report"] is None else ValueError
+        raise error("tamp.torch: call tamp.torch.init(steps_per_epoch=...) first: the "
+                    "servers' learning-rate schedule needs the run's length")
+
+
 class _Session:
     """The job's client, the registered tensors and the step under way."""
 
     def __init__(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str):
-        if _run["steps_per_epoch"] is None:
-            # Before init() a call out of order; after init() without it, an argument missing.
-            error = RuntimeError if _run["report"] is None else ValueError
-            raise error("tamp.torch: call tamp.torch.init(steps_per_epoch=...) first: the "
-                        "servers' learning-rate schedule needs the run's length")
+        _check_initialized()
         self.names = [name for name, _ in named]
         self.params = [tensor.detach() for _, tensor in named]  # Same memory, no autograd.
         self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],
@@ -625,6 +631,7 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     (sparse gradients, as nn.Embedding(sparse=True) gives, are pushed dense; without it they
     are refused naming the tensor).
     """
+    _check_initialized()
     tamp._check_count("DistributedOptimizer", "backward_passes_per_step",
                       backward_passes_per_step)
     _check_horovod_arguments(compression, op, gradient_predivide_factor)

@@ -229,6 +229,12 @@ class InitTest(unittest.TestCase):
                 tamp.torch.broadcast_parameters(params)
             self.assertIn("call tamp.torch.init(steps_per_epoch=...) first",
                           str(raised.exception))
+            # DistributedOptimizer() too, where it said "call tamp.init() (or
+            # tamp.torch.init()) first" and tamp.init() alone did not do.
+            with self.assertRaises(RuntimeError) as raised:
+                tamp.torch.DistributedOptimizer(torch.optim.SGD([params[0][1]], lr=0.1))
+            self.assertIn("call tamp.torch.init(steps_per_epoch=...) first",
+                          str(raised.exception))
             tamp.torch._run["report"] = False  # init() ran, without steps_per_epoch.
             with self.assertRaises(ValueError):
                 tamp.torch.broadcast_parameters(params)

@@ -53,8 +53,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 import tamp
-from tamp import _torch_broadcast, _torch_optimizer, _torch_tensors
-from tamp._reports import Reports
+from tamp import _torch_broadcast, _torch_optimizer, _torch_session, _torch_tensors
 from tamp._torch_describe import describe_model
 
 __all__ = [
@@ -78,7 +77,7 @@ class Compression:
 
 # Horovod's reduction ops: Tamp's pushes are averaged (Average); the others are refused.
 Average, Sum, Adasum = "Average", "Sum", "Adasum"
-_session: Optional["_Session"] = None
+_session: Optional["_torch_session.Session"] = None
 
 rank = tamp.rank
 size = tamp.size
@@ -157,15 +156,11 @@ def shutdown() -> None:
 atexit.register(shutdown)  # A script that never calls shutdown() still ends its reports.
 
 
-def _started(caller: str) -> "_Session":
+def _started(caller: str) -> "_torch_session.Session":
     if _session is None or _session.step is None:
         raise RuntimeError(f"{caller}: the job has not started (broadcast_parameters(), "
                            "DistributedOptimizer() or CommHookState() starts it)")
     return _session
-
-
-def _epoch(completed_steps: int) -> int:
-    return max(completed_steps - 1, 0) // _run["steps_per_epoch"]
 
 
 def _print_event(line: str) -> None:
@@ -223,211 +218,8 @@ def _check_initialized() -> None:
                     "servers' learning-rate schedule needs the run's length")
 
 
-class _Session:
-    """The job's client, the registered tensors and the step under way."""
-
-    def __init__(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str):
-        _check_initialized()
-        self.names = [name for name, _ in named]
-        self.params = [tensor.detach() for _, tensor in named]  # Same memory, no autograd.
-        self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],
-                                  _run["steps_per_epoch"], _run["total_steps"])
-        # `tamp run` says the config's notes itself, and the layout's (job/job_layout.h
-        # LayoutNotes) where it knows the layout (a built-in model); a REGISTERED one's only
-        # the workers know.
-        if (_run["report"] and tamp.rank() == 0
-                and tamp.placement().config.model_kind == "REGISTERED"):
-            for note in self.client.layout_notes:
-                _print_event(f"warning: tamp: {note}")
-        self.step: Optional[int] = None  # The step under way; None before start().
-        # Why the last step failed (its wait raised), until recover() rejoined the run.
-        self.failed: Optional[str] = None
-        self.registered_by = caller
-        # The DistributedOptimizer whose hooks push (the latest one created), if any.
-        self.optimizer: Optional[torch.optim.Optimizer] = None
-        self.reports = Reports(self.client, bool(_run["report"]), _epoch, _print_event)
-        self.warn = _warn  # For _torch_optimizer, which imports nothing of this module.
-
-    def job_entries(self, named: Sequence[Tuple[str, torch.Tensor]]
-                    ) -> Tuple[List[Tuple[str, torch.Tensor]], List[str]]:
-        """`named` split into the job's entries, under their registered names in their
-        order (for check_same; up to the first one missing), and the names of the others
-        (buffers, frozen parameters). A registered tensor's memory under another name counts
-        as that tensor (DistributedOptimizer() without named_parameters registered it as
-        "param.G.I"; a tied weight's second name) once."""
-        index_of = {name: index for index, name in enumerate(self.names)}
-        by_memory = {_torch_tensors.memory(param): index
-                     for index, param in enumerate(self.params)}
-        by_memory.pop(None, None)
-        found: Dict[int, torch.Tensor] = {}
-        others = []
-        for name, tensor in named:
-            if name in index_of:
-                found.setdefault(index_of[name], tensor)
-            elif _torch_tensors.memory(tensor) in by_memory:
-                found.setdefault(by_memory[_torch_tensors.memory(tensor)], tensor)
-            else:
-                others.append(name)
-        job = []
-        for index, name in enumerate(self.names):
-            if index not in found:
-                break
-            job.append((name, found[index]))
-        return job, others
-
-    def names_by_memory(self, named: Sequence[Tuple[str, torch.Tensor]]
-                        ) -> List[Tuple[str, torch.Tensor]]:
-        """`named` with the registered name of each tensor whose memory is a registered
-        tensor's; the others keep theirs (for check_same to name)."""
-        by_memory = {_torch_tensors.memory(param): name
-                     for name, param in zip(self.names, self.params)}
-        by_memory.pop(None, None)
-        return [(by_memory.get(_torch_tensors.memory(tensor), name), tensor)
-                for name, tensor in named]
-
-    def check_same(self, named: Sequence[Tuple[str, torch.Tensor]], caller: str) -> None:
-        """ValueError naming the first tensor of `named` that is not the registered one."""
-        registered_by = ("" if caller == self.registered_by else
-                         f" ({self.registered_by}() registered the job's tensors first)")
-        for index, (name, tensor) in enumerate(named):
-            if index >= len(self.names):
-                raise ValueError(f'{caller}: tensor "{name}" was not registered (the job has '
-                                 f"{len(self.names)} tensors: {', '.join(self.names)})"
-                                 f"{registered_by}")
-            registered = self.params[index]
-            if name != self.names[index] or tensor.shape != registered.shape:
-                raise ValueError(f'{caller}: tensor {index} is "{name}" {list(tensor.shape)}; '
-                                 f'the job registered "{self.names[index]}" '
-                                 f"{list(registered.shape)} there")
-            if tensor.data_ptr() != registered.data_ptr():
-                raise ValueError(f'{caller}: tensor "{name}" is not the registered tensor\'s '
-                                 "memory (a copy?)")
-        if len(named) < len(self.names):
-            raise ValueError(f'{caller}: tensor "{self.names[len(named)]}" is registered but '
-                             f"missing here{registered_by}; a frozen parameter or a buffer "
-                             "registered then is not among the trainable parameters here: call "
-                             "DistributedOptimizer() first, or pass broadcast_parameters() "
-                             "model.named_parameters()")
-
-    def start(self) -> None:
-        """Copies the job's initial weights into the parameters, once; begins the first step."""
-        if self.step is None:
-            stream = _torch_tensors.stream(self.params[0])
-            params = self._exported_params()
-            # A process replacing a dead worker rejoins the run (tamp.restarted()).
-            step = (self.client.resume(params, stream=stream) if tamp.restarted()
-                    else self.client.start(params, stream=stream))
-            if step < self.client.total_steps:
-                self.client.begin_step(step, params, stream=stream)
-            self.step = step
-            self.reports.count_from_now()
-
-    def broadcast(self, tensors: Sequence[torch.Tensor]) -> None:
-        """Client.broadcast() of `tensors` (the registered tensors' shapes, in their memory):
-        rank 0's become the servers' weights and every worker's."""
-        self.client.broadcast([_torch_tensors.exported(tensor) for tensor in tensors],
-                              stream=_torch_tensors.stream(tensors[0]))
-
-    def _exported_params(self) -> list:
-        """The parameters as the client takes them; the client reads an export and leaves it
-        as it was, so one serves every call of a step."""
-        return [_torch_tensors.exported(param) for param in self.params]
-
-    def follow_memory(self, params: Sequence[torch.Tensor]) -> List[int]:
-        """Where the script rebound a parameter's memory since the last step (p.data = ...,
-        as re-initialising or pruning code does), the registered tensor follows it, as
-        torch's optimizers follow their parameters: the answers go where the model reads.
-        ValueError naming the tensor when the new memory does not fit (dtype, shape,
-        layout), and nothing changes. Returns the indices of the tensors that moved."""
-        moved = []
-        for index, param in enumerate(params):
-            registered = self.params[index]
-            if param.data_ptr() == registered.data_ptr():  # Two reads per tensor and step.
-                continue
-            moved.append(index)
-            name = self.names[index]
-            try:
-                _torch_tensors.check_tensor(name, param)
-            except ValueError as refused:
-                raise ValueError(f"{refused} (its memory was replaced after registration: "
-                                 "p.data = ... or model.to(...)?)") from None
-            if param.shape != registered.shape:
-                raise ValueError(f'tensor "{name}": its memory was replaced after '
-                                 f"registration by one of shape {list(param.shape)}; the job "
-                                 f"registered {list(registered.shape)}")
-        for index in moved:
-            self.params[index] = params[index].detach()
-        return moved
-
-    def push(self, index: int, gradient: torch.Tensor) -> None:
-        """Pushes the registered tensor `index`'s gradient in the step under way."""
-        self.recover()
-        if self.step >= self.client.total_steps:
-            raise RuntimeError(
-                f'tensor "{self.names[index]}": the run\'s {self.client.total_steps} steps are '
-                "done (training.epochs of init(steps_per_epoch=...), cut at "
-                "training.max_steps, or init(total_steps=...)): end the training loop when "
-                "tamp.torch.current_step() reaches tamp.torch.total_steps()")
-        if (gradient.dtype != torch.float32 or gradient.layout != torch.strided
-                or not gradient.is_contiguous()):  # Attribute and flag reads.
-            raise ValueError(_torch_tensors.gradient_refusal(self.names[index], gradient))
-        self.client.push(index, _torch_tensors.exported(gradient),
-                         stream=_torch_tensors.stream(gradient))
-
-    def finish_step(self, out: List[torch.Tensor], loss: Optional[float] = None) -> bool:
-        """Waits for the step's answers into `out`; begins the next step. False when a SYNC
-        barrier had dropped this worker: the parameters are the others' replica, `out` is
-        not an answer. `loss`: the step's, when known, for the automatic reports."""
-        stepped = True
-        params = self._exported_params()
-        # Server-optimizer mode answers into the parameters themselves.
-        answers = (params if out is self.params else
-                   [_torch_tensors.exported(tensor) for tensor in out])
-        try:
-            self.client.wait(answers, stream=_torch_tensors.stream(out[0]))
-            self.step += 1
-            self.reports.step_completed(self.step, loss)
-        except tamp.DroppedError as dropped:
-            self.rejoin(str(dropped))
-            stepped = False
-        except (ValueError, RuntimeError) as error:
-            # Raised to the script; the next push or step() rejoins (recover()).
-            self.failed = f"step {self.step} failed ({error})"
-            raise
-        if self.step < self.client.total_steps:
-            self.client.begin_step(self.step, params,
-                                   stream=_torch_tensors.stream(self.params[0]))
-        return stepped
-
-    def rejoin(self, cause: str) -> None:
-        """Takes the other workers' replica and goes on at their step (Client.rejoin())."""
-        self.step = self.client.rejoin(self._exported_params(), cause,
-                                       stream=_torch_tensors.stream(self.params[0]))
-        self.reports.count_from_now()
-
-    def recover(self) -> None:
-        """Before the first push after a step whose wait raised (a push the servers refused,
-        as a non-finite gradient under validation.nonfinite_policy REJECT): rejoins the run at
-        the others' step with their replica, so a script that caught the error goes on, and
-        says so. RuntimeError naming the failed step where rejoining is refused (server mode
-        AGGREGATE, a server gone)."""
-        if self.failed is None:
-            return
-        try:
-            self.rejoin(self.failed)
-        except (ValueError, RuntimeError) as refused:
-            raise RuntimeError(f"tamp.torch: {self.failed}, and this worker cannot go on: "
-                               f"{refused}") from None
-        _warn(f"tamp.torch: {self.failed}; rejoined the run at step {self.step} with the "
-              "other workers' weights", stacklevel=4)
-        self.failed = None
-        if self.step < self.client.total_steps:
-            self.client.begin_step(self.step, self._exported_params(),
-                                   stream=_torch_tensors.stream(self.params[0]))
-
-
 def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str,
-              hint: Optional[str] = None) -> _Session:
+              hint: Optional[str] = None) -> _torch_session.Session:
     """The session of `named`: created by the first caller, checked against it after. A
     refusal (ValueError) ends with `hint` in parentheses, when given: the caller's way out."""
     global _session
@@ -435,7 +227,10 @@ def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str,
         for name, tensor in named:
             _torch_tensors.check_tensor(name, tensor)
         if _session is None:
-            _session = _Session(named, caller)
+            _check_initialized()
+            _session = _torch_session.Session(
+                named, caller, _run["steps_per_epoch"], _run["total_steps"],
+                bool(_run["report"]), _warn, _print_event)
         else:
             _session.check_same(named, caller)
     except ValueError as refused:
@@ -527,7 +322,7 @@ def _trainable_entries(named: Sequence[Tuple[str, torch.Tensor]]
     return entries, frozen
 
 
-def _before_first_step(session: "_Session") -> bool:
+def _before_first_step(session: "_torch_session.Session") -> bool:
     """Broadcasts can still replace the job's weights: step 0 under way (not a process that
     replaced a dead worker, which took the others' replica mid-run)."""
     return session.step == 0 and not tamp.restarted()

@@ -67,7 +67,8 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "Where this shard's checkpoint lives, in place of the config's checkpoint.dir (only "
           "with a checkpoint block in the config).");
 ABSL_FLAG(bool, check, false,
-          "Load and validate CONFIG, resolve the placement, print it and exit without serving.");
+          "Load and validate CONFIG, resolve the placement, read the TLS and job token files, "
+          "print the placement and exit without serving.");
 
 namespace tamp {
 namespace {
@@ -111,6 +112,10 @@ struct Setup {
   Placement placement;
   std::string host;
   std::string address;
+  // Admission and transport (job/security.h): the job token ("" for none), TLS or allowed
+  // plaintext, their files read here.
+  std::string token;
+  std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
 absl::StatusOr<Setup> Configure() {
@@ -150,6 +155,9 @@ absl::StatusOr<Setup> Configure() {
   setup.address = absl::StrContains(setup.host, ':') && !absl::StartsWith(setup.host, "[")
                       ? absl::StrCat("[", setup.host, "]:", port)
                       : absl::StrCat(setup.host, ":", port);
+  TAMP_ASSIGN_OR_RETURN(setup.token, LoadJobToken(setup.config.cluster()));
+  TAMP_ASSIGN_OR_RETURN(setup.credentials,
+                        MakeServerCredentials(setup.config.cluster(), setup.host));
   return setup;
 }
 
@@ -276,26 +284,13 @@ int Main(int argc, char** argv) {
     watchdog.reset();
     checkpointer.reset();
   };
-  // Admission and transport (job/security.h): the job token, TLS or allowed plaintext.
-  absl::StatusOr<std::string> token = LoadJobToken(setup->config.cluster());
-  if (!token.ok()) {
-    std::fprintf(stderr, "tamp_server: %s\n", std::string(token.status().message()).c_str());
-    return kExitUsage;
-  }
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      MakeServerCredentials(setup->config.cluster(), setup->host);
-  if (!credentials.ok()) {
-    std::fprintf(stderr, "tamp_server: %s\n",
-                 std::string(credentials.status().message()).c_str());
-    return kExitUsage;
-  }
   LOG(INFO) << "transport: " << (setup->config.cluster().has_tls()
                                      ? (setup->config.cluster().tls().require_client_cert()
                                             ? "mutual TLS"
                                             : "TLS")
                                      : "plaintext")
-            << (token->empty() ? ", no job token" : ", job token required");
-  ParameterServerService service(host->get(), *std::move(token));
+            << (setup->token.empty() ? ", no job token" : ", job token required");
+  ParameterServerService service(host->get(), setup->token);
 
   // Requests are bounded by validation.max_message_bytes; answers must fit the whole shard.
   const uint64_t max_receive = setup->config.validation().max_message_bytes() != 0
@@ -308,7 +303,7 @@ int Main(int argc, char** argv) {
                                 : setup->layout.shard_bytes[setup->rank] + kPullWeightsSlack));
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(setup->address, *credentials, &port);
+  builder.AddListeningPort(setup->address, setup->credentials, &port);
   LimitRequests(max_receive, &builder);
   builder.SetMaxSendMessageSize(static_cast<int>(max_send));
   // gRPC sets SO_REUSEPORT by default: a second server on a taken port would start fine and

@@ -89,4 +89,34 @@ if "$SERVER_BIN" --config="$WORK/local.pbtxt" --rank=0 --host=0.0.0.0 2> "$WORK/
 fi
 grep -qF "cluster.plaintext" "$WORK/open.log" || { cat "$WORK/open.log" >&2; fail "open: no reason"; }
 echo "ok: non-loopback plaintext refused -> $(grep -m1 -F cluster.plaintext "$WORK/open.log")"
+
+# 6. --check reads what the start would: the token and TLS files, and the plaintext rule. A
+# deployment's good config passes; a missing file, or 0.0.0.0 without plaintext, is refused
+# (exit 2) naming it.
+check() {  # check BINARY CONFIG [FLAGS...]: its --check's exit status; stderr in check.err.
+  local binary=$1 config=$2; shift 2
+  local status=0
+  "$binary" --config="$config" --rank=0 "$@" --check > /dev/null 2> "$WORK/check.err" ||
+    status=$?
+  echo "$status"
+}
+workers_at=--servers=127.0.0.1:1,127.0.0.1:2
+[ "$(check "$SERVER_BIN" "$config")" -eq 0 ] || { cat "$WORK/check.err" >&2; fail "check: good TLS config refused"; }
+[ "$(check "$WORKER_BIN" "$config" "$workers_at")" -eq 0 ] || { cat "$WORK/check.err" >&2; fail "check: good worker refused"; }
+sed "s|$WORK/token|$WORK/no-such-token|" "$config" > "$WORK/lost_token.pbtxt"
+sed "s|$certs/server.key|$certs/no-such.key|; s|$certs/client.key|$certs/no-such.key|" \
+  "$config" > "$WORK/lost_key.pbtxt"  # The server's and the workers' key.
+for binary in "$SERVER_BIN" "$WORKER_BIN"; do
+  flags=""; [ "$binary" = "$WORKER_BIN" ] && flags=$workers_at
+  for case in lost_token:no-such-token lost_key:no-such.key; do
+    # shellcheck disable=SC2086  # $flags is one flag or none.
+    status=$(check "$binary" "$WORK/${case%%:*}.pbtxt" $flags)
+    [ "$status" -eq 2 ] && grep -qF "${case#*:}" "$WORK/check.err" ||
+      { cat "$WORK/check.err" >&2; fail "check: $(basename "$binary") ${case%%:*}: exit $status"; }
+  done
+done
+[ "$(check "$SERVER_BIN" "$WORK/local.pbtxt" --host=0.0.0.0)" -eq 2 ] &&
+  grep -qF "cluster.plaintext" "$WORK/check.err" ||
+  { cat "$WORK/check.err" >&2; fail "check: plaintext on 0.0.0.0 passed"; }
+echo "ok: --check refuses a missing token or key file -> $(head -1 "$WORK/check.err")"
 echo PASS

@@ -30,6 +30,8 @@
 #include "job/config.h"
 #include "job/placement.h"
 #include "job/placement_flags.h"
+#include "job/security.h"
+#include "protocol/grpc_security.h"
 #include "worker/gpu_model.h"
 #include "worker/openblas_kernels.h"
 #include "worker/trainer.h"
@@ -42,7 +44,8 @@ ABSL_FLAG(std::string, servers, "",
           "Comma-separated host:port of every shard, in shard order. Default: "
           "cluster.server_addresses from the config.");
 ABSL_FLAG(bool, check, false,
-          "Load and validate CONFIG, resolve the placement, print it and exit without training.");
+          "Load and validate CONFIG, resolve the placement, read the TLS and job token files, "
+          "print the placement and exit without training.");
 ABSL_FLAG(bool, resume, false,
           "This process replaces a dead worker of its rank: rejoin the run at the other "
           "workers' step with the servers' weights (SYNC) instead of starting it. Also on when "
@@ -176,6 +179,15 @@ int main(int argc, char** argv) {
 
   const uint32_t rank = placement->rank;
   if (absl::GetFlag(FLAGS_check)) {
+    // What connecting would read first: the job token and each server's channel credentials.
+    absl::Status transport = tamp::LoadJobToken(config->cluster()).status();
+    for (size_t i = 0; i < servers.size() && transport.ok(); ++i) {
+      transport = tamp::MakeChannelCredentials(config->cluster(), servers[i]).status();
+    }
+    if (!transport.ok()) {
+      std::cerr << "tamp_worker: " << config_path << ": " << transport.message() << "\n";
+      return kUsageError;
+    }
     std::cout << "tamp_worker: config ok; worker " << rank << " of "
               << config->cluster().num_workers() << " (placement: " << placement->source
               << "); servers: " << absl::StrJoin(servers, ",") << "\n";

@@ -12,7 +12,15 @@ python=/usr/bin/python3
 "$python" "$dir/check_manifests.py" --config_out="$work/job.pbtxt" "${manifests[@]}"
 
 # The embedded CONFIG loads and validates, and a server pod's placement resolves to shard 1
-# of the StatefulSet's DNS names (no listening: --check stops after resolving).
+# of the StatefulSet's DNS names (no listening: --check stops after reading the Secret's
+# files, made here as a pod would mount them: a throwaway PKI and a token).
+bash tests/gen_certs.sh "$work/pki" > /dev/null 2>&1
+mkdir -p "$work/secrets"
+cp "$work/pki/server.crt" "$work/secrets/tls.crt"
+cp "$work/pki/server.key" "$work/secrets/tls.key"
+cp "$work/pki/ca.crt" "$work/secrets/ca.crt"
+echo "s3cret" > "$work/secrets/job-token"
+sed -i "s|/etc/tamp/secrets/|$work/secrets/|g" "$work/job.pbtxt"
 out=$(HOSTNAME=tamp-server-1 KUBERNETES_SERVICE_HOST=10.0.0.1 server/tamp_server \
       --config="$work/job.pbtxt" --placement=kubernetes --k8s_statefulset=tamp-server \
       --k8s_service=tamp-server --base_port=29500 --check 2>&1) || {

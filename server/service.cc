@@ -106,6 +106,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
             << " from " << context->peer();
   response->set_server_rank(shard.rank());
   response->set_displaced_process(displaced);
+  response->set_rank_pushed(shard.HoldsPushOf(request->worker_rank()));
   response->set_step(shard.step());
   response->set_latest_step(shard.latest_step());
   response->set_incarnation(shard.incarnation());

@@ -200,6 +200,11 @@ uint64_t Shard::step() const {
   return chunk_ids_.empty() ? 0 : min_step;
 }
 
+bool Shard::HoldsPushOf(uint32_t worker) const {
+  return std::any_of(sync_chunks_.begin(), sync_chunks_.end(),
+                     [worker](const SyncChunk* chunk) { return chunk->HoldsPushOf(worker); });
+}
+
 uint64_t Shard::latest_step() const {
   uint64_t latest = 0;
   for (uint32_t id : chunk_ids_) latest = std::max(latest, chunks_[id]->step());

@@ -232,6 +232,9 @@ class Shard {
   uint64_t step() const;
   // The most steps any chunk of the shard has completed: step() or, mid-step, step() + 1.
   uint64_t latest_step() const;
+  // SYNC: whether a step in progress on some chunk holds a push of worker `worker` (a process
+  // of that rank pushed part of it); false in ASYNC / SSP, and for an unknown worker.
+  bool HoldsPushOf(uint32_t worker) const;
 
   // The run's length as fixed by the first accepted handshake (Join), {0, 0} before.
   using RunLength = ::tamp::Membership::RunLength;

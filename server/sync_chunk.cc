@@ -333,6 +333,11 @@ void SyncChunk::SkipStepsNoOneTakes() {
   core_->step = first_live;
 }
 
+bool SyncChunk::HoldsPushOf(uint32_t worker) const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return round_ != 0 || (worker < arrived_.size() && arrived_[worker]);
+}
+
 absl::Status SyncChunk::CheckRejoinHeld(uint32_t worker, uint64_t step, uint32_t rank) const {
   const ChunkCore& c = *core_;
   if (c.step > step || (c.step == step && (round_ != 0 || arrived_[worker]))) {

@@ -101,6 +101,9 @@ class SyncChunk : public ShardChunk {
   absl::Status CheckRejoinHeld(uint32_t worker, uint64_t step, uint32_t rank) const;
   uint64_t StepHeld() const { return core_->step; }
   bool ResumingHeld() const { return core_->resuming; }
+  // Whether the step in progress holds `worker`'s push: it pushed this round, or the step is
+  // beyond round 0 (which took every live worker's push).
+  bool HoldsPushOf(uint32_t worker) const;
 
  private:
   // " round R" in messages, empty for a single-round codec.

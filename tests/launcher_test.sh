@@ -77,6 +77,26 @@ done
   [ "$(grep -c '"kind":"DONE"' "$WORK/run-good/worker-0.events")" -eq 1 ] ||
   fail "each run's events should hold its own DONE"
 
+# 1d. A run resumed from its checkpoints goes on at the checkpoint's step, none skipped: 30
+# steps checkpointed, then the run lengthened to 60 on the same run_dir trains steps 31..60.
+write_config "$WORK/resume.pbtxt" training="max_steps: 30"
+echo "checkpoint { every_steps: 10 }" >> "$WORK/resume.pbtxt"
+"$TAMP_BIN" run "$WORK/resume.pbtxt" --run_dir="$WORK/run-resume" --server_binary="$SERVER_BIN" \
+  --worker_binary="$WORKER_BIN" > "$WORK/resume1.out" 2>&1 ||
+  { cat "$WORK/resume1.out" >&2; fail "resume: the first 30 steps failed"; }
+sed -i 's/max_steps: 30/max_steps: 60/' "$WORK/resume.pbtxt"
+"$TAMP_BIN" run "$WORK/resume.pbtxt" --run_dir="$WORK/run-resume" --server_binary="$SERVER_BIN" \
+  --worker_binary="$WORKER_BIN" --summary_json="$WORK/resume.json" > "$WORK/resume2.out" 2>&1 ||
+  { cat "$WORK/resume2.out" >&2; fail "resume: the resumed run failed"; }
+grep -q '"steps":60,' "$WORK/resume.json" && grep -q '"start_step":30' "$WORK/resume.json" ||
+  fail "resume: the summary is not 60 steps from step 30: $(cat "$WORK/resume.json")"
+for rank in 0 1; do
+  steps=$(grep -o '"kind":"STEP","worker":[0-9]*,"step":[0-9]*' "$WORK/run-resume/worker-$rank.events" |
+    grep -o '[0-9]*$' | tr '\n' ' ')
+  [ "$steps" = "$(seq -s ' ' 31 60) " ] || fail "resume: worker $rank trained steps $steps"
+done
+echo "ok: resumed at step 30 -> $(grep -o 'resumed at step [^)]*' "$WORK/resume2.out")"
+
 # 1c. What a valid config says that has no effect is named (job/config_notes.h) by the
 # launcher, the servers and the workers, and the run goes on: an override meant to change
 # fc1.weight's pull leaves out the default's push.

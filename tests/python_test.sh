@@ -203,7 +203,8 @@ cmp "$dir/weights0" "$dir/weights1" || fail "the torch workers' replicas differ"
 
 # Rank 1's batch of step 3 is NaN: the servers refuse its push (validation.nonfinite_policy
 # REJECT), step() raises, the script catches it and goes on: its next push rejoins the run
-# with the others' weights, and both end with identical replicas.
+# with the others' weights at step 3 itself (its first push, refused, was all it sent of it,
+# so no step is skipped), and both end with identical replicas.
 dir="$WORK/nan"
 mkdir -p "$dir"
 write_config "$dir/job.pbtxt"
@@ -211,7 +212,7 @@ start_servers "$dir" "$dir/job.pbtxt" 2
 run_python_workers "$dir" torch_worker.py "$dir/weights@" nan_at=3
 [ "$(grep -c "rank 1 caught: .*step 3.*NaN" "$dir/worker1.log")" -eq 1 ] &&
   [ "$(grep -c "caught" "$dir/worker1.log")" -eq 1 ] &&
-  grep -q "step 3 failed (.*); rejoined the run at step 4 with the other workers' weights" \
+  grep -q "step 3 failed (.*); rejoined the run at step 3 with the other workers' weights" \
     "$dir/worker1.log" || { cat "$dir/worker1.log" >&2; fail "nan: rank 1 did not go on"; }
 cmp "$dir/weights0" "$dir/weights1" || fail "nan: the replicas differ after the rejoin"
 echo "nan: $(grep -o 'rejoined the run at step [0-9]*' "$dir/worker1.log")"

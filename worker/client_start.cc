@@ -103,9 +103,11 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& m
     }
     return Rejoin(params, absl::StrCat("the run is at step ", latest), memory);
   }
-  // The process this one displaced may have pushed part of step 0, which a fresh start would
-  // push again (AGGREGATE cannot rejoin: it starts, and a part pushed twice is refused).
-  if (sync && ps_client_->displaced_another_process() && !aggregates()) {
+  // The process this one displaced pushed part of step 0, which a fresh start would push
+  // again (AGGREGATE cannot rejoin: it starts, and a part pushed twice is refused). One that
+  // pushed nothing (it failed at another shard's handshake) leaves step 0 to this one.
+  if (sync && ps_client_->displaced_another_process() && ps_client_->rank_pushed() &&
+      !aggregates()) {
     return Rejoin(params,
                   absl::StrCat("took rank ", rank_, " over from another process (a "
                                "replacement, or a second process started with this rank)"),

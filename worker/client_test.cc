@@ -367,8 +367,8 @@ TEST_F(ClientTest, ResumeRejoinsEvenBeforeTheFirstStep) {
 
 // A second process started with the same rank (a launch mistake) holds the rank from its
 // handshake on: the first one's pushes are refused, naming both processes and the likely
-// cause, and change no weight; the second, told it displaced another process, rejoins
-// instead of starting (the first may have pushed part of step 0) and trains on.
+// cause, and change no weight; the second, told it displaced another process that pushed
+// nothing yet, starts at step 0 (no step skipped) and trains on.
 TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
   absl::StatusOr<std::unique_ptr<Client>> twin =
       Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
@@ -377,7 +377,7 @@ TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
   const std::vector<absl::Span<float>> tensors = SplitIntoTensors(layout_, absl::MakeSpan(params));
   absl::StatusOr<uint64_t> started = (*twin)->Start(tensors);
   ASSERT_TRUE(started.ok()) << started.status();
-  EXPECT_EQ(*started, 1u) << "it rejoins at step 1, which the shards skip to";
+  EXPECT_EQ(*started, 0u) << "the first pushed nothing: step 0 is the second's";
   const std::vector<float> weights = ShardWeights(shards_, layout_);
   const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 0, 0);
 
@@ -389,7 +389,7 @@ TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
   EXPECT_THAT(refused.message(), HasSubstr("two workers were started with rank 0?"));
   EXPECT_EQ(ShardWeights(shards_, layout_), weights) << "a refused push changes nothing";
 
-  ASSERT_TRUE((*twin)->BeginStep(1, tensors).ok());
+  ASSERT_TRUE((*twin)->BeginStep(0, tensors).ok());
   for (size_t t = 0; t < layout_.tensors.size(); ++t) {
     ASSERT_TRUE((*twin)->Push(layout_.tensors[t].name, TensorOf(grads, t)).ok());
   }
@@ -404,7 +404,7 @@ TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
   const absl::StatusOr<uint64_t> rejoined = client_->Rejoin(tensors_, "dropped");
   EXPECT_TRUE(absl::IsFailedPrecondition(rejoined.status())) << rejoined.status();
   EXPECT_THAT(rejoined.status().message(), HasSubstr("two workers were started with rank 0?"));
-  ASSERT_TRUE((*twin)->BeginStep(2, tensors).ok());
+  ASSERT_TRUE((*twin)->BeginStep(1, tensors).ok());
   for (size_t t = 0; t < layout_.tensors.size(); ++t) {
     ASSERT_TRUE((*twin)->Push(layout_.tensors[t].name, TensorOf(grads, t)).ok());
   }

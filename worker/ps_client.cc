@@ -109,6 +109,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
   client->total_steps_ = total_steps;
   TAMP_RETURN_IF_ERROR(client->OpenChannels());
   client->incarnations_.assign(server_addresses.size(), 0);
+  client->rank_pushed_.assign(server_addresses.size(), false);
   for (uint32_t shard = 0; shard < server_addresses.size(); ++shard) {
     TAMP_ASSIGN_OR_RETURN(const uint64_t latest, client->Handshake(shard, 0));
     client->latest_step_at_connect_ = std::max(client->latest_step_at_connect_, latest);
@@ -152,7 +153,12 @@ absl::StatusOr<uint64_t> PsClient::Handshake(uint32_t shard, uint64_t rejoin_at_
   }
   incarnations_[shard] = response.incarnation();
   displaced_another_process_ |= response.displaced_process();
+  rank_pushed_[shard] = response.rank_pushed();
   return response.latest_step();
+}
+
+bool PsClient::rank_pushed() const {
+  return std::find(rank_pushed_.begin(), rank_pushed_.end(), true) != rank_pushed_.end();
 }
 
 absl::StatusOr<bool> PsClient::Reconnect(uint32_t shard, absl::string_view cause) {
@@ -221,20 +227,26 @@ absl::StatusOr<uint64_t> PsClient::Rejoin(absl::Span<float> params) {
   constexpr auto kPollPeriod = std::chrono::milliseconds(5);
   absl::Status last;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    // One step past every chunk of every shard: no chunk has started gathering it.
     uint64_t latest = 0;
     for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
       TAMP_ASSIGN_OR_RETURN(const uint64_t shard_latest, Handshake(shard, 0));
       latest = std::max(latest, shard_latest);
     }
-    const uint64_t target = latest + 1;
-    if (target >= total_steps_) return AwaitRunEnd(params);
+    if (latest >= total_steps_) return AwaitRunEnd(params);  // The run is over.
+    // The step in progress (no chunk has completed it), unless a push of this rank is in it
+    // (an earlier process's part of it) or it is step 0 (announced as a start, not a rejoin):
+    // then the one after, which no chunk has started gathering. A refusal (a chunk moved past
+    // the step, or took a push of this rank meanwhile) announces a step later.
+    const bool step_in_progress_free = attempt == 0 && latest != 0 && !rank_pushed();
+    const uint64_t target = std::min(step_in_progress_free ? latest : latest + 1, total_steps_);
     last = absl::OkStatus();
     for (uint32_t shard = 0; shard < stubs_.size() && last.ok(); ++shard) {
       last = Handshake(shard, target).status();
     }
-    if (absl::IsFailedPrecondition(last)) continue;  // A shard moved past `target`.
+    if (absl::IsFailedPrecondition(last)) continue;
     TAMP_RETURN_IF_ERROR(last);
+    // Announced at the run's end: the steps left complete without this rank.
+    if (target == total_steps_) return AwaitRunEnd(params);
     // Every chunk stops at `target` until this worker pushes it, so once the slowest is
     // there, all are, and the weights are those every other worker holds before `target`.
     const auto deadline = std::chrono::steady_clock::now() +

@@ -73,18 +73,24 @@ class PsClient {
   // dead worker, or a second process started with this rank): HandshakeResponse's
   // displaced_process.
   bool displaced_another_process() const { return displaced_another_process_; }
+  // SYNC: a shard's last handshake said a step in progress holds a push of this worker's rank
+  // (HandshakeResponse.rank_pushed: an earlier process of it pushed part of that step).
+  bool rank_pushed() const;
 
   // PsClient::Rejoin()
   //
   // SYNC, for a worker dropped from the barriers (its pushes answered ABORTED) or a
-  // replacement process with its rank: announces to every shard a step above all of theirs
-  // (a handshake with rejoin_at_step), waits until every chunk has reached that step (none
-  // can pass it without this worker), and copies the replica the other workers hold into
-  // `params`. Returns that step, the next this worker pushes. Announces again, later, when
-  // a shard moved past the step meanwhile; DEADLINE_EXCEEDED when the others do not reach
-  // it within cluster.rpc_timeout_ms. When no step is left to announce (the others are in
-  // the run's last step, or done), waits for the run's end and returns the total steps
-  // with the final weights the others hold: nothing is left to train.
+  // replacement process with its rank: announces to every shard (a handshake with
+  // rejoin_at_step) the step in progress, the most steps any chunk has completed, unless a
+  // chunk holds a push of this rank in it (then the step after, as for a step-0 start), waits
+  // until every chunk has reached that step (none can pass it without this worker), and
+  // copies the replica the other workers hold into `params`. Returns that step, the next this
+  // worker pushes. Announces again, a step later, when a shard refuses (it moved past the
+  // step, or got a push of this rank meanwhile); DEADLINE_EXCEEDED when the others do not
+  // reach it within cluster.rpc_timeout_ms. When the step to announce is the run's end (the
+  // others are in its last step, or done), announces that, so the last steps complete
+  // without this rank, waits for the end and returns the total steps with the final weights
+  // the others hold: nothing is left to train.
   absl::StatusOr<uint64_t> Rejoin(absl::Span<float> params);
 
   // PsClient::PullShardWeights()
@@ -155,6 +161,7 @@ class PsClient {
   uint64_t total_steps_ = 0;
   uint64_t latest_step_at_connect_ = 0;  // Set by Connect().
   bool displaced_another_process_ = false;  // Set by Handshake().
+  std::vector<bool> rank_pushed_;  // By shard: its last handshake's rank_pushed.
   std::string job_token_;  // Sent with every call when not empty (job/security.h).
   std::vector<std::unique_ptr<rpc::ParameterServer::Stub>> stubs_;
   // By shard, on the same channel: PushPull's raw calls (grpc::ByteBuffer both ways).

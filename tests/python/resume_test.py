@@ -2,8 +2,8 @@
 
 Job (tests/python_test.sh): write_exact_config's MLP 784-64-10, 1 worker, codec none both
 ways, plain SGD at 0.125, 100 steps per epoch for 2 epochs. The first client takes two steps
-and "dies"; its replacement resumes at step 3 (the shards skip step 2, which no one will
-push) with the shards' weights, and one step later they are exact SGD on its gradient. Once
+and "dies"; its replacement resumes at step 2 (the dead one pushed none of it, so no step
+is skipped) with the shards' weights, and one step later they are exact SGD on its gradient. Once
 the run is over, resume() hands over the final weights and total_steps; start() refuses.
 """
 
@@ -45,14 +45,15 @@ class ResumeTest(unittest.TestCase):
 
         replacement = tamp.Client(tensors, steps_per_epoch=100)
         resumed = [np.full(shape, 7.0, np.float32) for shape in SHAPES]
-        self.assertEqual(replacement.resume(resumed), 3)
+        # Step 2 holds no push of the dead one: the replacement takes it, none is skipped.
+        self.assertEqual(replacement.resume(resumed), 2)
         for name, got, want in zip(NAMES, resumed, params):
             np.testing.assert_array_equal(got, want, err_msg=name)
-        before, grads = step(replacement, 3, resumed, rng)
+        before, grads = step(replacement, 2, resumed, rng)
         for name, got, was, grad in zip(NAMES, resumed, before, grads):
             np.testing.assert_array_equal(got, was - LEARNING_RATE * grad, err_msg=name)
 
-        for at in range(4, replacement.total_steps):
+        for at in range(3, replacement.total_steps):
             step(replacement, at, resumed, rng)
         after_the_end = tamp.Client(tensors, steps_per_epoch=100)
         final = [np.zeros(shape, np.float32) for shape in SHAPES]

@@ -412,6 +412,34 @@ TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
   EXPECT_TRUE(stepped_again.ok()) << stepped_again;
 }
 
+// The job's only worker dies after step 18 of 20: its replacement takes step 19 itself (no
+// one else would push it; it waited for the run's end, which never came).
+TEST_F(ClientTest, AReplacementBeforeTheLastStepTrainsIt) {
+  for (uint64_t step = 0; step + 1 < 20; ++step) {
+    ASSERT_TRUE(client_->BeginStep(step, tensors_).ok());
+    PushAll(testing::TestGradient(layout_.total_elements, step, 0));
+    const absl::Status waited = client_->Wait(tensors_);
+    ASSERT_TRUE(waited.ok()) << waited;
+  }
+  absl::StatusOr<std::unique_ptr<Client>> replacement =
+      Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  std::vector<float> params(layout_.total_elements, 7.0f);
+  const std::vector<absl::Span<float>> tensors = SplitIntoTensors(layout_, absl::MakeSpan(params));
+  const absl::StatusOr<uint64_t> resumed = (*replacement)->Resume(tensors);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(*resumed, 19u);
+  EXPECT_EQ(params, ShardWeights(shards_, layout_));
+  ASSERT_TRUE((*replacement)->BeginStep(19, tensors).ok());
+  const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 19, 0);
+  for (size_t t = 0; t < layout_.tensors.size(); ++t) {
+    ASSERT_TRUE((*replacement)->Push(layout_.tensors[t].name, TensorOf(grads, t)).ok());
+  }
+  const absl::Status last = (*replacement)->Wait(tensors);
+  ASSERT_TRUE(last.ok()) << last;
+  EXPECT_EQ(ShardWeights(shards_, layout_), params);
+}
+
 // Once the run is over, Start() refuses and Resume() hands over the final weights.
 TEST_F(ClientTest, ResumeAfterTheLastStepTakesTheFinalWeights) {
   for (uint64_t step = 0; step < 20; ++step) {

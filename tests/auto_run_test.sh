@@ -38,6 +38,20 @@ head -1 "$WORK/run/auto.pbtxt" | grep -qE "^# compression.automatic resolved by 
   fail "the resolved config's first line does not name the link: $(head -1 "$WORK/run/auto.pbtxt")"
 grep -q "automatic {" "$WORK/run/auto.pbtxt" && fail "the resolved config still has automatic"
 grep -q 'name: "topk"' "$WORK/run/auto.pbtxt" || fail "the resolved config has no top-k"
+# The unresolved config is refused by a server's and a worker's --check (exit 2), as their
+# start refuses it; the resolved one passes.
+for binary in "$SERVER_BIN" "$WORKER_BIN"; do
+  servers=()
+  [ "$binary" = "$WORKER_BIN" ] && servers=(--servers=127.0.0.1:1,127.0.0.1:2)
+  for config in "$WORK/auto.pbtxt" "$WORK/run/auto.pbtxt"; do
+    status=0
+    "$binary" --config="$config" --rank=0 "${servers[@]}" --check > /dev/null 2> "$WORK/check.err" ||
+      status=$?
+    expected=0; [ "$config" = "$WORK/auto.pbtxt" ] && expected=2
+    [ "$status" -eq "$expected" ] ||
+      { cat "$WORK/check.err" >&2; fail "$(basename "$binary") --check $config: exit $status"; }
+  done
+done
 grep -q "done: no test accuracy (model.kind LAYOUT: synthetic gradients), 10 steps" \
   "$WORK/run.out" || fail "the job did not finish its 10 steps"
 

@@ -77,6 +77,19 @@ done
   [ "$(grep -c '"kind":"DONE"' "$WORK/run-good/worker-0.events")" -eq 1 ] ||
   fail "each run's events should hold its own DONE"
 
+# 1e. --summary_json in a directory not made yet: made; a directory itself: refused (exit 2)
+# before anything starts, where the summary was lost after the whole run.
+"$TAMP_BIN" run "$config" --summary_json="$WORK/new/dir/summary.json" --run_dir="$WORK/run-new" \
+  --server_binary="$SERVER_BIN" --worker_binary="$WORKER_BIN" > "$WORK/new.out" 2>&1 ||
+  { cat "$WORK/new.out" >&2; fail "summary in a new directory: the run failed"; }
+[ -s "$WORK/new/dir/summary.json" ] || fail "summary in a new directory: not written"
+status=0
+"$TAMP_BIN" run "$config" --summary_json="$WORK/new" --run_dir="$WORK/run-dir-summary" \
+  --server_binary="$SERVER_BIN" --worker_binary="$WORKER_BIN" > "$WORK/dir.out" 2>&1 || status=$?
+[ "$status" -eq 2 ] && grep -qF -- "--summary_json: $WORK/new is a directory, not a file" "$WORK/dir.out" ||
+  { cat "$WORK/dir.out" >&2; fail "summary as a directory: exit $status"; }
+[ ! -e "$WORK/run-dir-summary/server-0.log" ] || fail "summary as a directory: a server started"
+
 # 1d. A run resumed from its checkpoints goes on at the checkpoint's step, none skipped: 30
 # steps checkpointed, then the run lengthened to 60 on the same run_dir trains steps 31..60.
 write_config "$WORK/resume.pbtxt" training="max_steps: 30"

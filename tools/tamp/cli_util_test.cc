@@ -96,6 +96,20 @@ TEST(FilesTest, SetAsideEarlierLogsMovesOnlyTheRunsLogsAndEvents) {
   EXPECT_TRUE(absl::IsNotFound(SetAsideEarlierLogs(dir + "/missing").status()));
 }
 
+TEST(FilesTest, PrepareOutputFileMakesItsDirectoryOrSaysWhyNot) {
+  const std::string nested = TempDir() + "/out/a/b/summary.json";
+  ASSERT_TRUE(PrepareOutputFile(nested).ok());
+  struct stat st;
+  EXPECT_EQ(stat((TempDir() + "/out/a/b").c_str(), &st), 0) << "the directory is made";
+  EXPECT_NE(stat(nested.c_str(), &st), 0) << "no file is written";
+  EXPECT_TRUE(PrepareOutputFile("relative.json").ok());
+  const absl::Status directory = PrepareOutputFile(TempDir() + "/out");
+  EXPECT_TRUE(absl::IsFailedPrecondition(directory)) << directory;
+  EXPECT_THAT(directory.message(), HasSubstr("is a directory, not a file"));
+  WriteFile(TempDir() + "/plain", "x");
+  EXPECT_FALSE(PrepareOutputFile(TempDir() + "/plain/summary.json").ok()) << "under a file";
+}
+
 TEST(FilesTest, WriteFileAtomicallyReplaces) {
   const std::string path = TempDir() + "/summary.json";
   ASSERT_TRUE(WriteFileAtomically(path, "old\n").ok());

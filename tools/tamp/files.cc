@@ -106,6 +106,20 @@ absl::StatusOr<std::string> MakeRunDir(const std::string& requested) {
   return templ;
 }
 
+absl::Status PrepareOutputFile(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is a directory, not a file"));
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (absl::Status made = MakeDirs(dir); !made.ok()) return made;
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return ErrnoError("cannot create files in", dir);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
   std::string tmp = absl::StrCat(path, ".tmp-XXXXXX");
   const int fd = mkostemp(tmp.data(), O_CLOEXEC);

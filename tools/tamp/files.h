@@ -27,6 +27,14 @@ absl::StatusOr<std::string> MakeRunDir(const std::string& requested);
 // user's own, checkpoints/) stay where they are.
 absl::StatusOr<std::string> SetAsideEarlierLogs(const std::string& run_dir);
 
+// PrepareOutputFile()
+//
+// Makes sure a file can be written at `path` later (a run's summary, written at its end):
+// creates its missing parent directories and checks the directory takes new files.
+// FAILED_PRECONDITION when `path` is a directory, PERMISSION_DENIED naming the directory
+// otherwise refused. Writes no file.
+absl::Status PrepareOutputFile(const std::string& path);
+
 // WriteFileAtomically()
 //
 // Writes `contents` to a temporary file next to `path`, flushes it and renames it over

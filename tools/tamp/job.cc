@@ -558,6 +558,13 @@ int Job::Run() {
     return kExitFailed;
   }
   interrupts_ = std::move(*interrupts);
+  // The summary is written at the end: a path it cannot take is refused before the run.
+  if (!options_.summary_json.empty()) {
+    if (absl::Status ready = PrepareOutputFile(options_.summary_json); !ready.ok()) {
+      Say(absl::StrCat("--summary_json: ", ready.message()));
+      return kExitUsage;
+    }
+  }
   if (!options_.metrics_file.empty()) {
     metrics_.open(options_.metrics_file, std::ios::out | std::ios::trunc);
     if (!metrics_.is_open()) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tamp {
 
@@ -22,6 +23,21 @@ absl::Status ValidateHostPort(absl::string_view address, absl::string_view what)
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": '", address,
                      "' is not host:port (or [IPv6]:port) with a port in [1, 65535]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateServerList(const std::vector<std::string>& addresses,
+                                absl::string_view what) {
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    TAMP_RETURN_IF_ERROR(ValidateHostPort(addresses[i], what));
+    for (size_t j = 0; j < i; ++j) {
+      if (addresses[j] == addresses[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": '", addresses[i], "' is given twice (servers ", j, " and ", i,
+            "): each server needs an address of its own"));
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -3,6 +3,9 @@
 
 // Server addresses as configs, flags and launchers' variables give them.
 
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
@@ -12,6 +15,12 @@ namespace tamp {
 // INVALID_ARGUMENT "WHAT: 'ADDRESS' is not host:port ..." (`what` names the field or
 // variable it came from).
 absl::Status ValidateHostPort(absl::string_view address, absl::string_view what);
+
+// Every address of a server list valid (ValidateHostPort) and no address twice: INVALID_ARGUMENT
+// "WHAT: '127.0.0.1:5000' is given twice (servers 0 and 1): each server needs an address of
+// its own" otherwise.
+absl::Status ValidateServerList(const std::vector<std::string>& addresses,
+                                absl::string_view what);
 
 }  // namespace tamp
 

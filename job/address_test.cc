@@ -25,5 +25,15 @@ TEST(AddressTest, WhatIsNotHostAndPortIsNamed) {
   }
 }
 
+TEST(AddressTest, AServerListNamesABadOrRepeatedAddress) {
+  EXPECT_TRUE(ValidateServerList({"a:1", "a:2", "b:1"}, "--servers").ok());
+  EXPECT_TRUE(ValidateServerList({}, "--servers").ok());
+  EXPECT_THAT(ValidateServerList({"a:1", "a"}, "--servers").message(),
+              HasSubstr("--servers: 'a' is not host:port"));
+  EXPECT_EQ(ValidateServerList({"a:1", "b:2", "a:1"}, "cluster.server_addresses").message(),
+            "cluster.server_addresses: 'a:1' is given twice (servers 0 and 2): each server needs "
+            "an address of its own");
+}
+
 }  // namespace
 }  // namespace tamp

@@ -450,6 +450,9 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
       TAMP_RETURN_IF_ERROR(ValidateHostPort(cluster.server_addresses(i),
                                             absl::StrCat("cluster.server_addresses[", i, "]")));
     }
+    TAMP_RETURN_IF_ERROR(ValidateServerList(
+        {cluster.server_addresses().begin(), cluster.server_addresses().end()},
+        "cluster.server_addresses"));
   }
 
   TAMP_RETURN_IF_ERROR(ValidateModel(config));

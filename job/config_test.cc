@@ -77,6 +77,7 @@ TEST(ConfigTest, ErrorsNameTheField) {
   ExpectInvalid("cluster { num_workers: 0 }", "cluster.num_workers");
   ExpectInvalid("cluster { server_addresses: 'a:1' }", "cluster.server_addresses");
   ExpectInvalid("cluster { server_addresses: ['a:1', 'b'] }", "cluster.server_addresses[1]");
+  ExpectInvalid("cluster { server_addresses: ['a:1', 'a:1'] }", "'a:1' is given twice");
   ExpectInvalid("model { hidden: 0 }", "model.hidden[2]");
   ExpectInvalid("model { kind: KIND_UNSPECIFIED }", "model.kind");
   ExpectInvalid("optimizer { learning_rate: -1 }", "optimizer.learning_rate");

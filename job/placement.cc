@@ -239,6 +239,7 @@ absl::StatusOr<std::vector<std::string>> ServersFromEnv(const PlacementRequest& 
     TAMP_RETURN_IF_ERROR(ValidateHostPort(address, "TAMP_SERVERS"));
     servers.emplace_back(address);
   }
+  TAMP_RETURN_IF_ERROR(ValidateServerList(servers, "TAMP_SERVERS"));
   if (servers.size() != request.num_servers) {
     return Invalid("TAMP_SERVERS", absl::StrCat("names ", servers.size(),
                                                 servers.size() == 1 ? " server" : " servers",
@@ -364,6 +365,14 @@ absl::StatusOr<Placement> FromFlags(const PlacementRequest& request) {
                                           request.role == Role::kServer ? "cluster.num_servers "
                                                                         : "cluster.num_workers ",
                                           ranks));
+  }
+  // A worker's --servers (or the config's cluster.server_addresses, checked on load).
+  TAMP_RETURN_IF_ERROR(ValidateServerList(request.flag_servers, "--servers"));
+  if (!request.flag_servers.empty() && request.flag_servers.size() != request.num_servers) {
+    return Invalid("--servers", absl::StrCat("names ", request.flag_servers.size(),
+                                             request.flag_servers.size() == 1 ? " server"
+                                                                              : " servers",
+                                             " but cluster.num_servers is ", request.num_servers));
   }
   Placement placement;
   placement.source = "flags";

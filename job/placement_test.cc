@@ -176,6 +176,18 @@ TEST(PlacementTest, FlagsWhenNoEngineIsFound) {
   request.flag_rank = 0;
   request.source = PlacementSource::kFlags;
   EXPECT_EQ(ResolvePlacement(request, FakeEnv({{"SLURM_PROCID", "3"}}))->source, "flags");
+  // --servers is checked as TAMP_SERVERS is (it waited 10 s on '127.0.0.1' for a server).
+  for (const auto& [servers, refusal] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"127.0.0.1", "h:2"}, "--servers: '127.0.0.1' is not host:port"},
+           {{"h:1", "h:70000"}, "--servers: 'h:70000' is not host:port"},
+           {{"h:1", "h:1"}, "--servers: 'h:1' is given twice (servers 0 and 1)"},
+           {{"h:1"}, "--servers: names 1 server but cluster.num_servers is 2"}}) {
+    request.flag_servers = servers;
+    const absl::Status refused = ResolvePlacement(request, FakeEnv({})).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+    EXPECT_THAT(refused.message(), HasSubstr(refusal));
+  }
 }
 
 // An operator's --rank inside a shell that torchrun or srun placed: refused when the

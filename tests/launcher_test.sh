@@ -140,7 +140,7 @@ expect_failure codec "$WORK/codec.pbtxt" "unknown codec 'topkk'"
 
 # 4. A server address that does not answer (a port nobody listens on).
 write_config "$WORK/dead.pbtxt" \
-  cluster='server_addresses: ["127.0.0.1:9", "127.0.0.1:9"] connect_timeout_ms: 1500'
+  cluster='server_addresses: ["127.0.0.1:9", "127.0.0.1:10"] connect_timeout_ms: 1500'
 expect_failure dead_server "$WORK/dead.pbtxt" "did not answer within 1500 ms"
 
 # 5. A missing data file.

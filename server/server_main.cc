@@ -155,6 +155,9 @@ absl::StatusOr<Setup> Configure() {
   setup.address = absl::StrContains(setup.host, ':') && !absl::StartsWith(setup.host, "[")
                       ? absl::StrCat("[", setup.host, "]:", port)
                       : absl::StrCat(setup.host, ":", port);
+  if (!setup.config.has_checkpoint() && !absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
+    return absl::InvalidArgumentError("--checkpoint_dir needs a checkpoint block in the config");
+  }
   TAMP_ASSIGN_OR_RETURN(setup.token, LoadJobToken(setup.config.cluster()));
   TAMP_ASSIGN_OR_RETURN(setup.credentials,
                         MakeServerCredentials(setup.config.cluster(), setup.host));
@@ -233,10 +236,6 @@ int Main(int argc, char** argv) {
     return 0;
   }
   LogLoad(*setup);
-  if (!setup->config.has_checkpoint() && !absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
-    std::fprintf(stderr, "tamp_server: --checkpoint_dir needs a checkpoint block in the config\n");
-    return kExitUsage;
-  }
   config::Checkpoint checkpoint_spec = setup->config.checkpoint();
   if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
     checkpoint_spec.set_dir(dir);

@@ -35,6 +35,7 @@ Example (numpy, the MLP of `model { kind: MLP hidden: [64] }`):
         step += 1
 """
 
+import numbers
 import operator
 import os
 import sys
@@ -74,11 +75,17 @@ def _warn_at_caller(message: str) -> None:
     warnings.warn(message, stacklevel=level)
 
 
-def load_config(config: Union[Config, str]) -> Config:
-    """A Config from a Config, the text of one (it has a '{'), or a file's path."""
+def load_config(config: Union[Config, str, "os.PathLike[str]"]) -> Config:
+    """A Config from a Config, a file's path (a str or os.PathLike; an existing file even
+    where its path holds a '{'), or the text of one (a str with a '{')."""
     if isinstance(config, Config):
         return config
-    if "{" in config:
+    if isinstance(config, os.PathLike):
+        config = os.fspath(config)
+    if not isinstance(config, str):
+        raise TypeError(f"config must be a tamp.Config, a path or a config's text, got a "
+                        f"{type(config).__name__}")
+    if "{" in config and not os.path.isfile(config):
         return Config.from_text(config)
     return Config.from_file(config)
 
@@ -157,9 +164,12 @@ def keep_freed_memory() -> None:
 
 
 def _check_count(caller: str, name: str, value) -> None:
-    """ValueError naming `name` unless `value` is an int >= 1 (a count: steps, passes)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """ValueError naming `name` unless `value` is an integer >= 1 (a count: steps, passes; a
+    numpy integer too), and below 2**63."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{caller}: {name} must be an int >= 1, got {value!r}")
+    if value >= 2**63:
+        raise ValueError(f"{caller}: {name} must be below 2**63, got {value!r}")
 
 
 def _tensor_specs(caller: str, tensors) -> List[Tuple[str, List[int]]]:

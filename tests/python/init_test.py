@@ -90,6 +90,29 @@ class InitTest(unittest.TestCase):
             tamp.init(rank=5)
         self.assertIn("TAMP_RANK: 5 is not below", str(raised.exception))
 
+    def test_a_config_path_may_hold_a_brace_or_be_a_pathlib_path(self):
+        import pathlib
+        import tempfile
+        with tempfile.TemporaryDirectory() as directory:
+            braced = os.path.join(directory, "exp{1}", "job.pbtxt")  # A sweep's folder name.
+            os.makedirs(os.path.dirname(braced))
+            with open(CONFIG) as source, open(braced, "w") as copy:
+                copy.write(source.read())
+            for given in (braced, pathlib.Path(braced)):
+                self.assertEqual(tamp.load_config(given).num_workers, 2)
+        with self.assertRaises(TypeError) as raised:
+            tamp.load_config(3)
+        self.assertIn("config must be a tamp.Config, a path or a config's text, got a int",
+                      str(raised.exception))
+
+    def test_counts_may_be_numpy_integers(self):
+        import numpy as np
+        tamp._check_count("Client", "steps_per_epoch", np.int64(10))
+        with self.assertRaises(ValueError) as raised:
+            tamp._check_count("Client", "total_steps", 2**64)
+        self.assertIn("Client: total_steps must be below 2**63, got 18446744073709551616",
+                      str(raised.exception))
+
     def test_config_file_that_cannot_be_read_raises_oserror_as_open_would(self):
         with self.assertRaises(FileNotFoundError) as raised:
             tamp.Config.from_file("/nonexistent/job.pbtxt")

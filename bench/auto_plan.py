@@ -12,6 +12,7 @@ are the performance model's predictions on this machine, not measured steps.
   bench/auto_plan.py --doc      # rewrite docs/auto.md's generated block from the results
   bench/auto_plan.py --check    # exit 1 if docs/auto.md's block is not what --doc writes
 """
+import argparse
 import datetime
 import glob
 import json
@@ -80,11 +81,20 @@ def doc_text():
 
 
 def main():
-    if sys.argv[1:] == ["--doc"]:
+    parser = argparse.ArgumentParser(
+        description="compression.automatic's plans and decision time (docs/auto.md); "
+        "without a flag: bazel build, run (a minute or two), write the results")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--doc", action="store_true",
+                      help="rewrite docs/auto.md's generated block from the results")
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 if docs/auto.md's block is not what --doc writes")
+    args = parser.parse_args()
+    if args.doc:
         text = doc_text()
         with open(DOC, "w") as f:
             f.write(text)
-    elif sys.argv[1:] == ["--check"]:
+    elif args.check:
         if open(DOC).read() != doc_text():
             sys.exit("docs/auto.md's table is stale: run bench/auto_plan.py --doc")
     else:

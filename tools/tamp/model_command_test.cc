@@ -88,6 +88,9 @@ TEST(ParseModelArgsTest, ErrorsSayWhatIsWrong) {
       {{"job.pbtxt", "--bandwidth=1gbit", "--job_cpu=1,0,1.5,0"}, "--job_cpu must be"},
       {{"job.pbtxt", "--bandwidth=1gbit", "--job_cpu=1,0,1,0", "--calibration_job"},
        "--job_cpu gives the calibration --calibration_job measures"},
+      {{"job.pbtxt", "--auto", "--calibration_job", "--json"},
+       "--json, --calibration_job have no effect with --auto"},
+      {{"job.pbtxt", "--auto", "--codecs=all"}, "--codecs all has no effect with --auto"},
   };
   for (const auto& [args, message] : cases) {
     absl::StatusOr<ModelOptions> options = ParseModelArgs(args);

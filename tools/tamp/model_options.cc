@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "tools/tamp/command_line.h"
@@ -101,6 +102,23 @@ absl::StatusOr<ModelOptions> ParseModelArgs(const std::vector<std::string>& args
   if (!options.write_config.empty() && !options.auto_plan) {
     return absl::InvalidArgumentError(
         "--write_config writes the config compression.automatic resolves to: add --auto");
+  }
+  // The plan measures what it needs itself and prints its table: these would change nothing.
+  if (options.auto_plan) {
+    std::vector<std::string> unused;
+    if (options.json) unused.push_back("--json");
+    if (options.calibration_job) unused.push_back("--calibration_job");
+    if (options.all_codecs) unused.push_back("--codecs all");
+    if (options.compute_ms.has_value()) unused.push_back("--compute_ms");
+    if (options.transport_gbit.has_value()) unused.push_back("--transport_gbit");
+    if (options.latency_ms.has_value()) unused.push_back("--latency_ms");
+    if (options.job_cpu.has_value()) unused.push_back("--job_cpu");
+    if (!unused.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          absl::StrJoin(unused, ", "), unused.size() == 1 ? " has" : " have",
+          " no effect with --auto (it plans from its own measurements and prints the plan; "
+          "--bandwidth, --topology, --cores and --write_config apply)"));
+    }
   }
   if (options.calibration_job && options.job_cpu.has_value()) {
     return absl::InvalidArgumentError("--job_cpu gives the calibration --calibration_job measures: pass one");

@@ -90,6 +90,15 @@ status=0
   { cat "$WORK/dir.out" >&2; fail "summary as a directory: exit $status"; }
 [ ! -e "$WORK/run-dir-summary/server-0.log" ] || fail "summary as a directory: a server started"
 
+# 1f. A run_dir another run holds (its lock taken here with flock(1)) is refused (exit 2)
+# before anything starts: two runs would mix their logs, events and checkpoints.
+status=0
+flock "$WORK/run-good/.tamp-run.lock" "$TAMP_BIN" run "$config" --run_dir="$WORK/run-good" \
+  --server_binary="$SERVER_BIN" --worker_binary="$WORKER_BIN" > "$WORK/locked.out" 2>&1 ||
+  status=$?
+[ "$status" -eq 2 ] && grep -qF "$WORK/run-good is in use by another tamp run" "$WORK/locked.out" ||
+  { cat "$WORK/locked.out" >&2; fail "a locked run_dir: exit $status"; }
+
 # 1d. A run resumed from its checkpoints goes on at the checkpoint's step, none skipped: 30
 # steps checkpointed, then the run lengthened to 60 on the same run_dir trains steps 31..60.
 write_config "$WORK/resume.pbtxt" training="max_steps: 30"

@@ -110,6 +110,21 @@ TEST(FilesTest, PrepareOutputFileMakesItsDirectoryOrSaysWhyNot) {
   EXPECT_FALSE(PrepareOutputFile(TempDir() + "/plain/summary.json").ok()) << "under a file";
 }
 
+TEST(FilesTest, ARunDirHasOneRunAtATime) {
+  const std::string dir = TempDir() + "/locked";
+  ASSERT_TRUE(MakeRunDir(dir).ok());
+  absl::StatusOr<int> first = LockRunDir(dir);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const absl::StatusOr<int> second = LockRunDir(dir);  // flock: another open file, refused.
+  EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat(dir, " is in use by another tamp run (pid ", getpid(), ")")));
+  close(*first);
+  absl::StatusOr<int> again = LockRunDir(dir);
+  ASSERT_TRUE(again.ok()) << again.status() << " once the first is closed";
+  close(*again);
+}
+
 TEST(FilesTest, WriteFileAtomicallyReplaces) {
   const std::string path = TempDir() + "/summary.json";
   ASSERT_TRUE(WriteFileAtomically(path, "old\n").ok());

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,6 +67,30 @@ bool IsRunLogName(absl::string_view name) {
 }
 
 }  // namespace
+
+absl::StatusOr<int> LockRunDir(const std::string& run_dir) {
+  const std::string path = absl::StrCat(run_dir, "/.tamp-run.lock");
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot open", path);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char owner[32] = {0};
+    const ssize_t n = pread(fd, owner, sizeof(owner) - 1, 0);
+    close(fd);
+    if (err != EWOULDBLOCK) {
+      errno = err;
+      return ErrnoError("cannot lock", path);
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        run_dir, " is in use by another tamp run",
+        n > 0 ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(owner), ")") : "",
+        ": give this run a --run_dir of its own, or wait for that one to end"));
+  }
+  // Only a refusal's message reads the pid: the lock holds whether or not it is written.
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  static_cast<void>(ftruncate(fd, 0) == 0 && pwrite(fd, pid.data(), pid.size(), 0) > 0);
+  return fd;
+}
 
 absl::StatusOr<std::string> SetAsideEarlierLogs(const std::string& run_dir) {
   DIR* dir = opendir(run_dir.c_str());

@@ -18,6 +18,14 @@ namespace tamp::launcher {
 // Empty: creates a fresh "tamp-run-XXXXXX" directory under $TMPDIR (default /tmp).
 absl::StatusOr<std::string> MakeRunDir(const std::string& requested);
 
+// LockRunDir()
+//
+// Takes `run_dir`'s lock (an flock on run_dir/.tamp-run.lock, which holds the owner's pid)
+// for as long as the returned descriptor stays open (the process's life): two `tamp run` on
+// one run_dir would mix their logs, events and checkpoints. FAILED_PRECONDITION naming the
+// pid that holds it.
+absl::StatusOr<int> LockRunDir(const std::string& run_dir);
+
 // SetAsideEarlierLogs()
 //
 // Moves the logs and event files an earlier `tamp run` left in `run_dir` (server-I.log,

@@ -82,6 +82,9 @@ class Job {
             ProgressOptions{config.name(), config.training().epochs(), console.ansi, console.width},
             console.out),
         summary_(std::max<int>(1, config.cluster().num_workers())) {}
+  ~Job() {
+    if (run_dir_lock_ >= 0) close(run_dir_lock_);
+  }
 
   int Run();
 
@@ -136,6 +139,7 @@ class Job {
   const Console console_;
   std::string config_path_;  // Absolute, as passed to children.
   std::string run_dir_;
+  int run_dir_lock_ = -1;  // LockRunDir()'s, held while the job runs.
   std::unique_ptr<InterruptWatcher> interrupts_;
   ProcessGroup group_;
   std::vector<ChildRole> roles_;  // By child index.
@@ -545,6 +549,12 @@ int Job::Run() {
     return kExitUsage;
   }
   run_dir_ = *run_dir;
+  absl::StatusOr<int> lock = LockRunDir(run_dir_);
+  if (!lock.ok()) {
+    Say(lock.status().message());
+    return kExitUsage;
+  }
+  run_dir_lock_ = *lock;
   // A run resumed on the same directory keeps the interrupted one's logs and events.
   absl::StatusOr<std::string> aside = SetAsideEarlierLogs(run_dir_);
   if (!aside.ok()) {

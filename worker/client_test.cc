@@ -78,6 +78,16 @@ class ClientTest : public ::testing::Test {
     }
   }
 
+  // client_ takes steps 0 .. steps - 1 on the test gradients.
+  void TrainSteps(uint64_t steps) {
+    for (uint64_t step = 0; step < steps; ++step) {
+      ASSERT_TRUE(client_->BeginStep(step, tensors_).ok());
+      PushAll(testing::TestGradient(layout_.total_elements, step, 0));
+      const absl::Status waited = client_->Wait(tensors_);
+      ASSERT_TRUE(waited.ok()) << waited;
+    }
+  }
+
   config::RunConfig config_;
   JobLayout layout_;
   std::vector<std::unique_ptr<Shard>> shards_;
@@ -415,12 +425,7 @@ TEST_F(ClientTest, ASecondProcessWithTheSameRankTakesItOverAndTheFirstIsTold) {
 // The job's only worker dies after step 18 of 20: its replacement takes step 19 itself (no
 // one else would push it; it waited for the run's end, which never came).
 TEST_F(ClientTest, AReplacementBeforeTheLastStepTrainsIt) {
-  for (uint64_t step = 0; step + 1 < 20; ++step) {
-    ASSERT_TRUE(client_->BeginStep(step, tensors_).ok());
-    PushAll(testing::TestGradient(layout_.total_elements, step, 0));
-    const absl::Status waited = client_->Wait(tensors_);
-    ASSERT_TRUE(waited.ok()) << waited;
-  }
+  TrainSteps(19);
   absl::StatusOr<std::unique_ptr<Client>> replacement =
       Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
   ASSERT_TRUE(replacement.ok()) << replacement.status();
@@ -442,12 +447,7 @@ TEST_F(ClientTest, AReplacementBeforeTheLastStepTrainsIt) {
 
 // Once the run is over, Start() refuses and Resume() hands over the final weights.
 TEST_F(ClientTest, ResumeAfterTheLastStepTakesTheFinalWeights) {
-  for (uint64_t step = 0; step < 20; ++step) {
-    ASSERT_TRUE(client_->BeginStep(step, tensors_).ok());
-    PushAll(testing::TestGradient(layout_.total_elements, step, 0));
-    const absl::Status waited = client_->Wait(tensors_);
-    ASSERT_TRUE(waited.ok()) << waited;
-  }
+  TrainSteps(20);
   absl::StatusOr<std::unique_ptr<Client>> replacement =
       Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
   ASSERT_TRUE(replacement.ok()) << replacement.status();

@@ -325,6 +325,32 @@ bool PushesWithDgcMomentum(const config::Compression& compression) {
 
 namespace {
 
+// Whether `text` is well-formed UTF-8 without control characters (below U+0020, DEL).
+bool IsPrintableUtf8(absl::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char lead = static_cast<unsigned char>(text[i]);
+    if (lead < 0x80) {
+      if (lead < 0x20 || lead == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    // Continuation bytes, and the smallest code point each length may encode (no overlong
+    // forms; no surrogates nor past U+10FFFF).
+    const size_t length = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc2 ? 2 : 0;
+    if (length == 0 || lead > 0xf4 || i + length > text.size()) return false;
+    uint32_t code = lead & (0xff >> (length + 1));
+    for (size_t k = 1; k < length; ++k) {
+      const unsigned char next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xc0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3f);
+    }
+    const uint32_t smallest = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000;
+    if (code < smallest || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
+    i += length;
+  }
+  return true;
+}
+
 void DefaultCodecNames(config::ChunkCompression* compression) {
   if (compression->push().name().empty()) compression->mutable_push()->set_name("none");
   if (compression->pull().name().empty()) compression->mutable_pull()->set_name("none");
@@ -430,6 +456,11 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
                                      ? absl::StrCat("missing; add `version: ", kConfigVersion, "`")
                                      : absl::StrCat("this build reads version ", kConfigVersion,
                                                     ", the file says ", config.version()));
+  }
+  // The name goes into summaries (JSON), progress lines and logs as it is.
+  if (!IsPrintableUtf8(config.name())) {
+    return FieldError("name", "must be UTF-8 text without control characters (it names the "
+                              "run in summaries and progress lines)");
   }
   const config::Cluster& cluster = config.cluster();
   if (cluster.num_servers() < 1 || cluster.num_servers() > kMaxProcesses) {

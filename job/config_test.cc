@@ -55,6 +55,17 @@ TEST(ConfigTest, GoodConfigValidatesAndGetsDefaults) {
   EXPECT_EQ(config.compression().default_compression().pull().name(), "none");
 }
 
+TEST(ConfigTest, ANameMayBeAnyUtf8Text) {
+  const config::RunConfig config = Load("name: 'résumé ☃ 試し (lr 0.05)'");
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  EXPECT_TRUE(ValidateConfig(Load("name: ''")).ok());
+  // Overlong, surrogate, truncated: not UTF-8.
+  for (const char* bad :
+       {"name: 'a\\xc0\\x80'", "name: '\\xed\\xa0\\x80'", "name: 'x\\xe2\\x98'"}) {
+    EXPECT_FALSE(ValidateConfig(Load(bad)).ok()) << bad;
+  }
+}
+
 TEST(ConfigTest, TypoNamesFileLineAndField) {
   auto config = ParseConfig("version: 1\ntraining { epohcs: 3 }\n", "x.pbtxt");
   ASSERT_FALSE(config.ok());
@@ -78,6 +89,8 @@ TEST(ConfigTest, ErrorsNameTheField) {
   ExpectInvalid("cluster { server_addresses: 'a:1' }", "cluster.server_addresses");
   ExpectInvalid("cluster { server_addresses: ['a:1', 'b'] }", "cluster.server_addresses[1]");
   ExpectInvalid("cluster { server_addresses: ['a:1', 'a:1'] }", "'a:1' is given twice");
+  ExpectInvalid("name: 'q\\xff'", "name: must be UTF-8 text");
+  ExpectInvalid("name: 'a\\nb'", "name: must be UTF-8 text");
   ExpectInvalid("model { hidden: 0 }", "model.hidden[2]");
   ExpectInvalid("model { kind: KIND_UNSPECIFIED }", "model.kind");
   ExpectInvalid("optimizer { learning_rate: -1 }", "optimizer.learning_rate");

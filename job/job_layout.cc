@@ -178,30 +178,37 @@ std::string RawOnlyNote(const config::Compression& compression, const JobLayout&
       num_small > small.size() ? ", ..." : "", "); lower min_compress_bytes to compress them");
 }
 
-// The last tensor override matching `name`, or -1.
-int WinningTensorOverride(const config::Compression& compression, const std::string& name) {
-  int winner = -1;
-  for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
-    if (TensorNameMatches(compression.tensor_overrides(i).pattern(), name)) winner = i;
-  }
-  return winner;
-}
+// By tensor of `layout`, the last tensor override matching it (-1: none); by shard, the last
+// shard override listing it (-1: none). As ResolveCompression() picks them.
+struct WinningOverrides {
+  std::vector<int> by_tensor;
+  std::vector<int> by_shard;
+};
 
-// The last shard override listing `shard`, or -1.
-int WinningShardOverride(const config::Compression& compression, uint32_t shard) {
-  int winner = -1;
-  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
-    for (uint32_t listed : compression.shard_overrides(i).shards()) {
-      if (listed == shard) winner = i;
+WinningOverrides FindWinningOverrides(const config::Compression& compression,
+                                      const JobLayout& layout) {
+  WinningOverrides winners{std::vector<int>(layout.tensors.size(), -1),
+                           std::vector<int>(layout.shard_bytes.size(), -1)};
+  for (size_t t = 0; t < layout.tensors.size(); ++t) {
+    for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
+      if (TensorNameMatches(compression.tensor_overrides(i).pattern(), layout.tensors[t].name)) {
+        winners.by_tensor[t] = i;
+      }
     }
   }
-  return winner;
+  for (int i = 0; i < compression.shard_overrides_size(); ++i) {
+    for (uint32_t shard : compression.shard_overrides(i).shards()) {
+      if (shard < winners.by_shard.size()) winners.by_shard[shard] = i;
+    }
+  }
+  return winners;
 }
 
 }  // namespace
 
 std::vector<std::string> LayoutNotes(const config::RunConfig& config, const JobLayout& layout) {
   const config::Compression& compression = config.compression();
+  const WinningOverrides winners = FindWinningOverrides(compression, layout);
   std::vector<std::string> notes;
   for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
     if (std::string raw = RawOnlyNote(compression, layout, i); !raw.empty()) {
@@ -211,10 +218,10 @@ std::vector<std::string> LayoutNotes(const config::RunConfig& config, const JobL
     const std::string& pattern = compression.tensor_overrides(i).pattern();
     int shadowed_by = -1;  // A later override winning one of its tensors; -1 once one is its.
     bool matches_any = false;
-    for (const TensorSpec& tensor : layout.tensors) {
-      if (!TensorNameMatches(pattern, tensor.name)) continue;
+    for (size_t t = 0; t < layout.tensors.size(); ++t) {
+      if (!TensorNameMatches(pattern, layout.tensors[t].name)) continue;
       matches_any = true;
-      const int winner = WinningTensorOverride(compression, tensor.name);
+      const int winner = winners.by_tensor[t];
       if (winner == i) {
         shadowed_by = -1;
         break;
@@ -232,8 +239,8 @@ std::vector<std::string> LayoutNotes(const config::RunConfig& config, const JobL
   for (int i = 0; i < compression.shard_overrides_size(); ++i) {
     const bool decides_a_chunk =
         std::any_of(layout.chunks.begin(), layout.chunks.end(), [&](const ChunkPlan& plan) {
-          return WinningShardOverride(compression, plan.chunk.shard) == i &&
-                 WinningTensorOverride(compression, layout.tensor_of(plan).name) == -1 &&
+          return winners.by_shard[plan.chunk.shard] == i &&
+                 winners.by_tensor[plan.chunk.tensor] == -1 &&
                  !TravelsRaw(compression, plan.chunk.length);
         });
     if (decides_a_chunk) continue;

@@ -468,6 +468,21 @@ absl::StatusOr<std::string> WorkerConfigPathFromEnv(const EnvLookup& env) {
   return *path;
 }
 
+absl::StatusOr<bool> WorkerRestartedFromEnv(const EnvLookup& env) {
+  const std::optional<std::string> restart = env("TAMP_RESTART");
+  if (!restart.has_value() || restart->empty()) return false;
+  uint32_t count = 0;
+  const bool digits_only = std::all_of(restart->begin(), restart->end(),
+                                       [](char c) { return absl::ascii_isdigit(c); });
+  if (!digits_only || !absl::SimpleAtoi(*restart, &count)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TAMP_RESTART=", *restart,
+        ": must be a whole number (unset or 0: a first start; N >= 1: the N-th restart of a "
+        "dead worker, which rejoins the run)"));
+  }
+  return count >= 1;
+}
+
 absl::StatusOr<Placement> WorkerPlacementFromEnv(const config::Cluster& cluster,
                                                  const EnvLookup& env) {
   PlacementRequest request;

@@ -111,6 +111,15 @@ absl::Status CheckTorchrunPair(const EnvLookup& env);
 // by torchrun or by hand then passes its CONFIG itself.
 absl::StatusOr<std::string> WorkerConfigPathFromEnv(const EnvLookup& env);
 
+// WorkerRestartedFromEnv()
+//
+// Whether this worker process replaces a dead one of its rank (and so rejoins the run instead
+// of starting it): TAMP_RESTART, set by `tamp run --restart_workers` and deploy/'s restart
+// loops to the restart's number. Unset, empty or 0: a first start; N >= 1: restarted.
+// INVALID_ARGUMENT naming TAMP_RESTART for anything else ("abc", "-1", "1.5"): read as "not
+// restarted", such a value would start a fresh worker into a running job.
+absl::StatusOr<bool> WorkerRestartedFromEnv(const EnvLookup& env);
+
 // WorkerPlacementFromEnv()
 //
 // Where a worker program (one using the worker client, not tamp_worker) sits in the job whose

@@ -339,6 +339,20 @@ TEST(WorkerPlacementTest, ConfigPathFromTampConfig) {
   EXPECT_THAT(missing.status().message(), HasSubstr("TAMP_CONFIG is not set"));
 }
 
+TEST(WorkerPlacementTest, RestartedFromTampRestart) {
+  EXPECT_FALSE(*WorkerRestartedFromEnv(FakeEnv({})));
+  EXPECT_FALSE(*WorkerRestartedFromEnv(FakeEnv({{"TAMP_RESTART", ""}})));
+  EXPECT_FALSE(*WorkerRestartedFromEnv(FakeEnv({{"TAMP_RESTART", "0"}})));
+  EXPECT_TRUE(*WorkerRestartedFromEnv(FakeEnv({{"TAMP_RESTART", "1"}})));
+  EXPECT_TRUE(*WorkerRestartedFromEnv(FakeEnv({{"TAMP_RESTART", "12"}})));
+  for (const char* wrong : {"abc", "-1", "1.5", " 1", "+1", "1 ", "99999999999"}) {
+    absl::StatusOr<bool> restarted = WorkerRestartedFromEnv(FakeEnv({{"TAMP_RESTART", wrong}}));
+    EXPECT_EQ(restarted.status().code(), absl::StatusCode::kInvalidArgument) << wrong;
+    EXPECT_THAT(restarted.status().message(),
+                HasSubstr(std::string("TAMP_RESTART=") + wrong + ": must be a whole number"));
+  }
+}
+
 TEST(PlacementTest, LaunchersPlaceWorkersOnly) {
   // tamp_worker under `tamp run -- ...` or torchrun picks them in auto; --servers is the
   // fallback for the addresses.

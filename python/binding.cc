@@ -129,6 +129,9 @@ std::string ConfigPathFromEnv(std::map<std::string, std::string> overrides) {
   return CheckPlacement(WorkerConfigPathFromEnv(EnvWith(std::move(overrides))));
 }
 
+// job/placement.h WorkerRestartedFromEnv().
+bool RestartedFromEnv() { return CheckPlacement(WorkerRestartedFromEnv(ProcessEnv())); }
+
 // job/placement.h WorkerPlacementFromEnv(), as a dict.
 py::dict PlacementFromEnv(const Config& config, std::map<std::string, std::string> overrides) {
   const Placement placement = CheckPlacement(
@@ -166,26 +169,29 @@ class PyClient {
                                RunLength{steps_per_epoch, total_steps});
     }
     client_ = Check(std::move(client));
+    aggregates_ = client_->aggregates();
     rank_ = rank;
     total_steps_ = total_steps;
   }
 
   uint64_t Start(py::handle params, py::handle stream) {
+    const std::shared_ptr<Client> live = Live("start");
     const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::StatusOr<uint64_t> step;
     {
       py::gil_scoped_release release;
-      step = client_->Start(args.spans(), args.memory());
+      step = live->Start(args.spans(), args.memory());
     }
     return Check(std::move(step));
   }
 
   uint64_t Resume(py::handle params, py::handle stream) {
+    const std::shared_ptr<Client> live = Live("resume");
     const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::StatusOr<uint64_t> step;
     {
       py::gil_scoped_release release;
-      step = client_->Resume(args.spans(), args.memory());
+      step = live->Resume(args.spans(), args.memory());
     }
     return Check(std::move(step));
   }
@@ -196,72 +202,79 @@ class PyClient {
     if (step < 0) {
       Raise(absl::InvalidArgumentError(absl::StrCat("begin_step: step ", step, " is negative")));
     }
+    const std::shared_ptr<Client> live = Live("begin_step");
     const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::Status status;
     {
       py::gil_scoped_release release;  // A resync pulls the shards' weights.
-      status = client_->BeginStep(static_cast<uint64_t>(step), args.spans(), args.memory());
+      status = live->BeginStep(static_cast<uint64_t>(step), args.spans(), args.memory());
     }
     Check(status);
   }
 
   void Broadcast(py::handle params, py::handle stream) {
+    const std::shared_ptr<Client> live = Live("broadcast");
     const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::Status status;
     {
       py::gil_scoped_release release;  // Waits for worker 0's weights.
-      status = client_->Broadcast(args.spans(), args.memory());
+      status = live->Broadcast(args.spans(), args.memory());
     }
     Check(status);
   }
 
   void PushNamed(const std::string& name, py::handle gradient, py::handle stream) {
+    const std::shared_ptr<Client> live = Live("push");
     const auto known = std::find(names_.begin(), names_.end(), name);
     const TensorArg arg = View(gradient, name, stream,
                                known == names_.end() ? -1 : known - names_.begin());
     absl::Status status;
     {
       py::gil_scoped_release release;
-      status = client_->Push(name, arg.span(), arg.memory());
+      status = live->Push(name, arg.span(), arg.memory());
     }
     Check(status);
   }
 
   void PushIndexed(int tensor, py::handle gradient, py::handle stream) {
+    const std::shared_ptr<Client> live = Live("push");
     const bool known = tensor >= 0 && static_cast<size_t>(tensor) < names_.size();
     const TensorArg arg = View(gradient, known ? names_[tensor] : absl::StrCat("#", tensor),
                                stream, known ? tensor : -1);
     absl::Status status;
     {
       py::gil_scoped_release release;
-      status = client_->Push(tensor, arg.span(), arg.memory());
+      status = live->Push(tensor, arg.span(), arg.memory());
     }
     Check(status);
   }
 
   void Wait(py::handle out, py::handle stream) {
+    const std::shared_ptr<Client> live = Live("wait");
     const TensorArgs args = Views(out, Access::kWrite, stream);
     absl::Status status;
     {
       py::gil_scoped_release release;
-      status = client_->Wait(args.spans(), args.memory());
+      status = live->Wait(args.spans(), args.memory());
     }
     Check(status);
-    completed_ = client_->report();  // The next begin_step() clears the client's.
+    completed_ = live->report();  // The next begin_step() clears the client's.
   }
 
   uint64_t Rejoin(py::handle params, const std::string& cause, py::handle stream) {
+    const std::shared_ptr<Client> live = Live("rejoin");
     const TensorArgs args = Views(params, Access::kWrite, stream);
     absl::StatusOr<uint64_t> step;
     {
       py::gil_scoped_release release;
-      step = client_->Rejoin(args.spans(), cause, args.memory());
+      step = live->Rejoin(args.spans(), cause, args.memory());
     }
     return Check(std::move(step));
   }
 
   py::dict Report() const {
-    const StepReport& report = client_->report();
+    const std::shared_ptr<Client> live = Live("report");
+    const StepReport& report = live->report();
     const StepTimeline::Figures& figures = report.timeline;
     py::dict out;
     out["shard_bytes_pushed"] = report.shard_bytes_pushed;
@@ -294,7 +307,7 @@ class PyClient {
   }
 
   py::dict Totals() const {
-    const ClientTotals& totals = client_->totals();
+    const ClientTotals& totals = totals_or_last();
     py::dict out;
     out["bytes_pushed"] = totals.bytes_pushed;
     out["bytes_pulled"] = totals.bytes_pulled;
@@ -308,10 +321,34 @@ class PyClient {
   const std::vector<std::string>& layout_notes() const {
     return layout_notes_;
   }
-  bool aggregates() const { return client_->aggregates(); }
+  bool aggregates() const { return aggregates_; }
+
+  // Waits for the RPCs in flight, then closes the connections and stops the client's threads.
+  // Once closed, every call but totals(), the events and the properties raises RuntimeError;
+  // closing again does nothing.
+  void Close() {
+    if (client_ == nullptr) return;
+    last_totals_ = client_->totals();
+    std::shared_ptr<Client> closing = std::move(client_);
+    py::gil_scoped_release release;
+    closing.reset();
+  }
+  bool closed() const { return client_ == nullptr; }
 
  private:
-  WorkerFigures Figures() const { return {rank_, client_->totals(), completed_}; }
+  WorkerFigures Figures() const { return {rank_, totals_or_last(), completed_}; }
+  // Shared with the call, so that close() from another thread (against the client's
+  // one-thread rule) frees the client only once a call in flight has returned.
+  std::shared_ptr<Client> Live(absl::string_view verb) const {
+    if (client_ == nullptr) {
+      Raise(absl::FailedPreconditionError(absl::StrCat(
+          verb, ": this tamp.Client is closed (close() was called); create a new one")));
+    }
+    return client_;
+  }
+  const ClientTotals& totals_or_last() const {
+    return client_ != nullptr ? client_->totals() : last_totals_;
+  }
   TensorArgs Views(py::handle arrays, Access access, py::handle stream) const {
     return Check(TensorArgs::From(arrays.ptr(), names_, shapes_, access, Stream(stream)));
   }
@@ -337,7 +374,9 @@ class PyClient {
   std::vector<std::string> names_;  // Layout order.
   std::vector<std::vector<int64_t>> shapes_;  // Layout order.
   std::vector<std::string> layout_notes_;  // job/job_layout.h's notes, to warn of.
-  std::unique_ptr<Client> client_;
+  std::shared_ptr<Client> client_;  // Null once closed.
+  ClientTotals last_totals_;        // The totals when close() was called.
+  bool aggregates_ = false;
   uint32_t rank_ = 0;
   uint64_t total_steps_ = 0;
   StepReport completed_;  // The last step wait() completed, for step_event().
@@ -417,6 +456,8 @@ PYBIND11_MODULE(_tamp, m) {
 
   m.def("config_path_from_env", &ConfigPathFromEnv, py::arg("overrides"),
         "TAMP_CONFIG (job/placement.h WorkerConfigPathFromEnv); ValueError naming it.");
+  m.def("restarted_from_env", &RestartedFromEnv,
+        "TAMP_RESTART >= 1 (job/placement.h WorkerRestartedFromEnv); ValueError naming it.");
   m.def("placement_from_env", &PlacementFromEnv, py::arg("config"), py::arg("overrides"),
         "{rank, local_rank, servers, source} from tamp run's, torchrun's, Slurm's or "
         "Kubernetes' variables, `overrides` standing in for some (job/placement.h "
@@ -451,6 +492,8 @@ PYBIND11_MODULE(_tamp, m) {
       .def("wait", &PyClient::Wait, py::arg("out"), py::arg("stream") = py::none())
       .def("rejoin", &PyClient::Rejoin, py::arg("params"), py::arg("cause") = "rejoin() called",
            py::arg("stream") = py::none())
+      .def("close", &PyClient::Close)
+      .def_property_readonly("closed", &PyClient::closed)
       .def("report", &PyClient::Report)
       .def("totals", &PyClient::Totals)
       .def("step_event", &PyClient::StepEvent, py::arg("completed_steps"), py::arg("epoch"),

@@ -70,14 +70,6 @@ bool DumpWeights(absl::Span<const float> params, const std::string& path) {
   return std::fclose(file) == 0 && written;
 }
 
-// TAMP_RESTART=N, N >= 1: the launcher or a restart loop started this process again after
-// its predecessor died.
-bool Restarted() {
-  const char* restart = std::getenv("TAMP_RESTART");
-  int count = 0;
-  return restart != nullptr && absl::SimpleAtoi(restart, &count) && count >= 1;
-}
-
 // Applies --device to `config` and validates the result; an error names the flag.
 absl::Status ApplyDeviceFlag(tamp::config::RunConfig* config) {
   const std::string device = absl::GetFlag(FLAGS_device);
@@ -168,6 +160,11 @@ int main(int argc, char** argv) {
     std::cerr << "tamp_worker: " << config_path << ": " << placement.status().message() << "\n";
     return kUsageError;
   }
+  const absl::StatusOr<bool> restarted = tamp::WorkerRestartedFromEnv(tamp::ProcessEnv());
+  if (!restarted.ok()) {
+    std::cerr << "tamp_worker: " << restarted.status().message() << "\n";
+    return kUsageError;
+  }
   const std::vector<std::string> servers = placement->servers;
   if (servers.empty()) {
     const absl::Status half_torchrun = tamp::CheckTorchrunPair(tamp::ProcessEnv());
@@ -221,7 +218,7 @@ int main(int argc, char** argv) {
     std::cerr << "tamp_worker " << rank << ": " << trainer.status() << "\n";
     return 1;
   }
-  absl::Status status = (*trainer)->Run(absl::GetFlag(FLAGS_resume) || Restarted());
+  absl::Status status = (*trainer)->Run(absl::GetFlag(FLAGS_resume) || *restarted);
   if (!status.ok()) {
     std::cerr << "tamp_worker " << rank << ": " << status << "\n";
     return 1;

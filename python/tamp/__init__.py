@@ -145,11 +145,9 @@ def local_rank() -> int:
 
 def restarted() -> bool:
     """Whether this process replaces a dead worker of its rank: TAMP_RESTART is a number >= 1
-    (`tamp run --restart_workers`, deploy/). Such a worker calls resume() instead of start()."""
-    try:
-        return int(os.environ.get("TAMP_RESTART", "0")) >= 1
-    except ValueError:
-        return False
+    (`tamp run --restart_workers`, deploy/). Such a worker calls resume() instead of start().
+    ValueError naming TAMP_RESTART when it is set to anything but a whole number."""
+    return _tamp.restarted_from_env()
 
 
 def keep_freed_memory() -> None:
@@ -227,7 +225,9 @@ class Client(_NativeClient):
     job's weights and every worker's params get them;
     begin_step(step, params);
     push(name or index, gradient); wait(out); rejoin(params, cause) -> next step; report()
-    and totals() as dicts; tensor_names, tensor_shapes, aggregates.
+    and totals() as dicts; tensor_names, tensor_shapes, aggregates; close(): waits for the
+    RPCs in flight and closes the connections (later calls raise RuntimeError; totals() and
+    the properties stay), also on leaving a `with tamp.Client(...) as client:` block.
     """
 
     def __init__(self, tensors: Sequence[Tuple[str, Sequence[int]]], steps_per_epoch: int,
@@ -248,3 +248,9 @@ class Client(_NativeClient):
         self.rank = where.rank
         for note in self.layout_notes:
             _warn_at_caller(f"tamp: {note}")
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -150,6 +150,8 @@ def shutdown() -> None:
         _session.optimizer._tamp_hand_over(
             "tamp.torch.shutdown() closed the job it stepped through; to train on through "
             "Tamp, call tamp.torch.init() and DistributedOptimizer() again")
+    if _session is not None:
+        _session.client.close()  # Not left to the garbage collector: a hook may hold it.
     _session = None
 
 

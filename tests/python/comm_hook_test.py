@@ -53,6 +53,9 @@ class MeanThroughGloo:
             dist.all_reduce(mean)
             _tensor(target).copy_(mean / dist.get_world_size())
 
+    def close(self):
+        self.pushed = {}
+
 
 if __name__ == "__main__":
     tamp.Client = MeanThroughGloo

@@ -33,6 +33,9 @@ class ResumeTest(unittest.TestCase):
     def test_resume_rejoins_then_ends_with_the_final_weights(self):
         tamp.init()
         self.assertFalse(tamp.restarted())
+        os.environ["TAMP_RESTART"] = "abc"  # Not "not restarted": a fresh start into a running job.
+        with self.assertRaisesRegex(ValueError, "TAMP_RESTART=abc: must be a whole number"):
+            tamp.restarted()
         os.environ["TAMP_RESTART"] = "1"
         self.assertTrue(tamp.restarted())
         rng = np.random.default_rng(3)
@@ -42,6 +45,16 @@ class ResumeTest(unittest.TestCase):
         self.assertEqual(first.start(params), 0)
         for at in range(2):
             step(first, at, params, rng)
+        totals = first.totals()
+        with first:  # Leaving the block closes the client; later calls are refused.
+            self.assertFalse(first.closed)
+        self.assertTrue(first.closed)
+        with self.assertRaisesRegex(RuntimeError, "push: this tamp.Client is closed"):
+            first.push(NAMES[0], np.zeros(SHAPES[0], np.float32))
+        with self.assertRaisesRegex(RuntimeError, "begin_step: this tamp.Client is closed"):
+            first.begin_step(2, params)
+        self.assertEqual(first.totals(), totals)
+        first.close()  # Again: nothing.
 
         replacement = tamp.Client(tensors, steps_per_epoch=100)
         resumed = [np.full(shape, 7.0, np.float32) for shape in SHAPES]

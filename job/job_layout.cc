@@ -100,6 +100,11 @@ absl::Status ValidateTensors(const config::RunConfig& config,
     if (!names.insert(tensor.name).second) {
       return absl::InvalidArgumentError(absl::StrCat(which, ": the name is taken by an earlier tensor"));
     }
+    if (tensor.shape.size() > static_cast<size_t>(kMaxTensorDims)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, ": shape [", absl::StrJoin(tensor.shape, ", "), "] has ",
+                       tensor.shape.size(), " dimensions; at most ", kMaxTensorDims));
+    }
     uint64_t elements = 1;
     for (int64_t dim : tensor.shape) {
       if (dim < 1) {

@@ -44,14 +44,15 @@ struct JobLayout {
   std::vector<uint32_t> ChunksOfShard(uint32_t shard) const;
 };
 
-// The most tensors, and the longest tensor name, a layout may have.
+// The most tensors, and the longest tensor name, a layout may have (kMaxTensorDims:
+// job/model_layout.h).
 inline constexpr size_t kMaxTensors = 1 << 16;
 inline constexpr size_t kMaxTensorNameBytes = 256;
 
 // ValidateTensors()
 //
 // Checks `tensors` against `config`: at least one; at most kMaxTensors; names non-empty,
-// at most kMaxTensorNameBytes, unique; every dimension >= 1; at most 2^40 elements in all;
+// at most kMaxTensorNameBytes, unique; at most kMaxTensorDims dimensions, each >= 1; at most 2^40 elements in all;
 // at most 65536 chunks at compression.partition_bytes; every compression.tensor_overrides
 // pattern matches a tensor. INVALID_ARGUMENT naming the tensor (or field) otherwise.
 absl::Status ValidateTensors(const config::RunConfig& config,

@@ -81,6 +81,19 @@ TEST(JobLayoutTest, MissingAndExtraTensorsAreRefusedByName) {
   EXPECT_THAT(status.message(), HasSubstr("\"fc3.weight\""));
 }
 
+TEST(JobLayoutTest, MoreThanEightDimensionsAreRefusedByName) {
+  config::RunConfig config = MlpConfig();
+  config.mutable_model()->Clear();
+  config.mutable_model()->set_kind(config::Model::REGISTERED);
+  EXPECT_TRUE(BuildJobLayout(config, {Tensor("deep", {1, 2, 1, 2, 1, 1, 1, 2})}).ok());
+  const absl::Status status =
+      BuildJobLayout(config, {Tensor("w", {3}), Tensor("deep", {1, 2, 1, 2, 1, 1, 1, 1, 2})})
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("tensor 1 \"deep\": shape [1, 2, 1, 2, 1, 1, 1, 1, 2] "
+                                          "has 9 dimensions; at most 8"));
+}
+
 // Under DGC momentum the servers run momentum 0: a chunk that travels raw keeps the workers'
 // momentum (codec none, DGC_MOMENTUM), or it would train by plain SGD; other memories go.
 TEST(JobLayoutTest, RawChunksKeepDgcMomentumOnly) {

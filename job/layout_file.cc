@@ -16,7 +16,6 @@ namespace tamp {
 namespace {
 
 constexpr size_t kMaxNameBytes = 256;  // job_layout.h's kMaxTensorNameBytes.
-constexpr int kMaxRank = 8;
 
 // One meaningful line of a file: its number (1-based) and its words, comment stripped.
 struct Line {
@@ -132,10 +131,10 @@ absl::StatusOr<std::vector<TensorSpec>> ParseLayout(absl::string_view text,
       }
     }
     const int rank = static_cast<int>(line.words.size()) - 1;
-    if (rank < 1 || rank > kMaxRank) {
+    if (rank < 1 || rank > kMaxTensorDims) {
       return LineError(source, line.number,
                        absl::StrCat("tensor '", name, "' has ", rank,
-                                    " dimensions; a tensor has 1 to ", kMaxRank));
+                                    " dimensions; a tensor has 1 to ", kMaxTensorDims));
     }
     auto [earlier, inserted] = line_of.emplace(std::string(name), line.number);
     if (!inserted) {

@@ -37,6 +37,9 @@ inline constexpr int kImageSide = 28;
 inline constexpr uint32_t kDefaultConvChannels[] = {32, 64};
 inline constexpr uint32_t kDefaultKernelSize = 5;
 
+// The most dimensions a tensor of a layout may have.
+inline constexpr int kMaxTensorDims = 8;
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -221,6 +222,31 @@ class PyClient {
       status = live->Broadcast(args.spans(), args.memory());
     }
     Check(status);
+  }
+
+  // `tensor`: its name or its index in the layout. Dispatched here rather than by two
+  // overloads: pybind11 would take True for index 1 and answer an index past int's range
+  // with a TypeError that prints every argument, the gradient's values included.
+  void Push(py::handle tensor, py::handle gradient, py::handle stream) {
+    if (py::isinstance<py::str>(tensor)) {
+      PushNamed(tensor.cast<std::string>(), gradient, stream);
+      return;
+    }
+    if (!PyLong_Check(tensor.ptr()) || PyBool_Check(tensor.ptr())) {
+      RaiseAs(PyExc_TypeError, absl::InvalidArgumentError(absl::StrCat(
+                                   "Push(): the tensor must be its name (str) or its index "
+                                   "(int), not ",
+                                   Py_TYPE(tensor.ptr())->tp_name)));
+    }
+    int overflow = 0;
+    const long long index = PyLong_AsLongLongAndOverflow(tensor.ptr(), &overflow);
+    if (overflow != 0 || index < std::numeric_limits<int>::min() ||
+        index > std::numeric_limits<int>::max()) {
+      Raise(absl::InvalidArgumentError(absl::StrCat(
+          "Push(): tensor index ", py::str(tensor).cast<std::string>(),
+          " is out of range: the layout has ", names_.size(), " tensors")));
+    }
+    PushIndexed(static_cast<int>(index), gradient, stream);
   }
 
   void PushNamed(const std::string& name, py::handle gradient, py::handle stream) {
@@ -485,9 +511,7 @@ PYBIND11_MODULE(_tamp, m) {
       .def("broadcast", &PyClient::Broadcast, py::arg("params"), py::arg("stream") = py::none())
       .def("begin_step", &PyClient::BeginStep, py::arg("step"), py::arg("params"),
            py::arg("stream") = py::none())
-      .def("push", &PyClient::PushIndexed, py::arg("tensor"), py::arg("gradient"),
-           py::arg("stream") = py::none())
-      .def("push", &PyClient::PushNamed, py::arg("name"), py::arg("gradient"),
+      .def("push", &PyClient::Push, py::arg("tensor"), py::arg("gradient"),
            py::arg("stream") = py::none())
       .def("wait", &PyClient::Wait, py::arg("out"), py::arg("stream") = py::none())
       .def("rejoin", &PyClient::Rejoin, py::arg("params"), py::arg("cause") = "rejoin() called",

@@ -133,7 +133,7 @@ absl::StatusOr<TensorArg> TensorArg::FromBuffer(PyObject* array, absl::string_vi
   }
   arg.span_ = absl::Span<float>(static_cast<float*>(view.buf), static_cast<size_t>(view.len / 4));
   arg.ndim_ = view.ndim;
-  for (int d = 0; d < std::min(view.ndim, kMaxDims); ++d) arg.dims_[d] = view.shape[d];
+  for (int d = 0; d < std::min(view.ndim, kMaxTensorDims); ++d) arg.dims_[d] = view.shape[d];
   return arg;
 }
 
@@ -209,21 +209,21 @@ absl::StatusOr<TensorArg> TensorArg::FromCapsule(PyObject* capsule, absl::string
   float* data = reinterpret_cast<float*>(static_cast<char*>(tensor.data) + tensor.byte_offset);
   arg.span_ = absl::Span<float>(data, static_cast<size_t>(elements));
   arg.ndim_ = tensor.ndim;
-  for (int d = 0; d < std::min<int>(tensor.ndim, kMaxDims); ++d) arg.dims_[d] = tensor.shape[d];
+  for (int d = 0; d < std::min<int>(tensor.ndim, kMaxTensorDims); ++d) arg.dims_[d] = tensor.shape[d];
   return arg;
 }
 
 absl::Status TensorArg::CheckShape(absl::string_view name,
                                    absl::Span<const int64_t> registered) const {
   if (ndim_ == 1 ||
-      (static_cast<size_t>(ndim_) == registered.size() && ndim_ <= kMaxDims &&
+      (static_cast<size_t>(ndim_) == registered.size() && ndim_ <= kMaxTensorDims &&
        std::equal(registered.begin(), registered.end(), dims_.begin()))) {
     return absl::OkStatus();
   }
   auto shape = [](auto dims) { return absl::StrCat("[", absl::StrJoin(dims, ", "), "]"); };
   return Refuse(name, absl::StrCat(
       "shape ",
-      ndim_ <= kMaxDims ? shape(absl::MakeConstSpan(dims_.data(), ndim_))
+      ndim_ <= kMaxTensorDims ? shape(absl::MakeConstSpan(dims_.data(), ndim_))
                         : absl::StrCat("of ", ndim_, " dimensions"),
       ", but the job registered ", shape(registered),
       ": pass that shape, or a flat array of its elements"));

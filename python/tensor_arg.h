@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "job/model_layout.h"
 #include "worker/device_backend.h"
 
 namespace tamp::python {
@@ -76,9 +77,8 @@ class TensorArg {
 
   absl::Span<float> span_;
   TensorMemory memory_;
-  // The array's shape (its first kMaxDims extents; ndim_ may be larger).
-  static constexpr int kMaxDims = 8;
-  std::array<int64_t, kMaxDims> dims_{};
+  // The array's shape (its first kMaxTensorDims extents, a layout's most; ndim_ may be larger).
+  std::array<int64_t, kMaxTensorDims> dims_{};
   int ndim_ = 0;
   bool has_buffer_ = false;
   Py_buffer buffer_{};         // Released at destruction when has_buffer_.

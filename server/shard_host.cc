@@ -3,12 +3,36 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/machine_memory.h"
 #include "base/status_macros.h"
 #include "glog/logging.h"
 #include "job/job_layout.h"
 #include "protocol/handshake.h"
 
 namespace tamp {
+
+namespace {
+
+// A shard holds at least its weights and the sum of the pushes, 8 bytes a value (more with
+// optimizer state, residuals and multi-round codecs). Refusing a layout whose shard cannot
+// fit even that keeps the server up: allocating it ends in std::bad_alloc (an abort) or the
+// OOM killer. `whose`: where the layout came from, for the message.
+absl::Status CheckShardFitsMemory(const JobLayout& layout, uint32_t rank,
+                                  absl::string_view whose) {
+  const std::optional<uint64_t> memory = MachineMemoryBytes();
+  const uint64_t needed = 2 * layout.shard_bytes[rank];
+  if (!memory.has_value() || needed <= *memory) return absl::OkStatus();
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s put %d values on shard %d, which needs at least %.1f GiB (the weights and the sum of "
+      "the pushes, 8 bytes a value); this machine has %.1f GiB: spread the tensors over more "
+      "servers (cluster.num_servers) or run shard %d on a machine with more memory",
+      whose, layout.shard_bytes[rank] / sizeof(float), rank, needed / kGiB, *memory / kGiB,
+      rank));
+}
+
+}  // namespace
 
 ShardHost::ShardHost(Shard* shard)
     : config_(shard->config()),
@@ -27,9 +51,10 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ShardHost::Create(const config::RunCo
   std::unique_ptr<ShardHost> host(new ShardHost(config, rank, std::move(on_created)));
   if (config.model().kind() == config::Model::REGISTERED) return host;
   TAMP_ASSIGN_OR_RETURN(const JobLayout layout, BuildJobLayout(config));
-  TAMP_ASSIGN_OR_RETURN(host->owned_, Shard::Create(config, layout, rank));
   host->layout_source_ = absl::StrCat("the config's model.kind ",
                                       config::Model::Kind_Name(config.model().kind()));
+  TAMP_RETURN_IF_ERROR(CheckShardFitsMemory(layout, rank, host->layout_source_));
+  TAMP_ASSIGN_OR_RETURN(host->owned_, Shard::Create(config, layout, rank));
   if (host->on_created_) TAMP_RETURN_IF_ERROR(host->on_created_(*host->owned_));
   host->shard_.store(host->owned_.get(), std::memory_order_release);
   return host;
@@ -84,6 +109,8 @@ absl::StatusOr<Shard*> ShardHost::Join(const rpc::HandshakeRequest& request) {
                                      layout.status().message()));
   }
   TAMP_RETURN_IF_ERROR(CheckHandshake(*layout, config_, rank_, request));
+  TAMP_RETURN_IF_ERROR(CheckShardFitsMemory(
+      *layout, rank_, absl::StrCat("worker ", request.worker_rank(), "'s tensors")));
   TAMP_ASSIGN_OR_RETURN(std::unique_ptr<Shard> made, Shard::Create(config_, *layout, rank_));
   TAMP_RETURN_IF_ERROR(JoinShard(*made, request));
   // Last: what the hook starts on the shard (a checkpointer's thread, a watchdog) must not

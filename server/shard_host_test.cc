@@ -117,6 +117,27 @@ TEST(ShardHostTest, RefusedHandshakesMakeNoShard) {
   EXPECT_EQ(*(*host)->Join(Request(config, 0)), *shard);
 }
 
+TEST(ShardHostTest, AShardBeyondTheMachinesMemoryIsRefusedAndTheServerStaysUp) {
+  config::RunConfig config = RegisteredConfig();
+  config.mutable_compression()->set_partition_bytes(uint64_t{1} << 30);
+  absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config, 0, nullptr);
+  ASSERT_TRUE(host.ok()) << host.status();
+  TensorSpec huge;
+  huge.name = "embedding.weight";
+  huge.shape = {int64_t{1} << 20, int64_t{1} << 20};  // 2^40 values: 4 TiB of fp32.
+  const absl::Status refused = (*host)->Join(Request(config, 1, {huge})).status();
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("worker 1's tensors put "));
+  EXPECT_THAT(refused.message(), HasSubstr("values on shard 0, which needs at least "));
+  EXPECT_THAT(refused.message(), HasSubstr("GiB (the weights and the sum of the pushes"));
+  EXPECT_THAT(refused.message(), HasSubstr("this machine has "));
+  EXPECT_EQ((*host)->shard(), nullptr);
+  // The server goes on: a job that fits takes it.
+  absl::StatusOr<Shard*> shard = (*host)->Join(Request(config, 1));
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  EXPECT_EQ((*shard)->layout().total_elements, 2105u);
+}
+
 TEST(ShardHostTest, WorkerZeroSetsTheInitialWeightsOnce) {
   const config::RunConfig config = RegisteredConfig();
   absl::StatusOr<std::unique_ptr<ShardHost>> host = ShardHost::Create(config, 0, nullptr);

@@ -350,6 +350,15 @@ void Client::ContinueRounds(const TensorMemory& memory) {
   }
 }
 
+std::string Client::OutsideStepHint() const {
+  if (!failed_step_.ok()) return AfterFailedStep();
+  if (!next_step_.has_value()) return "the client has not started: call Start() (or Resume()) first";
+  if (*next_step_ >= length_.total_steps) {
+    return absl::StrCat("the run is over: its ", length_.total_steps, " steps are done");
+  }
+  return absl::StrCat("call BeginStep(", *next_step_, ") first");
+}
+
 absl::Status Client::Push(absl::string_view name, absl::Span<const float> gradient,
                           const TensorMemory& memory) {
   const auto found = tensor_index_.find(name);
@@ -370,8 +379,7 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient,
   const TensorSpec& spec = layout_.tensors[tensor];
   if (!in_step_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "Push(): tensor \"", spec.name, "\" pushed outside a step; ",
-        failed_step_.ok() ? "call BeginStep() first" : AfterFailedStep()));
+        "Push(): tensor \"", spec.name, "\" pushed outside a step; ", OutsideStepHint()));
   }
   if (gradient.size() != static_cast<size_t>(spec.elements())) {
     return absl::InvalidArgumentError(absl::StrCat("Push(): tensor \"", spec.name, "\" has ",

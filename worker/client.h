@@ -306,6 +306,9 @@ class Client {
   absl::Status StartedOnce(absl::string_view call) const;
   // What a call refused for want of a step says after failed_step_: why, and the way on.
   std::string AfterFailedStep() const;
+  // The way on for a Push() outside a step: after a failed step, before Start(), after the
+  // run's last step, or the BeginStep() due.
+  std::string OutsideStepHint() const;
   // pulled_, sized to the whole model: the scratch the exact weights are pulled into. It is
   // freed by the next BeginStep(), so it is held only around Start(), resyncs and recovery.
   absl::Span<float> Pulled();

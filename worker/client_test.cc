@@ -158,6 +158,8 @@ TEST_F(ClientTest, BeginStepTakesTheNextStepOnly) {
   ASSERT_TRUE(client_->Wait(tensors_).ok());
   status = client_->BeginStep(0, tensors_);
   EXPECT_THAT(status.message(), HasSubstr("BeginStep(0): the next step is 1"));
+  const absl::Status early = client_->Push(0, TensorOf(params_, 0));
+  EXPECT_THAT(early.message(), HasSubstr("pushed outside a step; call BeginStep(1) first"));
   EXPECT_TRUE(client_->BeginStep(1, tensors_).ok());
 }
 
@@ -260,7 +262,7 @@ TEST_F(ClientTest, RefusedCallsNameTheTensorAndLeaveTheStepIntact) {
 
   absl::Status status = client_->Push(last, TensorOf(grads, last_index));
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
-  EXPECT_THAT(status.message(), HasSubstr("call BeginStep() first"));
+  EXPECT_THAT(status.message(), HasSubstr("call BeginStep(0) first"));
   status = client_->Wait(tensors_);
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
 
@@ -448,6 +450,11 @@ TEST_F(ClientTest, AReplacementBeforeTheLastStepTrainsIt) {
 // Once the run is over, Start() refuses and Resume() hands over the final weights.
 TEST_F(ClientTest, ResumeAfterTheLastStepTakesTheFinalWeights) {
   TrainSteps(20);
+  // A push after the last step says the run is over, not which BeginStep() to call.
+  const absl::Status late = client_->Push(0, TensorOf(params_, 0));
+  EXPECT_TRUE(absl::IsFailedPrecondition(late)) << late;
+  EXPECT_THAT(late.message(), HasSubstr("pushed outside a step; the run is over: its 20 steps "
+                                        "are done"));
   absl::StatusOr<std::unique_ptr<Client>> replacement =
       Client::Connect(config_, layout_, /*rank=*/0, addresses_, RunLength{10, 20});
   ASSERT_TRUE(replacement.ok()) << replacement.status();

@@ -226,6 +226,12 @@ class BindingTest(unittest.TestCase):
         self.assertRefused(ValueError, lambda: self.client.push("fc3.weight", grads[2]),
                            '"fc3.weight"', "not registered")
         self.assertRefused(ValueError, lambda: self.client.push(7, grads[2]), "7", "out of range")
+        self.assertRefused(ValueError, lambda: self.client.push(2**31, grads[2]),
+                           "tensor index 2147483648 is out of range")
+        for wrong in (True, 1.0, None):  # Not taken for index 1 (True) or as a number.
+            self.assertRefused(TypeError, lambda: self.client.push(wrong, grads[2]),
+                               "must be its name (str) or its index (int), not "
+                               + type(wrong).__name__)
         self.push_all(grads)
         self.finish(grads)
 

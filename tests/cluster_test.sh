@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # 2 servers + 2 workers as separate processes on loopback: the loss falls and both workers
 # end with bit-identical weights; then the same with a lossy pull codec (top-k 25% with the
-# server's residual) and exact-weight resyncs every 8 steps; and test evaluations every few
+# server's residual) and exact-weight resyncs every 8 steps; with servers that only average
+# (AGGREGATE: each worker steps the config's optimizer); and test evaluations every few
 # steps leave the trained weights unchanged.
 source tests/testlib.sh
 
@@ -37,6 +38,20 @@ run_job lossy_pull_resync training="resync_steps: 8" compression='
       pull { name: "topk" ratio: 0.25 } pull_feedback { kind: RESIDUAL }
     }
   }'
+
+# server { mode: AGGREGATE }: the servers answer the mean gradient and each tamp_worker steps
+# it with the config's optimizer (SGD, momentum 0.9): the training raw_pull's servers do, to
+# fp32 rounding (there w + (w' - w) from the servers' w', here w'), so the losses agree
+# closely step by step; a worker that took the answer for its weights diverged at once.
+write_config "$WORK/aggregate.pbtxt"
+echo "server { mode: AGGREGATE }" >> "$WORK/aggregate.pbtxt"
+run_processes "$WORK/aggregate" "$WORK/aggregate.pbtxt"
+paste <(step_losses "$WORK/raw_pull/events0") <(step_losses "$WORK/aggregate/events0") |
+  head -40 | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-3 * $1) { print "step " NR ": " $1 " vs " $2; bad = 1 } }
+                  END { exit bad }' || fail "aggregate: losses differ from raw_pull's"
+accuracy=$(final_accuracy "$WORK/aggregate/events0")
+echo "aggregate: test accuracy $accuracy (raw_pull $(final_accuracy "$WORK/raw_pull/events0"))"
+awk -v a="$accuracy" 'BEGIN { exit !(a > 0.6) }' || fail "aggregate: test accuracy $accuracy"
 
 # Test evaluations every 7 steps (training.eval_every_steps) change no weight: worker 0
 # evaluates between steps and on its own buffers.

@@ -8,6 +8,7 @@
 #include "base/median.h"
 #include "base/status_macros.h"
 #include "job/config.h"
+#include "optim/schedule.h"
 #include "worker/cpu_models.h"
 #include "worker/gpu_model.h"
 #include "worker/layout_model.h"
@@ -34,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
     return absl::InvalidArgumentError(absl::StrCat("worker rank ", rank, " is out of range: cluster.num_workers is ",
                                                    config.cluster().num_workers()));
   }
+  TAMP_RETURN_IF_ERROR(CheckBuiltInTrainerConfig(config));
   std::unique_ptr<Trainer> trainer(new Trainer(std::move(config), rank, std::move(sink)));
   const config::RunConfig& cfg = trainer->config_;
   TAMP_ASSIGN_OR_RETURN(JobLayout layout, BuildJobLayout(cfg));
@@ -46,6 +48,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
   } else {
     TAMP_RETURN_IF_ERROR(trainer->LoadData(layout, parts.model));
   }
+  trainer->memory_ = trainer->model_->memory();
+  if (cfg.server().mode() == config::Server::AGGREGATE) {
+    TAMP_RETURN_IF_ERROR(trainer->PrepareLocalOptimizer(layout));
+  }
   // The shards' learning-rate schedule (in epochs) needs the run's length, which only the
   // workers know: it goes to every shard in the handshake.
   trainer->total_steps_ =
@@ -57,8 +63,30 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
                                 trainer->total_steps_},
                       std::move(parts.device_backends)));
   trainer->param_tensors_ = SplitIntoTensors(trainer->client_->layout(), trainer->model_->params());
-  trainer->memory_ = trainer->model_->memory();
   return trainer;
+}
+
+absl::Status CheckBuiltInTrainerConfig(const config::RunConfig& config) {
+  if (config.server().mode() == config::Server::AGGREGATE && !config.has_optimizer()) {
+    return absl::InvalidArgumentError(
+        "optimizer: missing: with server.mode AGGREGATE the servers answer the mean gradient "
+        "and the built-in trainer steps its model with the config's optimizer section");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::PrepareLocalOptimizer(const JobLayout& layout) {
+  if (memory_.kind != TensorMemory::Kind::kHost) {
+    return absl::InvalidArgumentError(
+        "server.mode AGGREGATE: the built-in trainer steps its own optimizer on the CPU only, "
+        "and this model's weights are on the GPU (device CUDA): use server.mode OPTIMIZER, or "
+        "tamp.torch with an optimizer of torch's");
+  }
+  TAMP_ASSIGN_OR_RETURN(local_optimizer_,
+                        CreateOptimizer(config_.optimizer(), layout.total_elements));
+  mean_gradient_.assign(layout.total_elements, 0.0f);
+  mean_gradient_tensors_ = SplitIntoTensors(layout, absl::MakeSpan(mean_gradient_));
+  return absl::OkStatus();
 }
 
 absl::Status Trainer::LoadData(const JobLayout& layout,
@@ -116,9 +144,17 @@ absl::Status Trainer::Step(uint64_t step, int64_t index, float* loss) {
   *loss = model_->TrainStep(batch_x_.data(), batch_labels_.data(),
                             static_cast<int>(config_.data().batch_size()), on_tensor_ready);
   TAMP_RETURN_IF_ERROR(model_->status());
-  // Backward no longer reads the replica's weights: the client applies each chunk's update
-  // as soon as its shard answers, while the other answers are still on the wire.
-  return client_->Wait(param_tensors_, memory_);
+  if (local_optimizer_ == nullptr) {
+    // Backward no longer reads the replica's weights: the client applies each chunk's update
+    // as soon as its shard answers, while the other answers are still on the wire.
+    return client_->Wait(param_tensors_, memory_);
+  }
+  TAMP_RETURN_IF_ERROR(client_->Wait(mean_gradient_tensors_, memory_));
+  const double learning_rate = LearningRate(config_.optimizer(), step,
+                                            static_cast<uint64_t>(steps_per_epoch_), total_steps_);
+  local_optimizer_->Apply(model_->params(), mean_gradient_, static_cast<int64_t>(step),
+                          static_cast<float>(learning_rate));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<float>> Trainer::Params() {

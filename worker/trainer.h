@@ -32,6 +32,7 @@
 #include "job/model_layout.h"
 #include "proto/config.pb.h"
 #include "proto/events.pb.h"
+#include "optim/optimizer.h"
 #include "worker/batcher.h"
 #include "worker/client.h"
 #include "worker/cuda_backend.h"
@@ -52,11 +53,20 @@ struct TrainerParts {
   DeviceBackendFactory device_backends = CreateCudaBackend;
 };
 
+// CheckBuiltInTrainerConfig()
+//
+// What the built-in trainer needs of a valid config beyond ValidateConfig(): with
+// server.mode AGGREGATE, an optimizer section (the servers answer the mean gradient and the
+// trainer steps with it). INVALID_ARGUMENT naming the field otherwise.
+absl::Status CheckBuiltInTrainerConfig(const config::RunConfig& config);
+
 class Trainer {
  public:
   using EventSink = std::function<void(const events::WorkerEvent&)>;
 
-  // Loads data, builds the model, connects the client to every shard.
+  // Loads data, builds the model, connects the client to every shard. With server.mode
+  // AGGREGATE the trainer steps the answered mean gradient with the config's optimizer (and
+  // learning-rate schedule) itself, on the CPU: a model on the GPU is refused.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(config::RunConfig config, uint32_t rank,
                                                          std::vector<std::string> server_addresses,
                                                          EventSink sink, TrainerParts parts = {});
@@ -72,6 +82,8 @@ class Trainer {
 
  private:
   Trainer(config::RunConfig config, uint32_t rank, EventSink sink);
+  // server.mode AGGREGATE: the optimizer this worker steps with, and the answers' buffer.
+  absl::Status PrepareLocalOptimizer(const JobLayout& layout);
   // The built-in models' data, batcher and model.
   absl::Status LoadData(const JobLayout& layout, const TrainerParts::ModelFactory& make_model);
   // One step: the batch, forward/backward pushing each tensor as it is ready, the answers.
@@ -93,6 +105,11 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Client> client_;
   std::vector<absl::Span<float>> param_tensors_;  // The model's weights, tensor by tensor.
+  // server.mode AGGREGATE: the servers answer the workers' mean gradient, which this worker
+  // steps with the config's optimizer (as every worker does, so the replicas stay equal).
+  std::unique_ptr<Optimizer> local_optimizer_;    // Null in OPTIMIZER mode.
+  std::vector<float> mean_gradient_;              // The answers, flat.
+  std::vector<absl::Span<float>> mean_gradient_tensors_;
   TensorMemory memory_;                           // Where they and the gradients live.
   uint64_t total_steps_ = 0;  // Of the whole run; computed before connecting (handshake).
   std::vector<float> batch_x_;

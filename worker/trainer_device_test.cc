@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "job/config.h"
 #include "job/job_layout.h"
@@ -219,6 +220,36 @@ TEST(TrainerDeviceTest, DeviceModelTrainsThroughTheDevicePathAsAHostWorker) {
   EXPECT_EQ(device.accuracy, host.accuracy);
   ASSERT_EQ(device.params.size(), host.params.size());
   EXPECT_EQ(device.params, host.params);
+}
+
+// In AGGREGATE mode the built-in trainer steps its own optimizer on the host: a model on a
+// device is refused before connecting (the address leads nowhere), naming the way on; a
+// config without an optimizer section too.
+TEST(TrainerDeviceTest, AggregateModeRefusesADeviceModelAndAMissingOptimizer) {
+  const std::string dir = testing::TestDir();
+  WriteDataSet(dir);
+  config::RunConfig config = Config(dir);
+  config.mutable_server()->set_mode(config::Server::AGGREGATE);
+  TrainerParts parts;
+  parts.model = [](const config::RunConfig& config, std::vector<TensorSpec> tensors,
+                   int max_batch) -> absl::StatusOr<std::unique_ptr<Model>> {
+    absl::StatusOr<std::unique_ptr<Model>> cpu =
+        CreateCpuModel(config.model(), std::move(tensors), max_batch);
+    if (!cpu.ok()) return cpu.status();
+    return std::unique_ptr<Model>(std::make_unique<DeviceStandInModel>(*std::move(cpu), kStream));
+  };
+  const auto ignore = [](const events::WorkerEvent&) {};
+  absl::Status refused =
+      Trainer::Create(config, 0, {"127.0.0.1:1"}, ignore, std::move(parts)).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr(
+                                     "server.mode AGGREGATE: the built-in trainer steps its own "
+                                     "optimizer on the CPU only"));
+  config.clear_optimizer();
+  refused = Trainer::Create(config, 0, {"127.0.0.1:1"}, ignore).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("optimizer: missing: with server.mode "
+                                                      "AGGREGATE"));
 }
 
 }  // namespace

@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
     std::cerr << "tamp_worker: " << device.message() << "\n";
     return kUsageError;
   }
+  if (absl::Status trainer_needs = tamp::CheckBuiltInTrainerConfig(*config); !trainer_needs.ok()) {
+    std::cerr << "tamp_worker: " << config_path << ": " << trainer_needs.message() << "\n";
+    return kUsageError;
+  }
   // The layout this worker would train (compression.automatic unresolved, a codec a chunk
   // cannot take: refused now, as a config, --check too).
   if (config->model().kind() != tamp::config::Model::REGISTERED) {

@@ -94,6 +94,8 @@ void FillHandshake(const JobLayout& layout, const config::RunConfig& config, uin
   }
   request->set_steps_per_epoch(steps_per_epoch);
   request->set_total_steps(total_steps);
+  request->set_server_mode(config.server().mode());
+  request->set_consistency_mode(config.consistency().mode());
 }
 
 absl::StatusOr<std::vector<TensorSpec>> HandshakeTensors(const rpc::HandshakeRequest& request) {
@@ -149,6 +151,19 @@ absl::Status CheckHandshakeHeader(const config::RunConfig& config, uint32_t serv
   if (worker >= cluster.num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "worker_rank ", worker, " out of range: the job has ", cluster.num_workers(), " workers"));
+  }
+  if (request.server_mode() != config::Server::MODE_UNSPECIFIED &&
+      request.server_mode() != config.server().mode()) {
+    return Differs(absl::StrCat("worker ", worker, ": "), "server.mode",
+                   config::Server::Mode_Name(request.server_mode()),
+                   absl::StrCat(config::Server::Mode_Name(config.server().mode()),
+                                " (started from another config)"));
+  }
+  if (request.consistency_mode() != config.consistency().mode()) {
+    return Differs(absl::StrCat("worker ", worker, ": "), "consistency.mode",
+                   config::Consistency::Mode_Name(request.consistency_mode()),
+                   absl::StrCat(config::Consistency::Mode_Name(config.consistency().mode()),
+                                " (started from another config)"));
   }
   return absl::OkStatus();
 }

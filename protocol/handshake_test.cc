@@ -126,6 +126,27 @@ TEST(HandshakeTest, WorkerRankOutOfRange) {
                 "worker_rank 2 out of range: the job has 2 workers");
 }
 
+// Workers and servers started from configs of other modes would train wrongly without an
+// error: an OPTIMIZER worker adds an AGGREGATE server's mean gradient to its weights.
+TEST(HandshakeTest, ServerAndConsistencyModes) {
+  ExpectRefused(Check(TestConfig([](config::RunConfig& c) {
+                  c.mutable_server()->set_mode(config::Server::AGGREGATE);
+                })),
+                absl::StatusCode::kFailedPrecondition,
+                "worker 1: server.mode differs: worker AGGREGATE vs server OPTIMIZER (started "
+                "from another config)");
+  ExpectRefused(Check(TestConfig([](config::RunConfig& c) {
+                  c.mutable_consistency()->set_mode(config::Consistency::ASYNC);
+                })),
+                absl::StatusCode::kFailedPrecondition,
+                "worker 1: consistency.mode differs: worker ASYNC vs server SYNC (started from "
+                "another config)");
+  // A worker that sends no server mode is not compared on it.
+  EXPECT_TRUE(CheckEdited([](rpc::HandshakeRequest& r) {
+                r.set_server_mode(config::Server::MODE_UNSPECIFIED);
+              }).ok());
+}
+
 TEST(HandshakeTest, ChunkCount) {
   // 2048-byte partitions split fc1.weight (12544 bytes) into 7 chunks instead of 4.
   ExpectRefused(Check(TestConfig([](config::RunConfig& c) {

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "job/config.h"
 #include "server/checkpointer.h"
 #include "server/shard.h"
 #include "server/test_job.h"
@@ -297,6 +298,40 @@ TEST(ShardRestoreTest, ARestoredShardContinuesBitForBit) {
   for (uint32_t id : original->chunk_ids()) {
     EXPECT_EQ(restored->Snapshot(id)->weights, original->Snapshot(id)->weights);
   }
+}
+
+// The run's length travels with the state: a shard restored from it refuses workers that
+// count the run otherwise (another data.batch_size), whose steps and schedule are not the
+// checkpoint's; the same length is taken as a first handshake's.
+TEST(ShardRestoreTest, ARestoredShardHoldsWorkersToTheCheckpointsRunLength) {
+  const config::RunConfig config = StatefulConfig();
+  const JobLayout layout = testing::TestLayout(config);
+  const uint64_t total = TotalSteps(config.training(), 16);
+  std::unique_ptr<Shard> original = NewShard(config, layout);
+  ASSERT_TRUE(original->Join(0, 16, total, 0).ok());
+  Step(*original, layout, 0);
+  const checkpoint::JobIdentity job = DescribeJob(config, layout, 1);
+  absl::StatusOr<checkpoint::ShardState> saved =
+      ParseCheckpoint(SerializeCheckpoint(job, original->ExportState()), "mem", job);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->steps_per_epoch(), 16u);
+  EXPECT_EQ(saved->total_steps(), total);
+
+  std::unique_ptr<Shard> restored = NewShard(config, layout);
+  ASSERT_TRUE(restored->Restore(*saved).ok());
+  EXPECT_TRUE(restored->run_length() == (Shard::RunLength{16, total}));
+  const absl::Status other = restored->Join(0, 8, TotalSteps(config.training(), 8), 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(other)) << other;
+  EXPECT_THAT(other.message(), HasSubstr("steps_per_epoch: worker says 8, server 1 has 16 from "
+                                         "its checkpoint (changed since it was written: "
+                                         "data.batch_size"));
+  EXPECT_TRUE(restored->Join(0, 16, total, 0).ok());
+
+  // A state saved before any handshake fixes nothing.
+  std::unique_ptr<Shard> unjoined = NewShard(config, layout);
+  std::unique_ptr<Shard> from_unjoined = NewShard(config, layout);
+  ASSERT_TRUE(from_unjoined->Restore(unjoined->ExportState()).ok());
+  EXPECT_TRUE(from_unjoined->run_length() == Shard::RunLength{});
 }
 
 TEST(ShardRestoreTest, ARestoredChunkFollowsTheFurthestWorker) {

@@ -8,8 +8,10 @@
 // handshake), and writes it every checkpoint.every_steps steps (server/checkpointer.h).
 // Serves until SIGTERM or SIGINT, then answers the pushes still waiting with UNAVAILABLE,
 // writes a final checkpoint (when configured), shuts the RPC server down (2 s grace) and
-// exits 0. Exits 2 on bad flags or config (the message names the problem) and 1 when it
-// cannot serve (port taken, port file not written, a damaged or mismatched checkpoint).
+// exits 0, or 3 when that checkpoint could not be written (the shard's state since its last
+// good one is lost: a restart would resume from that one, or from nothing). Exits 2 on bad
+// flags or config (the message names the problem) and 1 when it cannot serve (port taken,
+// port file not written, a damaged or mismatched checkpoint).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -75,6 +77,7 @@ namespace {
 
 constexpr int kExitCannotServe = 1;
 constexpr int kExitUsage = 2;
+constexpr int kExitCheckpointLost = 3;
 // Room for PullWeights' framing (chunk ids, field tags) beyond the shard's raw weights.
 constexpr uint64_t kPullWeightsSlack = 1 << 20;
 constexpr uint64_t kGrpcMaxMessageBytes = 0x7fffffff;
@@ -336,16 +339,18 @@ int Main(int argc, char** argv) {
   // Pushes of a step that can no longer complete must be answered, or Shutdown would wait
   // for them until the deadline and then cancel them without a reason.
   if (Shard* shard = (*host)->shard()) shard->Close(absl::UnavailableError("server shutting down"));
+  bool checkpoint_lost = false;
   {
     std::lock_guard<std::mutex> lock(made_with_shard_mu);
     if (checkpointer != nullptr) {
       if (absl::Status written = checkpointer->WriteFinal(); !written.ok()) {
         LOG(ERROR) << "checkpoint: " << written.message();
+        checkpoint_lost = true;
       }
     }
   }
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
-  return 0;
+  return checkpoint_lost ? kExitCheckpointLost : 0;
 }
 
 }  // namespace

@@ -133,6 +133,24 @@ for rank in 0 1; do
   [ ! -e "$dir/ckpt/shard-$rank.ckpt.tmp" ] || fail "server $rank left its temporary file"
 done
 
+# A final checkpoint that cannot be written (its directory replaced by a file after the
+# start-up probe) is logged and the server exits 3, so that a launcher sees the state lost.
+mkdir -p "$dir/lost"
+sed "s|dir: \"$dir/ckpt\"|dir: \"$dir/lost/ckpt\"|" "$WORK/ckpt.pbtxt" > "$WORK/lost.pbtxt"
+grep -q "$dir/lost/ckpt" "$WORK/lost.pbtxt" || fail "no checkpoint dir to replace"
+"$SERVER_BIN" --config="$WORK/lost.pbtxt" --rank=0 --port=0 --port_file="$dir/lost/port" \
+  2> "$dir/lost/server.log" &
+lost_server=$!
+for _ in $(seq 100); do [ -s "$dir/lost/port" ] && break; sleep 0.1; done
+[ -s "$dir/lost/port" ] || { cat "$dir/lost/server.log" >&2; fail "lost: the server did not start"; }
+rm -rf "$dir/lost/ckpt" && touch "$dir/lost/ckpt"
+kill -TERM "$lost_server"
+status=0
+wait "$lost_server" || status=$?
+[ "$status" -eq 3 ] || fail "a final checkpoint not written: exit status $status, expected 3"
+grep -q "checkpoint: cannot" "$dir/lost/server.log" ||
+  { tail -5 "$dir/lost/server.log" >&2; fail "the lost checkpoint was not logged"; }
+
 # A damaged checkpoint is refused, never loaded: the server names it and exits 1.
 printf '\xa5\x5a\xa5\x5a' | dd of="$dir/ckpt/shard-0.ckpt" bs=1 seek=100 conv=notrunc status=none
 status=0

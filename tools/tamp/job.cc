@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <limits>
@@ -26,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "job/job_layout.h"
+#include "server/checkpoint.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/interrupt.h"
 #include "tools/tamp/process_group.h"
@@ -398,9 +400,21 @@ Job::Outcome Job::EndedTogether() {
 
 bool Job::RestartServer(int child, const ExitStatus& status) {
   if (server_restarts_ >= options_.restart_servers) return false;
+  const int rank = roles_[child].rank;
+  // Without its checkpoint the new process starts at step 0 and refuses the workers' next
+  // pushes ("chunk 0 is at step 0, push was for step 374"): say why instead.
+  const std::string checkpoint = CheckpointPath(
+      config_.checkpoint().dir().empty() ? absl::StrCat(run_dir_, "/checkpoints")
+                                         : config_.checkpoint().dir(),
+      rank);
+  if (std::error_code error; !std::filesystem::exists(checkpoint, error)) {
+    Say(absl::StrCat(group_.name(child), " exited while workers were running (",
+                     status.ToString(), "); not restarted: it has no checkpoint to resume from (",
+                     checkpoint, ": none written yet, or every write failed; see its log)"));
+    return false;
+  }
   ++server_restarts_;
   summary_.ServerRestarted();
-  const int rank = roles_[child].rank;
   std::vector<std::string> argv = server_argv_[rank];
   // Same port: the workers know the server by its address.
   std::replace(argv.begin(), argv.end(), std::string(kAnyPort),

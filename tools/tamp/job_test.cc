@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -351,10 +352,28 @@ TEST_F(JobTest, ServerDyingWhileWorkersRunFails) {
   ExpectAllGone(2);
 }
 
+// A server without a checkpoint (none written yet, or every write failed) is not restarted:
+// at step 0 it would refuse the workers' next pushes.
+TEST_F(JobTest, RestartServersLeavesAServerWithoutACheckpointDead) {
+  setenv("FAKE_SERVER_MODE", "die_later", 1);
+  setenv("FAKE_WORKER_MODE", "hang", 1);
+  options_.restart_servers = 2;
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("exited while workers were running (exit status 1); not "
+                                    "restarted: it has no checkpoint to resume from (" +
+                                    options_.run_dir + "/checkpoints/shard-"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("restarting it")));
+  ExpectAllGone(2);
+}
+
 TEST_F(JobTest, RestartServersStartsADeadServerAgainOnItsPortUpToTheLimit) {
   setenv("FAKE_SERVER_MODE", "die_later", 1);  // Every start dies 0.3 s later.
   setenv("FAKE_WORKER_MODE", "hang", 1);
   options_.restart_servers = 2;
+  std::filesystem::create_directories(options_.run_dir + "/checkpoints");
+  for (const char* shard : {"/checkpoints/shard-0.ckpt", "/checkpoints/shard-1.ckpt"}) {
+    std::ofstream(options_.run_dir + shard) << "stand-in";
+  }
   ASSERT_EQ(Run(), kExitFailed) << out_.str();
   const std::string out = out_.str();
   EXPECT_THAT(out, HasSubstr("exited while workers were running (exit status 1); restarting it "

@@ -27,6 +27,13 @@ absl::Status ValidateHostPort(absl::string_view address, absl::string_view what)
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint32_t> PortOf(absl::string_view address, absl::string_view what) {
+  TAMP_RETURN_IF_ERROR(ValidateHostPort(address, what));
+  uint32_t port = 0;
+  const bool parsed = absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
+  return parsed ? port : 0;  // Always parsed: ValidateHostPort() read it.
+}
+
 absl::Status ValidateServerList(const std::vector<std::string>& addresses,
                                 absl::string_view what) {
   for (size_t i = 0; i < addresses.size(); ++i) {

@@ -3,10 +3,12 @@
 
 // Server addresses as configs, flags and launchers' variables give them.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace tamp {
@@ -15,6 +17,9 @@ namespace tamp {
 // INVALID_ARGUMENT "WHAT: 'ADDRESS' is not host:port ..." (`what` names the field or
 // variable it came from).
 absl::Status ValidateHostPort(absl::string_view address, absl::string_view what);
+
+// The port of a valid "host:port" (ValidateHostPort's error otherwise).
+absl::StatusOr<uint32_t> PortOf(absl::string_view address, absl::string_view what);
 
 // Every address of a server list valid (ValidateHostPort) and no address twice: INVALID_ARGUMENT
 // "WHAT: '127.0.0.1:5000' is given twice (servers 0 and 1): each server needs an address of

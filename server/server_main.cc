@@ -43,6 +43,7 @@
 #include "grpcpp/grpcpp.h"
 #include "base/program_usage.h"
 #include "job/config.h"
+#include "job/address.h"
 #include "job/chunk_codecs.h"
 #include "job/job_layout.h"
 #include "job/placement.h"
@@ -62,7 +63,9 @@ ABSL_FLAG(std::optional<uint32_t>, rank, std::nullopt,
           "Index of this shard, in [0, cluster.num_servers); 0 when not given. Given with "
           "another placement (--placement), it must agree with the environment's rank.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
-ABSL_FLAG(int32_t, port, 0, "Port to listen on; 0 lets the system pick a free one.");
+ABSL_FLAG(std::optional<int32_t>, port, std::nullopt,
+          "Port to listen on; 0 lets the system pick a free one. Default: the port of "
+          "cluster.server_addresses[rank] when the config lists the servers, else 0.");
 ABSL_FLAG(std::string, port_file, "",
           "Once listening, write \"<port>\\n\" to this file, atomically (for launchers).");
 ABSL_FLAG(std::string, checkpoint_dir, "",
@@ -121,6 +124,27 @@ struct Setup {
   std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
+// --port, else the port the config lists for shard `rank` (workers that take the config's
+// addresses reach it there), else 0. A --port other than the listed one is said: those
+// workers will not reach this server.
+absl::StatusOr<int> ListenPort(const config::Cluster& cluster, uint32_t rank,
+                               const std::string& config_path) {
+  const std::optional<int32_t> flag = absl::GetFlag(FLAGS_port);
+  if (static_cast<int>(rank) >= cluster.server_addresses_size()) return flag.value_or(0);
+  const std::string& listed = cluster.server_addresses(static_cast<int>(rank));
+  TAMP_ASSIGN_OR_RETURN(const uint32_t listed_port,
+                        PortOf(listed, absl::StrCat(config_path, ": cluster.server_addresses[",
+                                                    rank, "]")));
+  if (!flag.has_value()) return static_cast<int>(listed_port);
+  if (*flag != 0 && static_cast<uint32_t>(*flag) != listed_port) {
+    std::fprintf(stderr,
+                 "tamp_server: warning: --port=%d, but %s lists server %u as %s: workers that "
+                 "take the config's addresses will not reach this server\n",
+                 *flag, config_path.c_str(), rank, listed.c_str());
+  }
+  return *flag;
+}
+
 absl::StatusOr<Setup> Configure() {
   Setup setup;
   const std::string config_path = absl::GetFlag(FLAGS_config);
@@ -145,7 +169,7 @@ absl::StatusOr<Setup> Configure() {
   }
   setup.placement = *std::move(placement);
   setup.rank = setup.placement.rank;
-  int port = absl::GetFlag(FLAGS_port);
+  TAMP_ASSIGN_OR_RETURN(int port, ListenPort(setup.config.cluster(), setup.rank, config_path));
   setup.host = absl::GetFlag(FLAGS_host);
   if (!setup.placement.listen_host.empty()) {
     setup.host = setup.placement.listen_host;
@@ -165,6 +189,21 @@ absl::StatusOr<Setup> Configure() {
   TAMP_ASSIGN_OR_RETURN(setup.credentials,
                         MakeServerCredentials(setup.config.cluster(), setup.host));
   return setup;
+}
+
+// For --check: what the start would refuse of the checkpoint (Checkpointer::Start's
+// probe, ReadCheckpoint's checks; for model.kind REGISTERED, whose job the first handshake
+// tells, only the file's soundness). OK without a checkpoint block.
+absl::Status CheckCheckpointForStart(const Setup& setup, const config::Checkpoint& spec) {
+  if (!setup.config.has_checkpoint() || spec.dir().empty()) return absl::OkStatus();
+  const std::string path = CheckpointPath(spec.dir(), setup.rank);
+  TAMP_RETURN_IF_ERROR(CheckCheckpointWritable(path));
+  if (setup.config.model().kind() == config::Model::REGISTERED) {
+    return CheckCheckpointSound(path);
+  }
+  const absl::StatusOr<checkpoint::ShardState> state =
+      ReadCheckpoint(path, DescribeJob(setup.config, setup.layout, setup.rank));
+  return state.ok() || absl::IsNotFound(state.status()) ? absl::OkStatus() : state.status();
 }
 
 void LogLoad(const Setup& setup) {
@@ -224,7 +263,17 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "tamp_server: %s\n", std::string(setup.status().message()).c_str());
     return kExitUsage;
   }
+  config::Checkpoint checkpoint_spec = setup->config.checkpoint();
+  if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
+    checkpoint_spec.set_dir(dir);
+  }
   if (absl::GetFlag(FLAGS_check)) {
+    // What the real start refuses of the checkpoint: a directory it cannot write, a file
+    // that is damaged or (built-in models) of another job.
+    if (absl::Status usable = CheckCheckpointForStart(*setup, checkpoint_spec); !usable.ok()) {
+      std::fprintf(stderr, "tamp_server: %s\n", std::string(usable.message()).c_str());
+      return kExitCannotServe;
+    }
     // The servers' addresses are known only where the placement lists them (Slurm,
     // Kubernetes); by flags each server knows its own.
     const std::string servers =
@@ -239,10 +288,6 @@ int Main(int argc, char** argv) {
     return 0;
   }
   LogLoad(*setup);
-  config::Checkpoint checkpoint_spec = setup->config.checkpoint();
-  if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
-    checkpoint_spec.set_dir(dir);
-  }
   // Other models' shards read their checkpoint now (ShardHost::Create); a REGISTERED one
   // learns its job at the first handshake, but a damaged file is damaged for any job.
   if (setup->config.has_checkpoint() && !checkpoint_spec.dir().empty() &&

@@ -158,6 +158,28 @@ status=0
 [ "$status" -eq 1 ] || fail "a damaged checkpoint: exit status $status, expected 1"
 grep -q "shard-0.ckpt: damaged checkpoint" "$dir/damaged.log" ||
   { cat "$dir/damaged.log" >&2; fail "the damaged checkpoint was not named"; }
+# --check refuses what the start refuses: the damaged file, a checkpoint dir it cannot write.
+status=0
+"$SERVER_BIN" --config="$WORK/ckpt.pbtxt" --rank=0 --check 2> "$dir/check_damaged.log" || status=$?
+[ "$status" -eq 1 ] && grep -q "shard-0.ckpt: damaged checkpoint" "$dir/check_damaged.log" ||
+  { cat "$dir/check_damaged.log" >&2; fail "--check took the damaged checkpoint ($status)"; }
+status=0
+"$SERVER_BIN" --config="$WORK/lost.pbtxt" --rank=0 --check 2> "$dir/check_lost.log" || status=$?
+[ "$status" -eq 1 ] && grep -q "cannot" "$dir/check_lost.log" ||
+  { cat "$dir/check_lost.log" >&2; fail "--check took an unwritable checkpoint dir ($status)"; }
+# Without --port a server listens where the config lists it; another --port is warned of.
+listed="$WORK/listed.pbtxt"
+sed 's/^cluster {\(.*\)}$/cluster {\1 server_addresses: ["127.0.0.1:41090", "127.0.0.1:41091"] }/' \
+  "$WORK/job.pbtxt" > "$listed"
+grep -q "41091" "$listed" || fail "no cluster line to add server_addresses to"
+"$SERVER_BIN" --config="$listed" --rank=1 --check > "$dir/check_listed.out" 2>&1 ||
+  { cat "$dir/check_listed.out" >&2; fail "--check of a config with server_addresses failed"; }
+grep -q "would listen on 127.0.0.1:41091" "$dir/check_listed.out" ||
+  { cat "$dir/check_listed.out" >&2; fail "the server does not take its listed port"; }
+"$SERVER_BIN" --config="$listed" --rank=1 --port=41095 --check > "$dir/check_port.out" 2>&1 ||
+  fail "--check with --port failed"
+grep -q "warning: --port=41095, but .* lists server 1 as 127.0.0.1:41091" "$dir/check_port.out" ||
+  { cat "$dir/check_port.out" >&2; fail "another --port than the listed one was not warned of"; }
 # So does a server of model.kind REGISTERED, which learns its job only at the first
 # handshake: a damaged file is damaged for any job.
 sed 's/^model {.*}$/model { kind: REGISTERED }/' "$WORK/ckpt.pbtxt" > "$WORK/ckpt_registered.pbtxt"

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "base/cpu_time.h"
 #include "base/proto_json.h"
@@ -165,6 +166,26 @@ int AutoPlanCommand(const ModelOptions& options, const config::RunConfig& config
 
 }  // namespace
 
+// The threshold codec sends as many entries as the gradient has above the threshold: the
+// model counts those of its one gradient (at the initial weights, on random images, with
+// empty residuals), so its bytes are not a run's. "" when no chunk uses it.
+std::string DataDependentBytesNote(const JobLayout& layout) {
+  std::vector<std::string> tensors;
+  for (const ChunkPlan& plan : layout.chunks) {
+    const bool threshold = plan.compression.push().name() == "threshold" ||
+                           plan.compression.pull().name() == "threshold";
+    const std::string& name = layout.tensor_of(plan).name;
+    if (threshold && (tensors.empty() || tensors.back() != name)) tensors.push_back(name);
+  }
+  if (tensors.empty()) return "";
+  return absl::StrCat(
+      "the threshold codec (", absl::StrJoin(tensors, ", "),
+      ") sends every entry above its threshold, as many as the gradients have: its bytes "
+      "here are those of one gradient at the initial weights (random images, empty "
+      "residuals), and a run's gradients may hold far fewer or more such entries, so its "
+      "MB/step and times can be far from a run's (tamp run measures them)");
+}
+
 std::string BusyMachineNote(double load_average, int cores) {
   if (load_average < cores) return "";
   return absl::StrFormat(
@@ -212,6 +233,9 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
   }
   absl::StatusOr<JobLayout> layout = BuildJobLayout(*config);
   if (!layout.ok()) return fail(layout.status());
+  if (const std::string note = DataDependentBytesNote(*layout); !note.empty()) {
+    *err << "tamp model: note: " << options.config_path << ": " << note << "\n";
+  }
   const int workers = static_cast<int>(config->cluster().num_workers());
 
   // Compute, measured once: as many model copies at once as the job has workers.

@@ -7,6 +7,8 @@
 #include <ostream>
 #include <string>
 
+#include "job/job_layout.h"
+
 #include "tools/tamp/model_options.h"
 
 namespace tamp::launcher {
@@ -24,6 +26,13 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
 // least `cores`): its measured times, and so its predictions, are inflated and vary between
 // runs. "" otherwise.
 std::string BusyMachineNote(double load_average, int cores);
+
+// DataDependentBytesNote()
+//
+// What `tamp model` says of a layout whose chunks use the threshold codec (naming their
+// tensors): its bytes are those of the one gradient the model encodes, not a run's, as the
+// codec sends as many entries as the gradients hold above the threshold. "" otherwise.
+std::string DataDependentBytesNote(const JobLayout& layout);
 
 }  // namespace tamp::launcher
 

@@ -166,6 +166,34 @@ TEST(ModelCommandTest, ABusyMachineIsSaid) {
   EXPECT_NE(BusyMachineNote(2, 2), "");
 }
 
+TEST(ModelCommandTest, AThresholdCodecsBytesAreSaidToBeOneGradients) {
+  absl::StatusOr<config::RunConfig> config = LoadConfigText(R"pb(
+    version: 1
+    cluster { num_servers: 1 num_workers: 1 }
+    model { kind: MLP hidden: [ 8 ] }
+    data { batch_size: 4 }
+    training { epochs: 1 }
+    optimizer { learning_rate: 0.1 }
+    compression {
+      default_compression { push { name: "topk" ratio: 0.1 } }
+      tensor_overrides {
+        pattern: "fc2.weight"
+        compression { push { name: "threshold" threshold: 0.01 } }
+      }
+    }
+  )pb", "test");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(*config);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  const std::string note = DataDependentBytesNote(*layout);
+  EXPECT_NE(note.find("the threshold codec (fc2.weight) sends every entry above its threshold"),
+            std::string::npos) << note;
+  config->mutable_compression()->clear_tensor_overrides();
+  layout = BuildJobLayout(*config);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(DataDependentBytesNote(*layout), "");
+}
+
 TEST(ModelCommandTest, AutoNeedsAnAutomaticBlock) {
   ModelOptions options;
   options.config_path = WriteFile("plain.pbtxt", R"(version: 1

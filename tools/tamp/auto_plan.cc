@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tools/tamp/convergence_table.h"
@@ -53,11 +55,16 @@ absl::Status CheckCandidates(const config::Compression& compression) {
                                            OneLine(candidate), "}");
     if (IsNone(candidate)) continue;
     int measured = 0;
+    std::vector<std::string> other_optimizer;  // Rows of these settings auto cannot judge by.
     for (const ConvergenceRow& row : ConvergenceRows()) {
       config::ChunkCompression parsed;
       if (!google::protobuf::TextFormat::ParseFromString(row.compression, &parsed)) continue;
       if (!google::protobuf::util::MessageDifferencer::Equivalent(Normalized(parsed),
                                                                   candidate)) {
+        continue;
+      }
+      if (!row.reference_optimizer) {
+        other_optimizer.push_back(absl::StrCat(row.model, "_", row.row));
         continue;
       }
       ++measured;
@@ -69,6 +76,14 @@ absl::Status CheckCandidates(const config::Compression& compression) {
             field, 100 * loss, row.model, row.row, row.final_accuracy, row.none_accuracy,
             100 * kMaxAccuracyLoss));
       }
+    }
+    if (measured == 0 && !other_optimizer.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": measured in bench/results/convergence.json only under another optimizer "
+                 "than its model's uncompressed run (",
+          absl::StrJoin(other_optimizer, ", "),
+          "; DGC's rows run the servers without momentum, which DGC keeps on the workers), "
+          "so auto cannot tell what it costs at the reference settings (docs/auto.md)"));
     }
     if (measured == 0) {
       return absl::InvalidArgumentError(absl::StrCat(

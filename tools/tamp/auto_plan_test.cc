@@ -141,6 +141,17 @@ TEST(CheckCandidatesTest, TheConvergenceTablesOnePointRule) {
       Config("candidates { push { name: 'topk' ratio: 0.02 } push_feedback { kind: RESIDUAL } }")
           .compression());
   EXPECT_THAT(unmeasured.message(), HasSubstr("not measured in bench/results/convergence.json"));
+  // DGC's settings are measured, but only with the servers' momentum moved to the workers:
+  // said so, not "not measured".
+  absl::Status other_optimizer = CheckCandidates(
+      Config("candidates { push { name: 'dgc' ratio: 0.01 sample_ratio: 0.01 } "
+             "push_feedback { kind: DGC_MOMENTUM } }")
+          .compression());
+  EXPECT_EQ(other_optimizer.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(other_optimizer.message(),
+              HasSubstr("measured in bench/results/convergence.json only under another "
+                        "optimizer than its model's uncompressed run (cnn_dgc1_ef, "));
+  EXPECT_THAT(other_optimizer.message(), HasSubstr("mlp_dgc1_ef"));
 }
 
 TEST(CheckCandidatesTest, OverridesAndEmptyListsAreRefused) {

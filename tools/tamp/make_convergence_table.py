@@ -3,8 +3,9 @@
 run, its model, row, compression (the config's default_compression block) and final test
 accuracy next to that model's "none" run, for `auto`'s 1-point rule (tools/tamp/auto_plan.h).
 
-Only runs at their model's reference optimizer (the "none" run's) are kept: a row measured at
-another learning rate does not say what the codec loses at the reference one.
+Each row says whether it ran at its model's reference optimizer (the "none" run's): one
+measured at another (DGC's server momentum 0, the sign codecs' recommended learning rates)
+does not say what the codec loses at the reference one, and auto does not judge by it.
 
 Usage: tools/tamp/make_convergence_table.py [--check]   (--check: exit 1 if stale)
 """
@@ -34,10 +35,9 @@ def rows():
         none = runs.get(f"{run['model']}_none")
         if none is None or run.get("final_accuracy") is None or run["row"] == "none":
             continue
-        if block(run["config"], "optimizer") != block(none["config"], "optimizer"):
-            continue
+        reference = block(run["config"], "optimizer") == block(none["config"], "optimizer")
         out.append((run["model"], run["row"], block(run["config"], "default_compression"),
-                    run["final_accuracy"], none["final_accuracy"]))
+                    run["final_accuracy"], none["final_accuracy"], reference))
     return out
 
 
@@ -47,9 +47,10 @@ def text():
              "namespace tamp::launcher {", "",
              "const std::vector<ConvergenceRow>& ConvergenceRows() {",
              "  static const auto* rows = new std::vector<ConvergenceRow>{"]
-    for model, row, compression, accuracy, none in rows():
+    for model, row, compression, accuracy, none, reference in rows():
         escaped = compression.replace("\\", "\\\\").replace('"', '\\"')
-        lines.append(f'      {{"{model}", "{row}", "{escaped}", {accuracy}, {none}}},')
+        lines.append(f'      {{"{model}", "{row}", "{escaped}", {accuracy}, {none}, '
+                     f'{"true" if reference else "false"}}},')
     lines += ["  };", "  return *rows;", "}", "", "}  // namespace tamp::launcher", ""]
     return "\n".join(lines)
 

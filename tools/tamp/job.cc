@@ -638,7 +638,7 @@ int Job::Run() {
     Say(absl::StrCat(summary.status().message(), "; the summary holds the wall time only"));
     summary = events::RunSummary();
     summary->set_name(config_.name());
-    summary->set_epochs(config_.training().epochs());
+    summary->set_wall_time_only(true);
     summary->set_wall_seconds(wall_seconds);
     summary->set_server_restarts(server_restarts_);
     summary->set_worker_restarts(worker_restarts_);

@@ -272,7 +272,7 @@ TEST(SummaryToJsonTest, EveryFieldSnakeCaseWithNumbersAndTheFormatVersion) {
             R"("bytes_pulled":0,"compression_ratio":0,"final_loss":0,"compute_ms_median":0,)"
             R"("encode_ms_median":0,"wire_ms_median":0,"decode_ms_median":0,)"
             R"("apply_ms_median":0,"comm_hidden_percent_median":0,"server_restarts":0,)"
-            R"("worker_restarts":0,"synthetic":false,"start_step":0})");
+            R"("worker_restarts":0,"synthetic":false,"start_step":0,"wall_time_only":false})");
   events::RunSummary parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
   summary.set_format_version(kJsonFormatVersion);

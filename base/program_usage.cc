@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace tamp {
 namespace {
@@ -62,6 +63,49 @@ void ExitIfHelpAsked(int argc, char** argv) {
   }
   std::cout.flush();
   std::exit(0);
+}
+
+void ExitIfFlagsBad(int argc, char** argv) {
+  const absl::string_view path = argv[0];
+  const std::string program(path.substr(path.rfind('/') + 1));  // npos + 1 == 0.
+  auto bad = [&](const std::string& message) {
+    std::cerr << program << ": " << message << "\n";
+    std::exit(2);
+  };
+  for (int i = 1; i < argc && absl::string_view(argv[i]) != "--"; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-') continue;  // Positional: the program checks those.
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    const size_t equals = arg.find('=');
+    const absl::string_view name = arg.substr(0, equals);
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") && equals == absl::string_view::npos) {
+      const absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>()) continue;  // --nocheck
+    }
+    if (flag == nullptr) {
+      static const char* const kAbseils[] = {"flagfile", "fromenv", "tryfromenv", "undefok",
+                                             "help", "helpfull", "helpshort", "helppackage",
+                                             "helpmatch", "version", "only_check_args"};
+      if (std::find(std::begin(kAbseils), std::end(kAbseils), name) != std::end(kAbseils)) {
+        continue;
+      }
+      bad(absl::StrCat("unknown flag --", name, " (--help lists the flags)"));
+    }
+    std::string value;
+    if (equals != absl::string_view::npos) {
+      value = std::string(arg.substr(equals + 1));
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < argc) {
+      value = argv[++i];  // --rank 1
+    } else {
+      bad(absl::StrCat("--", name, " needs a value"));
+    }
+    // ParseFrom() sets the flag; ParseCommandLine() sets it again from the same text.
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) bad(absl::StrCat("--", name, "=", value, ": ", error));
+  }
 }
 
 }  // namespace tamp

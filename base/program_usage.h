@@ -23,6 +23,14 @@ void SetProgramUsage(absl::string_view usage, std::vector<std::string> flag_file
 // SetProgramUsage(), before absl::ParseCommandLine().
 void ExitIfHelpAsked(int argc, char** argv);
 
+// When argv (before any "--") names a flag the program does not define, or gives a flag a
+// value it cannot take, prints "PROGRAM: unknown flag --porrt (--help lists the flags)" or
+// "PROGRAM: --rank=-1: <why>" to stderr and exits 2, the usage error of every other bad
+// flag or config: absl::ParseCommandLine() exits 1 for these, which launchers and cluster
+// engines read as a run-time failure. Abseil's own flags (--flagfile, --fromenv, ...) are
+// left to it. Call before absl::ParseCommandLine().
+void ExitIfFlagsBad(int argc, char** argv);
+
 }  // namespace tamp
 
 #endif  // TAMP_BASE_PROGRAM_USAGE_H_

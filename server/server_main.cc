@@ -230,6 +230,7 @@ int Main(int argc, char** argv) {
       "  tamp_server --config=job.pbtxt --rank=0 [--host=H] [--port=P] [--port_file=F]",
       {"server/server_main.cc", "job/placement_flags.cc"});
   tamp::ExitIfHelpAsked(argc, argv);
+  tamp::ExitIfFlagsBad(argc, argv);
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = 1;
   google::InitGoogleLogging(argv[0]);

@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
       "Tamp training worker. Example: tamp_worker --config=job.pbtxt --rank=0 --servers=h:p,h:p",
       {"worker/worker_main.cc", "job/placement_flags.cc"});
   tamp::ExitIfHelpAsked(argc, argv);
+  tamp::ExitIfFlagsBad(argc, argv);
   // Before anything else: this may restart the program with faster GEMM kernels.
   tamp::ReexecWithFasterOpenblasKernels(argv);
   absl::ParseCommandLine(argc, argv);

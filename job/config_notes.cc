@@ -51,9 +51,20 @@ void NoteOverride(const config::Compression& compression, const std::string& ove
 }
 
 // Notes on one block: a residual around codec none keeps nothing; a pull residual under
-// ASYNC / SSP is not used.
+// ASYNC / SSP is not used; a push warm-up as long as the run's `epochs` (0: not given)
+// leaves the codec's own ratio unused.
 void NoteBlock(const config::ChunkCompression& block, const std::string& field,
-               config::Consistency::Mode mode, std::vector<std::string>* notes) {
+               config::Consistency::Mode mode, uint32_t epochs, std::vector<std::string>* notes) {
+  const int warmup = block.push().ratio_warmup_size();
+  if (epochs != 0 && warmup >= static_cast<int>(epochs)) {
+    notes->push_back(absl::StrCat(
+        field, ".push.ratio_warmup has ", warmup, " epochs of warm-up and training.epochs is ",
+        epochs, ": the run ends inside the warm-up",
+        warmup > static_cast<int>(epochs)
+            ? absl::StrCat(" (its last ", warmup - static_cast<int>(epochs), " never apply)")
+            : "",
+        " and the push codec's own ratio is never used"));
+  }
   if (block.push_feedback().kind() == config::ErrorFeedback::RESIDUAL &&
       !Compresses(block.push())) {
     notes->push_back(absl::StrCat(field, ".push_feedback RESIDUAL keeps nothing: push codec none "
@@ -79,21 +90,23 @@ std::vector<std::string> ConfigNotes(const config::RunConfig& parsed) {
   std::vector<std::string> notes;
   const config::Compression& compression = parsed.compression();
   const config::Consistency::Mode mode = parsed.consistency().mode();
-  NoteBlock(compression.default_compression(), "compression.default_compression", mode, &notes);
+  const uint32_t epochs = parsed.training().epochs();
+  NoteBlock(compression.default_compression(), "compression.default_compression", mode, epochs,
+            &notes);
   for (int i = 0; i < compression.shard_overrides_size(); ++i) {
     const config::ShardOverride& override = compression.shard_overrides(i);
     const std::string field = absl::StrCat("compression.shard_overrides[", i, "]");
     NoteOverride(compression,
                  absl::StrCat(field, " (shards ", absl::StrJoin(override.shards(), ", "), ")"),
                  override.compression(), &notes);
-    NoteBlock(override.compression(), field + ".compression", mode, &notes);
+    NoteBlock(override.compression(), field + ".compression", mode, epochs, &notes);
   }
   for (int i = 0; i < compression.tensor_overrides_size(); ++i) {
     const config::TensorOverride& override = compression.tensor_overrides(i);
     const std::string field = absl::StrCat("compression.tensor_overrides[", i, "]");
     NoteOverride(compression, absl::StrCat(field, " (pattern '", override.pattern(), "')"),
                  override.compression(), &notes);
-    NoteBlock(override.compression(), field + ".compression", mode, &notes);
+    NoteBlock(override.compression(), field + ".compression", mode, epochs, &notes);
   }
   return notes;
 }

@@ -80,6 +80,20 @@ TEST(ConfigNotesTest, AResidualThatKeepsNothingOrIsNotUsedIsNamed) {
               ElementsAre(HasSubstr("not used with consistency.mode SSP")));
 }
 
+TEST(ConfigNotesTest, AWarmUpAsLongAsTheRunIsNamed) {
+  const std::string warmup =
+      "default_compression { push { name: 'topk' ratio: 0.01 ratio_warmup: [0.25, 0.06, 0.02] } "
+      "push_feedback { kind: RESIDUAL } }";
+  EXPECT_THAT(NotesOf(warmup, "training { epochs: 4 }"), IsEmpty());
+  EXPECT_THAT(NotesOf(warmup, "training { epochs: 3 }"),
+              ElementsAre("job.pbtxt: compression.default_compression.push.ratio_warmup has 3 "
+                          "epochs of warm-up and training.epochs is 3: the run ends inside the "
+                          "warm-up and the push codec's own ratio is never used"));
+  EXPECT_THAT(NotesOf(warmup, "training { epochs: 1 }"),
+              ElementsAre(HasSubstr("the run ends inside the warm-up (its last 2 never apply) "
+                                    "and the push codec's own ratio is never used")));
+}
+
 TEST(ConfigNotesTest, AnInvalidConfigGivesItsErrorAndNoNotes) {
   std::vector<std::string> notes;
   const absl::StatusOr<config::RunConfig> config = LoadConfigText(

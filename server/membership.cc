@@ -81,7 +81,7 @@ std::vector<Membership::Entry> Membership::members() const {
 absl::Status Membership::FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps,
                                       const std::function<absl::Status()>& admit) {
   std::lock_guard<std::mutex> lock(run_length_mu_);
-  TAMP_RETURN_IF_ERROR(CheckRunLength(steps_per_epoch, total_steps, "worker says"));
+  TAMP_RETURN_IF_ERROR(CheckRunLength(steps_per_epoch, total_steps));
   // `admit` is the last thing that can fail; the run's length is fixed only after it.
   // Meanwhile no other handshake can fix another one (run_length_mu_), and a barrier that
   // `admit` lets complete before then does not need it (CheckScheduleReady() passed).
@@ -90,18 +90,7 @@ absl::Status Membership::FixRunLength(uint64_t steps_per_epoch, uint64_t total_s
   return absl::OkStatus();
 }
 
-absl::Status Membership::RestoreRunLength(uint64_t steps_per_epoch, uint64_t total_steps,
-                                          const std::function<absl::Status()>& restore) {
-  std::lock_guard<std::mutex> lock(run_length_mu_);
-  TAMP_RETURN_IF_ERROR(CheckRunLength(steps_per_epoch, total_steps, "the checkpoint says"));
-  if (restore) TAMP_RETURN_IF_ERROR(restore());
-  run_length_from_checkpoint_ = true;
-  SetRunLength(steps_per_epoch, total_steps);
-  return absl::OkStatus();
-}
-
-absl::Status Membership::CheckRunLength(uint64_t steps_per_epoch, uint64_t total_steps,
-                                        absl::string_view says) const {
+absl::Status Membership::CheckRunLength(uint64_t steps_per_epoch, uint64_t total_steps) const {
   if (steps_per_epoch == 0 || total_steps == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("steps_per_epoch and total_steps must be >= 1, got ", steps_per_epoch,
@@ -110,13 +99,13 @@ absl::Status Membership::CheckRunLength(uint64_t steps_per_epoch, uint64_t total
   if (run_length_fixed_.load(std::memory_order_relaxed)) {
     if (steps_per_epoch != steps_per_epoch_) {
       return absl::FailedPreconditionError(
-          absl::StrCat("steps_per_epoch: ", says, " ", steps_per_epoch, ", server ", rank_,
-                       " has ", steps_per_epoch_, RunLengthSource()));
+          absl::StrCat("steps_per_epoch: worker says ", steps_per_epoch, ", server ", rank_,
+                       " has ", steps_per_epoch_, " from the first handshake"));
     }
     if (total_steps != total_steps_) {
       return absl::FailedPreconditionError(
-          absl::StrCat("total_steps: ", says, " ", total_steps, ", server ", rank_, " has ",
-                       total_steps_, RunLengthSource()));
+          absl::StrCat("total_steps: worker says ", total_steps, ", server ", rank_, " has ",
+                       total_steps_, " from the first handshake"));
     }
     return absl::OkStatus();
   }
@@ -128,7 +117,7 @@ absl::Status Membership::CheckRunLength(uint64_t steps_per_epoch, uint64_t total
       examples / config_.cluster().num_workers() / std::max<uint32_t>(1, data.batch_size());
   if (steps_per_epoch > most_per_epoch) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "steps_per_epoch: ", says, " ", steps_per_epoch, ", but ", examples, " examples in ",
+        "steps_per_epoch: worker says ", steps_per_epoch, ", but ", examples, " examples in ",
         config_.cluster().num_workers(), " shares of batches of ", data.batch_size(),
         " make at most ", most_per_epoch));
   }
@@ -136,7 +125,7 @@ absl::Status Membership::CheckRunLength(uint64_t steps_per_epoch, uint64_t total
   const uint64_t expected = TotalSteps(training, steps_per_epoch);
   if (total_steps != expected) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "total_steps: ", says, " ", total_steps, ", but training.epochs ", training.epochs(),
+        "total_steps: worker says ", total_steps, ", but training.epochs ", training.epochs(),
         " of ", steps_per_epoch, " steps",
         training.max_steps() != 0 ? absl::StrCat(" capped at training.max_steps ",
                                                  training.max_steps())
@@ -144,13 +133,6 @@ absl::Status Membership::CheckRunLength(uint64_t steps_per_epoch, uint64_t total
         " make ", expected));
   }
   return absl::OkStatus();
-}
-
-std::string Membership::RunLengthSource() const {
-  return run_length_from_checkpoint_
-             ? " from its checkpoint (changed since it was written: data.batch_size, "
-               "data.train_limit, cluster.num_workers or the training length?)"
-             : " from the first handshake";
 }
 
 void Membership::SetRunLength(uint64_t steps_per_epoch, uint64_t total_steps) {

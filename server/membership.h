@@ -26,11 +26,9 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 #include "proto/config.pb.h"
 
 namespace tamp {
@@ -101,15 +99,6 @@ class Membership {
   absl::Status FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps,
                             const std::function<absl::Status()>& admit);
 
-  // Membership::RestoreRunLength()
-  //
-  // FixRunLength() for a shard restored from its checkpoint, before it serves: the length
-  // the checkpoint's shard had fixed, after the same checks ("steps_per_epoch: the checkpoint
-  // says 500, but ...") and `restore`; later handshakes must agree with it
-  // ("... server 0 has 21 from its checkpoint ...").
-  absl::Status RestoreRunLength(uint64_t steps_per_epoch, uint64_t total_steps,
-                                const std::function<absl::Status()>& restore);
-
   // The run's total_steps once fixed, else 0.
   uint64_t KnownTotalSteps() const;
   RunLength run_length() const;
@@ -138,12 +127,8 @@ class Membership {
   // Requires members_mu_.
   bool Live(uint32_t worker, uint64_t step) const;
   // CheckRunLength()/SetRunLength(): FixRunLength's check and change. Require run_length_mu_.
-  // `says`: whose values they are, for the messages ("worker says", "the checkpoint says").
-  absl::Status CheckRunLength(uint64_t steps_per_epoch, uint64_t total_steps,
-                              absl::string_view says) const;
+  absl::Status CheckRunLength(uint64_t steps_per_epoch, uint64_t total_steps) const;
   void SetRunLength(uint64_t steps_per_epoch, uint64_t total_steps);
-  // Where the fixed length came from, for CheckRunLength()'s refusals.
-  std::string RunLengthSource() const;
 
   const config::RunConfig& config_;
   const uint32_t rank_;
@@ -156,7 +141,6 @@ class Membership {
   // that see the flag (acquire) read them without the lock, since they never change again.
   std::mutex run_length_mu_;
   std::atomic<bool> run_length_fixed_{false};
-  bool run_length_from_checkpoint_ = false;  // RestoreRunLength() fixed it.
   uint64_t steps_per_epoch_ = 0;
   uint64_t total_steps_ = 0;
 };

@@ -300,38 +300,41 @@ TEST(ShardRestoreTest, ARestoredShardContinuesBitForBit) {
   }
 }
 
-// The run's length travels with the state: a shard restored from it refuses workers that
-// count the run otherwise (another data.batch_size), whose steps and schedule are not the
-// checkpoint's; the same length is taken as a first handshake's.
-TEST(ShardRestoreTest, ARestoredShardHoldsWorkersToTheCheckpointsRunLength) {
+// The run's steps per epoch travel with the state: a shard restored from it refuses workers
+// that count other steps per epoch (another data.batch_size), whose epochs and schedule are
+// not the checkpoint's; the run's total length may change (a run resumed to train longer).
+TEST(ShardRestoreTest, ARestoredShardHoldsWorkersToTheCheckpointsStepsPerEpoch) {
   const config::RunConfig config = StatefulConfig();
   const JobLayout layout = testing::TestLayout(config);
-  const uint64_t total = TotalSteps(config.training(), 16);
   std::unique_ptr<Shard> original = NewShard(config, layout);
-  ASSERT_TRUE(original->Join(0, 16, total, 0).ok());
+  ASSERT_TRUE(original->Join(0, 16, TotalSteps(config.training(), 16), 0).ok());
   Step(*original, layout, 0);
   const checkpoint::JobIdentity job = DescribeJob(config, layout, 1);
   absl::StatusOr<checkpoint::ShardState> saved =
       ParseCheckpoint(SerializeCheckpoint(job, original->ExportState()), "mem", job);
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(saved->steps_per_epoch(), 16u);
-  EXPECT_EQ(saved->total_steps(), total);
 
   std::unique_ptr<Shard> restored = NewShard(config, layout);
   ASSERT_TRUE(restored->Restore(*saved).ok());
-  EXPECT_TRUE(restored->run_length() == (Shard::RunLength{16, total}));
+  EXPECT_TRUE(restored->run_length() == Shard::RunLength{}) << "the first handshake fixes it";
   const absl::Status other = restored->Join(0, 8, TotalSteps(config.training(), 8), 0);
   EXPECT_TRUE(absl::IsFailedPrecondition(other)) << other;
-  EXPECT_THAT(other.message(), HasSubstr("steps_per_epoch: worker says 8, server 1 has 16 from "
-                                         "its checkpoint (changed since it was written: "
-                                         "data.batch_size"));
-  EXPECT_TRUE(restored->Join(0, 16, total, 0).ok());
+  EXPECT_THAT(other.message(), HasSubstr("steps_per_epoch: worker says 8, server 1's checkpoint "
+                                         "was written at 16 (changed since: data.batch_size"));
+  EXPECT_TRUE(restored->run_length() == Shard::RunLength{}) << "a refusal fixes nothing";
+  config::RunConfig longer = config;
+  longer.mutable_training()->set_epochs(config.training().epochs() + 1);
+  std::unique_ptr<Shard> resumed_longer = NewShard(longer, layout);
+  ASSERT_TRUE(resumed_longer->Restore(*saved).ok());
+  const uint64_t total = TotalSteps(longer.training(), 16);
+  ASSERT_GT(total, TotalSteps(config.training(), 16));
+  EXPECT_TRUE(resumed_longer->Join(0, 16, total, 0).ok());
 
-  // A state saved before any handshake fixes nothing.
-  std::unique_ptr<Shard> unjoined = NewShard(config, layout);
+  // A state saved before any handshake pins nothing.
   std::unique_ptr<Shard> from_unjoined = NewShard(config, layout);
-  ASSERT_TRUE(from_unjoined->Restore(unjoined->ExportState()).ok());
-  EXPECT_TRUE(from_unjoined->run_length() == Shard::RunLength{});
+  ASSERT_TRUE(from_unjoined->Restore(NewShard(config, layout)->ExportState()).ok());
+  EXPECT_TRUE(from_unjoined->Join(0, 8, TotalSteps(config.training(), 8), 0).ok());
 }
 
 TEST(ShardRestoreTest, ARestoredChunkFollowsTheFurthestWorker) {

@@ -99,6 +99,16 @@ class Membership {
   absl::Status FixRunLength(uint64_t steps_per_epoch, uint64_t total_steps,
                             const std::function<absl::Status()>& admit);
 
+  // Membership::RestoreStepsPerEpoch()
+  //
+  // For a shard restored from its checkpoint, before it serves: the steps per epoch the
+  // checkpoint's shard had fixed (0: none). The first handshake then fixes the run's length
+  // as usual, but must count the same steps per epoch (FAILED_PRECONDITION otherwise, e.g.
+  // "steps_per_epoch: worker says 333, server 0's checkpoint was written at 500 ..."): another
+  // data.batch_size, train_limit or cluster.num_workers would put the checkpoint's steps in
+  // other epochs. total_steps may differ: a run resumed to train longer.
+  void RestoreStepsPerEpoch(uint64_t steps_per_epoch);
+
   // The run's total_steps once fixed, else 0.
   uint64_t KnownTotalSteps() const;
   RunLength run_length() const;
@@ -141,6 +151,7 @@ class Membership {
   // that see the flag (acquire) read them without the lock, since they never change again.
   std::mutex run_length_mu_;
   std::atomic<bool> run_length_fixed_{false};
+  uint64_t restored_steps_per_epoch_ = 0;  // RestoreStepsPerEpoch()'s; 0: none.
   uint64_t steps_per_epoch_ = 0;
   uint64_t total_steps_ = 0;
 };

@@ -324,24 +324,18 @@ void Shard::Close(const absl::Status& reason) {
 
 checkpoint::ShardState Shard::ExportState() const {
   checkpoint::ShardState state = ExportShardState(OwnChunks());
-  const RunLength length = membership_.run_length();
-  state.set_steps_per_epoch(length.steps_per_epoch);
-  state.set_total_steps(length.total_steps);
+  state.set_steps_per_epoch(membership_.run_length().steps_per_epoch);
   return state;
 }
 
 absl::Status Shard::Restore(const checkpoint::ShardState& state) {
-  auto restore_chunks = [&]() -> absl::Status {
-    TAMP_RETURN_IF_ERROR(RestoreShardState(state, rank_, OwnChunks()));
-    // The restored weights are the run's: model.kind REGISTERED waits for no InitWeights().
-    if (weights_generation_.load(std::memory_order_acquire) == 0) {
-      weights_generation_.store(1, std::memory_order_release);
-    }
-    return absl::OkStatus();
-  };
-  if (state.total_steps() == 0) return restore_chunks();  // Saved before any handshake.
-  return membership_.RestoreRunLength(state.steps_per_epoch(), state.total_steps(),
-                                      restore_chunks);
+  TAMP_RETURN_IF_ERROR(RestoreShardState(state, rank_, OwnChunks()));
+  membership_.RestoreStepsPerEpoch(state.steps_per_epoch());
+  // The restored weights are the run's: model.kind REGISTERED waits for no InitWeights().
+  if (weights_generation_.load(std::memory_order_acquire) == 0) {
+    weights_generation_.store(1, std::memory_order_release);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ChunkSnapshot> Shard::Snapshot(uint32_t chunk_id) const {

@@ -222,8 +222,8 @@ class Shard {
   // checks the job) into this shard before it serves; its chunks then follow the workers.
   // INVALID_ARGUMENT naming the chunk and field when the state does not fit (chunk ids,
   // value counts, optimizer or feedback buffers, the workers' counts of ASYNC / SSP);
-  // nothing changes then. The run's length the state holds is fixed as a first handshake
-  // would (Membership::RestoreRunLength): workers that count another are refused.
+  // nothing changes then. Workers that count the run's epochs in other steps than the
+  // state's are refused (Membership::RestoreStepsPerEpoch).
   absl::Status Restore(const checkpoint::ShardState& state);
 
   // This process's random, non-zero id of the shard; a restarted server has another one.

@@ -90,7 +90,9 @@ void ExitIfFlagsBad(int argc, char** argv) {
       if (std::find(std::begin(kAbseils), std::end(kAbseils), name) != std::end(kAbseils)) {
         continue;
       }
-      bad(absl::StrCat("unknown flag --", name, " (--help lists the flags)"));
+      const absl::string_view written = absl::string_view(argv[i]).substr(
+          0, absl::string_view(argv[i]).find('='));  // As typed, without a value.
+      bad(absl::StrCat("unknown flag ", written, " (--help lists the flags)"));
     }
     std::string value;
     if (equals != absl::string_view::npos) {

@@ -30,6 +30,7 @@ TEST(ExitIfFlagsBadTest, GoodFlagsPass) {
 TEST(ExitIfFlagsBadTest, AnUnknownFlagExits2NamingIt) {
   EXPECT_EXIT(Check({"--test_rank=1", "--test_rnak=2"}), ::testing::ExitedWithCode(2),
               "tamp_test: unknown flag --test_rnak \\(--help lists the flags\\)");
+  EXPECT_EXIT(Check({"-x"}), ::testing::ExitedWithCode(2), "tamp_test: unknown flag -x ");
 }
 
 TEST(ExitIfFlagsBadTest, ABadValueExits2NamingIt) {

@@ -58,7 +58,8 @@ void NoteBlock(const config::ChunkCompression& block, const std::string& field,
   const int warmup = block.push().ratio_warmup_size();
   if (epochs != 0 && warmup >= static_cast<int>(epochs)) {
     notes->push_back(absl::StrCat(
-        field, ".push.ratio_warmup has ", warmup, " epochs of warm-up and training.epochs is ",
+        field, ".push.ratio_warmup has ", warmup, warmup == 1 ? " epoch" : " epochs",
+        " of warm-up and training.epochs is ",
         epochs, ": the run ends inside the warm-up",
         warmup > static_cast<int>(epochs)
             ? absl::StrCat(" (its last ", warmup - static_cast<int>(epochs), " never apply)")

@@ -232,14 +232,17 @@ class PyClient {
       PushNamed(tensor.cast<std::string>(), gradient, stream);
       return;
     }
-    if (!PyLong_Check(tensor.ptr()) || PyBool_Check(tensor.ptr())) {
+    // Any integer (numpy's too, through __index__), but not a bool.
+    if (!PyIndex_Check(tensor.ptr()) || PyBool_Check(tensor.ptr())) {
       RaiseAs(PyExc_TypeError, absl::InvalidArgumentError(absl::StrCat(
                                    "Push(): the tensor must be its name (str) or its index "
                                    "(int), not ",
                                    Py_TYPE(tensor.ptr())->tp_name)));
     }
+    const py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(tensor.ptr()));
+    if (!as_int) throw py::error_already_set();
     int overflow = 0;
-    const long long index = PyLong_AsLongLongAndOverflow(tensor.ptr(), &overflow);
+    const long long index = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
     if (overflow != 0 || index < std::numeric_limits<int>::min() ||
         index > std::numeric_limits<int>::max()) {
       Raise(absl::InvalidArgumentError(absl::StrCat(

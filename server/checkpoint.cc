@@ -223,6 +223,11 @@ absl::StatusOr<checkpoint::CheckpointBody> ParseSoundBody(absl::string_view byte
 
 // The content of the file at `path`; NOT_FOUND when there is none.
 absl::StatusOr<std::string> ReadCheckpointFile(const std::string& path) {
+  // An ifstream opens a directory and reads it as empty: "truncated" would misname it.
+  if (std::error_code error; std::filesystem::is_directory(path, error)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is a directory, not a checkpoint file: move it away"));
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file.is_open()) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no checkpoint at ", path));

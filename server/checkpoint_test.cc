@@ -216,6 +216,13 @@ TEST_F(CheckpointTest, WritesAtomicallyAndReadsBack) {
   read = ReadCheckpoint(path, job_);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(read.status().message(), HasSubstr(path));
+
+  // A directory where the file should be is named as such (read, it seemed an empty file).
+  std::filesystem::remove(path);
+  std::filesystem::create_directory(path);
+  read = ReadCheckpoint(path, job_);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(read.status().message(), HasSubstr(path + " is a directory, not a checkpoint file"));
   std::filesystem::remove_all(absl::StrCat(::testing::TempDir(), "/ckpt-", getpid()));
 }
 
@@ -320,8 +327,9 @@ TEST(ShardRestoreTest, ARestoredShardHoldsWorkersToTheCheckpointsStepsPerEpoch) 
   EXPECT_TRUE(restored->run_length() == Shard::RunLength{}) << "the first handshake fixes it";
   const absl::Status other = restored->Join(0, 8, TotalSteps(config.training(), 8), 0);
   EXPECT_TRUE(absl::IsFailedPrecondition(other)) << other;
-  EXPECT_THAT(other.message(), HasSubstr("steps_per_epoch: worker says 8, server 1's checkpoint "
-                                         "was written at 16 (changed since: data.batch_size"));
+  EXPECT_THAT(other.message(), HasSubstr("steps_per_epoch: worker says 8, but server 1's "
+                                         "checkpoint was written with 16 steps per epoch "
+                                         "(changed since: data.batch_size"));
   EXPECT_TRUE(restored->run_length() == Shard::RunLength{}) << "a refusal fixes nothing";
   config::RunConfig longer = config;
   longer.mutable_training()->set_epochs(config.training().epochs() + 1);

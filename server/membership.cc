@@ -116,10 +116,11 @@ absl::Status Membership::CheckRunLength(uint64_t steps_per_epoch, uint64_t total
   }
   if (restored_steps_per_epoch_ != 0 && steps_per_epoch != restored_steps_per_epoch_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "steps_per_epoch: worker says ", steps_per_epoch, ", server ", rank_,
-        "'s checkpoint was written at ", restored_steps_per_epoch_,
-        " (changed since: data.batch_size, data.train_limit or cluster.num_workers?); resume "
-        "with the settings it was written with, or remove it to start the run again"));
+        "steps_per_epoch: worker says ", steps_per_epoch, ", but server ", rank_,
+        "'s checkpoint was written with ", restored_steps_per_epoch_,
+        " steps per epoch (changed since: data.batch_size, data.train_limit or "
+        "cluster.num_workers?); resume with the settings it was written with, or remove it to "
+        "start the run again"));
   }
   // Each worker takes an equal share of the training set, in whole batches. The set is at
   // most data.train_limit examples, and an IDX file counts its examples in 32 bits.

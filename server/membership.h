@@ -104,7 +104,8 @@ class Membership {
   // For a shard restored from its checkpoint, before it serves: the steps per epoch the
   // checkpoint's shard had fixed (0: none). The first handshake then fixes the run's length
   // as usual, but must count the same steps per epoch (FAILED_PRECONDITION otherwise, e.g.
-  // "steps_per_epoch: worker says 333, server 0's checkpoint was written at 500 ..."): another
+  // "steps_per_epoch: worker says 333, but server 0's checkpoint was written with 500 steps per
+  // epoch ..."): another
   // data.batch_size, train_limit or cluster.num_workers would put the checkpoint's steps in
   // other epochs. total_steps may differ: a run resumed to train longer.
   void RestoreStepsPerEpoch(uint64_t steps_per_epoch);

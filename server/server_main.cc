@@ -130,6 +130,9 @@ struct Setup {
 absl::StatusOr<int> ListenPort(const config::Cluster& cluster, uint32_t rank,
                                const std::string& config_path) {
   const std::optional<int32_t> flag = absl::GetFlag(FLAGS_port);
+  if (flag.has_value() && (*flag < 0 || *flag > 65535)) {
+    return absl::InvalidArgumentError(absl::StrCat("--port ", *flag, " out of range [0, 65535]"));
+  }
   if (static_cast<int>(rank) >= cluster.server_addresses_size()) return flag.value_or(0);
   const std::string& listed = cluster.server_addresses(static_cast<int>(rank));
   TAMP_ASSIGN_OR_RETURN(const uint32_t listed_port,
@@ -390,7 +393,7 @@ int Main(int argc, char** argv) {
     std::lock_guard<std::mutex> lock(made_with_shard_mu);
     if (checkpointer != nullptr) {
       if (absl::Status written = checkpointer->WriteFinal(); !written.ok()) {
-        LOG(ERROR) << "checkpoint: " << written.message();
+        LOG(ERROR) << "checkpoint: the final checkpoint was not written: " << written.message();
         checkpoint_lost = true;
       }
     }

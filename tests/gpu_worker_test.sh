@@ -44,4 +44,25 @@ status=0
 [ "$status" = 2 ] || fail "REGISTERED on cuda: exit status $status, expected 2"
 grep -q -- '--device=cuda: device: CUDA runs model.kind MLP or CNN, not REGISTERED' \
   "$WORK/registered.err" || fail "REGISTERED on cuda: $(cat "$WORK/registered.err")"
+
+# usage_error NAME NEEDLE ARGS...: the worker exits 2 before anything, printing NEEDLE.
+usage_error() {
+  local name=$1 needle=$2; shift 2
+  local status=0
+  "$WORKER_BIN" --servers=127.0.0.1:1 "$@" 2>"$WORK/$name.err" >/dev/null || status=$?
+  [ "$status" = 2 ] || fail "$name: exit status $status, expected 2"
+  grep -q -- "$needle" "$WORK/$name.err" || fail "$name: $(cat "$WORK/$name.err")"
+}
+# AGGREGATE mode steps the optimizer on the CPU: a GPU model is refused, --check too.
+cp "$WORK/cpu.pbtxt" "$WORK/aggregate.pbtxt"
+echo "server { mode: AGGREGATE }" >> "$WORK/aggregate.pbtxt"
+usage_error aggregate_cuda "device: CUDA with server.mode AGGREGATE" \
+  --config="$WORK/aggregate.pbtxt" --device=cuda --check
+# Flags: an unknown one, a value its flag cannot take, and values the worker cannot use.
+usage_error unknown_flag "unknown flag --rnak" --config="$WORK/cpu.pbtxt" --rnak=1
+usage_error bad_rank "--rank=-1: " --config="$WORK/cpu.pbtxt" --rank=-1
+usage_error blas_threads "--blas_threads=0: must be at least 1" --config="$WORK/cpu.pbtxt" \
+  --blas_threads=0
+usage_error dump_weights "--dump_weights=/nonexistent/dir/w: cannot write in /nonexistent/dir" \
+  --config="$WORK/cpu.pbtxt" --dump_weights=/nonexistent/dir/w
 echo "PASS"

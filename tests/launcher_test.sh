@@ -89,6 +89,17 @@ status=0
 [ "$status" -eq 2 ] && grep -qF -- "--summary_json: $WORK/new is a directory, not a file" "$WORK/dir.out" ||
   { cat "$WORK/dir.out" >&2; fail "summary as a directory: exit $status"; }
 [ ! -e "$WORK/run-dir-summary/server-0.log" ] || fail "summary as a directory: a server started"
+# An AGGREGATE config without an optimizer cannot run the built-in trainer: refused (exit 2)
+# before anything starts.
+grep -v "^optimizer" "$config" > "$WORK/no_optimizer.pbtxt"
+echo "server { mode: AGGREGATE }" >> "$WORK/no_optimizer.pbtxt"
+status=0
+"$TAMP_BIN" run "$WORK/no_optimizer.pbtxt" --run_dir="$WORK/run-no-optimizer" \
+  --server_binary="$SERVER_BIN" --worker_binary="$WORKER_BIN" > "$WORK/no_optimizer.out" 2>&1 ||
+  status=$?
+[ "$status" -eq 2 ] && grep -qF "optimizer: missing: with server.mode AGGREGATE" \
+  "$WORK/no_optimizer.out" || { cat "$WORK/no_optimizer.out" >&2; fail "no optimizer: exit $status"; }
+[ ! -e "$WORK/run-no-optimizer/server-0.log" ] || fail "no optimizer: a server started"
 
 # 1f. A run_dir another run holds (its lock taken here with flock(1)) is refused (exit 2)
 # before anything starts: two runs would mix their logs, events and checkpoints.

@@ -148,7 +148,7 @@ kill -TERM "$lost_server"
 status=0
 wait "$lost_server" || status=$?
 [ "$status" -eq 3 ] || fail "a final checkpoint not written: exit status $status, expected 3"
-grep -q "checkpoint: cannot" "$dir/lost/server.log" ||
+grep -q "checkpoint: the final checkpoint was not written: cannot" "$dir/lost/server.log" ||
   { tail -5 "$dir/lost/server.log" >&2; fail "the lost checkpoint was not logged"; }
 
 # A damaged checkpoint is refused, never loaded: the server names it and exits 1.

@@ -53,20 +53,13 @@ struct TrainerParts {
   DeviceBackendFactory device_backends = CreateCudaBackend;
 };
 
-// CheckBuiltInTrainerConfig()
-//
-// What the built-in trainer needs of a valid config beyond ValidateConfig(): with
-// server.mode AGGREGATE, an optimizer section (the servers answer the mean gradient and the
-// trainer steps with it). INVALID_ARGUMENT naming the field otherwise.
-absl::Status CheckBuiltInTrainerConfig(const config::RunConfig& config);
-
 class Trainer {
  public:
   using EventSink = std::function<void(const events::WorkerEvent&)>;
 
   // Loads data, builds the model, connects the client to every shard. With server.mode
   // AGGREGATE the trainer steps the answered mean gradient with the config's optimizer (and
-  // learning-rate schedule) itself, on the CPU: a model on the GPU is refused.
+  // learning-rate schedule) itself, on the CPU (job/builtin_trainer_config.h).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(config::RunConfig config, uint32_t rank,
                                                          std::vector<std::string> server_addresses,
                                                          EventSink sink, TrainerParts parts = {});

@@ -149,6 +149,16 @@ RunResult Train(const config::RunConfig& config, TrainerParts parts) {
   return result;
 }
 
+// The config's CPU model, claiming to live on cuda:0 (TrainerParts::model).
+absl::StatusOr<std::unique_ptr<Model>> DeviceStandInModels(const config::RunConfig& config,
+                                                            std::vector<TensorSpec> tensors,
+                                                            int max_batch) {
+  absl::StatusOr<std::unique_ptr<Model>> cpu =
+      CreateCpuModel(config.model(), std::move(tensors), max_batch);
+  if (!cpu.ok()) return cpu.status();
+  return std::unique_ptr<Model>(std::make_unique<DeviceStandInModel>(*std::move(cpu), kStream));
+}
+
 TEST(TrainerDeviceTest, DeviceModelTrainsThroughTheDevicePathAsAHostWorker) {
   const std::string dir = testing::TestDir();
   WriteDataSet(dir);
@@ -161,13 +171,7 @@ TEST(TrainerDeviceTest, DeviceModelTrainsThroughTheDevicePathAsAHostWorker) {
   Calls calls;
   std::vector<DeviceChunkPlan> plan;
   TrainerParts parts;
-  parts.model = [](const config::RunConfig& config, std::vector<TensorSpec> tensors,
-                   int max_batch) -> absl::StatusOr<std::unique_ptr<Model>> {
-    absl::StatusOr<std::unique_ptr<Model>> cpu =
-        CreateCpuModel(config.model(), std::move(tensors), max_batch);
-    if (!cpu.ok()) return cpu.status();
-    return std::unique_ptr<Model>(std::make_unique<DeviceStandInModel>(*std::move(cpu), kStream));
-  };
+  parts.model = DeviceStandInModels;
   parts.device_backends = [&](const JobLayout& layout, absl::Span<const DeviceChunkPlan> chunks,
                               int device) -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {
     EXPECT_EQ(device, 0);
@@ -222,29 +226,21 @@ TEST(TrainerDeviceTest, DeviceModelTrainsThroughTheDevicePathAsAHostWorker) {
   EXPECT_EQ(device.params, host.params);
 }
 
-// In AGGREGATE mode the built-in trainer steps its own optimizer on the host: a model on a
-// device is refused before connecting (the address leads nowhere), naming the way on; a
-// config without an optimizer section too.
-TEST(TrainerDeviceTest, AggregateModeRefusesADeviceModelAndAMissingOptimizer) {
+// In AGGREGATE mode the built-in trainer steps its own optimizer on the host: a model on the
+// GPU is refused before anything is loaded or connected (the address leads nowhere), naming
+// the way on; a config without an optimizer section too.
+TEST(TrainerDeviceTest, AggregateModeRefusesAGpuModelAndAMissingOptimizer) {
   const std::string dir = testing::TestDir();
-  WriteDataSet(dir);
   config::RunConfig config = Config(dir);
   config.mutable_server()->set_mode(config::Server::AGGREGATE);
-  TrainerParts parts;
-  parts.model = [](const config::RunConfig& config, std::vector<TensorSpec> tensors,
-                   int max_batch) -> absl::StatusOr<std::unique_ptr<Model>> {
-    absl::StatusOr<std::unique_ptr<Model>> cpu =
-        CreateCpuModel(config.model(), std::move(tensors), max_batch);
-    if (!cpu.ok()) return cpu.status();
-    return std::unique_ptr<Model>(std::make_unique<DeviceStandInModel>(*std::move(cpu), kStream));
-  };
+  config.set_device(config::CUDA);
   const auto ignore = [](const events::WorkerEvent&) {};
-  absl::Status refused =
-      Trainer::Create(config, 0, {"127.0.0.1:1"}, ignore, std::move(parts)).status();
+  absl::Status refused = Trainer::Create(config, 0, {"127.0.0.1:1"}, ignore).status();
   EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
   EXPECT_THAT(refused.message(), ::testing::HasSubstr(
-                                     "server.mode AGGREGATE: the built-in trainer steps its own "
-                                     "optimizer on the CPU only"));
+                                     "device: CUDA with server.mode AGGREGATE: the built-in "
+                                     "trainer steps its own optimizer on the CPU only"));
+  config.set_device(config::CPU);
   config.clear_optimizer();
   refused = Trainer::Create(config, 0, {"127.0.0.1:1"}, ignore).status();
   EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;

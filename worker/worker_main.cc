@@ -1,9 +1,14 @@
 // tamp_worker: one training worker. Started by `tamp run` or a cluster engine:
 //   tamp_worker --config=job.pbtxt --rank=0 --servers=10.0.0.1:4000,10.0.0.2:4000
 // Progress goes to stdout as one tamp.events.WorkerEvent JSON object per line; logs to stderr.
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -26,6 +31,7 @@
 #include "base/program_usage.h"
 #include "base/proto_json.h"
 #include "glog/logging.h"
+#include "job/builtin_trainer_config.h"
 #include "job/chunk_codecs.h"
 #include "job/config.h"
 #include "job/job_layout.h"
@@ -62,6 +68,25 @@ ABSL_FLAG(std::string, dump_weights, "",
 namespace {
 
 constexpr int kUsageError = 2;
+
+// --blas_threads and --dump_weights, refused now rather than ignored (OpenBLAS takes a thread
+// count below 1 for its default) or after the whole run (a directory that is not there).
+absl::Status CheckOutputFlags() {
+  if (const int threads = absl::GetFlag(FLAGS_blas_threads); threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--blas_threads=", threads, ": must be at least 1"));
+  }
+  const std::string dump = absl::GetFlag(FLAGS_dump_weights);
+  if (dump.empty()) return absl::OkStatus();
+  const std::string dir = std::filesystem::path(dump).has_parent_path()
+                              ? std::filesystem::path(dump).parent_path().string()
+                              : ".";
+  if (access(dir.c_str(), W_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--dump_weights=", dump, ": cannot write in ",
+                                                   dir, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
 
 bool DumpWeights(absl::Span<const float> params, const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "wb");
@@ -116,6 +141,10 @@ int main(int argc, char** argv) {
   // the process as by default, without glog's "*** Aborted ***" and stack.
   google::InstallFailureSignalHandler();
   std::signal(SIGTERM, SIG_DFL);
+  if (absl::Status flags = CheckOutputFlags(); !flags.ok()) {
+    std::cerr << "tamp_worker: " << flags.message() << "\n";
+    return kUsageError;
+  }
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) {
     std::cerr << "tamp_worker: --config is required\n";

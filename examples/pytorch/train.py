@@ -136,7 +136,8 @@ def run(model: torch.nn.Module, default_config: str) -> float:
         accuracy = fashion_mnist.accuracy(model, test_images, test_labels)
     if where.rank == 0:
         print(f"final test accuracy {accuracy:.4f} after {step} steps", flush=True)
-    tamp.torch.report_done(accuracy, statistics.median(phases["step_ms"]) if phases["step_ms"]
+    tamp.torch.report_done(accuracy if where.rank == 0 else None,  # Only rank 0 evaluates.
+                           statistics.median(phases["step_ms"]) if phases["step_ms"]
                            else 0.0)
     if args.timing:
         with open(os.path.join(args.timing, f"rank{where.rank}.json"), "w") as f:

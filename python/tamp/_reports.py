@@ -66,7 +66,7 @@ class Reports:
         self._emit(self._client.eval_event(completed_steps, self._epoch_of(completed_steps),
                                            test_accuracy))
 
-    def script_done(self, completed_steps: int, test_accuracy: float,
+    def script_done(self, completed_steps: int, test_accuracy: Optional[float],
                     step_ms_median: float) -> None:
         self._flush()
         self._done = True

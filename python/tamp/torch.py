@@ -199,15 +199,18 @@ def report_eval(test_accuracy: float) -> None:
     session.reports.script_eval(session.step, float(test_accuracy))
 
 
-def report_done(test_accuracy: float, step_ms_median: float) -> None:
-    """Prints the end of this worker's run (WorkerEvent DONE): its final test accuracy (0
-    when it did not evaluate) and median step time; `tamp run` waits for it to summarize."""
+def report_done(test_accuracy: Optional[float], step_ms_median: float) -> None:
+    """Prints the end of this worker's run (WorkerEvent DONE): its final test accuracy (None
+    when it did not evaluate: the event leaves it out) and median step time; `tamp run` waits
+    for it to summarize."""
     session = _started("report_done")
-    if not 0 <= test_accuracy <= 1:
+    if test_accuracy is not None and not 0 <= test_accuracy <= 1:
         raise ValueError(f"report_done: test_accuracy must be in [0, 1], got {test_accuracy}")
     if not step_ms_median >= 0:
         raise ValueError(f"report_done: step_ms_median must be >= 0, got {step_ms_median}")
-    session.reports.script_done(session.step, float(test_accuracy), float(step_ms_median))
+    session.reports.script_done(session.step,
+                                None if test_accuracy is None else float(test_accuracy),
+                                float(step_ms_median))
 
 
 def _check_initialized() -> None:

@@ -408,9 +408,9 @@ bool Job::RestartServer(int child, const ExitStatus& status) {
                                          : config_.checkpoint().dir(),
       rank);
   if (std::error_code error; !std::filesystem::exists(checkpoint, error)) {
-    Say(absl::StrCat(group_.name(child), " exited while workers were running (",
-                     status.ToString(), "); not restarted: it has no checkpoint to resume from (",
-                     checkpoint, ": none written yet, or every write failed; see its log)"));
+    Say(absl::StrCat(group_.name(child), " is not restarted: it has no checkpoint to resume "
+                     "from (", checkpoint, ": none written yet, or every write failed; see its "
+                     "log)"));
     return false;
   }
   ++server_restarts_;
@@ -526,8 +526,13 @@ void Job::TearDown(absl::Duration grace, bool expect_clean) {
                                  Seconds(grace), " of SIGTERM; killed"));
     } else if (expect_clean && !event.status.success() &&
                !(event.status.signaled() && event.status.signal() == SIGTERM)) {
+      // tamp_server's exit 3 (server/server_main.cc): its final checkpoint failed.
+      const bool checkpoint_lost = roles_[event.child].role == Role::kServer &&
+                                   !event.status.signaled() && event.status.code() == 3;
       Say(absl::StrCat("warning: ", group_.name(event.child), " stopped with ",
-                       event.status.ToString(), "; see ", group_.log_path(event.child)));
+                       event.status.ToString(),
+                       checkpoint_lost ? " (its final checkpoint was not written)" : "", "; see ",
+                       group_.log_path(event.child)));
     }
   }
 }

@@ -359,9 +359,9 @@ TEST_F(JobTest, RestartServersLeavesAServerWithoutACheckpointDead) {
   setenv("FAKE_WORKER_MODE", "hang", 1);
   options_.restart_servers = 2;
   ASSERT_EQ(Run(), kExitFailed) << out_.str();
-  EXPECT_THAT(out_.str(), HasSubstr("exited while workers were running (exit status 1); not "
-                                    "restarted: it has no checkpoint to resume from (" +
+  EXPECT_THAT(out_.str(), HasSubstr("is not restarted: it has no checkpoint to resume from (" +
                                     options_.run_dir + "/checkpoints/shard-"));
+  EXPECT_THAT(out_.str(), HasSubstr("exited while workers were running (exit status 1)"));
   EXPECT_THAT(out_.str(), Not(HasSubstr("restarting it")));
   ExpectAllGone(2);
 }

@@ -235,6 +235,10 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
   if (!layout.ok()) return fail(layout.status());
   if (const std::string note = DataDependentBytesNote(*layout); !note.empty()) {
     *err << "tamp model: note: " << options.config_path << ": " << note << "\n";
+  } else if (options.all_codecs) {  // The threshold row is the config with threshold.
+    *err << "tamp model: note: the threshold row sends every entry above its threshold, as "
+            "many as the gradients have: its bytes are those of one gradient at the initial "
+            "weights (random images, empty residuals), and can be far from a run's\n";
   }
   const int workers = static_cast<int>(config->cluster().num_workers());
 

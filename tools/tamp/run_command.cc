@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/cpu_time.h"
 #include "base/status_macros.h"
+#include "job/builtin_trainer_config.h"
 #include "job/chunk_codecs.h"
 #include "job/config.h"
 #include "tools/tamp/auto_command.h"
@@ -102,6 +103,12 @@ int RunCommand(RunOptions options) {
   if (absl::Status codecs = CheckChunkCodecs(*config); !codecs.ok()) {
     std::cerr << "tamp: " << options.config_path << ": " << codecs.message() << "\n";
     return kExitUsage;
+  }
+  if (options.command.empty()) {  // The built-in trainer.
+    if (absl::Status trainer = CheckBuiltInTrainerConfig(*config); !trainer.ok()) {
+      std::cerr << "tamp: " << options.config_path << ": " << trainer.message() << "\n";
+      return kExitUsage;
+    }
   }
 
   Console console;

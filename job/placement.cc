@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "job/address.h"
+#include "job/security.h"
 
 namespace tamp {
 namespace {
@@ -193,7 +194,12 @@ absl::StatusOr<Placement> FromSlurm(const PlacementRequest& request, const EnvLo
   if (procid < request.num_servers) {
     placement.role = Role::kServer;
     placement.rank = procid;
-    placement.listen_host = host_of_task[procid];
+    // Workers dial the node's name; a name that may resolve to a loopback alias on its own
+    // node (Debian's 127.0.1.1) would leave the server unreachable from the others, so it
+    // listens on every interface, as in Kubernetes. A loopback node (one-node tests) keeps
+    // to loopback.
+    placement.listen_host =
+        IsLoopbackHost(host_of_task[procid]) ? host_of_task[procid] : std::string("0.0.0.0");
     placement.listen_port = request.base_port + procid;
   } else {
     placement.role = Role::kWorker;
@@ -444,6 +450,14 @@ absl::StatusOr<Placement> ResolvePlacement(const PlacementRequest& request, cons
       break;
     case PlacementSource::kFlags:
     case PlacementSource::kAuto:
+      // Auto found no placement: half of torchrun's pair is a launcher's or a script's
+      // mistake, which by the flags alone would start a second worker 0.
+      if (request.source == PlacementSource::kAuto && request.role == Role::kWorker) {
+        if (absl::Status pair = CheckTorchrunPair(env); !pair.ok()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(pair.message(), " (--placement=flags places by the flags alone)"));
+        }
+      }
       return FromFlags(request);
   }
   // An operator's --rank that the environment overrules (a shell inside torchrun or srun):

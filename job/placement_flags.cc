@@ -10,8 +10,8 @@ ABSL_FLAG(std::string, placement, "auto",
           "workers --servers), tamp (workers: TAMP_RANK etc., as `tamp run CONFIG -- COMMAND` "
           "sets them), torchrun (workers: RANK, WORLD_SIZE), slurm (SLURM_PROCID etc.), "
           "kubernetes (servers: the StatefulSet pod ordinal; workers: JOB_COMPLETION_INDEX), or "
-          "auto (for workers tamp when TAMP_RANK is set, torchrun when RANK is; then slurm "
-          "under srun, kubernetes in a pod, else flags). See job/placement.h.");
+          "auto (for workers tamp when TAMP_RANK is set, torchrun when RANK and WORLD_SIZE "
+          "are; then slurm under srun, kubernetes in a pod, else flags). See job/placement.h.");
 ABSL_FLAG(uint32_t, base_port, tamp::kDefaultBasePort,
           "Slurm: shard i listens on base_port + i. Kubernetes: every shard listens on it.");
 ABSL_FLAG(std::string, k8s_statefulset, tamp::kDefaultK8sName,

@@ -68,9 +68,19 @@ TEST(PlacementTest, SlurmFirstTasksAreServersOnTheirBlockNodes) {
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_EQ(server->source, "slurm");
   EXPECT_EQ(server->rank, 1u);
-  EXPECT_EQ(server->listen_host, "n1");
+  // Workers dial n1, whose name may resolve to a loopback alias on n1 itself: every
+  // interface listens.
+  EXPECT_EQ(server->listen_host, "0.0.0.0");
   EXPECT_EQ(server->listen_port, 29501u);
   EXPECT_THAT(server->servers, ElementsAre("n1:29500", "n1:29501"));
+  // One node named as loopback (tests, a laptop): loopback only.
+  std::map<std::string, std::string> local = env;
+  local["SLURM_STEP_NODELIST"] = "localhost";
+  local["SLURM_STEP_TASKS_PER_NODE"] = "5";
+  absl::StatusOr<Placement> local_server =
+      ResolvePlacement(Request(Role::kServer, 2, 3), FakeEnv(local));
+  ASSERT_TRUE(local_server.ok()) << local_server.status();
+  EXPECT_EQ(local_server->listen_host, "localhost");
 
   env["SLURM_PROCID"] = "4";
   absl::StatusOr<Placement> worker = ResolvePlacement(Request(Role::kWorker, 2, 3), FakeEnv(env));
@@ -353,6 +363,18 @@ TEST(WorkerPlacementTest, RestartedFromTampRestart) {
   }
 }
 
+TEST(PlacementTest, HalfOfTorchrunsPairIsRefusedWhereTheFlagsWouldPlace) {
+  PlacementRequest worker = Request(Role::kWorker, 1, 2);
+  worker.flag_servers = {"f:1"};
+  absl::StatusOr<Placement> placement = ResolvePlacement(worker, FakeEnv({{"RANK", "1"}}));
+  EXPECT_EQ(placement.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(placement.status().message(),
+              HasSubstr("RANK is set but WORLD_SIZE is not: torchrun's placement needs both "
+                        "(--placement=flags places by the flags alone)"));
+  worker.source = PlacementSource::kFlags;  // Asked for: the flags alone.
+  EXPECT_TRUE(ResolvePlacement(worker, FakeEnv({{"RANK", "1"}})).ok());
+}
+
 TEST(PlacementTest, LaunchersPlaceWorkersOnly) {
   // tamp_worker under `tamp run -- ...` or torchrun picks them in auto; --servers is the
   // fallback for the addresses.
@@ -364,8 +386,8 @@ TEST(PlacementTest, LaunchersPlaceWorkersOnly) {
   EXPECT_THAT(placement->servers, ElementsAre("f:1"));
   EXPECT_EQ(ResolvePlacement(worker, FakeEnv({{"RANK", "1"}, {"WORLD_SIZE", "2"}}))->source,
             "torchrun");
-  // RANK without WORLD_SIZE is not torchrun's.
-  EXPECT_EQ(ResolvePlacement(worker, FakeEnv({{"RANK", "1"}}))->source, "flags");
+  // RANK without WORLD_SIZE is not torchrun's, and refused (HalfOfTorchrunsPair...).
+  EXPECT_FALSE(ResolvePlacement(worker, FakeEnv({{"RANK", "1"}})).ok());
 
   // A server ignores them in auto and refuses them when asked.
   PlacementRequest server = Request(Role::kServer, 1, 2);

@@ -201,11 +201,8 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> servers = placement->servers;
   if (servers.empty()) {
-    const absl::Status half_torchrun = tamp::CheckTorchrunPair(tamp::ProcessEnv());
     std::cerr << "tamp_worker: no server addresses: pass --servers or set "
-                 "cluster.server_addresses"
-              << (half_torchrun.ok() ? "" : absl::StrCat(" (", half_torchrun.message(), ")"))
-              << "\n";
+                 "cluster.server_addresses\n";
     return kUsageError;
   }
   openblas_set_num_threads(absl::GetFlag(FLAGS_blas_threads));

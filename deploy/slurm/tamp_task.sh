@@ -3,11 +3,16 @@
 # with the same arguments, and it becomes the server or the worker its SLURM_PROCID makes it
 # (tasks 0..S-1 are the shards; job/placement.h has the rules).
 #
-#   srun --ntasks=$((S+W)) --distribution=block deploy/slurm/tamp_task.sh CONFIG OUT_DIR
+#   srun --ntasks=$((S+W)) --distribution=block --kill-on-bad-exit=1 \
+#     deploy/slurm/tamp_task.sh CONFIG OUT_DIR
+#
+# --kill-on-bad-exit=1: a worker task that fails for good (its restarts spent, a binary
+# missing) never writes its done marker, and the servers would wait for it forever.
 #
 # OUT_DIR must be on a file system every node shares. Workers write their events there
 # (worker-<rank>.events; worker-<rank>.restart-<n>.events for a restarted one) and a
-# worker-<rank>.done marker with their exit status when they end. A worker that dies is
+# worker-<rank>.done marker with the job step's id and their exit status when they end (the
+# servers count only this step's, so an OUT_DIR reused by another step does not stop them). A worker that dies is
 # started again up to $TAMP_RESTART_WORKERS times (default 2) with --resume, and rejoins the
 # run at the other workers' step (SYNC); servers stop (SIGTERM, so they write a final checkpoint when configured) once every
 # worker is done. Shard i listens on port $TAMP_BASE_PORT + i (default 29500) of its node.
@@ -27,6 +32,7 @@ for b in "$server_bin" "$worker_bin"; do
   [ -x "$b" ] || { echo "tamp_task: $b not found: set TAMP_BIN_DIR" >&2; exit 2; }
 done
 base_port=${TAMP_BASE_PORT:-29500}
+step_id="${SLURM_JOB_ID:-}.${SLURM_STEP_ID:-}"  # This step's done markers.
 mkdir -p "$out"
 
 # The binaries resolve the placement themselves; --check asks which one this task is.
@@ -37,7 +43,7 @@ if server_check=$("$server_bin" --config="$config" --placement=slurm --base_port
   server=$!
   # Stop the shard once every worker has ended (or when it dies by itself).
   while kill -0 "$server" 2>/dev/null; do
-    done_count=$(find "$out" -maxdepth 1 -name 'worker-*.done' | wc -l)
+    done_count=$(cat "$out"/worker-*.done 2>/dev/null | awk -v id="$step_id" '$1 == id' | wc -l)
     if [ "$done_count" -ge "$num_workers" ]; then
       kill -TERM "$server"
       break
@@ -70,7 +76,7 @@ if worker_check=$("$worker_bin" --config="$config" --placement=slurm --base_port
       "(restart $restart of $restarts), it rejoins the run" >&2
     events="$out/worker-$rank.restart-$restart.events"
   done
-  echo "$status" >"$out/worker-$rank.done"
+  echo "$step_id $status" >"$out/worker-$rank.done"
   exit "$status"
 fi
 echo "tamp_task ${SLURM_PROCID:-?}: neither a server nor a worker:" >&2

@@ -62,7 +62,8 @@ ABSL_FLAG(std::string, config, "", "Run config, text-format tamp.config.RunConfi
 ABSL_FLAG(std::optional<uint32_t>, rank, std::nullopt,
           "Index of this shard, in [0, cluster.num_servers); 0 when not given. Given with "
           "another placement (--placement), it must agree with the environment's rank.");
-ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
+ABSL_FLAG(std::optional<std::string>, host, std::nullopt,
+          "Address to listen on. Default: 127.0.0.1.");
 ABSL_FLAG(std::optional<int32_t>, port, std::nullopt,
           "Port to listen on; 0 lets the system pick a free one. Default: the port of "
           "cluster.server_addresses[rank] when the config lists the servers, else 0.");
@@ -173,10 +174,25 @@ absl::StatusOr<Setup> Configure() {
   setup.placement = *std::move(placement);
   setup.rank = setup.placement.rank;
   TAMP_ASSIGN_OR_RETURN(int port, ListenPort(setup.config.cluster(), setup.rank, config_path));
-  setup.host = absl::GetFlag(FLAGS_host);
+  const std::optional<std::string> host_flag = absl::GetFlag(FLAGS_host);
+  setup.host = host_flag.value_or("127.0.0.1");
   if (!setup.placement.listen_host.empty()) {
+    // The environment decides where to listen (Slurm, Kubernetes); a flag that says otherwise
+    // would be dropped without a word.
+    const std::optional<int32_t> port_flag = absl::GetFlag(FLAGS_port);
+    const uint32_t placed_port = setup.placement.listen_port;
+    if ((host_flag && *host_flag != setup.placement.listen_host) ||
+        (port_flag && *port_flag != static_cast<int32_t>(placed_port))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          host_flag && *host_flag != setup.placement.listen_host
+              ? absl::StrCat("--host=", *host_flag)
+              : absl::StrCat("--port=", *port_flag),
+          " contradicts the ", setup.placement.source, " placement, which listens on ",
+          setup.placement.listen_host, ":", placed_port,
+          ": drop the flag, or pass --placement=flags to place this server by its flags"));
+    }
     setup.host = setup.placement.listen_host;
-    port = static_cast<int>(setup.placement.listen_port);
+    port = static_cast<int>(placed_port);
   }
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--port ", port, " out of range [0, 65535]"));

@@ -63,6 +63,10 @@ usage_error unknown_flag "unknown flag --rnak" --config="$WORK/cpu.pbtxt" --rnak
 usage_error bad_rank "--rank=-1: " --config="$WORK/cpu.pbtxt" --rank=-1
 usage_error blas_threads "--blas_threads=0: must be at least 1" --config="$WORK/cpu.pbtxt" \
   --blas_threads=0
+# Servers the environment names (here Slurm's) and a --servers that says otherwise.
+SLURM_PROCID=3 SLURM_NTASKS=4 SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=4 \
+  usage_error contradicting_servers "--servers=127.0.0.1:1 contradicts the slurm placement's servers" \
+  --config="$WORK/cpu.pbtxt"
 usage_error dump_weights "--dump_weights=/nonexistent/dir/w: cannot write in /nonexistent/dir" \
   --config="$WORK/cpu.pbtxt" --dump_weights=/nonexistent/dir/w
 echo "PASS"

@@ -167,6 +167,12 @@ status=0
 "$SERVER_BIN" --config="$WORK/lost.pbtxt" --rank=0 --check 2> "$dir/check_lost.log" || status=$?
 [ "$status" -eq 1 ] && grep -q "cannot" "$dir/check_lost.log" ||
   { cat "$dir/check_lost.log" >&2; fail "--check took an unwritable checkpoint dir ($status)"; }
+# Under an engine's placement (Slurm here) a --port that says otherwise is refused (exit 2).
+status=0
+SLURM_PROCID=1 SLURM_NTASKS=4 SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=4 \
+  "$SERVER_BIN" --config="$WORK/job.pbtxt" --check --port=1234 2> "$dir/check_slurm.log" || status=$?
+[ "$status" -eq 2 ] && grep -q -- "--port=1234 contradicts the slurm placement, which listens on localhost:29501" \
+  "$dir/check_slurm.log" || { cat "$dir/check_slurm.log" >&2; fail "a contradicting --port ($status)"; }
 # Without --port a server listens where the config lists it; another --port is warned of.
 listed="$WORK/listed.pbtxt"
 sed 's/^cluster {\(.*\)}$/cluster {\1 server_addresses: ["127.0.0.1:41090", "127.0.0.1:41091"] }/' \

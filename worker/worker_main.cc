@@ -200,6 +200,14 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
   const std::vector<std::string> servers = placement->servers;
+  if (!servers_flag.empty() && servers != std::vector<std::string>(absl::StrSplit(servers_flag, ','))) {
+    // The environment named the servers (TAMP_SERVERS, Slurm, Kubernetes): a flag that says
+    // otherwise would be dropped without a word.
+    std::cerr << "tamp_worker: --servers=" << servers_flag << " contradicts the "
+              << placement->source << " placement's servers " << absl::StrJoin(servers, ",")
+              << ": drop the flag, or pass --placement=flags to place this worker by its flags\n";
+    return kUsageError;
+  }
   if (servers.empty()) {
     std::cerr << "tamp_worker: no server addresses: pass --servers or set "
                  "cluster.server_addresses\n";

@@ -32,9 +32,18 @@ absl::StatusOr<std::string> Require(const EnvLookup& env, const std::string& nam
   return *value;
 }
 
+// A number written in decimal digits alone: SimpleAtoi would also take " 1", "+1" and "1 ",
+// which no engine writes, so such a value is a script's mistake, said rather than taken.
+template <typename T>
+bool ParseDigits(absl::string_view text, T* value) {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); }) &&
+         absl::SimpleAtoi(text, value);
+}
+
 absl::StatusOr<uint32_t> ParseCount(absl::string_view name, absl::string_view text) {
   uint32_t value = 0;
-  if (!absl::SimpleAtoi(text, &value)) {
+  if (!ParseDigits(text, &value)) {
     return Invalid(name, absl::StrCat("'", text, "' is not a non-negative integer"));
   }
   return value;
@@ -85,6 +94,9 @@ absl::Status ExpandItem(absl::string_view item, std::vector<std::string>& out) {
   const size_t open = item.find('[');
   if (open == absl::string_view::npos) {
     if (item.find(']') != absl::string_view::npos) return Invalid(item, "']' without '['");
+    if (std::any_of(item.begin(), item.end(), [](char c) { return absl::ascii_isspace(c); })) {
+      return Invalid(item, "a host name holds no white space");
+    }
     out.emplace_back(item);
     return absl::OkStatus();
   }
@@ -97,8 +109,8 @@ absl::Status ExpandItem(absl::string_view item, std::vector<std::string>& out) {
     std::pair<absl::string_view, absl::string_view> bounds = absl::StrSplit(range, '-');
     if (bounds.second.empty()) bounds.second = bounds.first;
     uint64_t first = 0, last = 0;
-    if (bounds.first.empty() || !absl::SimpleAtoi(bounds.first, &first) ||
-        !absl::SimpleAtoi(bounds.second, &last) || last < first) {
+    if (!ParseDigits(bounds.first, &first) || !ParseDigits(bounds.second, &last) ||
+        last < first) {
       return Invalid(item, absl::StrCat("bad range '", range, "'"));
     }
     if (last - first >= kMaxHosts) return Invalid(item, absl::StrCat("range '", range, "' too long"));
@@ -343,7 +355,7 @@ absl::StatusOr<Placement> FromKubernetes(const PlacementRequest& request, const 
       TAMP_ASSIGN_OR_RETURN(const std::string hostname, Require(env, "HOSTNAME", kEngine));
       const std::string prefix = absl::StrCat(request.k8s_statefulset, "-");
       if (!absl::StartsWith(hostname, prefix) ||
-          !absl::SimpleAtoi(absl::string_view(hostname).substr(prefix.size()), &rank)) {
+          !ParseDigits(absl::string_view(hostname).substr(prefix.size()), &rank)) {
         return Invalid("HOSTNAME", absl::StrCat("'", hostname, "' is not a pod of StatefulSet '",
                                                 request.k8s_statefulset,
                                                 "' (expected ", prefix, "<ordinal>)"));
@@ -486,9 +498,7 @@ absl::StatusOr<bool> WorkerRestartedFromEnv(const EnvLookup& env) {
   const std::optional<std::string> restart = env("TAMP_RESTART");
   if (!restart.has_value() || restart->empty()) return false;
   uint32_t count = 0;
-  const bool digits_only = std::all_of(restart->begin(), restart->end(),
-                                       [](char c) { return absl::ascii_isdigit(c); });
-  if (!digits_only || !absl::SimpleAtoi(*restart, &count)) {
+  if (!ParseDigits(*restart, &count)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "TAMP_RESTART=", *restart,
         ": must be a whole number (unset or 0: a first start; N >= 1: the N-th restart of a "
@@ -538,12 +548,12 @@ absl::StatusOr<std::vector<uint32_t>> ExpandSlurmTasksPerNode(absl::string_view 
     uint32_t count = 0, repeat = 1;
     const size_t paren = item.find("(x");
     const absl::string_view count_text = item.substr(0, paren);
-    if (!absl::SimpleAtoi(count_text, &count)) {
+    if (!ParseDigits(count_text, &count)) {
       return Invalid(list, absl::StrCat("bad task count '", item, "'"));
     }
     if (paren != absl::string_view::npos) {
       if (!absl::EndsWith(item, ")") ||
-          !absl::SimpleAtoi(item.substr(paren + 2, item.size() - paren - 3), &repeat) ||
+          !ParseDigits(item.substr(paren + 2, item.size() - paren - 3), &repeat) ||
           repeat == 0) {
         return Invalid(list, absl::StrCat("bad repeat in '", item, "'"));
       }

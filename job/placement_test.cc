@@ -43,7 +43,7 @@ TEST(SlurmHostListTest, ExpandsRangesWithTheirWidthAndPlainNames) {
 
 TEST(SlurmHostListTest, RefusesMalformedLists) {
   for (const char* bad : {"", "node[1-", "node[3-1]", "node]1[", "a,,b", "n[x-2]",
-                          "n[0-99999999]"}) {
+                          "n[0-99999999]", "n[1-2] ,w", "n[+1-2]", "a b"}) {
     EXPECT_FALSE(ExpandSlurmHostList(bad).ok()) << bad;
   }
 }
@@ -51,7 +51,7 @@ TEST(SlurmHostListTest, RefusesMalformedLists) {
 TEST(SlurmTasksPerNodeTest, ExpandsRepeats) {
   EXPECT_THAT(*ExpandSlurmTasksPerNode("2(x3),1"), ElementsAre(2, 2, 2, 1));
   EXPECT_THAT(*ExpandSlurmTasksPerNode("4"), ElementsAre(4));
-  for (const char* bad : {"", "2(x0)", "2(x3", "x", "2(y3)"}) {
+  for (const char* bad : {"", "2(x0)", "2(x3", "x", "2(y3)", "+1(x5)", "2(x 3)", "1 ,2"}) {
     EXPECT_FALSE(ExpandSlurmTasksPerNode(bad).ok()) << bad;
   }
 }
@@ -360,6 +360,21 @@ TEST(WorkerPlacementTest, RestartedFromTampRestart) {
     EXPECT_EQ(restarted.status().code(), absl::StatusCode::kInvalidArgument) << wrong;
     EXPECT_THAT(restarted.status().message(),
                 HasSubstr(std::string("TAMP_RESTART=") + wrong + ": must be a whole number"));
+  }
+}
+
+TEST(PlacementTest, NumbersAreDigitsAlone) {
+  // What no engine writes is a script's mistake: said, not read as the number.
+  const std::map<std::string, std::string> slurm = {{"SLURM_STEP_NUM_TASKS", "4"},
+                                                    {"SLURM_STEP_NODELIST", "localhost"},
+                                                    {"SLURM_STEP_TASKS_PER_NODE", "4"}};
+  for (const char* procid : {" 1", "+1", "1 ", "one"}) {
+    std::map<std::string, std::string> env = slurm;
+    env["SLURM_PROCID"] = procid;
+    absl::StatusOr<Placement> placement =
+        ResolvePlacement(Request(Role::kServer, 2, 2), FakeEnv(env));
+    EXPECT_EQ(placement.status().code(), absl::StatusCode::kInvalidArgument) << procid;
+    EXPECT_THAT(placement.status().message(), HasSubstr("SLURM_PROCID")) << procid;
   }
 }
 

@@ -41,6 +41,16 @@ bool ParseDigits(absl::string_view text, T* value) {
          absl::SimpleAtoi(text, value);
 }
 
+// `servers` (from `what`) valid and distinct (ValidateServerList), one per shard.
+absl::Status CheckServers(const std::vector<std::string>& servers, uint32_t num_servers,
+                          absl::string_view what) {
+  TAMP_RETURN_IF_ERROR(ValidateServerList(servers, what));
+  if (servers.size() == num_servers) return absl::OkStatus();
+  return Invalid(what, absl::StrCat("names ", servers.size(),
+                                    servers.size() == 1 ? " server" : " servers",
+                                    " but cluster.num_servers is ", num_servers));
+}
+
 absl::StatusOr<uint32_t> ParseCount(absl::string_view name, absl::string_view text) {
   uint32_t value = 0;
   if (!ParseDigits(text, &value)) {
@@ -254,16 +264,9 @@ absl::StatusOr<std::vector<std::string>> ServersFromEnv(const PlacementRequest& 
     if (address.empty()) {
       return Invalid("TAMP_SERVERS", absl::StrCat("empty address in '", *list, "'"));
     }
-    TAMP_RETURN_IF_ERROR(ValidateHostPort(address, "TAMP_SERVERS"));
     servers.emplace_back(address);
   }
-  TAMP_RETURN_IF_ERROR(ValidateServerList(servers, "TAMP_SERVERS"));
-  if (servers.size() != request.num_servers) {
-    return Invalid("TAMP_SERVERS", absl::StrCat("names ", servers.size(),
-                                                servers.size() == 1 ? " server" : " servers",
-                                                " but cluster.num_servers is ",
-                                                request.num_servers));
-  }
+  TAMP_RETURN_IF_ERROR(CheckServers(servers, request.num_servers, "TAMP_SERVERS"));
   return servers;
 }
 
@@ -385,12 +388,8 @@ absl::StatusOr<Placement> FromFlags(const PlacementRequest& request) {
                                           ranks));
   }
   // A worker's --servers (or the config's cluster.server_addresses, checked on load).
-  TAMP_RETURN_IF_ERROR(ValidateServerList(request.flag_servers, "--servers"));
-  if (!request.flag_servers.empty() && request.flag_servers.size() != request.num_servers) {
-    return Invalid("--servers", absl::StrCat("names ", request.flag_servers.size(),
-                                             request.flag_servers.size() == 1 ? " server"
-                                                                              : " servers",
-                                             " but cluster.num_servers is ", request.num_servers));
+  if (!request.flag_servers.empty()) {
+    TAMP_RETURN_IF_ERROR(CheckServers(request.flag_servers, request.num_servers, "--servers"));
   }
   Placement placement;
   placement.source = "flags";

@@ -48,6 +48,10 @@ namespace tamp {
 inline constexpr uint32_t kCheckpointVersion = 2;
 inline constexpr uint32_t kOldestCheckpointVersion = 1;
 
+// tamp_server's exit status when its final checkpoint could not be written (the shard's
+// state since its last good one is lost), for launchers to name.
+inline constexpr int kServerExitCheckpointLost = 3;
+
 // "<dir>/shard-<rank>.ckpt".
 std::string CheckpointPath(absl::string_view dir, uint32_t rank);
 

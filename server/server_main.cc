@@ -81,7 +81,6 @@ namespace {
 
 constexpr int kExitCannotServe = 1;
 constexpr int kExitUsage = 2;
-constexpr int kExitCheckpointLost = 3;
 // Room for PullWeights' framing (chunk ids, field tags) beyond the shard's raw weights.
 constexpr uint64_t kPullWeightsSlack = 1 << 20;
 constexpr uint64_t kGrpcMaxMessageBytes = 0x7fffffff;
@@ -173,29 +172,27 @@ absl::StatusOr<Setup> Configure() {
   }
   setup.placement = *std::move(placement);
   setup.rank = setup.placement.rank;
-  TAMP_ASSIGN_OR_RETURN(int port, ListenPort(setup.config.cluster(), setup.rank, config_path));
   const std::optional<std::string> host_flag = absl::GetFlag(FLAGS_host);
-  setup.host = host_flag.value_or("127.0.0.1");
-  if (!setup.placement.listen_host.empty()) {
+  int port = 0;
+  if (setup.placement.listen_host.empty()) {  // Placed by the flags.
+    setup.host = host_flag.value_or("127.0.0.1");
+    TAMP_ASSIGN_OR_RETURN(port, ListenPort(setup.config.cluster(), setup.rank, config_path));
+  } else {
     // The environment decides where to listen (Slurm, Kubernetes); a flag that says otherwise
     // would be dropped without a word.
     const std::optional<int32_t> port_flag = absl::GetFlag(FLAGS_port);
     const uint32_t placed_port = setup.placement.listen_port;
-    if ((host_flag && *host_flag != setup.placement.listen_host) ||
-        (port_flag && *port_flag != static_cast<int32_t>(placed_port))) {
+    const bool host_differs = host_flag && *host_flag != setup.placement.listen_host;
+    if (host_differs || (port_flag && *port_flag != static_cast<int32_t>(placed_port))) {
       return absl::InvalidArgumentError(absl::StrCat(
-          host_flag && *host_flag != setup.placement.listen_host
-              ? absl::StrCat("--host=", *host_flag)
-              : absl::StrCat("--port=", *port_flag),
+          host_differs ? absl::StrCat("--host=", *host_flag)
+                       : absl::StrCat("--port=", *port_flag),
           " contradicts the ", setup.placement.source, " placement, which listens on ",
           setup.placement.listen_host, ":", placed_port,
           ": drop the flag, or pass --placement=flags to place this server by its flags"));
     }
     setup.host = setup.placement.listen_host;
     port = static_cast<int>(placed_port);
-  }
-  if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("--port ", port, " out of range [0, 65535]"));
   }
   // IPv6 literals need brackets in host:port.
   setup.address = absl::StrContains(setup.host, ':') && !absl::StartsWith(setup.host, "[")
@@ -415,7 +412,7 @@ int Main(int argc, char** argv) {
     }
   }
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
-  return checkpoint_lost ? kExitCheckpointLost : 0;
+  return checkpoint_lost ? kServerExitCheckpointLost : 0;
 }
 
 }  // namespace

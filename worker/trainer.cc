@@ -50,7 +50,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
   } else {
     TAMP_RETURN_IF_ERROR(trainer->LoadData(layout, parts.model));
   }
-  trainer->memory_ = trainer->model_->memory();
   if (cfg.server().mode() == config::Server::AGGREGATE) {
     TAMP_RETURN_IF_ERROR(trainer->PrepareLocalOptimizer(layout));
   }
@@ -65,6 +64,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(config::RunConfig confi
                                 trainer->total_steps_},
                       std::move(parts.device_backends)));
   trainer->param_tensors_ = SplitIntoTensors(trainer->client_->layout(), trainer->model_->params());
+  trainer->memory_ = trainer->model_->memory();
   return trainer;
 }
 

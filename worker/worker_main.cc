@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
   const std::vector<std::string> servers = placement->servers;
-  if (!servers_flag.empty() && servers != std::vector<std::string>(absl::StrSplit(servers_flag, ','))) {
+  if (!servers_flag.empty() && servers != request->flag_servers) {
     // The environment named the servers (TAMP_SERVERS, Slurm, Kubernetes): a flag that says
     // otherwise would be dropped without a word.
     std::cerr << "tamp_worker: --servers=" << servers_flag << " contradicts the "

@@ -526,9 +526,9 @@ void Job::TearDown(absl::Duration grace, bool expect_clean) {
                                  Seconds(grace), " of SIGTERM; killed"));
     } else if (expect_clean && !event.status.success() &&
                !(event.status.signaled() && event.status.signal() == SIGTERM)) {
-      // tamp_server's exit 3 (server/server_main.cc): its final checkpoint failed.
       const bool checkpoint_lost = roles_[event.child].role == Role::kServer &&
-                                   !event.status.signaled() && event.status.code() == 3;
+                                   !event.status.signaled() &&
+                                   event.status.code() == kServerExitCheckpointLost;
       Say(absl::StrCat("warning: ", group_.name(event.child), " stopped with ",
                        event.status.ToString(),
                        checkpoint_lost ? " (its final checkpoint was not written)" : "", "; see ",

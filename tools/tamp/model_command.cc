@@ -166,9 +166,14 @@ int AutoPlanCommand(const ModelOptions& options, const config::RunConfig& config
 
 }  // namespace
 
-// The threshold codec sends as many entries as the gradient has above the threshold: the
-// model counts those of its one gradient (at the initial weights, on random images, with
-// empty residuals), so its bytes are not a run's. "" when no chunk uses it.
+// What the threshold codec's bytes here are: it sends as many entries as the gradient has
+// above the threshold, and the model counts those of its one gradient.
+constexpr char kOneGradientsBytes[] =
+    "sends every entry above its threshold, as many as the gradients have: its bytes here are "
+    "those of one gradient at the initial weights (random images, empty residuals), and a "
+    "run's gradients may hold far fewer or more such entries, so its MB/step and times can be "
+    "far from a run's (tamp run measures them)";
+
 std::string DataDependentBytesNote(const JobLayout& layout) {
   std::vector<std::string> tensors;
   for (const ChunkPlan& plan : layout.chunks) {
@@ -178,12 +183,8 @@ std::string DataDependentBytesNote(const JobLayout& layout) {
     if (threshold && (tensors.empty() || tensors.back() != name)) tensors.push_back(name);
   }
   if (tensors.empty()) return "";
-  return absl::StrCat(
-      "the threshold codec (", absl::StrJoin(tensors, ", "),
-      ") sends every entry above its threshold, as many as the gradients have: its bytes "
-      "here are those of one gradient at the initial weights (random images, empty "
-      "residuals), and a run's gradients may hold far fewer or more such entries, so its "
-      "MB/step and times can be far from a run's (tamp run measures them)");
+  return absl::StrCat("the threshold codec (", absl::StrJoin(tensors, ", "), ") ",
+                      kOneGradientsBytes);
 }
 
 std::string BusyMachineNote(double load_average, int cores) {
@@ -236,9 +237,7 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
   if (const std::string note = DataDependentBytesNote(*layout); !note.empty()) {
     *err << "tamp model: note: " << options.config_path << ": " << note << "\n";
   } else if (options.all_codecs) {  // The threshold row is the config with threshold.
-    *err << "tamp model: note: the threshold row sends every entry above its threshold, as "
-            "many as the gradients have: its bytes are those of one gradient at the initial "
-            "weights (random images, empty residuals), and can be far from a run's\n";
+    *err << "tamp model: note: the threshold row " << kOneGradientsBytes << "\n";
   }
   const int workers = static_cast<int>(config->cluster().num_workers());
 

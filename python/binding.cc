@@ -329,10 +329,10 @@ class PyClient {
   std::string EvalEvent(uint64_t completed_steps, uint32_t epoch, double accuracy) const {
     return ProtoToJson(::tamp::EvalEvent(Figures(), completed_steps, total_steps_, epoch, accuracy));
   }
-  std::string DoneEvent(uint64_t completed_steps, std::optional<double> accuracy,
+  std::string DoneEvent(uint64_t completed_steps, uint32_t epoch, std::optional<double> accuracy,
                         double step_ms_median) const {
-    return ProtoToJson(
-        ::tamp::DoneEvent(Figures(), completed_steps, total_steps_, accuracy, step_ms_median));
+    return ProtoToJson(::tamp::DoneEvent(Figures(), completed_steps, total_steps_, epoch,
+                                         accuracy, step_ms_median));
   }
 
   py::dict Totals() const {
@@ -527,7 +527,7 @@ PYBIND11_MODULE(_tamp, m) {
            py::arg("loss"), py::arg("step_ms"), py::arg("thread_cpu_ms") = 0.0)
       .def("eval_event", &PyClient::EvalEvent, py::arg("completed_steps"), py::arg("epoch"),
            py::arg("test_accuracy"))
-      .def("done_event", &PyClient::DoneEvent, py::arg("completed_steps"),
+      .def("done_event", &PyClient::DoneEvent, py::arg("completed_steps"), py::arg("epoch"),
            py::arg("test_accuracy"), py::arg("step_ms_median"))
       .def_property_readonly("tensor_names", &PyClient::names)
       .def_property_readonly("tensor_shapes", &PyClient::shapes)

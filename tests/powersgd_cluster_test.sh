@@ -45,6 +45,7 @@ run_job() {
   pushed=$(number bytes_pushed)
   raw=$(number raw_bytes_pushed)
   echo "$name: test accuracy after 2 epochs: $accuracy"
+  [ "$(number epoch)" = 1 ] || fail "$name: DONE says epoch $(number epoch), its last step's is 1"
   awk -v a="$accuracy" 'BEGIN { exit !(a > 0.6) }' || fail "$name: test accuracy $accuracy"
   echo "$name: bytes pushed by worker 0: $pushed (raw fp32: $raw)"
   awk -v p="$pushed" -v r="$raw" -v n="$name" \

@@ -213,7 +213,9 @@ absl::Status Trainer::Run(bool resume) {
   // Only worker 0 evaluates (a synthetic model's 0 is documented as meaning nothing).
   const std::optional<double> final_accuracy =
       rank_ == 0 ? std::optional<double>(accuracy) : std::nullopt;
-  Emit(DoneEvent(Figures(), step, total_steps, final_accuracy, Median(step_ms)));
+  // The epoch of the last step, as its STEP event said (0 when none ran).
+  const auto last_epoch = static_cast<uint32_t>((step == 0 ? 0 : step - 1) / per_epoch);
+  Emit(DoneEvent(Figures(), step, total_steps, last_epoch, final_accuracy, Median(step_ms)));
   return absl::OkStatus();
 }
 

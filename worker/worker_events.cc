@@ -60,10 +60,11 @@ events::WorkerEvent EvalEvent(const WorkerFigures& figures, uint64_t completed_s
 }
 
 events::WorkerEvent DoneEvent(const WorkerFigures& figures, uint64_t completed_steps,
-                              uint64_t total_steps, std::optional<double> test_accuracy,
-                              double step_ms_median) {
+                              uint64_t total_steps, uint32_t epoch,
+                              std::optional<double> test_accuracy, double step_ms_median) {
   events::WorkerEvent event =
       Event(figures, events::WorkerEvent::DONE, completed_steps, total_steps);
+  event.set_epoch(epoch);
   if (test_accuracy) event.set_test_accuracy(*test_accuracy);
   event.set_step_ms_median(step_ms_median);
   return event;

@@ -41,11 +41,11 @@ events::WorkerEvent StepEvent(const WorkerFigures& figures, uint64_t completed_s
 events::WorkerEvent EvalEvent(const WorkerFigures& figures, uint64_t completed_steps,
                               uint64_t total_steps, uint32_t epoch, double test_accuracy);
 
-// The end of the worker's run: its last step, final accuracy (none: not evaluated) and
-// median step time.
+// The end of the worker's run: its last step and that step's epoch, final accuracy (none:
+// not evaluated) and median step time.
 events::WorkerEvent DoneEvent(const WorkerFigures& figures, uint64_t completed_steps,
-                              uint64_t total_steps, std::optional<double> test_accuracy,
-                              double step_ms_median);
+                              uint64_t total_steps, uint32_t epoch,
+                              std::optional<double> test_accuracy, double step_ms_median);
 
 }  // namespace tamp
 

@@ -28,7 +28,9 @@ def gradient_refusal(name: str, gradient: torch.Tensor) -> str:
     if gradient.layout != torch.strided:
         return (f'tensor "{name}": its gradient is {gradient.layout} (nn.Embedding(sparse=True) '
                 "or another module with sparse gradients?); Tamp pushes dense gradients: "
-                "use sparse=False, or DistributedOptimizer(sparse_as_dense=True)")
+                "use sparse=False, or DistributedOptimizer(sparse_as_dense=True) when you wrap "
+                "the optimizer; in a step under way, make it dense (param.grad = "
+                "param.grad.to_dense()), then step()")
     if not gradient.is_contiguous():
         return (f'tensor "{name}": its gradient is not contiguous{layout_hint(gradient)} (the '
                 "parameter's layout changed after it was registered?); Tamp takes row-major "

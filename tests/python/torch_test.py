@@ -180,8 +180,8 @@ class TorchTest(unittest.TestCase):
         self.assertGreaterEqual(step["bytes_pushed"], sum(step["step_shard_bytes_pushed"]))
         self.assertEqual((evaluation["kind"], evaluation["step"], evaluation["test_accuracy"]),
                          ("EVAL", completed, 0.75))
-        self.assertEqual((done["kind"], done["step"], done["test_accuracy"],
-                          done["step_ms_median"]), ("DONE", completed, 0.75, 11.5))
+        self.assertEqual((done["kind"], done["step"], done["epoch"], done["test_accuracy"],
+                          done["step_ms_median"]), ("DONE", completed, 0, 0.75, 11.5))
         self.assertEqual(done["bytes_pushed"], step["bytes_pushed"])
         self.assertRefused(ValueError, lambda: tamp.torch.report_step(0.5, -1.0), "step_ms")
         self.assertRefused(ValueError, lambda: tamp.torch.report_step(0.5, 1.0, float("nan")),
@@ -353,6 +353,21 @@ class TorchTest(unittest.TestCase):
                            "sparse", "sparse=False")
         # The refused push counted for nothing: the step goes on as any other.
         self.test_steps_apply_the_servers_sgd_exactly()
+
+    def test_a_refused_sparse_gradient_made_dense_as_told_completes_the_step(self):
+        model, optimizer = self.model, self.optimizer
+        before = model.fc1.weight.detach().clone()
+        optimizer.zero_grad(set_to_none=True)
+        rows = torch.nn.functional.embedding(torch.tensor([1, 5, 5]), model.fc1.weight,
+                                             sparse=True)
+        self.assertRefused(ValueError, lambda: rows.sum().backward(), '"fc1.weight"',
+                           "param.grad = param.grad.to_dense()")
+        model.fc1.weight.grad = model.fc1.weight.grad.to_dense()  # What the message says.
+        optimizer.step()
+        expected = before.clone()
+        expected[1] -= LEARNING_RATE
+        expected[5] -= 2 * LEARNING_RATE  # Row 5 taken twice.
+        torch.testing.assert_close(model.fc1.weight.detach(), expected, rtol=0, atol=0)
 
     def test_a_model_converted_after_registration_is_refused_naming_the_tensor(self):
         model, optimizer = self.model, self.optimizer

@@ -181,8 +181,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tamp_synchronized = False  # synchronize() ran; step() does not wait again.
         self._tamp_stepped = True  # The last synchronize() was a step (not a rejoin).
         self._tamp_skipping = False  # Inside skip_synchronize().
-        # The rate at registration, to say once when a scheduler changes it to no effect.
-        self._tamp_learning_rate = self.param_groups[0].get("lr")
+        # Each group's rate at registration, to say once when a scheduler changes one to no
+        # effect; None once said.
+        self._tamp_learning_rates: Optional[List[Optional[float]]] = \
+            [group.get("lr") for group in self.param_groups]
         # Why this one no longer steps through Tamp (a later DistributedOptimizer() took the
         # hooks over, or shutdown() closed the job); None while it does.
         self._tamp_ended: Optional[str] = None
@@ -400,14 +402,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._tamp.client.aggregates:
             if self._tamp_stepped:
                 self._tamp_base.step(self)
-        elif self._tamp_learning_rate is not None and \
-                self.param_groups[0]["lr"] != self._tamp_learning_rate:
-            self._tamp.warn("DistributedOptimizer: the wrapped optimizer's learning rate "
-                            f"changed to {self.param_groups[0]['lr']} (an LR scheduler?), but "
-                            "in server-optimizer mode the servers' schedule (the config's "
-                            "optimizer.schedule) sets the rate",
-                            stacklevel=3)  # The script's step(), through torch.no_grad.
-            self._tamp_learning_rate = None  # Once.
+        elif self._tamp_learning_rates is not None:
+            changed = [f"param_groups[{index}] to {group.get('lr')}"
+                       for index, (group, registered) in
+                       enumerate(zip(self.param_groups, self._tamp_learning_rates))
+                       if group.get("lr") != registered]
+            if changed:
+                self._tamp.warn("DistributedOptimizer: the wrapped optimizer's learning rate "
+                                f"changed ({', '.join(changed)}: an LR scheduler?), but in "
+                                "server-optimizer mode the servers' schedule (the config's "
+                                "optimizer.schedule) sets the rate",
+                                stacklevel=3)  # The script's step(), through torch.no_grad.
+                self._tamp_learning_rates = None  # Once.
         if self._tamp_scheduled is not None:
             count_step_for_scheduler(self._tamp_scheduled)
         return loss

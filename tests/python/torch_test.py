@@ -106,9 +106,31 @@ class TorchTest(unittest.TestCase):
                 caught = self.step_warnings()
                 self.assertEqual(len(caught), expected_warnings)
                 if caught:
-                    self.assertIn("learning rate changed to 0.5", caught[0])
+                    self.assertIn("learning rate changed (param_groups[0] to 0.5: an LR "
+                                  "scheduler?)", caught[0])
         finally:
             optimizer.param_groups[0]["lr"] = 1.0
+
+    def test_a_changed_learning_rate_of_a_later_group_is_named(self):
+        model = self.model
+        groups = torch.optim.SGD([{"params": [model.fc1.weight, model.fc1.bias]},
+                                  {"params": [model.fc2.weight, model.fc2.bias], "lr": 0.25}],
+                                 lr=1.0)
+        optimizer = tamp.torch.DistributedOptimizer(groups,
+                                                    named_parameters=model.named_parameters())
+        try:
+            optimizer.param_groups[1]["lr"] = 0.125  # A scheduler of the second group alone.
+            optimizer.zero_grad(set_to_none=True)
+            loss_of(model).backward()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                optimizer.step()
+            changed = [str(w.message) for w in caught if "an LR scheduler" in str(w.message)]
+            self.assertEqual(len(changed), 1)
+            self.assertIn("changed (param_groups[1] to 0.125: an LR scheduler?)", changed[0])
+        finally:
+            tamp.torch.DistributedOptimizer(self.optimizer,
+                                            named_parameters=model.named_parameters())
 
     def test_broadcast_optimizer_state_says_the_servers_state_counts(self):
         fresh = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=0.9)

@@ -397,6 +397,20 @@ TEST(ParseRunArgsTest, RestartServersAndWorkersAreCounts) {
   }
 }
 
+TEST(ParseRunArgsTest, FinishTimeoutIsADurationWithItsUnitOrZero) {
+  EXPECT_EQ(ParseRunArgs({"a"})->finish_timeout, absl::ZeroDuration());
+  EXPECT_EQ(ParseRunArgs({"a", "--finish_timeout=10m"})->finish_timeout, absl::Minutes(10));
+  EXPECT_EQ(ParseRunArgs({"a", "--finish_timeout", "90s"})->finish_timeout, absl::Seconds(90));
+  EXPECT_EQ(ParseRunArgs({"a", "--finish_timeout=0"})->finish_timeout, absl::ZeroDuration());
+  for (const char* bad : {"10", "-5s", "inf", "soon", ""}) {
+    EXPECT_THAT(std::string(ParseRunArgs({"a", absl::StrCat("--finish_timeout=", bad)})
+                                .status()
+                                .message()),
+                HasSubstr("--finish_timeout: expected a duration with its unit (90s, 10m, 1h)"))
+        << bad;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // table
 

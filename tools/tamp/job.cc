@@ -128,8 +128,19 @@ class Job {
   void KeepEvent(int child, const std::string& line);
   // Prints "tamp: <child name> <what>" and the tail of the child's log.
   void ReportChildFailure(int child, absl::string_view what);
-  // Stops everything still running and returns the exit code for `outcome`.
+  // Stops everything still running and returns the exit code for `outcome`; a job that did
+  // not complete writes --summary_json with what the workers reported, and why it ended.
   int Finish(Outcome outcome);
+  // Keeps the first reason the job failed, for its summary.
+  void RecordFailure(absl::string_view reason) {
+    if (failure_.empty()) failure_ = std::string(reason);
+  }
+  // Seconds since the first process started (0 before).
+  double WallSeconds() const {
+    return started_ ? std::chrono::duration<double>(Clock::now() - start_).count() : 0.0;
+  }
+  // Writes `summary` to --summary_json, if set; false, said, when it cannot.
+  bool WriteSummary(const events::RunSummary& summary);
   // Shutdown() of the group, reporting children that had to be SIGKILLed and, if
   // `expect_clean`, those that did not exit 0 or by SIGTERM.
   void TearDown(absl::Duration grace, bool expect_clean);
@@ -161,6 +172,7 @@ class Job {
   std::map<int, std::ofstream> event_files_;
   Clock::time_point start_;
   bool started_ = false;
+  std::string failure_;  // RecordFailure()'s.
 };
 
 absl::Status Job::Start(Role role, int rank, ChildSpec spec, absl::string_view log_suffix) {
@@ -313,8 +325,25 @@ Job::Outcome Job::WatchWorkers() {
   };
   std::optional<absl::Time> first_finished;  // When a worker first exited 0.
   std::string first_finished_note;  // What that worker's exit means for the others.
+  std::string first_finished_note_short;  // "worker 0 finished the run", for the failure.
   absl::Duration next_notice = options_.straggler_notice;
   while (workers_running()) {
+    const absl::Duration finish_timeout = options_.finish_timeout;
+    if (first_finished && finish_timeout > absl::ZeroDuration() &&
+        absl::Now() - *first_finished >= finish_timeout) {
+      std::vector<std::string> running;
+      for (int child : workers_) {
+        if (group_.running(child)) running.push_back(group_.name(child));
+      }
+      renderer_.Finish();
+      const std::string reason = absl::StrCat(
+          absl::StrJoin(running, ", "), running.size() == 1 ? " was" : " were",
+          " still running ", absl::FormatDuration(finish_timeout), " after ",
+          first_finished_note_short, " (--finish_timeout)");
+      RecordFailure(reason);
+      Say(reason);
+      return Outcome::kFailed;
+    }
     if (first_finished && absl::Now() - *first_finished >= next_notice) {
       std::vector<std::string> running;
       for (int child : workers_) {
@@ -322,7 +351,11 @@ Job::Outcome Job::WatchWorkers() {
       }
       Say(absl::StrCat(absl::StrJoin(running, ", "), running.size() == 1 ? " is" : " are",
                        " still running ", absl::FormatDuration(next_notice), " after ",
-                       first_finished_note, ": Ctrl-C stops the job"));
+                       first_finished_note, ": Ctrl-C stops the job",
+                       finish_timeout > absl::ZeroDuration()
+                           ? absl::StrCat(", as --finish_timeout will at ",
+                                          absl::FormatDuration(finish_timeout))
+                           : " (--finish_timeout bounds this wait)"));
       next_notice *= 5;
     }
     for (const ChildEvent& event : group_.Poll(absl::Seconds(1), interrupts_->fd())) {
@@ -361,6 +394,10 @@ Job::Outcome Job::WatchWorkers() {
       if (!first_finished) {
         first_finished = absl::Now();
         const std::string& name = group_.name(event.child);
+        first_finished_note_short =
+            left_early ? absl::StrCat(name, " left the run after step ", done->step())
+            : done     ? absl::StrCat(name, " finished the run")
+                       : absl::StrCat(name, " exited (exit status 0)");
         first_finished_note =
             left_early
                 ? absl::StrCat(name, " left the run after step ", done->step(), " of ",
@@ -391,8 +428,11 @@ Job::Outcome Job::EndedTogether() {
   }
   if (last_steps.size() <= 1) return Outcome::kOk;
   renderer_.Finish();
-  Say(absl::StrCat("the workers ended at different steps (", absl::StrJoin(ends, ", "),
-                   "): one left its training loop early, and the others trained on without it "
+  const std::string reason =
+      absl::StrCat("the workers ended at different steps (", absl::StrJoin(ends, ", "), ")");
+  RecordFailure(reason);
+  Say(absl::StrCat(reason,
+                   ": one left its training loop early, and the others trained on without it "
                    "(every worker trains to the run's end, the client's total_steps, or the "
                    "script cuts every worker alike)"));
   return Outcome::kFailed;
@@ -486,6 +526,7 @@ void Job::SayShardLoad() {
 
 void Job::ReportChildFailure(int child, absl::string_view what) {
   renderer_.Finish();
+  RecordFailure(absl::StrCat(group_.name(child), " ", what));
   Say(absl::StrCat(group_.name(child), " ", what));
   const std::string& log = group_.log_path(child);
   absl::StatusOr<std::vector<std::string>> lines =
@@ -538,27 +579,40 @@ void Job::TearDown(absl::Duration grace, bool expect_clean) {
 }
 
 int Job::Finish(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kOk:
-      TearDown(options_.stop_grace, /*expect_clean=*/true);
-      return kExitOk;
-    case Outcome::kFailed:
-      TearDown(options_.failure_grace, /*expect_clean=*/false);
-      Say(absl::StrCat("failed; logs are in ", run_dir_));
-      return kExitFailed;
-    case Outcome::kInterrupted: {
-      renderer_.Finish();
-      const char* name = sigabbrev_np(interrupts_->last_signal());
-      const int running = group_.num_running();
-      Say(absl::StrCat("interrupted (SIG", name ? name : "?", "); stopping ", running,
-                       running == 1 ? " process" : " processes",
-                       " (interrupt again to kill at once)"));
-      TearDown(options_.failure_grace, /*expect_clean=*/false);
-      Say(absl::StrCat("logs are in ", run_dir_));
-      return kExitInterrupted;
-    }
+  if (outcome == Outcome::kOk) {
+    TearDown(options_.stop_grace, /*expect_clean=*/true);
+    return kExitOk;
   }
-  return kExitFailed;
+  const double wall_seconds = WallSeconds();
+  if (outcome == Outcome::kFailed) {
+    TearDown(options_.failure_grace, /*expect_clean=*/false);
+    Say(absl::StrCat("failed; logs are in ", run_dir_));
+  } else {
+    renderer_.Finish();
+    const char* name = sigabbrev_np(interrupts_->last_signal());
+    const int running = group_.num_running();
+    const std::string interrupted = absl::StrCat("interrupted (SIG", name ? name : "?", ")");
+    failure_ = interrupted;  // What ended the job, whatever failed as it stopped.
+    Say(absl::StrCat(interrupted, "; stopping ", running,
+                     running == 1 ? " process" : " processes",
+                     " (interrupt again to kill at once)"));
+    TearDown(options_.failure_grace, /*expect_clean=*/false);
+    Say(absl::StrCat("logs are in ", run_dir_));
+  }
+  if (!options_.summary_json.empty() &&
+      WriteSummary(summary_.BuildEnded(
+          config_.name(), config_.training().epochs(), wall_seconds,
+          outcome == Outcome::kFailed ? "failed" : "interrupted", failure_))) {
+    Say(absl::StrCat("summary of what ran: ", options_.summary_json));
+  }
+  return outcome == Outcome::kFailed ? kExitFailed : kExitInterrupted;
+}
+
+bool Job::WriteSummary(const events::RunSummary& summary) {
+  if (options_.summary_json.empty()) return true;
+  absl::Status written = WriteFileAtomically(options_.summary_json, SummaryToJson(summary) + "\n");
+  if (!written.ok()) Say(absl::StrCat("cannot write the summary: ", written.message()));
+  return written.ok();
 }
 
 int Job::Run() {
@@ -617,6 +671,7 @@ int Job::Run() {
   SayShardLoad();
   if (own_servers) {
     if (absl::Status status = StartServers(); !status.ok()) {
+      RecordFailure(status.message());
       Say(status.message());
       return Finish(Outcome::kFailed);
     }
@@ -629,11 +684,12 @@ int Job::Run() {
   }
   server_addresses_ = addresses;
   if (absl::Status status = StartWorkers(); !status.ok()) {
+    RecordFailure(status.message());
     Say(status.message());
     return Finish(Outcome::kFailed);
   }
   if (Outcome outcome = WatchWorkers(); outcome != Outcome::kOk) return Finish(outcome);
-  const double wall_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+  const double wall_seconds = WallSeconds();
   renderer_.Finish();
 
   absl::StatusOr<events::RunSummary> summary =
@@ -647,20 +703,15 @@ int Job::Run() {
     summary->set_wall_seconds(wall_seconds);
     summary->set_server_restarts(server_restarts_);
     summary->set_worker_restarts(worker_restarts_);
+    summary->set_outcome("completed");
   }
   if (!summary.ok()) {  // Unreachable: WatchWorkers checked every tamp_worker's DONE.
+    RecordFailure(summary.status().message());
     Say(summary.status().message());
     return Finish(Outcome::kFailed);
   }
   const int code = Finish(Outcome::kOk);
-  if (!options_.summary_json.empty()) {
-    absl::Status written =
-        WriteFileAtomically(options_.summary_json, SummaryToJson(*summary) + "\n");
-    if (!written.ok()) {
-      Say(absl::StrCat("cannot write the summary: ", written.message()));
-      return kExitFailed;
-    }
-  }
+  if (!WriteSummary(*summary)) return kExitFailed;
   Say(wall_time_only ? absl::StrFormat("done in %.1f s", wall_seconds)
                      : FormatSummaryLine(*summary));
   if (!options_.summary_json.empty()) Say(absl::StrCat("summary: ", options_.summary_json));

@@ -19,9 +19,12 @@
 // to RunOptions::restart_workers times; the summary counts both. On the first failure past
 // those (a child exiting non-zero or by a signal, a server exiting while workers run, a
 // server not coming up in time) it names the child, prints the tail of its log and tears
-// everything down (SIGTERM, SIGKILL after RunOptions::failure_grace).
+// everything down (SIGTERM, SIGKILL after RunOptions::failure_grace); so does a worker
+// still running RunOptions::finish_timeout after another exited 0.
 // SIGINT/SIGTERM/SIGHUP to the launcher tear down the same way; a second one SIGKILLs at
-// once. No child outlives RunJob() in any path.
+// once. No child outlives RunJob() in any path. A job that fails or is interrupted still
+// writes --summary_json: what the workers reported, its outcome and why
+// (SummaryBuilder::BuildEnded).
 //
 // At start it prints each shard's chunk count and bytes (from BuildJobLayout). With
 // RunOptions::metrics_file it writes StepMetricsJson() of every STEP event and

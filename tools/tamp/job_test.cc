@@ -252,7 +252,19 @@ class JobTest : public ::testing::Test {
     interrupter.join();
     ASSERT_EQ(code, kExitInterrupted) << out_.str();
     EXPECT_THAT(out_.str(), HasSubstr("tamp: interrupted (SIGINT); stopping 4 processes"));
+    const events::RunSummary summary = ReadSummary();
+    EXPECT_EQ(summary.outcome(), "interrupted");
+    EXPECT_EQ(summary.failure(), "interrupted (SIGINT)");
     ExpectAllGone(4);
+  }
+
+  events::RunSummary ReadSummary() {
+    events::RunSummary summary;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(options_.summary_json),
+                                                            &summary)
+                    .ok())
+        << options_.summary_json;
+    return summary;
   }
 
   std::string dir_;
@@ -288,6 +300,8 @@ TEST_F(JobTest, SuccessStopsServersAndWritesSummary) {
   ASSERT_TRUE(
       google::protobuf::util::JsonStringToMessage(ReadFile(options_.summary_json), &summary).ok());
   EXPECT_EQ(summary.name(), "fake");
+  EXPECT_EQ(summary.outcome(), "completed");
+  EXPECT_EQ(summary.failure(), "");
   EXPECT_DOUBLE_EQ(summary.test_accuracy(), 0.75);
   EXPECT_EQ(summary.steps(), 5u);
   EXPECT_EQ(summary.epochs(), 1u);
@@ -316,7 +330,16 @@ TEST_F(JobTest, WorkerFailureTearsDownAndShowsItsLog) {
   EXPECT_THAT(out, HasSubstr("    worker 1: something broke\n"));
   EXPECT_THAT(out, HasSubstr("tamp: failed; logs are in " + options_.run_dir));
   EXPECT_THAT(out, Not(HasSubstr("done:")));
-  EXPECT_NE(access(options_.summary_json.c_str(), F_OK), 0);
+  // The summary holds what ran: 5 steps of each worker, no DONE.
+  EXPECT_THAT(out, HasSubstr("tamp: summary of what ran: " + options_.summary_json));
+  const events::RunSummary summary = ReadSummary();
+  EXPECT_EQ(summary.outcome(), "failed");
+  EXPECT_EQ(summary.failure(), "worker 1 failed (exit status 3)");
+  EXPECT_EQ(summary.steps(), 5u);
+  EXPECT_FALSE(summary.has_test_accuracy());
+  EXPECT_EQ(summary.bytes_pushed(), 1000u);  // 500 each at step 5.
+  EXPECT_DOUBLE_EQ(summary.compression_ratio(), 10.0);
+  EXPECT_DOUBLE_EQ(summary.step_ms_median(), 2.0);
   ExpectAllGone(3);
 }
 
@@ -618,7 +641,7 @@ TEST_F(JobTest, FailingCommandStopsTheJobNamingItsWorker) {
   const std::string out = out_.str();
   EXPECT_THAT(out, HasSubstr("tamp: worker 1 failed (exit status 3)\n"));
   EXPECT_THAT(out, HasSubstr("    rank 1: bad batch\n"));
-  EXPECT_NE(access(options_.summary_json.c_str(), F_OK), 0);
+  EXPECT_EQ(ReadSummary().failure(), "worker 1 failed (exit status 3)");
   ExpectAllGone(3);
 }
 
@@ -670,6 +693,23 @@ TEST_F(JobTest, WorkersStillRunningAfterAnotherFinishedAreNamed) {
                              "run; one the servers dropped"));
   EXPECT_THAT(out, Not(HasSubstr("worker 0 is still running")));
   EXPECT_THAT(out, Not(HasSubstr("running 5s after")));  // The next notice is due at 5 s.
+  ExpectAllGone(3);
+}
+
+// --finish_timeout: a worker still running that long after another finished the run fails
+// the job, which stops it; the summary holds the run that finished.
+TEST_F(JobTest, FinishTimeoutStopsAWorkerStillRunningAfterAnotherFinished) {
+  setenv("FAKE_HANG_RANK", "1", 1);
+  options_.finish_timeout = absl::Seconds(1);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 was still running 1s after worker 0 "
+                                    "finished the run (--finish_timeout)\n"));
+  const events::RunSummary summary = ReadSummary();
+  EXPECT_EQ(summary.outcome(), "failed");
+  EXPECT_EQ(summary.failure(),
+            "worker 1 was still running 1s after worker 0 finished the run (--finish_timeout)");
+  EXPECT_EQ(summary.steps(), 5u);
+  EXPECT_DOUBLE_EQ(summary.test_accuracy(), 0.75);  // Worker 0's DONE.
   ExpectAllGone(3);
 }
 

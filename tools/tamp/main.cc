@@ -2,7 +2,7 @@
 //
 //   tamp run CONFIG [--summary_json=PATH] [--metrics_file=PATH] [--run_dir=DIR]
 //                   [--server_binary=PATH] [--worker_binary=PATH] [--restart_servers=N]
-//                   [--restart_workers=N] [-- COMMAND ARGS...]
+//                   [--restart_workers=N] [--finish_timeout=DURATION] [-- COMMAND ARGS...]
 //   tamp codecs
 //   tamp summarize CONFIG EVENTS_0 ... [--summary_json=PATH] [--wall_seconds=S]
 //   tamp model CONFIG --bandwidth RATE [--topology shared|hosts] [--codecs all|config] [--json]
@@ -38,7 +38,8 @@ Commands:
                        TAMP_CONFIG, TAMP_RANK, TAMP_NUM_WORKERS, TAMP_LOCAL_RANK and
                        TAMP_SERVERS; it reports progress as WorkerEvent JSON lines on
                        stdout, and its other output goes to its log.
-      --summary_json=PATH    On success, write a tamp.events.RunSummary as JSON.
+      --summary_json=PATH    At the end, write a tamp.events.RunSummary as JSON (its
+                             outcome: completed, failed or interrupted, and why).
       --metrics_file=PATH    Write one JSON object per worker step: bytes pushed and
                              pulled per shard, compression ratio, compute/encode/wire/
                              decode/apply ms and the share of communication hidden;
@@ -53,6 +54,9 @@ Commands:
                              from its checkpoint: CONFIG needs a checkpoint block).
       --restart_workers=N    Start a worker that dies again, N times in all (it rejoins
                              the run at the other workers' step; SYNC only).
+      --finish_timeout=D     Once a worker has exited 0, fail the job and stop the others
+                             if they still run D later (90s, 10m, 1h; default 0: no
+                             bound, the console names them).
   summarize CONFIG EVENTS_0 ... EVENTS_{W-1} [--summary_json=PATH] [--wall_seconds=S]
                        The run summary of a job a cluster engine started (Slurm,
                        Kubernetes), from each worker's saved stdout, in rank order

@@ -19,6 +19,23 @@ CommandLine::ValueParser Count(absl::string_view flag, int* count) {
   };
 }
 
+// --finish_timeout: a duration with its unit ("90s", "10m", "1h"), 0 for none.
+CommandLine::ValueParser NonNegativeDuration(absl::string_view flag, absl::Duration* duration) {
+  return [flag = std::string(flag), duration](const std::string& value) {
+    if (value == "0") {
+      *duration = absl::ZeroDuration();
+      return absl::OkStatus();
+    }
+    if (!absl::ParseDuration(value, duration) || *duration < absl::ZeroDuration() ||
+        *duration == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, ": expected a duration with its unit (90s, 10m, 1h) or 0, got \"", value,
+          "\""));
+    }
+    return absl::OkStatus();
+  };
+}
+
 }  // namespace
 
 absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
@@ -26,6 +43,7 @@ absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
   CommandLine flags;
   flags.Flag("restart_servers", Count("restart_servers", &options.restart_servers))
       .Flag("restart_workers", Count("restart_workers", &options.restart_workers))
+      .Flag("finish_timeout", NonNegativeDuration("finish_timeout", &options.finish_timeout))
       .Flag("summary_json", &options.summary_json)
       .Flag("metrics_file", &options.metrics_file)
       .Flag("run_dir", &options.run_dir)

@@ -15,7 +15,8 @@ struct RunOptions {
   // The worker program and its arguments (`tamp run CONFIG -- COMMAND ARGS...`), started
   // cluster.num_workers times with its placement in TAMP_* variables; empty: tamp_worker.
   std::vector<std::string> command;
-  // Where to write the RunSummary JSON on success; empty: nowhere.
+  // Where to write the RunSummary JSON when the job ends (RunSummary.outcome says how);
+  // empty: nowhere.
   std::string summary_json;
   // Where to write one JSON object per worker step (figures of its STEP event, one line
   // each, flushed as they come); empty: nowhere.
@@ -46,13 +47,16 @@ struct RunOptions {
   // them (then again every 5 times as long): a worker the servers dropped (a SYNC barrier's
   // consistency.worker_timeout_ms) that hangs cannot rejoin a run that is over.
   absl::Duration straggler_notice = absl::Seconds(60);
+  // Once a worker has exited 0, how long the others may run on before the job fails and
+  // stops them (--finish_timeout); zero: no bound, the console names them only.
+  absl::Duration finish_timeout = absl::ZeroDuration();
 };
 
 // ParseRunArgs()
 //
 // Parses the arguments after "run": one CONFIG and the flags --summary_json, --metrics_file,
 // --run_dir, --server_binary, --worker_binary, --restart_servers and --restart_workers (counts
-// >= 0), each as --flag=VALUE or --flag VALUE (tools/tamp/command_line.h), then optionally "--" and a COMMAND: everything after the
+// >= 0), --finish_timeout (a duration with its unit, or 0), each as --flag=VALUE or --flag VALUE (tools/tamp/command_line.h), then optionally "--" and a COMMAND: everything after the
 // first "--" is the COMMAND, which replaces tamp_worker (so it excludes --worker_binary).
 // INVALID_ARGUMENT with a one-line reason otherwise.
 absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args);

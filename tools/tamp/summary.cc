@@ -42,6 +42,7 @@ SummaryBuilder::SummaryBuilder(int num_workers)
 void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
   if (worker < 0 || worker >= static_cast<int>(done_.size())) return;
   latest_[worker] = {event.bytes_pushed(), event.bytes_pulled(), event.raw_bytes_pushed()};
+  if (worker == 0) synthetic_ = event.synthetic();
   if (event.has_start_step() && !(start_step_ && *start_step_ <= event.start_step())) {
     start_step_ = event.start_step();
   }
@@ -49,6 +50,8 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
     case events::WorkerEvent::STEP:
       if (worker == 0 && event.has_loss()) final_loss_ = event.loss();
       if (worker == 0) last_epoch_ = event.epoch();
+      if (worker == 0) last_step_ = event.step();
+      step_ms_.push_back(event.step_ms());
       compute_ms_.push_back(event.compute_ms());
       encode_ms_.push_back(event.encode_ms());
       wire_ms_.push_back(event.wire_ms());
@@ -83,24 +86,48 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
       return absl::FailedPreconditionError(absl::StrCat("worker ", j, " reported no DONE event"));
     }
   }
+  events::RunSummary summary = Common(name, epochs, wall_seconds);
+  summary.set_outcome("completed");
+  if (done_[0]->has_test_accuracy()) summary.set_test_accuracy(done_[0]->test_accuracy());
+  summary.set_steps(done_[0]->step());  // DONE carries the final step count in `step`.
+  std::vector<double> medians;
+  for (const std::optional<events::WorkerEvent>& done : done_) {
+    medians.push_back(done->step_ms_median());
+  }
+  summary.set_step_ms_median(Median(std::move(medians)));
+  return summary;
+}
+
+events::RunSummary SummaryBuilder::BuildEnded(const std::string& name, uint32_t epochs,
+                                              double wall_seconds, absl::string_view outcome,
+                                              absl::string_view failure) const {
+  events::RunSummary summary = Common(name, epochs, wall_seconds);
+  summary.set_outcome(std::string(outcome));
+  summary.set_failure(std::string(failure));
+  if (done_[0] && done_[0]->has_test_accuracy()) {
+    summary.set_test_accuracy(done_[0]->test_accuracy());
+  }
+  summary.set_steps(done_[0] ? done_[0]->step() : last_step_.value_or(0));
+  summary.set_step_ms_median(Median(step_ms_));
+  return summary;
+}
+
+events::RunSummary SummaryBuilder::Common(const std::string& name, uint32_t epochs,
+                                          double wall_seconds) const {
   events::RunSummary summary;
   summary.set_name(name);
-  if (done_[0]->has_test_accuracy()) summary.set_test_accuracy(done_[0]->test_accuracy());
-  summary.set_synthetic(done_[0]->synthetic());
-  summary.set_steps(done_[0]->step());  // DONE carries the final step count in `step`.
+  // Worker 0's DONE says; before it, its events do (each carries the flag).
+  summary.set_synthetic(done_[0] ? done_[0]->synthetic() : synthetic_);
   summary.set_start_step(start_step_.value_or(0));
   summary.set_epochs(last_epoch_ ? *last_epoch_ + 1 : epochs);
   summary.set_wall_seconds(wall_seconds);
+  // Each worker's last event (its DONE, where it sent one) holds its totals.
   uint64_t pushed = 0, pulled = 0, raw_pushed = 0;
-  std::vector<double> medians;
-  for (size_t j = 0; j < done_.size(); ++j) {
-    const events::WorkerEvent& done = *done_[j];
-    pushed += banked_[j].pushed + done.bytes_pushed();
-    pulled += banked_[j].pulled + done.bytes_pulled();
-    raw_pushed += banked_[j].raw_pushed + done.raw_bytes_pushed();
-    medians.push_back(done.step_ms_median());
+  for (size_t j = 0; j < latest_.size(); ++j) {
+    pushed += banked_[j].pushed + latest_[j].pushed;
+    pulled += banked_[j].pulled + latest_[j].pulled;
+    raw_pushed += banked_[j].raw_pushed + latest_[j].raw_pushed;
   }
-  summary.set_step_ms_median(Median(std::move(medians)));
   summary.set_bytes_pushed(pushed);
   summary.set_bytes_pulled(pulled);
   summary.set_compression_ratio(

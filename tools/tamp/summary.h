@@ -73,12 +73,26 @@ class SummaryBuilder {
 
   // SummaryBuilder::Build()
   //
-  // FAILED_PRECONDITION naming the first worker that has not reported DONE.
+  // The summary of a completed run (outcome "completed"). FAILED_PRECONDITION naming the
+  // first worker that has not reported DONE.
   absl::StatusOr<events::RunSummary> Build(const std::string& name, uint32_t epochs,
                                            double wall_seconds) const;
 
+  // SummaryBuilder::BuildEnded()
+  //
+  // The summary of a job that did not complete (`outcome` "failed" or "interrupted", and
+  // why): what the workers had reported, as events.proto's RunSummary.outcome describes.
+  events::RunSummary BuildEnded(const std::string& name, uint32_t epochs, double wall_seconds,
+                                absl::string_view outcome, absl::string_view failure) const;
+
  private:
+  // What Build() and BuildEnded() share: every figure but steps, test_accuracy and
+  // step_ms_median.
+  events::RunSummary Common(const std::string& name, uint32_t epochs, double wall_seconds) const;
+
   std::vector<std::optional<events::WorkerEvent>> done_;
+  std::optional<uint64_t> last_step_;  // Of worker 0's last STEP.
+  bool synthetic_ = false;             // Worker 0's events say so.
   std::optional<uint32_t> last_epoch_;  // Of worker 0's last STEP.
   // By worker: the byte counters of its latest event, and those of its dead predecessors.
   struct Bytes {
@@ -92,7 +106,8 @@ class SummaryBuilder {
   std::optional<float> final_loss_;  // Worker 0's last reported loss.
   std::optional<uint64_t> start_step_;  // The least start_step of any event.
   // Of every STEP of every worker.
-  std::vector<double> compute_ms_, encode_ms_, wire_ms_, decode_ms_, apply_ms_, hidden_percent_;
+  std::vector<double> compute_ms_, encode_ms_, wire_ms_, decode_ms_, apply_ms_, hidden_percent_,
+      step_ms_;
 };
 
 // The format_version of the JSON files the launcher writes (RunSummary, StepMetrics,

@@ -106,6 +106,52 @@ TEST(SummaryBuilderTest, AggregatesDoneEvents) {
   EXPECT_EQ(summary->bytes_pulled(), 3000u);
   EXPECT_DOUBLE_EQ(summary->compression_ratio(), 10.0);
   EXPECT_FLOAT_EQ(summary->final_loss(), 0.25f);
+  EXPECT_EQ(summary->outcome(), "completed");
+  EXPECT_EQ(summary->failure(), "");
+}
+
+events::WorkerEvent Step(uint64_t step, double step_ms, uint64_t pushed, uint64_t raw) {
+  events::WorkerEvent e = StepLoss(0.5f, 1);
+  e.set_step(step);
+  e.set_step_ms(step_ms);
+  e.set_bytes_pushed(pushed);
+  e.set_bytes_pulled(2 * pushed);
+  e.set_raw_bytes_pushed(raw);
+  return e;
+}
+
+// A job that failed or was interrupted: what the workers had reported by then.
+TEST(SummaryBuilderTest, AnEndedJobSummarizesWhatWasReported) {
+  SummaryBuilder builder(2);
+  builder.Add(0, Step(1, 10.0, 100, 400));
+  builder.Add(1, Step(1, 30.0, 50, 200));
+  builder.Add(0, Step(2, 20.0, 200, 800));
+  builder.Add(1, Step(2, 40.0, 100, 400));
+  builder.Add(0, Step(3, 15.0, 300, 1200));  // Worker 1 stopped reporting after step 2.
+  events::RunSummary summary =
+      builder.BuildEnded("mlp", 5, 7.5, "failed", "worker 1 failed (exit status 1)");
+  EXPECT_EQ(summary.outcome(), "failed");
+  EXPECT_EQ(summary.failure(), "worker 1 failed (exit status 1)");
+  EXPECT_EQ(summary.steps(), 3u);  // Worker 0's last completed step.
+  EXPECT_FALSE(summary.has_test_accuracy());
+  EXPECT_DOUBLE_EQ(summary.step_ms_median(), 20.0);  // Of 10, 30, 20, 40, 15.
+  EXPECT_EQ(summary.bytes_pushed(), 400u);  // Each worker's last report: 300 + 100.
+  EXPECT_EQ(summary.bytes_pulled(), 800u);
+  EXPECT_DOUBLE_EQ(summary.compression_ratio(), 4.0);
+  EXPECT_EQ(summary.epochs(), 2u);
+  EXPECT_DOUBLE_EQ(summary.wall_seconds(), 7.5);
+  // Worker 0's DONE, where it sent one, gives its steps and accuracy.
+  builder.Add(0, Done(300, 600, 1200, 14.0, 0.75));
+  summary = builder.BuildEnded("mlp", 5, 8, "interrupted", "interrupted (SIGINT)");
+  EXPECT_EQ(summary.steps(), 100u);
+  EXPECT_DOUBLE_EQ(summary.test_accuracy(), 0.75);
+  EXPECT_EQ(summary.outcome(), "interrupted");
+  // Nothing reported (the servers never started): zeros, and why.
+  events::RunSummary empty = SummaryBuilder(2).BuildEnded("mlp", 5, 0, "failed", "no server");
+  EXPECT_EQ(empty.steps(), 0u);
+  EXPECT_EQ(empty.epochs(), 5u);
+  EXPECT_EQ(empty.bytes_pushed(), 0u);
+  EXPECT_EQ(empty.failure(), "no server");
 }
 
 events::WorkerEvent Started(events::WorkerEvent event, uint64_t start_step) {
@@ -272,7 +318,8 @@ TEST(SummaryToJsonTest, EveryFieldSnakeCaseWithNumbersAndTheFormatVersion) {
             R"("bytes_pulled":0,"compression_ratio":0,"final_loss":0,"compute_ms_median":0,)"
             R"("encode_ms_median":0,"wire_ms_median":0,"decode_ms_median":0,)"
             R"("apply_ms_median":0,"comm_hidden_percent_median":0,"server_restarts":0,)"
-            R"("worker_restarts":0,"synthetic":false,"start_step":0,"wall_time_only":false})");
+            R"("worker_restarts":0,"synthetic":false,"start_step":0,"wall_time_only":false,)"
+            R"("outcome":"","failure":""})");
   events::RunSummary parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
   summary.set_format_version(kJsonFormatVersion);

@@ -116,6 +116,11 @@ class Job {
   // restart is left.
   bool RestartWorker(int child, const ExitStatus& status);
   Outcome WatchWorkers();
+  // Worker `rank` reported DONE at the run's last step.
+  bool FinishedTheRun(int rank) const {
+    const std::optional<events::WorkerEvent>& done = summary_.done_event(rank);
+    return done && done->total_steps() > 0 && done->step() >= done->total_steps();
+  }
   // After every worker exited 0: kFailed, said, when their DONE events end at different steps
   // (one left its loop early while the others trained on).
   Outcome EndedTogether();
@@ -302,8 +307,13 @@ ChildSpec Job::WorkerSpec(uint32_t rank, int restart) const {
 
 bool Job::RestartWorker(int child, const ExitStatus& status) {
   if (worker_restarts_ >= options_.restart_workers) return false;
-  ++worker_restarts_;
   const int rank = roles_[child].rank;
+  if (FinishedTheRun(rank)) {  // A new process would rejoin a run that is over for it.
+    Say(absl::StrCat(group_.name(child), " is not restarted: it had reported the run's last "
+                     "step before it failed"));
+    return false;
+  }
+  ++worker_restarts_;
   const int restart = ++restarts_by_worker_[rank];
   Say(absl::StrCat(group_.name(child), " failed (", status.ToString(), "); restarting it (restart ",
                    worker_restarts_, " of ", options_.restart_workers,
@@ -372,7 +382,15 @@ Job::Outcome Job::WatchWorkers() {
       }
       if (!event.status.success()) {
         if (RestartWorker(event.child, event.status)) continue;
-        ReportChildFailure(event.child, absl::StrCat("failed (", event.status.ToString(), ")"));
+        const std::optional<events::WorkerEvent>& done = summary_.done_event(role.rank);
+        ReportChildFailure(
+            event.child,
+            absl::StrCat("failed (", event.status.ToString(), ")",
+                         FinishedTheRun(role.rank)
+                             ? absl::StrCat(" after it reported the run's last step (DONE at ",
+                                            done->step(), " of ", done->total_steps(),
+                                            "): its training had completed")
+                             : ""));
         return Outcome::kFailed;
       }
       // tamp_worker always ends with DONE; a COMMAND need not report anything.

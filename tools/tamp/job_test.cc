@@ -66,6 +66,7 @@ while :; do sleep 0.02; done
 //   FAKE_WORKER_MODE=nodone     exits 0 without DONE
 //   FAKE_WORKER_MODE=hang       never finishes
 //   FAKE_WORKER_MODE=crash      dies of SIGSEGV
+//   FAKE_WORKER_MODE=fail_after_done  worker 1 exits 4 after its DONE
 //   FAKE_HANG_RANK=J            worker J never finishes (the others do)
 constexpr char kFakeWorker[] = R"(#!/bin/sh
 resumed=
@@ -91,7 +92,8 @@ esac
 acc=0
 if [ "$rank" = 0 ]; then acc=0.75; echo '{"kind":"EVAL","epoch":0,"testAccuracy":0.75}'; fi
 pushed=$((rank * 100 + 500))
-echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"bytesPushed\":\"$pushed\",\"bytesPulled\":\"1000\",\"rawBytesPushed\":\"$((pushed * 10))\",\"stepMsMedian\":$((rank + 2)),\"testAccuracy\":$acc}"
+echo "{\"kind\":\"DONE\",\"worker\":$rank,\"step\":\"$steps\",\"totalSteps\":\"$steps\",\"bytesPushed\":\"$pushed\",\"bytesPulled\":\"1000\",\"rawBytesPushed\":\"$((pushed * 10))\",\"stepMsMedian\":$((rank + 2)),\"testAccuracy\":$acc}"
+if [ "${FAKE_WORKER_MODE:-ok}" = fail_after_done ] && [ "$rank" = 1 ]; then exit 4; fi
 )";
 
 // A user's worker program for `tamp run CONFIG -- sh train.sh ARGS`: appends its arguments
@@ -445,6 +447,21 @@ TEST_F(JobTest, RestartWorkersGivesUpAfterTheLimit) {
   EXPECT_THAT(out, Not(HasSubstr("(restart 2 of 1)")));
   EXPECT_THAT(out, HasSubstr("tamp: worker 1 failed (exit status 3)\n"));
   ExpectAllGone(4);
+}
+
+// A worker that fails after reporting the run's last step is not restarted (a new process
+// would rejoin a run that is over for it), and the failure says its training completed.
+TEST_F(JobTest, RestartWorkersLeavesAWorkerThatFinishedTheRun) {
+  setenv("FAKE_WORKER_MODE", "fail_after_done", 1);
+  options_.restart_workers = 2;
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("tamp: worker 1 is not restarted: it had reported the run's last "
+                             "step before it failed\n"));
+  EXPECT_THAT(out, HasSubstr("tamp: worker 1 failed (exit status 4) after it reported the run's "
+                             "last step (DONE at 5 of 5): its training had completed\n"));
+  EXPECT_THAT(out, Not(HasSubstr("restarting it")));
+  EXPECT_EQ(ReadSummary().worker_restarts(), 0u);
 }
 
 TEST_F(JobTest, RestartedCommandGetsTampRestart) {

@@ -119,7 +119,7 @@ rm -rf "$WORK/env" && mkdir -p "$WORK/env"
 FAIL_RANK=1 expect_exit failing_rank 1 "tamp: worker 1 failed (exit status 3)" \
   "$WORK/job.pbtxt" --run_dir="$WORK/run-fail" --server_binary="$SERVER_BIN" \
   -- python3 "$WORK/train.py" "$WORK/env"
-expect_exit not_found 1 "cannot execute no-such-trainer (worker 0): not found in PATH" \
+expect_exit not_found 2 "tamp: cannot execute no-such-trainer: not found in PATH" \
   "$WORK/job.pbtxt" --run_dir="$WORK/run-nf" --server_binary="$SERVER_BIN" -- no-such-trainer
 expect_exit no_command 2 '"--" must be followed by a COMMAND' "$WORK/job.pbtxt" --
 echo PASS

@@ -666,6 +666,13 @@ int Job::Run() {
       return kExitUsage;
     }
   }
+  // A COMMAND that cannot start is a usage error, said before any server starts.
+  if (!options_.command.empty()) {
+    if (absl::Status executable = CheckExecutable(options_.command[0]); !executable.ok()) {
+      Say(executable.message());
+      return kExitUsage;
+    }
+  }
   if (!options_.metrics_file.empty()) {
     metrics_.open(options_.metrics_file, std::ios::out | std::ios::trunc);
     if (!metrics_.is_open()) {

@@ -662,18 +662,25 @@ TEST_F(JobTest, FailingCommandStopsTheJobNamingItsWorker) {
   ExpectAllGone(3);
 }
 
-TEST_F(JobTest, CommandThatCannotBeExecutedFailsNamingIt) {
+// Before any server starts: a usage error.
+TEST_F(JobTest, CommandThatCannotBeExecutedIsRefusedNamingIt) {
   options_.command = {"no-such-trainer-for-tamp", "train.py"};
-  ASSERT_EQ(Run(), kExitFailed) << out_.str();
-  EXPECT_THAT(out_.str(), HasSubstr("tamp: cannot execute no-such-trainer-for-tamp (worker 0): "
-                                    "not found in PATH\ntamp: failed; logs are in "));
-  ExpectAllGone(2);  // The servers.
+  ASSERT_EQ(Run(), kExitUsage) << out_.str();
+  EXPECT_THAT(out_.str(),
+              HasSubstr("tamp: cannot execute no-such-trainer-for-tamp: not found in PATH\n"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("servers listening")));
+  EXPECT_EQ(Pids(pids_).size(), 0u);  // Nothing started.
 
   out_.str("");
   options_.command = {dir_ + "/train.sh"};  // Not executable.
-  ASSERT_EQ(Run(), kExitFailed) << out_.str();
-  EXPECT_THAT(out_.str(), HasSubstr("tamp: cannot execute " + dir_ +
-                                    "/train.sh (worker 0): Permission denied\n"));
+  ASSERT_EQ(Run(), kExitUsage) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: cannot execute " + dir_ + "/train.sh: Permission denied\n"));
+  options_.command = {dir_ + "/no-such.sh"};
+  ASSERT_EQ(Run(), kExitUsage) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: cannot execute " + dir_ + "/no-such.sh: No such file"));
+  options_.command = {dir_};
+  ASSERT_EQ(Run(), kExitUsage) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: cannot execute " + dir_ + ": not a regular file"));
 }
 
 TEST_F(JobTest, StubbornServerIsKilledAfterTheGrace) {

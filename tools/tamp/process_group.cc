@@ -87,6 +87,29 @@ std::optional<std::string> FindInPath(const std::string& name) {
   return std::nullopt;
 }
 
+}  // namespace
+
+absl::Status CheckExecutable(const std::string& program) {
+  if (program.find('/') == std::string::npos) {
+    if (FindInPath(program).has_value()) return absl::OkStatus();
+    return absl::NotFoundError(absl::StrCat("cannot execute ", program, ": not found in PATH"));
+  }
+  struct stat st;
+  if (stat(program.c_str(), &st) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot execute ", program));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot execute ", program, ": not a regular file"));
+  }
+  if (access(program.c_str(), X_OK) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot execute ", program));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
 // The environment of a child: the launcher's with `overrides` ("NAME=VALUE") set over it.
 // The pointers stay valid while `overrides` and the launcher's environment do.
 std::vector<char*> ChildEnvironment(const std::vector<std::string>& overrides) {

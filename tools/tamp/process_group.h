@@ -98,6 +98,14 @@ struct ChildEvent {
   ExitStatus status;
 };
 
+// CheckExecutable()
+//
+// Whether `program` (a ChildSpec's argv[0], with search_path) can be started: found in PATH
+// when it names no directory, else an executable regular file. NOT_FOUND or
+// PERMISSION_DENIED: "cannot execute train.py: Permission denied". What Spawn() would
+// refuse, asked before anything starts.
+absl::Status CheckExecutable(const std::string& program);
+
 class ProcessGroup {
  public:
   ProcessGroup() = default;

@@ -504,7 +504,15 @@ void Job::HandleLine(int child, const std::string& line) {
       if (metrics_.is_open() && event->kind() == events::WorkerEvent::EVAL) {
         metrics_ << EvalMetricsJson(role.rank, *event) << "\n" << std::flush;
       }
+      const uint64_t last_step = summary_.last_step(role.rank);
       summary_.Add(role.rank, *event);
+      if (event->kind() == events::WorkerEvent::STEP && last_step > 0 &&
+          event->step() > last_step + 1) {
+        Say(absl::StrCat(group_.name(child), " rejoined the run at step ", event->step(),
+                         ": it took no part in steps ", last_step + 1, "-", event->step() - 1,
+                         " (dropped from the barriers, or restarted; the others trained them "
+                         "without it)"));
+      }
       renderer_.OnEvent(role.rank, *event, absl::Now());
       return;
     }

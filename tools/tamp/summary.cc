@@ -1,5 +1,6 @@
 #include "tools/tamp/summary.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -35,7 +36,7 @@ absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line) {
 }
 
 SummaryBuilder::SummaryBuilder(int num_workers)
-    : done_(num_workers), latest_(num_workers), banked_(num_workers) {
+    : done_(num_workers), last_steps_(num_workers), latest_(num_workers), banked_(num_workers) {
   CHECK_GE(num_workers, 1);
 }
 
@@ -51,6 +52,10 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
       if (worker == 0 && event.has_loss()) final_loss_ = event.loss();
       if (worker == 0) last_epoch_ = event.epoch();
       if (worker == 0) last_step_ = event.step();
+      if (last_steps_[worker] > 0 && event.step() > last_steps_[worker] + 1) {
+        steps_missed_ += event.step() - last_steps_[worker] - 1;
+      }
+      last_steps_[worker] = std::max(last_steps_[worker], event.step());
       step_ms_.push_back(event.step_ms());
       compute_ms_.push_back(event.compute_ms());
       encode_ms_.push_back(event.encode_ms());
@@ -135,6 +140,7 @@ events::RunSummary SummaryBuilder::Common(const std::string& name, uint32_t epoc
   if (final_loss_) summary.set_final_loss(*final_loss_);
   summary.set_server_restarts(server_restarts_);
   summary.set_worker_restarts(worker_restarts_);
+  summary.set_worker_steps_missed(steps_missed_);
   summary.set_compute_ms_median(Median(compute_ms_));
   summary.set_encode_ms_median(Median(encode_ms_));
   summary.set_wire_ms_median(Median(wire_ms_));

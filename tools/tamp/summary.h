@@ -59,6 +59,10 @@ class SummaryBuilder {
   // Whether worker `worker` has reported DONE.
   bool done(int worker) const;
 
+  // The step of worker `worker`'s last STEP event (its process's or a predecessor's); 0
+  // before any. A STEP past it + 1 counts the steps between as missed.
+  uint64_t last_step(int worker) const { return last_steps_.at(worker); }
+
   // Worker `worker`'s DONE event, if it reported one.
   const std::optional<events::WorkerEvent>& done_event(int worker) const {
     return done_.at(worker);
@@ -92,6 +96,8 @@ class SummaryBuilder {
 
   std::vector<std::optional<events::WorkerEvent>> done_;
   std::optional<uint64_t> last_step_;  // Of worker 0's last STEP.
+  std::vector<uint64_t> last_steps_;   // By worker, of its last STEP (0: none).
+  uint64_t steps_missed_ = 0;
   bool synthetic_ = false;             // Worker 0's events say so.
   std::optional<uint32_t> last_epoch_;  // Of worker 0's last STEP.
   // By worker: the byte counters of its latest event, and those of its dead predecessors.

@@ -140,6 +140,7 @@ TEST(SummaryBuilderTest, AnEndedJobSummarizesWhatWasReported) {
   EXPECT_DOUBLE_EQ(summary.compression_ratio(), 4.0);
   EXPECT_EQ(summary.epochs(), 2u);
   EXPECT_DOUBLE_EQ(summary.wall_seconds(), 7.5);
+  EXPECT_EQ(summary.worker_steps_missed(), 0u);
   // Worker 0's DONE, where it sent one, gives its steps and accuracy.
   builder.Add(0, Done(300, 600, 1200, 14.0, 0.75));
   summary = builder.BuildEnded("mlp", 5, 8, "interrupted", "interrupted (SIGINT)");
@@ -152,6 +153,21 @@ TEST(SummaryBuilderTest, AnEndedJobSummarizesWhatWasReported) {
   EXPECT_EQ(empty.epochs(), 5u);
   EXPECT_EQ(empty.bytes_pushed(), 0u);
   EXPECT_EQ(empty.failure(), "no server");
+}
+
+// A worker whose STEP events jump (dropped from the barriers, or restarted) missed the steps
+// between; a resumed run's first STEP (after none) misses nothing.
+TEST(SummaryBuilderTest, StepsAWorkerTookNoPartInAreCounted) {
+  SummaryBuilder builder(2);
+  builder.Add(0, Step(41, 1, 1, 1));  // Resumed at step 40.
+  builder.Add(1, Step(41, 1, 1, 1));
+  builder.Add(1, Step(42, 1, 1, 1));
+  EXPECT_EQ(builder.last_step(1), 42u);
+  builder.Add(1, Step(50, 1, 1, 1));  // Steps 43-49 without it.
+  builder.WorkerRestarted(1);
+  builder.Add(1, Step(53, 1, 1, 1));  // Its successor's first: 51-52 missed too.
+  EXPECT_EQ(builder.BuildEnded("mlp", 1, 1, "failed", "").worker_steps_missed(), 9u);
+  EXPECT_EQ(builder.last_step(0), 41u);
 }
 
 events::WorkerEvent Started(events::WorkerEvent event, uint64_t start_step) {
@@ -319,7 +335,7 @@ TEST(SummaryToJsonTest, EveryFieldSnakeCaseWithNumbersAndTheFormatVersion) {
             R"("encode_ms_median":0,"wire_ms_median":0,"decode_ms_median":0,)"
             R"("apply_ms_median":0,"comm_hidden_percent_median":0,"server_restarts":0,)"
             R"("worker_restarts":0,"synthetic":false,"start_step":0,"wall_time_only":false,)"
-            R"("outcome":"","failure":""})");
+            R"("outcome":"","failure":"","worker_steps_missed":0})");
   events::RunSummary parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
   summary.set_format_version(kJsonFormatVersion);

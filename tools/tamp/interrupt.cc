@@ -14,11 +14,14 @@
 namespace tamp::launcher {
 namespace {
 
-constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kSignals[InterruptWatcher::kWatchedSignals] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 
 // Written by the handler; -1 while no watcher is installed.
 std::atomic<int> g_write_fd{-1};
 volatile sig_atomic_t g_last_signal = 0;
+// SIGPIPE counts once: every later write to the closed console raises it again, and a
+// second one would kill everything at once.
+volatile sig_atomic_t g_pipe_counted = 0;
 // CLOCK_MONOTONIC nanoseconds of the last signal counted, and the window after it in which
 // another is the same interrupt (lock-free atomics: safe in a handler).
 std::atomic<int64_t> g_last_counted_ns{0};
@@ -31,6 +34,10 @@ int64_t MonotonicNs() {
 }
 
 extern "C" void OnSignal(int sig) {
+  if (sig == SIGPIPE) {
+    if (g_pipe_counted) return;
+    g_pipe_counted = 1;
+  }
   const int saved_errno = errno;
   g_last_signal = sig;
   const int fd = g_write_fd.load();
@@ -59,6 +66,7 @@ absl::StatusOr<std::unique_ptr<InterruptWatcher>> InterruptWatcher::Install(
   }
   std::unique_ptr<InterruptWatcher> watcher(new InterruptWatcher(fds[0], fds[1]));
   g_last_signal = 0;
+  g_pipe_counted = 0;
   g_last_counted_ns.store(0);
   g_same_interrupt_ns.store(absl::ToInt64Nanoseconds(same_interrupt));
   g_write_fd.store(fds[1]);
@@ -67,12 +75,14 @@ absl::StatusOr<std::unique_ptr<InterruptWatcher>> InterruptWatcher::Install(
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &action, &watcher->saved_[i]);
+  for (int i = 0; i < InterruptWatcher::kWatchedSignals; ++i) {
+    sigaction(kSignals[i], &action, &watcher->saved_[i]);
+  }
   return watcher;
 }
 
 InterruptWatcher::~InterruptWatcher() {
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &saved_[i], nullptr);
+  for (int i = 0; i < kWatchedSignals; ++i) sigaction(kSignals[i], &saved_[i], nullptr);
   g_write_fd.store(-1);
   close(read_fd_);
   close(write_fd_);

@@ -1,4 +1,5 @@
-// InterruptWatcher: turns SIGINT, SIGTERM and SIGHUP to the launcher into a readable fd.
+// InterruptWatcher: turns SIGINT, SIGTERM, SIGHUP and SIGPIPE (its console closed: a `| head`
+// or a `| tee` that died) to the launcher into a readable fd.
 //
 // While an InterruptWatcher exists, those signals no longer kill the process: the handler
 // records the signal and writes a byte to a self-pipe whose read end (fd()) a poll loop
@@ -6,6 +7,7 @@
 // destruction. A signal within `same_interrupt` of the last one counted is taken for that
 // interrupt arriving twice (a signal to the launcher's whole process group, which `timeout`
 // also forwards; Slurm's scancel) and is not counted: only a later one means "again".
+// SIGPIPE counts once (each later write to the closed console raises it again).
 //
 // Only one may exist at a time (signal handlers are process-wide). Not thread-safe.
 //
@@ -29,6 +31,9 @@ namespace tamp::launcher {
 
 class InterruptWatcher {
  public:
+  // SIGINT, SIGTERM, SIGHUP, SIGPIPE.
+  static constexpr int kWatchedSignals = 4;
+
   // InterruptWatcher::Install()
   //
   // Installs the handlers. FAILED_PRECONDITION if another watcher exists.
@@ -54,7 +59,7 @@ class InterruptWatcher {
 
   int read_fd_;
   int write_fd_;
-  struct sigaction saved_[3];
+  struct sigaction saved_[kWatchedSignals];
 };
 
 }  // namespace tamp::launcher

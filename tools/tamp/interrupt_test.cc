@@ -42,6 +42,21 @@ TEST(InterruptWatcherTest, ASignalSoonAfterTheLastCountedIsTheSameInterrupt) {
   EXPECT_EQ((*watcher)->Consume(), 1);
 }
 
+// A closed console: the first SIGPIPE interrupts; the next writes raise it again, and those
+// must not count as a second interrupt (which kills everything at once).
+TEST(InterruptWatcherTest, AClosedConsoleInterruptsOnce) {
+  auto watcher = InterruptWatcher::Install(absl::ZeroDuration());
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  raise(SIGPIPE);  // Would kill the test without the handler.
+  raise(SIGPIPE);
+  EXPECT_EQ((*watcher)->last_signal(), SIGPIPE);
+  EXPECT_EQ((*watcher)->Consume(), 1);
+  raise(SIGPIPE);
+  EXPECT_EQ((*watcher)->Consume(), 0);
+  raise(SIGINT);  // Still counts.
+  EXPECT_EQ((*watcher)->Consume(), 1);
+}
+
 TEST(InterruptWatcherTest, OnlyOneAtATimeAndDispositionsRestored) {
   struct sigaction before;
   sigaction(SIGINT, nullptr, &before);

@@ -21,7 +21,7 @@
 // server not coming up in time) it names the child, prints the tail of its log and tears
 // everything down (SIGTERM, SIGKILL after RunOptions::failure_grace); so does a worker
 // still running RunOptions::finish_timeout after another exited 0.
-// SIGINT/SIGTERM/SIGHUP to the launcher tear down the same way; a second one SIGKILLs at
+// SIGINT/SIGTERM/SIGHUP (and SIGPIPE, once) to the launcher tear down the same way; a second one SIGKILLs at
 // once. No child outlives RunJob() in any path. A job that fails or is interrupted still
 // writes --summary_json: what the workers reported, its outcome and why
 // (SummaryBuilder::BuildEnded).
@@ -63,7 +63,7 @@ struct Console {
 // worker_binary when a command is). A command that cannot be executed fails the run like a
 // failing worker. Returns the exit code: kExitOk, kExitFailed, kExitUsage (run dir unusable) or
 // kExitInterrupted. Blocks until everything it started has been reaped. Installs signal
-// handlers for SIGINT, SIGTERM and SIGHUP while it runs; not reentrant.
+// handlers for SIGINT, SIGTERM, SIGHUP and SIGPIPE while it runs; not reentrant.
 int RunJob(const config::RunConfig& config, const RunOptions& options, const Console& console);
 
 }  // namespace tamp::launcher

@@ -94,7 +94,8 @@ Commands:
                              runs) for servers and workers a cluster engine starts.
   help                 Show this text.
 
-Exit status: 0 success, 1 a process failed, 2 bad usage or config, 130 interrupted.
+Exit status: 0 success, 1 a process failed, 2 bad usage or config, 130 interrupted
+(SIGINT, SIGTERM, SIGHUP, or SIGPIPE when its output is piped into a command that ended).
 )";
 
 // The whole usage without an error (tamp alone); with one, the error and where the usage is.

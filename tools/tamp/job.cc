@@ -681,6 +681,22 @@ int Job::Run() {
       return kExitUsage;
     }
   }
+  // A run again on the same run_dir (a resume) rewrites the metrics file: the earlier run's
+  // lines go beside its logs first.
+  if (!options_.metrics_file.empty() && !aside->empty()) {
+    std::error_code error;
+    if (std::filesystem::file_size(options_.metrics_file, error) > 0 && !error) {
+      const std::string kept = absl::StrCat(
+          *aside, "/", std::filesystem::path(options_.metrics_file).filename().string());
+      std::filesystem::copy_file(options_.metrics_file, kept, error);
+      if (error) {
+        Say(absl::StrCat("cannot keep the earlier run's metrics (", options_.metrics_file,
+                         ") in ", kept, ": ", error.message()));
+        return kExitFailed;
+      }
+      Say(absl::StrCat("the earlier run's metrics copied to ", kept));
+    }
+  }
   if (!options_.metrics_file.empty()) {
     metrics_.open(options_.metrics_file, std::ios::out | std::ios::trunc);
     if (!metrics_.is_open()) {

@@ -530,6 +530,23 @@ TEST_F(JobTest, MetricsFileGetsEveryStepAndShardLoadIsShown) {
   EXPECT_EQ(evals, 1);
 }
 
+// A run again on the same run_dir (a resume) keeps the earlier run's metrics beside its logs
+// before it writes its own.
+TEST_F(JobTest, ARunAgainKeepsTheEarlierRunsMetrics) {
+  options_.metrics_file = dir_ + "/metrics.jsonl";
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  const std::string first = ReadFile(options_.metrics_file);
+  ASSERT_THAT(first, HasSubstr(R"("worker":1,"step":5,)"));
+  setenv("FAKE_STEPS", "3", 1);
+  out_.str("");
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  const std::string kept = options_.run_dir + "/earlier-1/metrics.jsonl";
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: the earlier run's metrics copied to " + kept));
+  EXPECT_EQ(ReadFile(kept), first);
+  EXPECT_THAT(ReadFile(options_.metrics_file), Not(HasSubstr(R"("step":5,)")));
+  EXPECT_THAT(ReadFile(options_.metrics_file), HasSubstr(R"("worker":1,"step":3,)"));
+}
+
 TEST_F(JobTest, UnwritableMetricsFileIsAUsageError) {
   options_.metrics_file = dir_ + "/no/such/dir/metrics.jsonl";
   EXPECT_EQ(Run(), kExitUsage);

@@ -43,7 +43,9 @@ Commands:
       --metrics_file=PATH    Write one JSON object per worker step: bytes pushed and
                              pulled per shard, compression ratio, compute/encode/wire/
                              decode/apply ms and the share of communication hidden;
-                             and one per test evaluation (test_accuracy).
+                             and one per test evaluation (test_accuracy). A run again
+                             on the same --run_dir (a resume) first copies the earlier
+                             run's file into run_dir/earlier-N, beside its logs.
       --run_dir=DIR          Directory for logs and port files (default: a fresh
                              $TMPDIR/tamp-run-XXXXXX).
       --server_binary=PATH   tamp_server to run (default: $TAMP_SERVER_BINARY, else the

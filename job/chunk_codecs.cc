@@ -50,7 +50,10 @@ absl::Status CheckChunkCodecs(const JobLayout& layout) {
 }
 
 absl::Status CheckChunkCodecs(const config::RunConfig& config) {
-  if (config.model().kind() == config::Model::REGISTERED) return absl::OkStatus();
+  // Registered tensors not described ahead: the client checks them when it is created.
+  if (config.model().kind() == config::Model::REGISTERED && config.model().layout_file().empty()) {
+    return absl::OkStatus();
+  }
   const absl::StatusOr<JobLayout> layout = BuildJobLayout(config);
   return layout.ok() ? CheckChunkCodecs(*layout) : absl::OkStatus();
 }

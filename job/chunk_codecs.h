@@ -27,9 +27,10 @@ namespace tamp {
 absl::Status CheckChunkCodecs(const JobLayout& layout);
 
 // The same for the layout of the config's model where the config alone gives one (MLP, CNN,
-// LAYOUT); OK where it does not: model.kind REGISTERED, whose layout the workers' tensors
-// make (the client checks its chunks when it is created), or a layout the config cannot
-// build (whoever builds it reports why). `config` must be validated.
+// LAYOUT, REGISTERED with model.layout_file); OK where it does not: model.kind REGISTERED
+// without a layout_file, whose layout the workers' tensors make (the client checks its
+// chunks when it is created), or a layout the config cannot build (whoever builds it
+// reports why). `config` must be validated.
 absl::Status CheckChunkCodecs(const config::RunConfig& config);
 
 }  // namespace tamp

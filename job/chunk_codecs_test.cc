@@ -1,5 +1,6 @@
 #include "job/chunk_codecs.h"
 
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -45,11 +46,25 @@ TEST(CheckChunkCodecsTest, AConfigsBuiltInLayoutIsChecked) {
       LoadConfigText(absl::StrFormat(text, "MLP hidden: [64]"), "job.pbtxt");
   ASSERT_TRUE(mlp.ok()) << mlp.status();
   EXPECT_THAT(CheckChunkCodecs(*mlp).message(), HasSubstr("(fc2.bias): push: codec 'powersgd'"));
-  // The workers' tensors make a REGISTERED model's layout: nothing to check here.
+  // The workers' tensors make a REGISTERED model's layout: nothing to check here...
   const absl::StatusOr<config::RunConfig> registered =
       LoadConfigText(absl::StrFormat(text, "REGISTERED"), "job.pbtxt");
   ASSERT_TRUE(registered.ok()) << registered.status();
   EXPECT_TRUE(CheckChunkCodecs(*registered).ok());
+  // ... unless model.layout_file describes them ahead: then they are checked at load.
+  const std::string dir = testing::TempDir();
+  std::ofstream(dir + "/one_row.layout") << "tamp-layout 1\nhead.weight 10 4096\nrow.weight 1 2000\n";
+  std::ofstream(dir + "/one_row.profile")
+      << "tamp-profile 1\nscale 1\nlayer 1 2 head.weight\nlayer 1 2 row.weight\n";
+  const absl::StatusOr<config::RunConfig> described = LoadConfigText(
+      absl::StrFormat(text, absl::StrCat("REGISTERED layout_file: '", dir,
+                                         "/one_row.layout' profile_file: '", dir,
+                                         "/one_row.profile'")),
+      "job.pbtxt");
+  ASSERT_TRUE(described.ok()) << described.status();
+  EXPECT_THAT(std::string(CheckChunkCodecs(*described).message()),
+              HasSubstr("(row.weight): push: codec 'powersgd': rank 4 needs a matrix of at "
+                        "least 4 x 4, but"));
 }
 
 TEST(CheckChunkCodecsTest, ChunksThatFitTheirCodecsPass) {

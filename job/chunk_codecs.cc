@@ -1,6 +1,7 @@
 #include "job/chunk_codecs.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "compress/codec.h"
 #include "compress/error_feedback.h"
 #include "compress/ratio_warmup.h"
@@ -21,29 +22,32 @@ absl::Status InChunk(const JobLayout& layout, const ChunkPlan& plan, absl::strin
 
 absl::Status CheckChunkCodecs(const JobLayout& layout) {
   for (const ChunkPlan& plan : layout.chunks) {
-    // The view the servers' and workers' codecs take (server/chunk.cc, worker/client.cc).
-    const compress::ChunkShape shape = compress::ChunkShapeInTensor(
-        layout.tensor_of(plan).shape, plan.chunk.offset, plan.chunk.length);
-    const config::ChunkCompression& compression = plan.compression;
-    if (absl::Status made = compress::CreateCodec(compression.push(), shape).status();
+    TAMP_RETURN_IF_ERROR(CheckChunkCodec(layout, plan));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckChunkCodec(const JobLayout& layout, const ChunkPlan& plan) {
+  // The view the servers' and workers' codecs take (server/chunk.cc, worker/client.cc).
+  const compress::ChunkShape shape = compress::ChunkShapeInTensor(
+      layout.tensor_of(plan).shape, plan.chunk.offset, plan.chunk.length);
+  const config::ChunkCompression& compression = plan.compression;
+  if (absl::Status made = compress::CreateCodec(compression.push(), shape).status(); !made.ok()) {
+    return InChunk(layout, plan, "push", made);
+  }
+  if (absl::Status made = compress::RatioWarmup::Create(compression.push(), shape).status();
+      !made.ok()) {
+    return InChunk(layout, plan, "push", made);
+  }
+  if (absl::Status made = compress::CreateCodec(compression.pull(), shape).status(); !made.ok()) {
+    return InChunk(layout, plan, "pull", made);
+  }
+  for (const auto& [part, feedback] :
+       {std::pair{"push_feedback", &compression.push_feedback()},
+        std::pair{"pull_feedback", &compression.pull_feedback()}}) {
+    if (absl::Status made = compress::ErrorFeedback::Create(*feedback, plan.chunk.length).status();
         !made.ok()) {
-      return InChunk(layout, plan, "push", made);
-    }
-    if (absl::Status made = compress::RatioWarmup::Create(compression.push(), shape).status();
-        !made.ok()) {
-      return InChunk(layout, plan, "push", made);
-    }
-    if (absl::Status made = compress::CreateCodec(compression.pull(), shape).status();
-        !made.ok()) {
-      return InChunk(layout, plan, "pull", made);
-    }
-    for (const auto& [part, feedback] :
-         {std::pair{"push_feedback", &compression.push_feedback()},
-          std::pair{"pull_feedback", &compression.pull_feedback()}}) {
-      if (absl::Status made = compress::ErrorFeedback::Create(*feedback, plan.chunk.length).status();
-          !made.ok()) {
-        return InChunk(layout, plan, part, made);
-      }
+      return InChunk(layout, plan, part, made);
     }
   }
   return absl::OkStatus();

@@ -26,6 +26,9 @@ namespace tamp {
 // needs a matrix of at least 4 x 4, ..." (INVALID_ARGUMENT, as the codec's).
 absl::Status CheckChunkCodecs(const JobLayout& layout);
 
+// The same for one chunk of `layout`.
+absl::Status CheckChunkCodec(const JobLayout& layout, const ChunkPlan& plan);
+
 // The same for the layout of the config's model where the config alone gives one (MLP, CNN,
 // LAYOUT, REGISTERED with model.layout_file); OK where it does not: model.kind REGISTERED
 // without a layout_file, whose layout the workers' tensors make (the client checks its

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "base/cpu_time.h"
 #include "base/status_macros.h"
+#include "job/chunk_codecs.h"
 #include "google/protobuf/text_format.h"
 #include "tools/tamp/files.h"
 #include "tools/tamp/perf_calibrate.h"
@@ -74,9 +75,31 @@ absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
   base.cores = cores;
   base.transport_cpu = transport_cpu;
   std::vector<std::vector<perf::ChunkCost>> costs;
+  std::vector<std::vector<bool>> unfit(automatic.candidates_size(),
+                                       std::vector<bool>(result.layout.tensors.size(), false));
   for (int c = 0; c < automatic.candidates_size(); ++c) {
-    const config::RunConfig candidate = CandidateConfig(config, c);
-    TAMP_ASSIGN_OR_RETURN(const JobLayout layout, BuildJobLayout(candidate));
+    config::RunConfig candidate = CandidateConfig(config, c);
+    TAMP_ASSIGN_OR_RETURN(JobLayout layout, BuildJobLayout(candidate));
+    // Where this candidate's codecs cannot take a tensor, candidate 0's do (then the tensor
+    // costs the same on both, and the plan has no reason to move it).
+    for (const ChunkPlan& plan : layout.chunks) {
+      const absl::Status fits = CheckChunkCodec(layout, plan);
+      if (fits.ok() || unfit[c][plan.chunk.tensor]) continue;
+      if (c == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "compression.automatic.candidates[0]: ", fits.message(),
+            "; candidate 0 must fit every tensor (where another candidate does not, the "
+            "tensor stays on candidate 0)"));
+      }
+      unfit[c][plan.chunk.tensor] = true;
+      OverrideTensor(layout.tensor_of(plan).name, automatic.candidates(0), &candidate);
+      result.unfit.push_back(absl::StrCat("candidate ", c, " does not fit tensor ",
+                                          layout.tensor_of(plan).name, " (", fits.message(),
+                                          "): it stays on candidate 0"));
+    }
+    if (candidate.compression().tensor_overrides_size() != 0) {
+      TAMP_ASSIGN_OR_RETURN(layout, BuildJobLayout(candidate));
+    }
     absl::StatusOr<std::vector<perf::ChunkCost>> cost = perf::MeasureChunkCosts(
         candidate, layout, compute.gradient, kCodecRepetitions);
     if (!cost.ok()) {
@@ -88,6 +111,11 @@ absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = ThreadCpuMs();
   TAMP_ASSIGN_OR_RETURN(result.plan, PlanCompression(base, costs, automatic.min_gain()));
+  // A tensor planned on a candidate that does not fit it was costed as candidate 0: it is.
+  for (size_t t = 0; t < result.plan.tensor_candidate.size(); ++t) {
+    int& chosen = result.plan.tensor_candidate[t];
+    if (unfit[chosen][t]) chosen = 0;
+  }
   result.decision_cpu_ms = ThreadCpuMs() - cpu_start;
   result.decision_ms = std::chrono::duration<double, std::milli>(
                            std::chrono::steady_clock::now() - start)
@@ -107,6 +135,7 @@ std::string FormatPlan(const config::RunConfig& config, const AutoResult& result
       link.name, p.step_ms, perf::BoundName(p.bound), p.compute_ms, p.encode_ms, p.wire_ms,
       p.decode_ms, p.apply_ms, (p.push_bytes + p.pull_bytes) / 1e6, result.decision_ms,
       result.decision_cpu_ms, result.plan.predictions);
+  for (const std::string& line : result.unfit) absl::StrAppend(&out, line, "\n");
   if (result.plan.below_min_gain) {
     absl::StrAppendFormat(
         &out,
@@ -134,7 +163,8 @@ std::string FormatPlan(const config::RunConfig& config, const AutoResult& result
   }
   absl::StrAppend(&out, "\n",
                   FormatTable({"TENSOR", "SHAPE", "RAW MB", "CANDIDATE"}, tensors, {0, 0, 0, 0}),
-                  "\nALL ON IT MS: the predicted step with every tensor on that candidate. "
+                  "\nALL ON IT MS: the predicted step with every tensor on that candidate (one "
+                  "it does not fit: on candidate 0). "
                   "Chunks below compression.min_compress_bytes go raw whatever the plan.\n");
   return out;
 }

@@ -8,6 +8,7 @@
 #define TAMP_TOOLS_TAMP_AUTO_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,6 +24,9 @@ struct AutoResult {
   JobLayout layout;             // Tensors and chunks (candidate 0's compression).
   CompressionPlan plan;
   config::RunConfig resolved;   // ApplyPlan(): what the processes run.
+  // Tensors a candidate's codecs cannot take (a powersgd rank above a one-row tensor's
+  // rows), one line each: they were measured, and stay, on candidate 0.
+  std::vector<std::string> unfit;
   // PlanCompression()'s own time, measurements excluded: wall clock, and this thread's CPU
   // time (what the search costs, whatever else the machine runs).
   double decision_ms = 0;
@@ -40,7 +44,9 @@ absl::StatusOr<perf::Topology> AutoTopology(const config::AutoCompression& autom
 //
 // For a loaded config (LoadConfigFile: defaults filled, min_gain among them) with
 // compression.automatic, on `link` and `topology` with `cores` shared by the job's
-// processes. Errors: CheckCandidates()'s, and the measurements'.
+// processes. A tensor a candidate's codecs cannot take (job/chunk_codecs.h) is measured,
+// and planned, on candidate 0 in that candidate (AutoResult::unfit says which); candidate 0
+// must fit every tensor. Errors: CheckCandidates()'s, and the measurements'.
 absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
                                             const perf::Link& link, perf::Topology topology,
                                             int cores);

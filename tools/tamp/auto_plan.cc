@@ -233,15 +233,20 @@ config::RunConfig ApplyPlan(const config::RunConfig& config, const JobLayout& la
   for (size_t t = 0; t < plan.tensor_candidate.size(); ++t) {
     const int c = plan.tensor_candidate[t];
     if (c == most) continue;
-    config::TensorOverride* override = resolved.mutable_compression()->add_tensor_overrides();
-    override->set_pattern(layout.tensors[t].name);
-    *override->mutable_compression() = automatic.candidates(c);
-    // Every part named, even as none: an override replaces the default whole, and one that
-    // names every part says so (job/config_notes.h notes the parts one leaves out).
-    override->mutable_compression()->mutable_push_feedback();
-    override->mutable_compression()->mutable_pull_feedback();
+    OverrideTensor(layout.tensors[t].name, automatic.candidates(c), &resolved);
   }
   return resolved;
+}
+
+void OverrideTensor(const std::string& name, const config::ChunkCompression& compression,
+                    config::RunConfig* config) {
+  config::TensorOverride* override = config->mutable_compression()->add_tensor_overrides();
+  override->set_pattern(name);
+  *override->mutable_compression() = compression;
+  // Every part named, even as none: an override replaces the default whole, and one that
+  // names every part says so (job/config_notes.h notes the parts one leaves out).
+  override->mutable_compression()->mutable_push_feedback();
+  override->mutable_compression()->mutable_pull_feedback();
 }
 
 }  // namespace tamp::launcher

@@ -81,6 +81,13 @@ absl::StatusOr<CompressionPlan> PlanCompression(
     const perf::StepInputs& base, const std::vector<std::vector<perf::ChunkCost>>& costs,
     double min_gain);
 
+// OverrideTensor()
+//
+// Appends to `config` a tensor override sending tensor `name` (its exact name as the
+// pattern) with `compression`, every part named (an override replaces the default whole).
+void OverrideTensor(const std::string& name, const config::ChunkCompression& compression,
+                    config::RunConfig* config);
+
 // ApplyPlan()
 //
 // `config` with automatic cleared, the most chosen candidate as default_compression and a

@@ -253,6 +253,46 @@ TEST(ModelCommandTest, AutoWritesTheResolvedConfigThatServersAndWorkersLoad) {
   }
 }
 
+// A candidate whose codecs cannot take a tensor (powersgd rank 2 on a one-row tensor) leaves
+// that tensor on candidate 0 and is still planned for the others.
+TEST(ModelCommandTest, AutoLeavesATensorACandidateCannotTakeOnCandidateZero) {
+  const std::string dir = getenv("TEST_TMPDIR");
+  WriteFile("rows.layout", "tamp-layout 1\nrow.weight 1 20000\nw.weight 512 512\n");
+  WriteFile("rows.profile", "tamp-profile 1\nscale 1\nlayer 1 2 row.weight\nlayer 1 2 w.weight\n");
+  ModelOptions options;
+  options.config_path = WriteFile("rows.pbtxt", R"(version: 1
+    cluster { num_servers: 1 num_workers: 2 }
+    model { kind: LAYOUT layout_file: "rows.layout" profile_file: "rows.profile" }
+    training { max_steps: 10 }
+    optimizer { name: "sgd" learning_rate: 0.1 }
+    compression {
+      min_compress_bytes: 4096
+      automatic {
+        bandwidth: "100mbit"
+        candidates { push { name: "none" } }
+        candidates { push { name: "powersgd" rank: 2 } push_feedback { kind: RESIDUAL } }
+      }
+    })");
+  options.auto_plan = true;
+  options.write_config = dir + "/rows_resolved.pbtxt";
+  std::ostringstream out, err;
+  ASSERT_EQ(ModelCommand(options, &out, &err), 0) << err.str();
+  EXPECT_NE(out.str().find("candidate 1 does not fit tensor row.weight (chunk 0 (row.weight): "
+                           "push: codec 'powersgd': rank 2 needs a matrix of at least 2 x 2"),
+            std::string::npos)
+      << out.str();
+  absl::StatusOr<config::RunConfig> resolved = LoadConfigFile(options.write_config);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  absl::StatusOr<JobLayout> layout = BuildJobLayout(*resolved);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  for (const auto& chunk : layout->chunks) {
+    const std::string& name = layout->tensor_of(chunk).name;
+    // At 100 Mbit/s the 1 MiB matrix goes compressed; the row cannot.
+    EXPECT_EQ(chunk.compression.push().name(), name == "row.weight" ? "none" : "powersgd")
+        << name;
+  }
+}
+
 TEST(ModelCommandTest, AutoThatCannotWriteItsConfigFailsNamingThePath) {
   ModelOptions options;
   options.config_path = WriteFile("auto.pbtxt", kAutoConfig);

@@ -34,6 +34,7 @@ class Session:
             for note in self.client.layout_notes:
                 print_event(f"warning: tamp: {note}")
         self.step: Optional[int] = None  # The step under way; None before start().
+        self._job_weights: List[Tuple[int, int]] = []  # _mark_job_weights()'s.
         # Why the last step failed (its wait raised), until recover() rejoined the run.
         self.failed: Optional[str] = None
         self.registered_by = caller
@@ -117,6 +118,18 @@ class Session:
                 self.client.begin_step(step, params, stream=stream)
             self.step = step
             self.reports.count_from_now()
+            self._mark_job_weights()
+
+    def _mark_job_weights(self) -> None:
+        """The client has just written the job's weights into the parameters: what
+        changed_since_job_weights() compares with."""
+        self._job_weights = _versions(self.params)
+
+    def changed_since_job_weights(self, tensors: Sequence[torch.Tensor]) -> bool:
+        """Whether `tensors` (the registered tensors, in order) are no longer what the client
+        last wrote into them: other memory, or written in place since (load_state_dict(), a
+        wrapped optimizer's step); the client's own writes do not count."""
+        return _versions(tensors) != self._job_weights
 
     def broadcast(self, tensors: Sequence[torch.Tensor]) -> None:
         """Client.broadcast() of `tensors` (the registered tensors' shapes, in their memory):
@@ -183,6 +196,8 @@ class Session:
             self.client.wait(answers, stream=_torch_tensors.stream(out[0]))
             self.step += 1
             self.reports.step_completed(self.step, loss)
+            if out is self.params:
+                self._mark_job_weights()
         except tamp.DroppedError as dropped:
             self.rejoin(str(dropped))
             stepped = False
@@ -200,6 +215,7 @@ class Session:
         self.step = self.client.rejoin(self._exported_params(), cause,
                                        stream=_torch_tensors.stream(self.params[0]))
         self.reports.count_from_now()
+        self._mark_job_weights()
 
     def recover(self) -> None:
         """Before the first push after a step whose wait raised (a push the servers refused,
@@ -220,3 +236,10 @@ class Session:
         if self.step < self.client.total_steps:
             self.client.begin_step(self.step, self._exported_params(),
                                    stream=_torch_tensors.stream(self.params[0]))
+
+
+def _versions(tensors: Sequence[torch.Tensor]) -> List[Tuple[int, int]]:
+    """Each tensor's memory and in-place write count (torch's version counter, which a
+    detached view shares; the client's writes through DLPack do not move it)."""
+    return [(tensor.data_ptr(), tensor._version) for tensor in tensors]
+

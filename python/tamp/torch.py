@@ -285,10 +285,13 @@ def broadcast_parameters(params, root_rank: int = 0) -> None:
     started = session.step is not None
     session.start()
     if not _before_first_step(session):
-        # A process replacing a dead worker took the others' replica, which is the job's: its
-        # broadcast, as the script says, has no effect to warn of.
+        # Parameters that still hold what the client last wrote into them (the job's
+        # weights: a resumed run's start, the last step's update, a replacement process's
+        # rejoin) lose nothing to the broadcast having no effect: only a change since (a
+        # checkpoint loaded into them) is worth a warning.
         resync = tamp.placement().config.resync_steps
-        ignored = [] if tamp.restarted() else [
+        changed = session.changed_since_job_weights([tensor for _, tensor in named])
+        ignored = [] if not changed else [
             "rank 0's parameters are not sent (the servers hold the job's weights); a worker "
             "whose parameters changed since (a checkpoint loaded mid-run) now differs from the "
             "others " + (f"until the next resync (training.resync_steps {resync})" if resync

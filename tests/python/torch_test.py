@@ -274,6 +274,19 @@ class TorchTest(unittest.TestCase):
         self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(
             other.state_dict()), '"fc1.weight"', "not the registered tensor")
 
+    def test_a_broadcast_past_the_first_step_of_the_jobs_weights_says_nothing(self):
+        # As a resumed run's script does: its parameters hold what the client wrote into them
+        # (the start's weights, each step's update), so the broadcast losing nothing to
+        # having no effect is not worth a warning.
+        model, optimizer = self.model, self.optimizer
+        optimizer.zero_grad(set_to_none=True)
+        loss_of(model).backward()
+        optimizer.step()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tamp.torch.broadcast_parameters(model.named_parameters(), root_rank=0)
+        self.assertEqual([str(w.message) for w in caught], [])
+
     def test_state_dict_with_buffers_and_tied_weights_is_taken(self):
         # Horovod's broadcast_parameters(model.state_dict()) after DistributedOptimizer(),
         # past the first step: buffers are left as they are (a warning names them), a tied
@@ -283,6 +296,7 @@ class TorchTest(unittest.TestCase):
         state["bn.running_mean"] = torch.zeros(4)
         state["bn.num_batches_tracked"] = torch.zeros((), dtype=torch.int64)
         state["tied.weight"] = self.model.fc1.weight
+        self.model.load_state_dict(self.model.state_dict())  # A checkpoint loaded mid-run.
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             tamp.torch.broadcast_parameters(state, root_rank=0)

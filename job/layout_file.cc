@@ -42,8 +42,9 @@ absl::Status LineError(absl::string_view source, int line, absl::string_view pro
 }
 
 // Checks the first line is "<magic> <version>".
-absl::Status CheckHeader(const std::vector<Line>& lines, absl::string_view source,
-                         absl::string_view magic, int version) {
+// Returns the version found, from `oldest` to `version`.
+absl::StatusOr<int> CheckHeader(const std::vector<Line>& lines, absl::string_view source,
+                                absl::string_view magic, int version, int oldest) {
   const std::string expected = absl::StrCat(magic, " ", version);
   if (lines.empty()) {
     return absl::InvalidArgumentError(
@@ -56,12 +57,14 @@ absl::Status CheckHeader(const std::vector<Line>& lines, absl::string_view sourc
     return LineError(source, first.number,
                      absl::StrCat("the first line must be '", expected, "'"));
   }
-  if (found != version) {
+  if (found < oldest || found > version) {
     return LineError(source, first.number,
-                     absl::StrCat("this build reads ", magic, " version ", version,
+                     absl::StrCat("this build reads ", magic, " version ",
+                                  oldest == version ? absl::StrCat(version)
+                                                    : absl::StrCat(oldest, " to ", version),
                                   ", the file says ", found));
   }
-  return absl::OkStatus();
+  return found;
 }
 
 bool ValidNameChar(char c) {
@@ -113,7 +116,8 @@ std::vector<double> LayerProfile::TensorReadyMs(size_t num_tensors) const {
 absl::StatusOr<std::vector<TensorSpec>> ParseLayout(absl::string_view text,
                                                     absl::string_view source) {
   const std::vector<Line> lines = Lines(text);
-  TAMP_RETURN_IF_ERROR(CheckHeader(lines, source, "tamp-layout", kLayoutFileVersion));
+  TAMP_RETURN_IF_ERROR(
+      CheckHeader(lines, source, "tamp-layout", kLayoutFileVersion, kLayoutFileVersion).status());
   std::vector<TensorSpec> tensors;
   absl::flat_hash_map<std::string, int> line_of;
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -165,9 +169,10 @@ absl::StatusOr<std::vector<TensorSpec>> ParseLayout(absl::string_view text,
 absl::StatusOr<LayerProfile> ParseProfile(absl::string_view text, absl::string_view source,
                                           const std::vector<TensorSpec>& tensors) {
   const std::vector<Line> lines = Lines(text);
-  TAMP_RETURN_IF_ERROR(CheckHeader(lines, source, "tamp-profile", kProfileFileVersion));
+  TAMP_ASSIGN_OR_RETURN(const int version,
+                        CheckHeader(lines, source, "tamp-profile", kProfileFileVersion, 1));
   LayerProfile profile;
-  int scale_line = 0;
+  int scale_line = 0, compute_line = 0;
   std::vector<int> layer_line_of(tensors.size(), 0);  // 0: in no layer yet.
   for (size_t i = 1; i < lines.size(); ++i) {
     const Line& line = lines[i];
@@ -184,9 +189,28 @@ absl::StatusOr<LayerProfile> ParseProfile(absl::string_view text, absl::string_v
       scale_line = line.number;
       continue;
     }
+    if (key == "compute") {
+      if (version < 2) {
+        return LineError(source, line.number,
+                         "compute: needs 'tamp-profile 2' as the first line (version 1 has no "
+                         "compute line)");
+      }
+      if (compute_line != 0) {
+        return LineError(source, line.number,
+                         absl::StrCat("compute: already given at line ", compute_line));
+      }
+      if (line.words.size() != 2 || (line.words[1] != "cpu" && line.words[1] != "accelerator")) {
+        return LineError(source, line.number, "compute: expected 'cpu' or 'accelerator'");
+      }
+      profile.compute_on_cpu = line.words[1] == "cpu";
+      compute_line = line.number;
+      continue;
+    }
     if (key != "layer") {
       return LineError(source, line.number,
-                       absl::StrCat("unknown key '", key, "' (expected 'scale' or 'layer')"));
+                       absl::StrCat("unknown key '", key, "' (expected ",
+                                    version >= 2 ? "'scale', 'compute' or 'layer')"
+                                                 : "'scale' or 'layer')"));
     }
     if (line.words.size() < 4) {
       return LineError(source, line.number,

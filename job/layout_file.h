@@ -27,6 +27,11 @@
 //   scale 1.0
 //   layer 0.52 1.04 conv1.weight bn1.*
 //
+// Version 2 ("tamp-profile 2") adds an optional `compute cpu` or `compute accelerator` line
+// (default accelerator): where the workers' compute runs. Measured on the CPU
+// (tamp.torch.describe_model() of a CPU model), it takes the cores the servers and the codecs
+// share, and the performance model counts it so; version 1 files are read as before.
+//
 // Errors are INVALID_ARGUMENT (NOT_FOUND for a missing file) and name the file, the line and
 // the problem: "models/x.profile:7: layer: backward ms 'abc' is not a number".
 //
@@ -44,7 +49,7 @@
 namespace tamp {
 
 inline constexpr int kLayoutFileVersion = 1;
-inline constexpr int kProfileFileVersion = 1;
+inline constexpr int kProfileFileVersion = 2;  // Reads 1 and 2.
 
 // ProfileLayer
 //
@@ -61,6 +66,7 @@ struct ProfileLayer {
 // A parsed profile. The times it reports are scaled.
 struct LayerProfile {
   double scale = 1;
+  bool compute_on_cpu = false;       // `compute cpu` (version 2).
   std::vector<ProfileLayer> layers;  // Forward order.
 
   // Forward of every layer, then backward of every layer: one step's compute.

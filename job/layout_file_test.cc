@@ -75,6 +75,7 @@ TEST(ParseProfileTest, ScaledTimesAndReadyTimesInBackwardOrder) {
   EXPECT_DOUBLE_EQ(profile->step_ms(), 10);  // 2 * (1 + 2 + 0.5 + 1.5)
   // Forward 3 ms, then fc's backward (3 ms), then layer 1's (4 ms).
   EXPECT_THAT(profile->TensorReadyMs(4), ElementsAre(10, 10, 10, 6));
+  EXPECT_FALSE(profile->compute_on_cpu);  // Version 1: an accelerator's.
 }
 
 std::string ProfileError(const std::string& text) {
@@ -88,7 +89,7 @@ TEST(ParseProfileTest, ErrorsNameFileLineAndProblem) {
   const std::string head = "tamp-profile 1\nscale 1\n";
   const std::string rest = "layer 1 1 bn1.* fc.weight\n";
   EXPECT_EQ(ProfileError("tamp-profile 3\n"),
-            "x.profile:1: this build reads tamp-profile version 1, the file says 3");
+            "x.profile:1: this build reads tamp-profile version 1 to 2, the file says 3");
   EXPECT_EQ(ProfileError(head + "layer 1 x conv1.weight\n" + rest),
             "x.profile:3: layer: backward ms 'x' is not a number");
   EXPECT_EQ(ProfileError(head + "layer -1 1 conv1.weight\n" + rest),
@@ -108,6 +109,30 @@ TEST(ParseProfileTest, ErrorsNameFileLineAndProblem) {
             "x.profile:2: scale: expected one finite number > 0");
   EXPECT_EQ(ProfileError(head + "layers 1 1 conv1.weight\n"),
             "x.profile:3: unknown key 'layers' (expected 'scale' or 'layer')");
+}
+
+// Version 2's compute line: where the workers' compute runs (default accelerator).
+TEST(ParseProfileTest, VersionTwoSaysWhereComputeRuns) {
+  const std::vector<TensorSpec> tensors = *ParseLayout(kLayout, "x.layout");
+  const std::string layers = "scale 1\nlayer 1 2 conv1.weight bn1.*\nlayer 0.5 1.5 fc.weight\n";
+  absl::StatusOr<LayerProfile> cpu =
+      ParseProfile("tamp-profile 2\ncompute cpu\n" + layers, "x.profile", tensors);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_TRUE(cpu->compute_on_cpu);
+  EXPECT_DOUBLE_EQ(cpu->step_ms(), 5);
+  absl::StatusOr<LayerProfile> unsaid = ParseProfile("tamp-profile 2\n" + layers, "x.profile",
+                                                     tensors);
+  ASSERT_TRUE(unsaid.ok()) << unsaid.status();
+  EXPECT_FALSE(unsaid->compute_on_cpu);
+  EXPECT_EQ(ProfileError("tamp-profile 2\ncompute gpu\n" + layers),
+            "x.profile:2: compute: expected 'cpu' or 'accelerator'");
+  EXPECT_EQ(ProfileError("tamp-profile 2\ncompute cpu\ncompute cpu\n" + layers),
+            "x.profile:3: compute: already given at line 2");
+  EXPECT_EQ(ProfileError("tamp-profile 1\ncompute cpu\n" + layers),
+            "x.profile:2: compute: needs 'tamp-profile 2' as the first line (version 1 has no "
+            "compute line)");
+  EXPECT_EQ(ProfileError("tamp-profile 2\nlayers 1 1 conv1.weight\n"),
+            "x.profile:2: unknown key 'layers' (expected 'scale', 'compute' or 'layer')");
 }
 
 // The shipped models (models/make_layouts.py): the published tensor and parameter counts,

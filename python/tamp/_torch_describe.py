@@ -162,8 +162,11 @@ def describe_model(model: torch.nn.Module, path_prefix: str, batch,
         lines.append(f"layer {forward:.4f} {backward:.4f} "
                      f"{' '.join(param_name for param_name, _ in owners[name])}\n")
     with open(profile_path, "w") as out:
-        out.write(f"tamp-profile 1\n# written by tamp.torch.describe_model(): measured on "
+        # Version 2 says where the compute ran: on the CPU it shares the cores with the
+        # servers and the codecs, and `tamp model` counts it so (job/layout_file.h).
+        out.write(f"tamp-profile 2\n# written by tamp.torch.describe_model(): measured on "
                   f"{device}, batch of {len(batch[-1])}, median of {repetitions}; one step "
-                  f"{step_ms:.2f} ms\nscale 1\n")
+                  f"{step_ms:.2f} ms\nscale 1\n"
+                  f"compute {'cpu' if device.type == 'cpu' else 'accelerator'}\n")
         out.writelines(lines)
     return {"layout_file": layout_path, "profile_file": profile_path}

@@ -78,6 +78,10 @@ class DescribeTest(unittest.TestCase):
         for layer in layers:
             self.assertGreater(float(layer[1]), 0.0)  # Forward ms.
             self.assertGreater(float(layer[2]), 0.0)  # Backward ms.
+        with open(files["profile_file"]) as f:
+            profile = f.read().splitlines()
+        self.assertEqual(profile[0], "tamp-profile 2")
+        self.assertIn("compute cpu", profile)  # Measured on the CPU, and said so.
         # The gradients are as they were: conv.weight's, and none elsewhere.
         self.assertTrue(torch.equal(self.model.conv.weight.grad,
                                     torch.ones_like(self.model.conv.weight)))

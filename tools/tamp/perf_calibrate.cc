@@ -200,7 +200,9 @@ absl::StatusOr<ComputeProfile> MeasureCompute(const config::RunConfig& config,
       const absl::Span<const float> gradient = model->Gradient(static_cast<int>(t), 0);
       result.gradient.insert(result.gradient.end(), gradient.begin(), gradient.end());
     }
-    result.on_cpu = false;
+    // LAYOUT's workers sleep through the profile; REGISTERED ones compute where it says.
+    result.on_cpu =
+        config.model().kind() == config::Model::REGISTERED && profile.compute_on_cpu;
     return result;
   }
   const int batch = static_cast<int>(config.data().batch_size());

@@ -24,7 +24,7 @@ struct ComputeProfile {
   double step_ms = 0;                   // Forward + backward of one worker, median.
   std::vector<double> tensor_ready_ms;  // By tensor: when its gradient was final, median.
   std::vector<float> gradient;          // One step's flat gradient: input for the codecs.
-  bool on_cpu = true;                   // false: model.kind LAYOUT's profile (a sleep).
+  bool on_cpu = true;  // false: model.kind LAYOUT's profile (a sleep), or an accelerator's.
 };
 
 // MeasureCompute()

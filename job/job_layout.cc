@@ -288,15 +288,18 @@ absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config) {
   return BuildJobLayout(config, std::move(tensors));
 }
 
+absl::Status CheckResolved(const config::RunConfig& config) {
+  if (!config.compression().has_automatic()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "compression.automatic: `tamp run` resolves it into per-tensor overrides before "
+      "starting the processes (docs/auto.md); run the job with `tamp run`, or, for servers "
+      "and workers a cluster engine starts, give them the config `tamp model CONFIG --auto "
+      "--write_config PATH` writes");
+}
+
 absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config,
                                          std::vector<TensorSpec> tensors) {
-  if (config.compression().has_automatic()) {
-    return absl::FailedPreconditionError(
-        "compression.automatic: `tamp run` resolves it into per-tensor overrides before "
-        "starting the processes (docs/auto.md); run the job with `tamp run`, or, for servers "
-        "and workers a cluster engine starts, give them the config `tamp model CONFIG --auto "
-        "--write_config PATH` writes");
-  }
+  TAMP_RETURN_IF_ERROR(CheckResolved(config));
   if (config.model().kind() == config::Model::REGISTERED) {
     TAMP_RETURN_IF_ERROR(ValidateTensors(config, tensors));
     if (!config.model().layout_file().empty()) {  // Described ahead: exactly these.

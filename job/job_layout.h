@@ -83,6 +83,13 @@ absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config);
 absl::StatusOr<JobLayout> BuildJobLayout(const config::RunConfig& config,
                                          std::vector<TensorSpec> tensors);
 
+// CheckResolved()
+//
+// FAILED_PRECONDITION where the config still holds compression.automatic, which `tamp run`
+// (or `tamp model --auto --write_config`) resolves into tensor overrides before any server or
+// worker loads it; OK otherwise. BuildJobLayout() refuses such a config the same way.
+absl::Status CheckResolved(const config::RunConfig& config);
+
 // "fc1.weight [1024, 784]"
 std::string DescribeTensor(const TensorSpec& tensor);
 

@@ -162,6 +162,13 @@ absl::StatusOr<Setup> Configure() {
     if (absl::Status codecs = CheckChunkCodecs(setup.layout); !codecs.ok()) {
       return absl::Status(codecs.code(), absl::StrCat(config_path, ": ", codecs.message()));
     }
+  } else {  // The layout comes at the first handshake; what the config alone says, now.
+    for (const absl::Status& refused :
+         {CheckResolved(setup.config), CheckChunkCodecs(setup.config)}) {
+      if (!refused.ok()) {
+        return absl::Status(refused.code(), absl::StrCat(config_path, ": ", refused.message()));
+      }
+    }
   }
   TAMP_ASSIGN_OR_RETURN(const PlacementRequest request,
                         PlacementRequestFromFlags(Role::kServer, setup.config.cluster(),

@@ -52,6 +52,13 @@ for binary in "$SERVER_BIN" "$WORKER_BIN"; do
       { cat "$WORK/check.err" >&2; fail "$(basename "$binary") --check $config: exit $status"; }
   done
 done
+# So does a server's for a REGISTERED model, whose layout only comes at the first handshake.
+sed 's/kind: LAYOUT/kind: REGISTERED/' "$WORK/auto.pbtxt" > "$WORK/auto_registered.pbtxt"
+status=0
+"$SERVER_BIN" --config="$WORK/auto_registered.pbtxt" --rank=0 --check > /dev/null \
+  2> "$WORK/check.err" || status=$?
+[ "$status" -eq 2 ] && grep -q "compression.automatic: .tamp run. resolves it" "$WORK/check.err" ||
+  { cat "$WORK/check.err" >&2; fail "tamp_server --check took REGISTERED with automatic ($status)"; }
 grep -q "done: no test accuracy (model.kind LAYOUT: synthetic gradients), 10 steps" \
   "$WORK/run.out" || fail "the job did not finish its 10 steps"
 

@@ -151,15 +151,18 @@ absl::Status ValidateTensors(const config::RunConfig& config,
 
 namespace {
 
-// A tensor override that compresses, all of whose tensors' chunks travel raw: its note, or "".
-std::string RawOnlyNote(const config::Compression& compression, const JobLayout& layout, int i) {
-  const config::TensorOverride& override = compression.tensor_overrides(i);
+// Whether an override's compression compresses anything (push or pull other than none).
+bool Compresses(const config::TensorOverride& override) {
   auto compresses = [](const config::Codec& codec) {
     return !codec.name().empty() && codec.name() != "none";
   };
-  if (!compresses(override.compression().push()) && !compresses(override.compression().pull())) {
-    return "";
-  }
+  return compresses(override.compression().push()) || compresses(override.compression().pull());
+}
+
+// A tensor override that compresses, all of whose tensors' chunks travel raw: its note, or "".
+std::string RawOnlyNote(const config::Compression& compression, const JobLayout& layout, int i) {
+  const config::TensorOverride& override = compression.tensor_overrides(i);
+  if (!Compresses(override)) return "";
   auto matches = [&](const TensorSpec& tensor) {
     return TensorNameMatches(override.pattern(), tensor.name);
   };
@@ -239,6 +242,30 @@ std::vector<std::string> LayoutNotes(const config::RunConfig& config, const JobL
           "') changes nothing: later overrides, which win, match every tensor it matches "
           "(compression.tensor_overrides[", shadowed_by, "], pattern '",
           compression.tensor_overrides(shadowed_by).pattern(), "')"));
+      continue;
+    }
+    // Both at once: the tensors it wins travel raw, and later overrides win the others.
+    if (!matches_any || !Compresses(compression.tensor_overrides(i))) continue;
+    int later = -1;  // The first later override winning one of its tensors.
+    bool decides_a_chunk = false;
+    for (const ChunkPlan& plan : layout.chunks) {
+      if (!TensorNameMatches(pattern, layout.tensor_of(plan).name)) continue;
+      const int winner = winners.by_tensor[plan.chunk.tensor];
+      if (winner != i) {
+        if (later == -1) later = winner;
+      } else if (!TravelsRaw(compression, plan.chunk.length)) {
+        decides_a_chunk = true;
+        break;
+      }
+    }
+    if (!decides_a_chunk && later != -1) {
+      notes.push_back(absl::StrCat(
+          "compression.tensor_overrides[", i, "] (pattern '", pattern,
+          "') changes nothing: later overrides, which win, take some of the tensors it "
+          "matches (compression.tensor_overrides[", later, "], pattern '",
+          compression.tensor_overrides(later).pattern(),
+          "'), and the others are below compression.min_compress_bytes (",
+          compression.min_compress_bytes(), " B) and travel raw"));
     }
   }
   for (int i = 0; i < compression.shard_overrides_size(); ++i) {

@@ -182,6 +182,26 @@ TEST(JobLayoutTest, AnOverrideEveryTensorOfWhichALaterOneSetsIsNamed) {
                                      "pattern 'fc1.*')"));
 }
 
+// Both at once: a later override takes fc2.weight, and fc2.bias (40 B) travels raw.
+TEST(JobLayoutTest, AnOverrideShadowedForSomeTensorsAndRawForTheOthersIsNamed) {
+  config::RunConfig config = MlpConfig();
+  config::Compression& compression = *config.mutable_compression();
+  compression.set_min_compress_bytes(1024);
+  for (const char* pattern : {"fc2.*", "fc2.weight"}) {
+    config::TensorOverride* override = compression.add_tensor_overrides();
+    override->set_pattern(pattern);
+    override->mutable_compression()->mutable_push()->set_name("fp16");
+  }
+  EXPECT_THAT(NotesOf(config),
+              ::testing::ElementsAre(
+                  "compression.tensor_overrides[0] (pattern 'fc2.*') changes nothing: later "
+                  "overrides, which win, take some of the tensors it matches "
+                  "(compression.tensor_overrides[1], pattern 'fc2.weight'), and the others are "
+                  "below compression.min_compress_bytes (1024 B) and travel raw"));
+  compression.set_min_compress_bytes(16);  // fc2.bias compressed by fc2.*: it decides one.
+  EXPECT_THAT(NotesOf(config), ::testing::IsEmpty());
+}
+
 TEST(JobLayoutTest, AShardOverrideThatDecidesNoChunkAndIdleServersAreNamed) {
   config::RunConfig config = MlpConfig();
   config::Compression& compression = *config.mutable_compression();

@@ -172,6 +172,7 @@ class PyClient {
     client_ = Check(std::move(client));
     aggregates_ = client_->aggregates();
     rank_ = rank;
+    steps_per_epoch_ = steps_per_epoch;
     total_steps_ = total_steps;
   }
 
@@ -329,8 +330,11 @@ class PyClient {
   std::string EvalEvent(uint64_t completed_steps, uint32_t epoch, double accuracy) const {
     return ProtoToJson(::tamp::EvalEvent(Figures(), completed_steps, total_steps_, epoch, accuracy));
   }
-  std::string DoneEvent(uint64_t completed_steps, uint32_t epoch, std::optional<double> accuracy,
+  std::string DoneEvent(uint64_t completed_steps, std::optional<double> accuracy,
                         double step_ms_median) const {
+    // The epoch of the last step, as its STEP event said (0 when none ran).
+    const auto epoch = static_cast<uint32_t>(
+        (completed_steps == 0 ? 0 : completed_steps - 1) / std::max<uint64_t>(steps_per_epoch_, 1));
     return ProtoToJson(::tamp::DoneEvent(Figures(), completed_steps, total_steps_, epoch,
                                          accuracy, step_ms_median));
   }
@@ -407,6 +411,7 @@ class PyClient {
   ClientTotals last_totals_;        // The totals when close() was called.
   bool aggregates_ = false;
   uint32_t rank_ = 0;
+  uint64_t steps_per_epoch_ = 1;
   uint64_t total_steps_ = 0;
   StepReport completed_;  // The last step wait() completed, for step_event().
 };
@@ -527,7 +532,7 @@ PYBIND11_MODULE(_tamp, m) {
            py::arg("loss"), py::arg("step_ms"), py::arg("thread_cpu_ms") = 0.0)
       .def("eval_event", &PyClient::EvalEvent, py::arg("completed_steps"), py::arg("epoch"),
            py::arg("test_accuracy"))
-      .def("done_event", &PyClient::DoneEvent, py::arg("completed_steps"), py::arg("epoch"),
+      .def("done_event", &PyClient::DoneEvent, py::arg("completed_steps"),
            py::arg("test_accuracy"), py::arg("step_ms_median"))
       .def_property_readonly("tensor_names", &PyClient::names)
       .def_property_readonly("tensor_shapes", &PyClient::shapes)

@@ -188,14 +188,14 @@ absl::Status Train() {
   const tamp::WorkerFigures figures{placement.rank, client->totals(), client->report()};
   const std::optional<double> reported =
       placement.rank == 0 ? std::optional<double>(accuracy) : std::nullopt;
+  const auto last_epoch = static_cast<uint32_t>((length.total_steps - 1) / kStepsPerEpoch);
   if (reported) {
-    std::cout << tamp::ProtoToJson(tamp::EvalEvent(
-                     figures, length.total_steps, length.total_steps,
-                     static_cast<uint32_t>((length.total_steps - 1) / kStepsPerEpoch), accuracy))
+    std::cout << tamp::ProtoToJson(tamp::EvalEvent(figures, length.total_steps,
+                                                   length.total_steps, last_epoch, accuracy))
               << "\n";
   }
   std::cout << tamp::ProtoToJson(tamp::DoneEvent(figures, length.total_steps, length.total_steps,
-                                                 reported,
+                                                 last_epoch, reported,
                                                  step_ms.empty() ? 0 : tamp::Median(step_ms)))
             << std::endl;
   return absl::OkStatus();

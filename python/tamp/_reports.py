@@ -70,8 +70,7 @@ class Reports:
                     step_ms_median: float) -> None:
         self._flush()
         self._done = True
-        self._emit(self._client.done_event(completed_steps, self._epoch_of(completed_steps),
-                                           test_accuracy, step_ms_median))
+        self._emit(self._client.done_event(completed_steps, test_accuracy, step_ms_median))
 
     def finish(self, completed_steps: int) -> None:
         """The end of the worker's run: the automatic DONE, unless the script printed one."""
@@ -80,8 +79,7 @@ class Reports:
             return
         self._done = True
         median = statistics.median(self._step_ms) if self._step_ms else 0.0
-        self._emit(self._client.done_event(completed_steps, self._epoch_of(completed_steps),
-                                           self._accuracy, median))
+        self._emit(self._client.done_event(completed_steps, self._accuracy, median))
 
     def _flush(self) -> None:
         if self._pending is not None:

@@ -7,6 +7,7 @@ environment.
 """
 
 import ctypes
+import json
 import unittest
 
 import numpy as np
@@ -92,6 +93,14 @@ class BindingTest(unittest.TestCase):
             call()
         for word in words:
             self.assertIn(word, str(raised.exception))
+
+    def test_done_event_carries_the_epoch_of_the_last_step(self):
+        # 100 steps per epoch: step 250 is in epoch 2 (from 0), step 200 the last of epoch 1.
+        epochs = [json.loads(self.client.done_event(steps, None, 1.5))["epoch"]
+                  for steps in (0, 1, 200, 250)]
+        self.assertEqual(epochs, [0, 0, 1, 2])
+        done = json.loads(self.client.done_event(250, 0.5, 1.5))
+        self.assertEqual((done["kind"], done["step"], done["test_accuracy"]), ("DONE", 250, 0.5))
 
     def test_start_copies_the_servers_seeded_init(self):
         self.assertEqual(self.client.tensor_names, NAMES)

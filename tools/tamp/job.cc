@@ -116,7 +116,9 @@ class Job {
   // restart is left.
   bool RestartWorker(int child, const ExitStatus& status);
   Outcome WatchWorkers();
-  // Worker `rank` reported DONE at the run's last step.
+  // Worker `rank` reported its DONE at the run's last step: its results are in. (One that
+  // fails before its DONE is restarted: the new process rejoins a finished run with its
+  // final weights, and its script's post-training work, an evaluation, runs again.)
   bool FinishedTheRun(int rank) const {
     const std::optional<events::WorkerEvent>& done = summary_.done_event(rank);
     return done && done->total_steps() > 0 && done->step() >= done->total_steps();
@@ -309,8 +311,8 @@ bool Job::RestartWorker(int child, const ExitStatus& status) {
   if (worker_restarts_ >= options_.restart_workers) return false;
   const int rank = roles_[child].rank;
   if (FinishedTheRun(rank)) {  // A new process would rejoin a run that is over for it.
-    Say(absl::StrCat(group_.name(child), " is not restarted: it had reported the run's last "
-                     "step before it failed"));
+    Say(absl::StrCat(group_.name(child), " is not restarted: it had reported its DONE at the "
+                     "run's end before it failed"));
     return false;
   }
   ++worker_restarts_;
@@ -346,10 +348,17 @@ Job::Outcome Job::WatchWorkers() {
         if (group_.running(child)) running.push_back(group_.name(child));
       }
       renderer_.Finish();
+      std::vector<std::string> last_steps;  // What each reported last: a dropped one's gap.
+      for (int child : workers_) {
+        if (!group_.running(child)) continue;
+        last_steps.push_back(absl::StrCat(group_.name(child), " last reported step ",
+                                          summary_.last_step(roles_[child].rank)));
+      }
       const std::string reason = absl::StrCat(
           absl::StrJoin(running, ", "), running.size() == 1 ? " was" : " were",
           " still running ", absl::FormatDuration(finish_timeout), " after ",
-          first_finished_note_short, " (--finish_timeout)");
+          first_finished_note_short, " (--finish_timeout; ", absl::StrJoin(last_steps, ", "),
+          ")");
       RecordFailure(reason);
       Say(reason);
       return Outcome::kFailed;
@@ -382,14 +391,12 @@ Job::Outcome Job::WatchWorkers() {
       }
       if (!event.status.success()) {
         if (RestartWorker(event.child, event.status)) continue;
-        const std::optional<events::WorkerEvent>& done = summary_.done_event(role.rank);
         ReportChildFailure(
             event.child,
             absl::StrCat("failed (", event.status.ToString(), ")",
                          FinishedTheRun(role.rank)
-                             ? absl::StrCat(" after it reported the run's last step (DONE at ",
-                                            done->step(), " of ", done->total_steps(),
-                                            "): its training had completed")
+                             ? " after it reported its DONE at the run's end: its training "
+                               "had completed"
                              : ""));
         return Outcome::kFailed;
       }
@@ -683,6 +690,7 @@ int Job::Run() {
   }
   // A run again on the same run_dir (a resume) rewrites the metrics file: the earlier run's
   // lines go beside its logs first.
+  std::string metrics_kept;  // Said after the run's first line.
   if (!options_.metrics_file.empty() && !aside->empty()) {
     std::error_code error;
     if (std::filesystem::file_size(options_.metrics_file, error) > 0 && !error) {
@@ -694,7 +702,7 @@ int Job::Run() {
                          ") in ", kept, ": ", error.message()));
         return kExitFailed;
       }
-      Say(absl::StrCat("the earlier run's metrics copied to ", kept));
+      metrics_kept = kept;
     }
   }
   if (!options_.metrics_file.empty()) {
@@ -717,6 +725,7 @@ int Job::Run() {
       options_.command.empty() ? "" : absl::StrCat(" (", absl::StrJoin(options_.command, " "), ")"),
       "; logs in ", run_dir_));
   if (!aside->empty()) Say(absl::StrCat("an earlier run's logs and events moved to ", *aside));
+  if (!metrics_kept.empty()) Say(absl::StrCat("the earlier run's metrics copied to ", metrics_kept));
   SayShardLoad();
   if (own_servers) {
     if (absl::Status status = StartServers(); !status.ok()) {

@@ -468,10 +468,10 @@ TEST_F(JobTest, RestartWorkersLeavesAWorkerThatFinishedTheRun) {
   options_.restart_workers = 2;
   ASSERT_EQ(Run(), kExitFailed) << out_.str();
   const std::string out = out_.str();
-  EXPECT_THAT(out, HasSubstr("tamp: worker 1 is not restarted: it had reported the run's last "
-                             "step before it failed\n"));
-  EXPECT_THAT(out, HasSubstr("tamp: worker 1 failed (exit status 4) after it reported the run's "
-                             "last step (DONE at 5 of 5): its training had completed\n"));
+  EXPECT_THAT(out, HasSubstr("tamp: worker 1 is not restarted: it had reported its DONE at the "
+                             "run's end before it failed\n"));
+  EXPECT_THAT(out, HasSubstr("tamp: worker 1 failed (exit status 4) after it reported its DONE "
+                             "at the run's end: its training had completed\n"));
   EXPECT_THAT(out, Not(HasSubstr("restarting it")));
   EXPECT_EQ(ReadSummary().worker_restarts(), 0u);
 }
@@ -710,6 +710,14 @@ TEST_F(JobTest, CommandThatCannotBeExecutedIsRefusedNamingIt) {
   options_.command = {dir_};
   ASSERT_EQ(Run(), kExitUsage) << out_.str();
   EXPECT_THAT(out_.str(), HasSubstr("tamp: cannot execute " + dir_ + ": not a regular file"));
+  const std::string script = dir_ + "/bad_interpreter.sh";  // Executable, its #! is not.
+  std::ofstream(script) << "#!/no/such/interpreter -u\necho hi\n";
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  options_.command = {script};
+  ASSERT_EQ(Run(), kExitUsage) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: cannot execute " + script + ": its interpreter "
+                                    "/no/such/interpreter (its #! line): No such file"));
+  EXPECT_EQ(Pids(pids_).size(), 0u);  // Nothing started.
 }
 
 TEST_F(JobTest, StubbornServerIsKilledAfterTheGrace) {
@@ -756,11 +764,12 @@ TEST_F(JobTest, FinishTimeoutStopsAWorkerStillRunningAfterAnotherFinished) {
   options_.finish_timeout = absl::Seconds(1);
   ASSERT_EQ(Run(), kExitFailed) << out_.str();
   EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 was still running 1s after worker 0 "
-                                    "finished the run (--finish_timeout)\n"));
+                                    "finished the run (--finish_timeout; worker 1 last "
+                                    "reported step 5)\n"));
   const events::RunSummary summary = ReadSummary();
   EXPECT_EQ(summary.outcome(), "failed");
-  EXPECT_EQ(summary.failure(),
-            "worker 1 was still running 1s after worker 0 finished the run (--finish_timeout)");
+  EXPECT_EQ(summary.failure(), "worker 1 was still running 1s after worker 0 finished the run "
+                               "(--finish_timeout; worker 1 last reported step 5)");
   EXPECT_EQ(summary.steps(), 5u);
   EXPECT_DOUBLE_EQ(summary.test_accuracy(), 0.75);  // Worker 0's DONE.
   ExpectAllGone(3);

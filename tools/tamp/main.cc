@@ -58,7 +58,8 @@ Commands:
                              the run at the other workers' step; SYNC only).
       --finish_timeout=D     Once a worker has exited 0, fail the job and stop the others
                              if they still run D later (90s, 10m, 1h; default 0: no
-                             bound, the console names them).
+                             bound, the console names them). Leave rank 0 the time of
+                             its work after training (a test evaluation, a save).
   summarize CONFIG EVENTS_0 ... EVENTS_{W-1} [--summary_json=PATH] [--wall_seconds=S]
                        The run summary of a job a cluster engine started (Slurm,
                        Kubernetes), from each worker's saved stdout, in rank order
@@ -97,7 +98,8 @@ Commands:
   help                 Show this text.
 
 Exit status: 0 success, 1 a process failed, 2 bad usage or config, 130 interrupted
-(SIGINT, SIGTERM, SIGHUP, or SIGPIPE when its output is piped into a command that ended).
+(SIGINT, SIGTERM, SIGHUP, or SIGPIPE when its output, on stderr, is piped into a command that
+ended: `tamp run ... 2>&1 | head`).
 )";
 
 // The whole usage without an error (tamp alone); with one, the error and where the usage is.

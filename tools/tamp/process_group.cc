@@ -13,10 +13,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
@@ -104,6 +108,17 @@ absl::Status CheckExecutable(const std::string& program) {
   }
   if (access(program.c_str(), X_OK) != 0) {
     return ErrnoStatus(errno, absl::StrCat("cannot execute ", program));
+  }
+  // A script's interpreter (its #! line) must be executable too: exec fails on it with ENOENT.
+  std::ifstream file(program);
+  std::string first_line;
+  if (std::getline(file, first_line) && absl::StartsWith(first_line, "#!")) {
+    const std::vector<std::string> words =
+        absl::StrSplit(first_line.substr(2), absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    if (!words.empty() && access(words[0].c_str(), X_OK) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("cannot execute ", program, ": its interpreter ",
+                                             words[0], " (its #! line)"));
+    }
   }
   return absl::OkStatus();
 }

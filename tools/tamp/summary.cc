@@ -97,7 +97,8 @@ absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name
   summary.set_steps(done_[0]->step());  // DONE carries the final step count in `step`.
   std::vector<double> medians;
   for (const std::optional<events::WorkerEvent>& done : done_) {
-    medians.push_back(done->step_ms_median());
+    // 0: the process ran no step (one restarted at the run's end), a median of nothing.
+    if (done->step_ms_median() > 0) medians.push_back(done->step_ms_median());
   }
   summary.set_step_ms_median(Median(std::move(medians)));
   return summary;
@@ -113,6 +114,7 @@ events::RunSummary SummaryBuilder::BuildEnded(const std::string& name, uint32_t 
     summary.set_test_accuracy(done_[0]->test_accuracy());
   }
   summary.set_steps(done_[0] ? done_[0]->step() : last_step_.value_or(0));
+  if (summary.steps() == 0) summary.set_epochs(0);  // Ended before its first step.
   summary.set_step_ms_median(Median(step_ms_));
   return summary;
 }

@@ -37,7 +37,8 @@ absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
 //   test_accuracy, steps   worker 0's DONE (its `step`: the number of steps run)
 //   start_step             the least start_step of any event (0 if none): where the run
 //                          resumed from the servers' checkpoints
-//   step_ms_median         median over the workers' DONE step_ms_median
+//   step_ms_median         median over the workers' DONE step_ms_median (of those that
+//                          ran a step: a process restarted at the run's end ran none)
 //   bytes_pushed/pulled    sums of the workers' DONE values
 //   compression_ratio      sum raw_bytes_pushed / sum bytes_pushed (0 if nothing pushed)
 //   final_loss             loss of worker 0's last STEP (0 if none)
@@ -62,6 +63,7 @@ class SummaryBuilder {
   // The step of worker `worker`'s last STEP event (its process's or a predecessor's); 0
   // before any. A STEP past it + 1 counts the steps between as missed.
   uint64_t last_step(int worker) const { return last_steps_.at(worker); }
+
 
   // Worker `worker`'s DONE event, if it reported one.
   const std::optional<events::WorkerEvent>& done_event(int worker) const {

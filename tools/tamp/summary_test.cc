@@ -150,7 +150,7 @@ TEST(SummaryBuilderTest, AnEndedJobSummarizesWhatWasReported) {
   // Nothing reported (the servers never started): zeros, and why.
   events::RunSummary empty = SummaryBuilder(2).BuildEnded("mlp", 5, 0, "failed", "no server");
   EXPECT_EQ(empty.steps(), 0u);
-  EXPECT_EQ(empty.epochs(), 5u);
+  EXPECT_EQ(empty.epochs(), 0u);  // None begun.
   EXPECT_EQ(empty.bytes_pushed(), 0u);
   EXPECT_EQ(empty.failure(), "no server");
 }
@@ -213,6 +213,17 @@ TEST(SummaryBuilderTest, SyntheticIsWorkerZerosWord) {
   auto summary = builder.Build("resnet50", 1, 1);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_TRUE(summary->synthetic());
+}
+
+// A process restarted at the run's end ran no step: its DONE's median (0) is no worker's.
+TEST(SummaryBuilderTest, AWorkerProcessThatRanNoStepLeavesTheMedianAlone) {
+  SummaryBuilder builder(3);
+  builder.Add(0, Done(1, 1, 1, 3.0, 0.5));
+  builder.Add(1, Done(1, 1, 1, 0.0, 0.5));
+  builder.Add(2, Done(1, 1, 1, 5.0, 0.5));
+  auto summary = builder.Build("x", 1, 1);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_DOUBLE_EQ(summary->step_ms_median(), 4.0);
 }
 
 TEST(SummaryBuilderTest, NothingPushedMeansRatioZeroAndEvenMedianAverages) {

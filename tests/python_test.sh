@@ -198,7 +198,13 @@ dir="$WORK/replicas"
 mkdir -p "$dir"
 write_config "$dir/job.pbtxt"
 start_servers "$dir" "$dir/job.pbtxt" 2
+# The collectives' rendezvous (tamp run sets it): a free port on loopback.
+export MASTER_ADDR=127.0.0.1
+MASTER_PORT=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export MASTER_PORT
 run_python_workers "$dir" torch_worker.py "$dir/weights@"
+unset MASTER_ADDR MASTER_PORT
+grep -q "rank 1: collectives ok" "$dir/worker1.log" || fail "torch_worker.py: no collectives"
 cmp "$dir/weights0" "$dir/weights1" || fail "the torch workers' replicas differ"
 
 # Rank 1's batch of step 3 is NaN: the servers refuse its push (validation.nonfinite_policy

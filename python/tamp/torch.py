@@ -53,11 +53,13 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 import tamp
-from tamp import _torch_broadcast, _torch_optimizer, _torch_session, _torch_tensors
+from tamp import (_torch_broadcast, _torch_collectives, _torch_optimizer, _torch_session,
+                  _torch_tensors)
 from tamp._torch_describe import describe_model
 
 __all__ = [
     "Adasum", "Average", "CommHookState", "Compression", "DistributedOptimizer", "Sum",
+    "allgather", "allreduce", "allreduce_", "barrier", "broadcast", "broadcast_",
     "broadcast_object", "broadcast_optimizer_state",
     "broadcast_parameters", "comm_hook", "current_step", "describe_model", "init",
     "local_rank", "rank",
@@ -75,8 +77,17 @@ class Compression:
     fp16 = "Compression.fp16"
 
 
-# Horovod's reduction ops: Tamp's pushes are averaged (Average); the others are refused.
-Average, Sum, Adasum = "Average", "Sum", "Adasum"
+# Horovod's reduction ops: Tamp's pushes are averaged (Average); the others are refused there.
+# allreduce() takes Average and Sum.
+Average, Sum, Adasum = _torch_collectives.AVERAGE, _torch_collectives.SUM, "Adasum"
+# Horovod's collectives for what a script exchanges besides its gradients (a metric's
+# average, say), on torch.distributed's gloo group: tamp/_torch_collectives.py.
+allreduce = _torch_collectives.allreduce
+allreduce_ = _torch_collectives.allreduce_
+allgather = _torch_collectives.allgather
+broadcast = _torch_collectives.broadcast
+broadcast_ = _torch_collectives.broadcast_
+barrier = _torch_collectives.barrier
 _session: Optional["_torch_session.Session"] = None
 
 rank = tamp.rank
@@ -336,13 +347,15 @@ def _before_first_step(session: "_torch_session.Session") -> bool:
     return session.step == 0 and not tamp.restarted()
 
 
-def broadcast_object(obj, root_rank: int = 0):
+def broadcast_object(obj, root_rank: int = 0, name: Optional[str] = None):
     """Horovod's: rank 0's `obj` (anything pickle takes), returned on every worker (rank 0
     gets `obj` itself); every worker calls it, in the same order as the other broadcasts (a
     collective). Before the job's first step only (RuntimeError after): it travels through
     the servers' copy of the job's weights in rounds of the model's size, which then holds
     rank 0's parameters, as after broadcast_parameters() (every worker's parameters become
     rank 0's). Needs the job started (DistributedOptimizer() or broadcast_parameters()).
+
+    `name` is Horovod's label, unused. After the first step, broadcast() carries a tensor.
 
     Example (resuming on rank 0 from a checkpoint that every worker must follow):
         start_epoch = tamp.torch.broadcast_object(checkpoint["epoch"] if rank0 else None)
@@ -352,7 +365,8 @@ def broadcast_object(obj, root_rank: int = 0):
     if not _before_first_step(session):
         raise RuntimeError("broadcast_object: objects travel only before the job's first "
                            f"step (this worker is at step {session.step}): call it at the "
-                           "start, with broadcast_parameters()")
+                           "start, with broadcast_parameters(); later, tamp.torch.broadcast() "
+                           "and allreduce() carry tensors between the workers")
     return _torch_broadcast.broadcast_object(session, obj, tamp.rank() == 0,
                                              "broadcast_object")
 

@@ -9,6 +9,8 @@ whether or not the session has started.
 import contextlib
 import io
 import json
+import os
+import socket
 import unittest
 import warnings
 
@@ -68,6 +70,46 @@ class TorchTest(unittest.TestCase):
             call()
         for word in words:
             self.assertIn(word, str(raised.exception))
+
+    def test_collectives_need_a_rendezvous_then_reduce_gather_and_broadcast(self):
+        # One worker here (tests/python_test.sh's 2-worker run checks the numbers across
+        # workers: torch_worker.py). Refusals before anything is initialised.
+        saved = {name: os.environ.pop(name, None) for name in ("MASTER_ADDR", "MASTER_PORT")}
+        try:
+            self.assertFalse(torch.distributed.is_initialized())
+            self.assertRefused(RuntimeError, lambda: tamp.torch.allreduce(torch.ones(2)),
+                               "allreduce: needs torch.distributed's rendezvous",
+                               "MASTER_ADDR and MASTER_PORT are not set", "`tamp run` sets them")
+            self.assertRefused(ValueError, lambda: tamp.torch.allreduce(torch.ones(2, dtype=torch.int64)),
+                               "the average of a torch.int64 tensor", "op=tamp.torch.Sum")
+            self.assertRefused(ValueError, lambda: tamp.torch.allreduce(torch.ones(2), op="Adasum"),
+                               "Adasum is not supported")
+            self.assertRefused(ValueError, lambda: tamp.torch.allreduce(torch.ones(2), average=True,
+                                                                        op=tamp.torch.Sum),
+                               "not both")
+            self.assertRefused(TypeError, lambda: tamp.torch.allreduce([1.0]), "torch.Tensor")
+            self.assertRefused(ValueError, lambda: tamp.torch.broadcast(torch.ones(1), 1),
+                               "root_rank 1", "0 to 0")
+            self.assertFalse(torch.distributed.is_initialized())  # Nothing started.
+            with socket.socket() as probe:  # A free port for the rendezvous.
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            values = torch.tensor([1.5, -2.0])
+            self.assertTrue(torch.equal(tamp.torch.allreduce(values), values))  # Mean of one.
+            self.assertEqual(tamp.torch.allreduce(torch.tensor([3]), op=tamp.torch.Sum).item(), 3)
+            self.assertTrue(torch.equal(tamp.torch.allgather(values), values))
+            self.assertTrue(torch.equal(tamp.torch.broadcast(values, 0), values))
+            in_place = values.clone()
+            self.assertIs(tamp.torch.allreduce_(in_place), in_place)
+            tamp.torch.barrier()
+            self.assertEqual(torch.distributed.get_backend(), "gloo")
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     def test_start_copies_the_servers_seeded_init(self):
         # torch initialises biases uniformly, not to zero: zeros are the servers'.

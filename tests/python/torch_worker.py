@@ -4,8 +4,12 @@ compared byte for byte. Each rank trains on its own random batches.
 
     torch_worker.py WEIGHTS [nan_at=K]   rank 1's batch of step K is NaN: the servers refuse
                                           its push, step() raises, the script catches it and
-                                          goes on (the next push rejoins the run)."""
+                                          goes on (the next push rejoins the run).
 
+With MASTER_ADDR and MASTER_PORT set, it then checks Horovod's collectives (allreduce,
+allgather, broadcast, barrier) across the two workers."""
+
+import os
 import sys
 
 import torch
@@ -21,6 +25,26 @@ class Mlp(torch.nn.Module):
 
     def forward(self, x):
         return self.fc2(torch.relu(self.fc1(x)))
+
+
+def check_collectives():
+    """Horovod's collectives across the two workers (MASTER_ADDR/PORT: tests/python_test.sh)."""
+    rank = tamp.torch.rank()
+    mean = tamp.torch.allreduce(torch.tensor([rank + 1.0, 10.0 * rank]))
+    assert mean.tolist() == [1.5, 5.0], mean
+    total = tamp.torch.allreduce(torch.tensor([rank + 1]), op=tamp.torch.Sum)
+    assert total.tolist() == [3], total
+    gathered = tamp.torch.allgather(torch.full((rank + 1, 2), float(rank)))  # 1 row, then 2.
+    assert gathered.tolist() == [[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]], gathered
+    root = tamp.torch.broadcast(torch.tensor([7.0 * rank]), root_rank=1)
+    assert root.tolist() == [7.0], root
+    try:
+        tamp.torch.allgather(torch.zeros(1, rank + 1))  # Trailing shapes differ: both refuse.
+        raise AssertionError("allgather took tensors of different trailing shapes")
+    except ValueError as refused:
+        assert "rank 0: [1, 1] torch.float32, rank 1: [1, 2] torch.float32" in str(refused), refused
+    tamp.torch.barrier()
+    print(f"rank {rank}: collectives ok")
 
 
 def main():
@@ -52,6 +76,8 @@ def main():
         losses.append(loss.item())
     moved = sum((p.detach() - q).abs().sum().item() for p, q in zip(model.parameters(), initial))
     assert moved > 0, "training did not move the weights"
+    if os.environ.get("MASTER_PORT"):  # The run given a rendezvous (tests/python_test.sh).
+        check_collectives()
     with open(sys.argv[1], "wb") as out:
         for param in model.parameters():
             out.write(param.detach().numpy().tobytes())

@@ -75,12 +75,10 @@ ErrorFeedback::ErrorFeedback(const config::ErrorFeedback& spec, size_t num_eleme
     case config::ErrorFeedback::DGC_MOMENTUM:
       velocity_.assign(num_elements, 0.0f);
       residual_.assign(num_elements, 0.0f);
-      decoded_.resize(num_elements);
       break;
     case config::ErrorFeedback::RESIDUAL:
       residual_.assign(num_elements, 0.0f);
       compensated_.resize(num_elements);
-      decoded_.resize(num_elements);
       break;
     default:
       break;
@@ -153,7 +151,7 @@ absl::Status ErrorFeedback::EncodeCompensated(Codec& codec, const RandomKey& key
     }
     return absl::OkStatus();
   }
-  TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, absl::MakeSpan(decoded_)));
+  TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, Decoded()));
   for (size_t i = 0; i < residual_.size(); ++i) {
     residual_[i] = scale_ * (compensated_[i] - decoded_[i]);
   }
@@ -174,7 +172,7 @@ absl::Status ErrorFeedback::CompressDgcMomentum(Codec& codec, absl::Span<const f
   TAMP_RETURN_IF_ERROR(codec.Encode(residual_, key, payload));
   TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(*payload, key, &sent_));
   if (!sparse) {
-    TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, absl::MakeSpan(decoded_)));
+    TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, Decoded()));
     MaskSentDgcMomentum();
     return absl::OkStatus();
   }
@@ -196,6 +194,13 @@ void ErrorFeedback::CompensateDgcMomentum(absl::Span<const float> input) {
     velocity_[i] = NextVelocity(momentum_, velocity_[i], input[i]);
     residual_[i] += velocity_[i];
   }
+}
+
+absl::Span<float> ErrorFeedback::Decoded() {
+  // Sized on first use: a sparse codec (top-k, DGC) never decodes densely, and a chunk's
+  // memory is then its residual (and velocity) alone, not a model-sized scratch more.
+  if (decoded_.size() != residual_.size()) decoded_.resize(residual_.size());
+  return absl::MakeSpan(decoded_);
 }
 
 void ErrorFeedback::MaskSentDgcMomentum() {
@@ -247,13 +252,13 @@ absl::Status ErrorFeedback::FinishRounds(Codec& codec, absl::string_view final_a
                                          const RandomKey& key) {
   switch (kind_) {
     case config::ErrorFeedback::RESIDUAL:
-      TAMP_RETURN_IF_ERROR(codec.FinishRounds(final_answer, key, absl::MakeSpan(decoded_)));
+      TAMP_RETURN_IF_ERROR(codec.FinishRounds(final_answer, key, Decoded()));
       for (size_t i = 0; i < residual_.size(); ++i) {
         residual_[i] = scale_ * (compensated_[i] - decoded_[i]);
       }
       return absl::OkStatus();
     case config::ErrorFeedback::DGC_MOMENTUM:
-      TAMP_RETURN_IF_ERROR(codec.FinishRounds(final_answer, key, absl::MakeSpan(decoded_)));
+      TAMP_RETURN_IF_ERROR(codec.FinishRounds(final_answer, key, Decoded()));
       MaskSentDgcMomentum();
       return absl::OkStatus();
     default:

@@ -172,6 +172,8 @@ class ErrorFeedback {
   // DGC_MOMENTUM, once decoded_ holds decode(payload): u and v are zeroed where an entry was
   // sent (momentum factor masking).
   void MaskSentDgcMomentum();
+  // decoded_, sized to the chunk on the first dense decode.
+  absl::Span<float> Decoded();
 
   const config::ErrorFeedback::Kind kind_;
   const float scale_;     // RESIDUAL.
@@ -182,7 +184,7 @@ class ErrorFeedback {
                                     // residual_, which CompressAdded() encodes in place.
                                     // Multi-round codecs, every kind: round 0's input, kept
                                     // for ReplayRounds().
-  std::vector<float> decoded_;      // Scratch: decode(payload).
+  std::vector<float> decoded_;      // Scratch: decode(payload); Decoded() sizes it.
   bool rounds_begun_ = false;       // BeginRounds() has filled compensated_.
   SparseEntries sent_;                // Scratch: DecodeSparse(payload), for sparse codecs.
 };

@@ -1,6 +1,7 @@
 #include "worker/step_timeline.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace tamp {
 namespace {
@@ -13,6 +14,7 @@ double Ms(StepTimeline::Clock::duration d) {
 
 void StepTimeline::Reset() {
   compute_.clear();
+  compute_before_.assign(1, Clock::duration{0});
   rpcs_.clear();
   encode_ = Clock::duration{0};
 }
@@ -20,7 +22,9 @@ void StepTimeline::Reset() {
 void StepTimeline::ComputeBegin(Clock::time_point t) { compute_begin_ = t; }
 
 void StepTimeline::ComputeEnd(Clock::time_point t) {
-  if (t > compute_begin_) compute_.push_back({compute_begin_, t});
+  if (t <= compute_begin_) return;
+  compute_.push_back({compute_begin_, t});
+  compute_before_.push_back(compute_before_.back() + (t - compute_begin_));
 }
 
 void StepTimeline::AddRpc(Clock::time_point sent, Clock::time_point answered) {
@@ -29,20 +33,23 @@ void StepTimeline::AddRpc(Clock::time_point sent, Clock::time_point answered) {
 
 StepTimeline::Clock::duration StepTimeline::Covered(Clock::time_point begin,
                                                     Clock::time_point end) const {
-  Clock::duration covered{0};
-  for (const Interval& c : compute_) {
-    const Clock::time_point from = std::max(begin, c.begin);
-    const Clock::time_point to = std::min(end, c.end);
-    if (to > from) covered += to - from;
-  }
+  if (end <= begin) return Clock::duration{0};
+  // The intervals [first, last) meet [begin, end): whole, less what lies outside at the ends.
+  const auto first = std::partition_point(compute_.begin(), compute_.end(),
+                                          [&](const Interval& c) { return c.end <= begin; });
+  const auto last = std::partition_point(first, compute_.end(),
+                                         [&](const Interval& c) { return c.begin < end; });
+  if (first == last) return Clock::duration{0};
+  Clock::duration covered =
+      compute_before_[last - compute_.begin()] - compute_before_[first - compute_.begin()];
+  if (first->begin < begin) covered -= begin - first->begin;
+  if (std::prev(last)->end > end) covered -= std::prev(last)->end - end;
   return covered;
 }
 
 StepTimeline::Figures StepTimeline::Summarize() const {
   Figures f;
-  Clock::duration compute{0};
-  for (const Interval& c : compute_) compute += c.end - c.begin;
-  f.compute_ms = Ms(compute);
+  f.compute_ms = Ms(compute_before_.back());
   f.encode_ms = Ms(encode_);
   if (rpcs_.empty()) return f;
   Clock::duration comm{0}, hidden{0};

@@ -57,10 +57,13 @@ class StepTimeline {
   struct Interval {
     Clock::time_point begin, end;
   };
-  // Length of [begin, end) covered by compute_.
+  // Length of [begin, end) covered by compute_: a binary search, as a step holds one compute
+  // interval per push (O(tensors^2) per step by a scan).
   Clock::duration Covered(Clock::time_point begin, Clock::time_point end) const;
 
-  std::vector<Interval> compute_;
+  std::vector<Interval> compute_;  // In time order, disjoint (one thread opens and closes).
+  // compute_before_[k]: the length of compute_[0, k); one more entry than compute_.
+  std::vector<Clock::duration> compute_before_{Clock::duration{0}};
   Clock::time_point compute_begin_;
   std::vector<Interval> rpcs_;
   Clock::duration encode_{0};

@@ -40,6 +40,37 @@ TEST(StepTimelineTest, OverlapAndWire) {
   EXPECT_DOUBLE_EQ(f.wire_ms, 6);
 }
 
+// Many compute intervals (one per push), RPCs over all sorts of spans: the hidden time and the
+// wire time as a scan of every interval computes them.
+TEST(StepTimelineTest, ManyIntervalsAsAScanComputesThem) {
+  StepTimeline timeline;
+  std::vector<std::pair<int, int>> compute;  // [begin, end) in microseconds.
+  for (int k = 0; k < 200; ++k) compute.push_back({10 * k, 10 * k + 3 + k % 5});
+  for (const auto& [begin, end] : compute) {
+    timeline.ComputeBegin(Clock::time_point(std::chrono::microseconds(begin)));
+    timeline.ComputeEnd(Clock::time_point(std::chrono::microseconds(end)));
+  }
+  auto covered = [&](int begin, int end) {
+    int64_t sum = 0;
+    for (const auto& [b, e] : compute) sum += std::max(0, std::min(end, e) - std::max(begin, b));
+    return sum;
+  };
+  int64_t hidden = 0, comm = 0;
+  for (int k = 0; k < 300; ++k) {
+    const int sent = (k * 37) % 2100 - 50, answered = sent + (k * 53) % 700;
+    timeline.AddRpc(Clock::time_point(std::chrono::microseconds(sent)),
+                    Clock::time_point(std::chrono::microseconds(answered)));
+    hidden += covered(sent, answered);
+    comm += answered - sent;
+  }
+  const StepTimeline::Figures f = timeline.Summarize();
+  EXPECT_DOUBLE_EQ(f.hidden_ms, hidden / 1000.0);
+  EXPECT_DOUBLE_EQ(f.comm_ms, comm / 1000.0);
+  int64_t compute_us = 0;
+  for (const auto& [begin, end] : compute) compute_us += end - begin;
+  EXPECT_DOUBLE_EQ(f.compute_ms, compute_us / 1000.0);
+}
+
 TEST(StepTimelineTest, ResetForgetsTheStep) {
   StepTimeline timeline;
   timeline.ComputeBegin(At(0));

@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <string>
+#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -115,6 +118,19 @@ absl::StatusOr<std::string> SetAsideEarlierLogs(const std::string& run_dir) {
     }
   }
   return aside;
+}
+
+absl::StatusOr<std::string> CopyAside(const std::string& path, const std::string& aside) {
+  std::error_code error;
+  if (std::filesystem::file_size(path, error) == 0 || error) return std::string();
+  const std::string kept =
+      absl::StrCat(aside, "/", std::filesystem::path(path).filename().string());
+  std::filesystem::copy_file(path, kept, error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("cannot copy ", path, " into ", aside, ": ", error.message()));
+  }
+  return kept;
 }
 
 absl::StatusOr<std::string> MakeRunDir(const std::string& requested) {

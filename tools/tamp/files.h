@@ -35,6 +35,13 @@ absl::StatusOr<int> LockRunDir(const std::string& run_dir);
 // user's own, checkpoints/) stay where they are.
 absl::StatusOr<std::string> SetAsideEarlierLogs(const std::string& run_dir);
 
+// CopyAside()
+//
+// Copies the file at `path` into the directory `aside` (SetAsideEarlierLogs()'s), under its
+// own name, before a run writes it anew (the earlier run's --metrics_file). Returns the copy's
+// path, or "" when there is nothing to keep (no such file, or an empty one).
+absl::StatusOr<std::string> CopyAside(const std::string& path, const std::string& aside);
+
 // PrepareOutputFile()
 //
 // Makes sure a file can be written at `path` later (a run's summary, written at its end):

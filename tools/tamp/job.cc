@@ -692,18 +692,12 @@ int Job::Run() {
   // lines go beside its logs first.
   std::string metrics_kept;  // Said after the run's first line.
   if (!options_.metrics_file.empty() && !aside->empty()) {
-    std::error_code error;
-    if (std::filesystem::file_size(options_.metrics_file, error) > 0 && !error) {
-      const std::string kept = absl::StrCat(
-          *aside, "/", std::filesystem::path(options_.metrics_file).filename().string());
-      std::filesystem::copy_file(options_.metrics_file, kept, error);
-      if (error) {
-        Say(absl::StrCat("cannot keep the earlier run's metrics (", options_.metrics_file,
-                         ") in ", kept, ": ", error.message()));
-        return kExitFailed;
-      }
-      metrics_kept = kept;
+    absl::StatusOr<std::string> kept = CopyAside(options_.metrics_file, *aside);
+    if (!kept.ok()) {
+      Say(absl::StrCat("cannot keep the earlier run's metrics: ", kept.status().message()));
+      return kExitFailed;
     }
+    metrics_kept = *std::move(kept);
   }
   if (!options_.metrics_file.empty()) {
     metrics_.open(options_.metrics_file, std::ios::out | std::ios::trunc);

@@ -32,6 +32,10 @@
 //
 // Files in the run dir: server-I.log, server-I.port, worker-J.log (children's stderr, and a
 // worker's stdout lines that are not events); a restart's log is <role>-<rank>.restart-N.log.
+//
+// job.cc is one class over 700 lines: the job's life (start, watch, restarts, teardown, the
+// summary) shares one state, and its parts that stand alone live beside it (files.h,
+// process_group.h, summary.h, progress.h, interrupt.h).
 #ifndef TAMP_TOOLS_TAMP_JOB_H_
 #define TAMP_TOOLS_TAMP_JOB_H_
 

@@ -89,6 +89,18 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
          << positional[worker + 1]
          << " (a process that did not finish, a file cut short, or a worker's files out of "
             "order: its first process's first, comma-separated)\n";
+    // As `tamp run` does for a job that failed: what the workers reported, and why.
+    if (!summary_json.empty()) {
+      const events::RunSummary ended = builder.BuildEnded(
+          config->name(), config->training().epochs(), wall_seconds, "failed",
+          absl::StrCat("worker ", worker, " reported no DONE event"));
+      if (absl::Status written = WriteFileAtomically(summary_json, SummaryToJson(ended) + "\n");
+          written.ok()) {
+        *err << "tamp summarize: summary of what ran: " << summary_json << "\n";
+      } else {
+        *err << "tamp summarize: cannot write the summary: " << written.message() << "\n";
+      }
+    }
     return 1;
   }
   // Every worker of one SYNC run ends at its last step (ASYNC / SSP workers may take

@@ -81,6 +81,13 @@ TEST(SummarizeCommandTest, ErrorsNameWhatIsWrong) {
   EXPECT_EQ(SummarizeCommand({config, w0, unfinished}, &out, &err), 1);
   EXPECT_THAT(err.str(), HasSubstr("worker 1 reported no DONE event in " + unfinished +
                                    " (a process that did not finish"));
+  // With --summary_json, still the summary of what ran, as tamp run writes for a failed job.
+  const std::string failed = TempPath("failed.json");
+  EXPECT_EQ(SummarizeCommand({config, w0, unfinished, "--summary_json=" + failed}, &out, &err),
+            1);
+  EXPECT_THAT(Read(failed), HasSubstr(R"("outcome":"failed","failure":"worker 1 reported no )"
+                                      R"(DONE event")"));
+  EXPECT_THAT(Read(failed), HasSubstr(R"("test_accuracy":0.75)"));  // Worker 0's DONE.
   err.str("");
   EXPECT_EQ(SummarizeCommand({config, w0, TempPath("missing.out")}, &out, &err), 1);
   EXPECT_THAT(err.str(), HasSubstr("cannot read"));

@@ -10,8 +10,9 @@ each collective, in the same order (as Horovod's); they block until every worker
 Imports nothing of tamp.torch.
 """
 
+import operator
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -47,7 +48,35 @@ def _check_tensor(caller: str, tensor) -> None:
         raise TypeError(f"{caller}: expected a torch.Tensor, got {type(tensor).__name__}")
 
 
-def _op(caller: str, average: Optional[bool], op: Optional[str], tensor: torch.Tensor) -> str:
+# What gloo reduces, gathers and broadcasts (bool and bfloat16 fail inside it, and leave the
+# group out of step).
+_GLOO_DTYPES = (torch.float16, torch.float32, torch.float64, torch.int8, torch.uint8,
+                torch.int32, torch.int64)
+
+
+def _agreed(caller: str, tensor: torch.Tensor, same_shape: bool) -> List[Tuple[int, ...]]:
+    """Every worker's shape, once all have said theirs and their dtype: ValueError on every
+    worker alike, naming each rank's, where a dtype is not gloo's, the dtypes differ, or the
+    shapes do (beyond dimension 0 where not `same_shape`). Checked before the data moves: a
+    mismatch inside gloo returns wrong values, or breaks the group."""
+    said: List = [None] * tamp.size()
+    dist.all_gather_object(said, (tuple(tensor.shape), str(tensor.dtype)))
+    described = ", ".join(f"rank {r}: {list(shape)} {dtype}" for r, (shape, dtype) in
+                          enumerate(said))
+    unsupported = sorted({dtype for _, dtype in said} - {str(t) for t in _GLOO_DTYPES})
+    if unsupported:
+        raise ValueError(f"{caller}: {', '.join(unsupported)} tensors do not travel over gloo "
+                         f"({described}): convert to one of "
+                         f"{', '.join(str(t).replace('torch.', '') for t in _GLOO_DTYPES)}")
+    key = (lambda shape: shape) if same_shape else (lambda shape: shape[1:])
+    if len({(key(shape), dtype) for shape, dtype in said}) != 1:
+        raise ValueError(f"{caller}: the workers' tensors differ "
+                         f"{'in shape' if same_shape else 'beyond dimension 0'} or dtype "
+                         f"({described}): every worker passes its own of the same kind")
+    return [shape for shape, _ in said]
+
+
+def _op(caller: str, average: Optional[bool], op: Optional[str]) -> str:
     """Horovod's choice of reduction: `op`, or the deprecated `average` (True: Average)."""
     if average is not None and op is not None:
         raise ValueError(f"{caller}: give op or average (Horovod's older name), not both")
@@ -56,23 +85,36 @@ def _op(caller: str, average: Optional[bool], op: Optional[str], tensor: torch.T
     if op not in (AVERAGE, SUM):
         raise ValueError(f"{caller}: op {op!r}: tamp.torch.Average or tamp.torch.Sum (Adasum "
                          "is not supported)")
-    if op == AVERAGE and not (tensor.is_floating_point() or tensor.is_complex()):
-        raise ValueError(f"{caller}: the average of a {tensor.dtype} tensor is not one: convert "
-                         "it to a floating type, or use op=tamp.torch.Sum")
     return op
+
+
+def _in_place(tensor: torch.Tensor, collective) -> torch.Tensor:
+    """`collective` run on `tensor`'s values, which it replaces: on a contiguous copy where the
+    tensor is a view with gaps (gloo reads and writes the memory as if contiguous)."""
+    with torch.no_grad():
+        work = tensor if tensor.is_contiguous() else tensor.contiguous()
+        collective(work)
+        if work is not tensor:
+            tensor.copy_(work)
+    return tensor
 
 
 def _allreduce(caller: str, tensor: torch.Tensor, in_place: bool, average: Optional[bool],
                op: Optional[str]) -> torch.Tensor:
     _check_tensor(caller, tensor)
-    op = _op(caller, average, op, tensor)
+    op = _op(caller, average, op)
     _group(caller)
-    out = tensor if in_place else tensor.detach().clone()
-    with torch.no_grad():
-        dist.all_reduce(out, op=dist.ReduceOp.SUM)
+    _agreed(caller, tensor, same_shape=True)
+    if op == AVERAGE and not tensor.is_floating_point():  # The same dtype on every worker.
+        raise ValueError(f"{caller}: the average of a {tensor.dtype} tensor is not one: convert "
+                         "it to a floating type, or use op=tamp.torch.Sum")
+
+    def reduce(work: torch.Tensor) -> None:
+        dist.all_reduce(work, op=dist.ReduceOp.SUM)
         if op == AVERAGE:
-            out.div_(tamp.size())
-    return out
+            work.div_(tamp.size())
+
+    return _in_place(tensor if in_place else tensor.detach().clone(), reduce)
 
 
 def allreduce_(tensor: torch.Tensor, average: Optional[bool] = None,
@@ -97,34 +139,29 @@ def allgather(tensor: torch.Tensor, name: Optional[str] = None) -> torch.Tensor:
     _check_tensor("allgather", tensor)
     _group("allgather")
     local = tensor.detach().reshape(1) if tensor.dim() == 0 else tensor.detach()
-    shapes: List = [None] * tamp.size()
-    dist.all_gather_object(shapes, (tuple(local.shape), str(local.dtype)))
-    if len({(shape[1:], dtype) for shape, dtype in shapes}) != 1:
-        described = ", ".join(f"rank {r}: {list(shape)} {dtype}"
-                              for r, (shape, dtype) in enumerate(shapes))
-        raise ValueError(f"allgather: the workers' tensors differ beyond dimension 0 or in "
-                         f"dtype ({described})")
-    longest = max(shape[0] for shape, _ in shapes)
+    shapes = _agreed("allgather", local, same_shape=False)
+    longest = max(shape[0] for shape in shapes)
     padded = torch.zeros((longest,) + tuple(local.shape[1:]), dtype=local.dtype,
                          device=local.device)
     padded[:local.shape[0]] = local
     gathered = [torch.empty_like(padded) for _ in range(tamp.size())]
     dist.all_gather(gathered, padded)
-    return torch.cat([part[:shape[0]] for part, (shape, _) in zip(gathered, shapes)])
+    return torch.cat([part[:shape[0]] for part, shape in zip(gathered, shapes)])
 
 
-def _broadcast(caller: str, tensor: torch.Tensor, root_rank: int,
-               in_place: bool) -> torch.Tensor:
+def _broadcast(caller: str, tensor: torch.Tensor, root_rank, in_place: bool) -> torch.Tensor:
     _check_tensor(caller, tensor)
-    if isinstance(root_rank, bool) or not isinstance(root_rank, int) or \
-            not 0 <= root_rank < tamp.size():
-        raise ValueError(f"{caller}: root_rank {root_rank!r}: a worker's rank, 0 to "
+    try:  # Python's and numpy's integers; not bools, which are no rank.
+        root = operator.index(root_rank) if not isinstance(root_rank, bool) else None
+    except TypeError:
+        root = None
+    if root is None or not 0 <= root < tamp.size():
+        raise ValueError(f"{caller}: root_rank {root_rank!r}: a worker's rank, an integer 0 to "
                          f"{tamp.size() - 1}")
     _group(caller)
-    out = tensor if in_place else tensor.detach().clone()
-    with torch.no_grad():
-        dist.broadcast(out, src=root_rank)
-    return out
+    _agreed(caller, tensor, same_shape=True)
+    return _in_place(tensor if in_place else tensor.detach().clone(),
+                     lambda work: dist.broadcast(work, src=root))
 
 
 def broadcast_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None) -> torch.Tensor:

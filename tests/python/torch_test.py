@@ -80,8 +80,6 @@ class TorchTest(unittest.TestCase):
             self.assertRefused(RuntimeError, lambda: tamp.torch.allreduce(torch.ones(2)),
                                "allreduce: needs torch.distributed's rendezvous",
                                "MASTER_ADDR and MASTER_PORT are not set", "`tamp run` sets them")
-            self.assertRefused(ValueError, lambda: tamp.torch.allreduce(torch.ones(2, dtype=torch.int64)),
-                               "the average of a torch.int64 tensor", "op=tamp.torch.Sum")
             self.assertRefused(ValueError, lambda: tamp.torch.allreduce(torch.ones(2), op="Adasum"),
                                "Adasum is not supported")
             self.assertRefused(ValueError, lambda: tamp.torch.allreduce(torch.ones(2), average=True,
@@ -97,6 +95,11 @@ class TorchTest(unittest.TestCase):
             os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
             values = torch.tensor([1.5, -2.0])
             self.assertTrue(torch.equal(tamp.torch.allreduce(values), values))  # Mean of one.
+            self.assertRefused(ValueError, lambda: tamp.torch.allreduce(torch.ones(2, dtype=torch.int64)),
+                               "the average of a torch.int64 tensor", "op=tamp.torch.Sum")
+            self.assertRefused(ValueError, lambda: tamp.torch.allreduce(torch.ones(2, dtype=torch.bool),
+                                                                        op=tamp.torch.Sum),
+                               "torch.bool tensors do not travel over gloo", "float32")
             self.assertEqual(tamp.torch.allreduce(torch.tensor([3]), op=tamp.torch.Sum).item(), 3)
             self.assertTrue(torch.equal(tamp.torch.allgather(values), values))
             self.assertTrue(torch.equal(tamp.torch.broadcast(values, 0), values))

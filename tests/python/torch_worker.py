@@ -12,6 +12,7 @@ allgather, broadcast, barrier) across the two workers."""
 import os
 import sys
 
+import numpy
 import torch
 
 import tamp.torch
@@ -43,6 +44,21 @@ def check_collectives():
         raise AssertionError("allgather took tensors of different trailing shapes")
     except ValueError as refused:
         assert "rank 0: [1, 1] torch.float32, rank 1: [1, 2] torch.float32" in str(refused), refused
+    for call in (lambda: tamp.torch.allreduce(torch.zeros(2 + rank)),  # Shapes differ.
+                 lambda: tamp.torch.broadcast(torch.zeros(2 + rank), root_rank=0),
+                 lambda: tamp.torch.allreduce(torch.zeros(2, dtype=torch.bool), op="Sum")):
+        try:
+            call()
+            raise AssertionError("a collective took tensors it cannot move")
+        except ValueError as refused:  # On both workers, and the group goes on.
+            assert "rank 0: [2]" in str(refused) and "rank 1: [" in str(refused), refused
+    # A view with gaps, in place: its values only, the memory between left alone.
+    m = torch.arange(6.0).reshape(2, 3) + 10 * rank
+    tamp.torch.allreduce_(m[:, 1], op=tamp.torch.Sum)
+    assert m.tolist() == [[10.0 * rank, 12.0, 2 + 10.0 * rank],
+                          [3 + 10.0 * rank, 18.0, 5 + 10.0 * rank]], m
+    tamp.torch.broadcast_(m[:, 2], root_rank=numpy.int64(1))  # numpy's integers are ranks.
+    assert m[:, 2].tolist() == [12.0, 15.0], m
     tamp.torch.barrier()
     print(f"rank {rank}: collectives ok")
 

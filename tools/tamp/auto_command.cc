@@ -93,9 +93,10 @@ absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
       }
       unfit[c][plan.chunk.tensor] = true;
       OverrideTensor(layout.tensor_of(plan).name, automatic.candidates(0), &candidate);
-      result.unfit.push_back(absl::StrCat("candidate ", c, " does not fit tensor ",
-                                          layout.tensor_of(plan).name, " (", fits.message(),
-                                          "): it stays on candidate 0"));
+      result.unfit.push_back(absl::StrCat(
+          "candidate ", c, " does not fit tensor ", layout.tensor_of(plan).name, " (",
+          fits.message(), "): the plan never gives it candidate ", c, ", whose ALL ON IT "
+          "figure counts it on candidate 0"));
     }
     if (candidate.compression().tensor_overrides_size() != 0) {
       TAMP_ASSIGN_OR_RETURN(layout, BuildJobLayout(candidate));

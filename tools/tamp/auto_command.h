@@ -25,7 +25,7 @@ struct AutoResult {
   CompressionPlan plan;
   config::RunConfig resolved;   // ApplyPlan(): what the processes run.
   // Tensors a candidate's codecs cannot take (a powersgd rank above a one-row tensor's
-  // rows), one line each: they were measured, and stay, on candidate 0.
+  // rows), one line each: measured on candidate 0 in that candidate, never planned on it.
   std::vector<std::string> unfit;
   // PlanCompression()'s own time, measurements excluded: wall clock, and this thread's CPU
   // time (what the search costs, whatever else the machine runs).
@@ -44,9 +44,9 @@ absl::StatusOr<perf::Topology> AutoTopology(const config::AutoCompression& autom
 //
 // For a loaded config (LoadConfigFile: defaults filled, min_gain among them) with
 // compression.automatic, on `link` and `topology` with `cores` shared by the job's
-// processes. A tensor a candidate's codecs cannot take (job/chunk_codecs.h) is measured,
-// and planned, on candidate 0 in that candidate (AutoResult::unfit says which); candidate 0
-// must fit every tensor. Errors: CheckCandidates()'s, and the measurements'.
+// processes. A tensor a candidate's codecs cannot take (job/chunk_codecs.h) is measured on
+// candidate 0 in that candidate and never planned on it (AutoResult::unfit says which);
+// candidate 0 must fit every tensor. Errors: CheckCandidates()'s, and the measurements'.
 absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
                                             const perf::Link& link, perf::Topology topology,
                                             int cores);

@@ -281,6 +281,10 @@ TEST(ModelCommandTest, AutoLeavesATensorACandidateCannotTakeOnCandidateZero) {
                            "push: codec 'powersgd': rank 2 needs a matrix of at least 2 x 2"),
             std::string::npos)
       << out.str();
+  EXPECT_NE(out.str().find("): the plan never gives it candidate 1, whose ALL ON IT figure "
+                           "counts it on candidate 0\n"),
+            std::string::npos)
+      << out.str();
   absl::StatusOr<config::RunConfig> resolved = LoadConfigFile(options.write_config);
   ASSERT_TRUE(resolved.ok()) << resolved.status();
   absl::StatusOr<JobLayout> layout = BuildJobLayout(*resolved);

@@ -142,6 +142,24 @@ class Job {
   void RecordFailure(absl::string_view reason) {
     if (failure_.empty()) failure_ = std::string(reason);
   }
+  // RecordFailure(), and says it.
+  void SayFailure(absl::string_view reason) {
+    RecordFailure(reason);
+    Say(reason);
+  }
+  // The worker children still running, and their names ("worker 0, worker 1").
+  std::vector<int> RunningWorkers() const {
+    std::vector<int> running;
+    for (int child : workers_) {
+      if (group_.running(child)) running.push_back(child);
+    }
+    return running;
+  }
+  std::string Names(const std::vector<int>& children) const {
+    std::vector<std::string> names;
+    for (int child : children) names.push_back(group_.name(child));
+    return absl::StrJoin(names, ", ");
+  }
   // Seconds since the first process started (0 before).
   double WallSeconds() const {
     return started_ ? std::chrono::duration<double>(Clock::now() - start_).count() : 0.0;
@@ -343,32 +361,22 @@ Job::Outcome Job::WatchWorkers() {
     const absl::Duration finish_timeout = options_.finish_timeout;
     if (first_finished && finish_timeout > absl::ZeroDuration() &&
         absl::Now() - *first_finished >= finish_timeout) {
-      std::vector<std::string> running;
-      for (int child : workers_) {
-        if (group_.running(child)) running.push_back(group_.name(child));
-      }
-      renderer_.Finish();
+      const std::vector<int> running = RunningWorkers();
       std::vector<std::string> last_steps;  // What each reported last: a dropped one's gap.
-      for (int child : workers_) {
-        if (!group_.running(child)) continue;
+      for (int child : running) {
         last_steps.push_back(absl::StrCat(group_.name(child), " last reported step ",
                                           summary_.last_step(roles_[child].rank)));
       }
-      const std::string reason = absl::StrCat(
-          absl::StrJoin(running, ", "), running.size() == 1 ? " was" : " were",
-          " still running ", absl::FormatDuration(finish_timeout), " after ",
-          first_finished_note_short, " (--finish_timeout; ", absl::StrJoin(last_steps, ", "),
-          ")");
-      RecordFailure(reason);
-      Say(reason);
+      renderer_.Finish();
+      SayFailure(absl::StrCat(Names(running), running.size() == 1 ? " was" : " were",
+                              " still running ", absl::FormatDuration(finish_timeout), " after ",
+                              first_finished_note_short, " (--finish_timeout; ",
+                              absl::StrJoin(last_steps, ", "), ")"));
       return Outcome::kFailed;
     }
     if (first_finished && absl::Now() - *first_finished >= next_notice) {
-      std::vector<std::string> running;
-      for (int child : workers_) {
-        if (group_.running(child)) running.push_back(group_.name(child));
-      }
-      Say(absl::StrCat(absl::StrJoin(running, ", "), running.size() == 1 ? " is" : " are",
+      const std::vector<int> running = RunningWorkers();
+      Say(absl::StrCat(Names(running), running.size() == 1 ? " is" : " are",
                        " still running ", absl::FormatDuration(next_notice), " after ",
                        first_finished_note, ": Ctrl-C stops the job",
                        finish_timeout > absl::ZeroDuration()
@@ -423,18 +431,18 @@ Job::Outcome Job::WatchWorkers() {
             left_early ? absl::StrCat(name, " left the run after step ", done->step())
             : done     ? absl::StrCat(name, " finished the run")
                        : absl::StrCat(name, " exited (exit status 0)");
-        first_finished_note =
-            left_early
-                ? absl::StrCat(name, " left the run after step ", done->step(), " of ",
-                               done->total_steps(), "; they wait for it at their barriers until "
-                               "consistency.worker_timeout_ms drops it, and the job then fails "
-                               "unless they end at that step too")
-            : done ? absl::StrCat(name, " finished the run; one the servers dropped (a SYNC "
-                                  "barrier's consistency.worker_timeout_ms) and that hangs "
-                                  "cannot rejoin a finished run")
-                   : absl::StrCat(name, " exited (exit status 0) without reporting its last "
-                                  "step; if it left the run early, the others wait for it at "
-                                  "their barriers until consistency.worker_timeout_ms drops it");
+        first_finished_note = absl::StrCat(
+            first_finished_note_short,
+            left_early ? absl::StrCat(" of ", done->total_steps(),
+                                      "; they wait for it at their barriers until "
+                                      "consistency.worker_timeout_ms drops it, and the job then "
+                                      "fails unless they end at that step too")
+            : done     ? "; one the servers dropped (a SYNC barrier's "
+                         "consistency.worker_timeout_ms) and that hangs cannot rejoin a finished "
+                         "run"
+                       : " without reporting its last step; if it left the run early, the "
+                         "others wait for it at their barriers until "
+                         "consistency.worker_timeout_ms drops it");
       }
     }
     if (Interrupted()) return Outcome::kInterrupted;
@@ -559,8 +567,7 @@ void Job::SayShardLoad() {
 
 void Job::ReportChildFailure(int child, absl::string_view what) {
   renderer_.Finish();
-  RecordFailure(absl::StrCat(group_.name(child), " ", what));
-  Say(absl::StrCat(group_.name(child), " ", what));
+  SayFailure(absl::StrCat(group_.name(child), " ", what));
   const std::string& log = group_.log_path(child);
   absl::StatusOr<std::vector<std::string>> lines =
       ReadLastLines(log, std::numeric_limits<int>::max());
@@ -723,8 +730,7 @@ int Job::Run() {
   SayShardLoad();
   if (own_servers) {
     if (absl::Status status = StartServers(); !status.ok()) {
-      RecordFailure(status.message());
-      Say(status.message());
+      SayFailure(status.message());
       return Finish(Outcome::kFailed);
     }
     if (Outcome outcome = WaitForServers(&addresses); outcome != Outcome::kOk) {
@@ -736,8 +742,7 @@ int Job::Run() {
   }
   server_addresses_ = addresses;
   if (absl::Status status = StartWorkers(); !status.ok()) {
-    RecordFailure(status.message());
-    Say(status.message());
+    SayFailure(status.message());
     return Finish(Outcome::kFailed);
   }
   if (Outcome outcome = WatchWorkers(); outcome != Outcome::kOk) return Finish(outcome);
@@ -758,8 +763,7 @@ int Job::Run() {
     summary->set_outcome("completed");
   }
   if (!summary.ok()) {  // Unreachable: WatchWorkers checked every tamp_worker's DONE.
-    RecordFailure(summary.status().message());
-    Say(summary.status().message());
+    SayFailure(summary.status().message());
     return Finish(Outcome::kFailed);
   }
   const int code = Finish(Outcome::kOk);

@@ -51,6 +51,16 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
          << " event files were given (one per worker, in rank order)\n";
     return kExitUsage;
   }
+  // --summary_json, when given; false, said, when it cannot be written.
+  auto write_summary = [&](const events::RunSummary& summary) {
+    if (summary_json.empty()) return true;
+    const absl::Status written =
+        WriteFileAtomically(summary_json, SummaryToJson(summary) + "\n");
+    if (!written.ok()) {
+      *err << "tamp summarize: cannot write the summary: " << written.message() << "\n";
+    }
+    return written.ok();
+  };
   SummaryBuilder builder(num_workers);
   // By worker: the step its first process began (its first file's start_step), if it said.
   std::vector<std::optional<uint64_t>> first_step(num_workers);
@@ -90,16 +100,12 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
          << " (a process that did not finish, a file cut short, or a worker's files out of "
             "order: its first process's first, comma-separated)\n";
     // As `tamp run` does for a job that failed: what the workers reported, and why.
-    if (!summary_json.empty()) {
-      const events::RunSummary ended = builder.BuildEnded(
-          config->name(), config->training().epochs(), wall_seconds, "failed",
-          absl::StrCat("worker ", worker, " reported no DONE event"));
-      if (absl::Status written = WriteFileAtomically(summary_json, SummaryToJson(ended) + "\n");
-          written.ok()) {
-        *err << "tamp summarize: summary of what ran: " << summary_json << "\n";
-      } else {
-        *err << "tamp summarize: cannot write the summary: " << written.message() << "\n";
-      }
+    if (!summary_json.empty() &&
+        write_summary(builder.BuildEnded(config->name(), config->training().epochs(),
+                                         wall_seconds, "failed",
+                                         absl::StrCat("worker ", worker,
+                                                      " reported no DONE event")))) {
+      *err << "tamp summarize: summary of what ran: " << summary_json << "\n";
     }
     return 1;
   }
@@ -131,13 +137,7 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
     *err << "tamp summarize: " << summary.status().message() << "\n";
     return 1;
   }
-  if (!summary_json.empty()) {
-    absl::Status written = WriteFileAtomically(summary_json, SummaryToJson(*summary) + "\n");
-    if (!written.ok()) {
-      *err << "tamp summarize: cannot write the summary: " << written.message() << "\n";
-      return 1;
-    }
-  }
+  if (!write_summary(*summary)) return 1;
   *out << FormatSummaryLine(*summary) << "\n";
   return 0;
 }

@@ -51,7 +51,6 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
     case events::WorkerEvent::STEP:
       if (worker == 0 && event.has_loss()) final_loss_ = event.loss();
       if (worker == 0) last_epoch_ = event.epoch();
-      if (worker == 0) last_step_ = event.step();
       if (last_steps_[worker] > 0 && event.step() > last_steps_[worker] + 1) {
         steps_missed_ += event.step() - last_steps_[worker] - 1;
       }
@@ -113,7 +112,7 @@ events::RunSummary SummaryBuilder::BuildEnded(const std::string& name, uint32_t 
   if (done_[0] && done_[0]->has_test_accuracy()) {
     summary.set_test_accuracy(done_[0]->test_accuracy());
   }
-  summary.set_steps(done_[0] ? done_[0]->step() : last_step_.value_or(0));
+  summary.set_steps(done_[0] ? done_[0]->step() : last_steps_[0]);
   if (summary.steps() == 0) summary.set_epochs(0);  // Ended before its first step.
   summary.set_step_ms_median(Median(step_ms_));
   return summary;

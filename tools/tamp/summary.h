@@ -97,7 +97,6 @@ class SummaryBuilder {
   events::RunSummary Common(const std::string& name, uint32_t epochs, double wall_seconds) const;
 
   std::vector<std::optional<events::WorkerEvent>> done_;
-  std::optional<uint64_t> last_step_;  // Of worker 0's last STEP.
   std::vector<uint64_t> last_steps_;   // By worker, of its last STEP (0: none).
   uint64_t steps_missed_ = 0;
   bool synthetic_ = false;             // Worker 0's events say so.

@@ -411,6 +411,15 @@ TEST(ParseRunArgsTest, FinishTimeoutIsADurationWithItsUnitOrZero) {
   }
 }
 
+TEST(ParseRunArgsTest, KillGraceIsADurationWithItsUnitOrZero) {
+  EXPECT_EQ(ParseRunArgs({"a"})->failure_grace, absl::Seconds(5));
+  EXPECT_EQ(ParseRunArgs({"a", "--kill_grace=30s"})->failure_grace, absl::Seconds(30));
+  EXPECT_EQ(ParseRunArgs({"a", "--kill_grace=0"})->failure_grace, absl::ZeroDuration());
+  EXPECT_EQ(ParseRunArgs({"a", "--kill_grace=30s"})->stop_grace, absl::Seconds(10));
+  EXPECT_THAT(std::string(ParseRunArgs({"a", "--kill_grace=5"}).status().message()),
+              HasSubstr("--kill_grace: expected a duration with its unit (90s, 10m, 1h) or 0"));
+}
+
 // ---------------------------------------------------------------------------------------
 // table
 

@@ -728,6 +728,18 @@ TEST_F(JobTest, StubbornServerIsKilledAfterTheGrace) {
   ExpectAllGone(4);
 }
 
+// After a failure the grace is --kill_grace's (RunOptions::failure_grace), and the message
+// names the flag that gives more.
+TEST_F(JobTest, StubbornServerIsKilledAfterTheKillGraceOnAFailure) {
+  setenv("FAKE_SERVER_MODE", "stubborn", 1);
+  setenv("FAKE_FAIL_RANK", "1", 1);
+  options_.failure_grace = absl::Milliseconds(300);
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: server 0 did not stop within 0.3 s of SIGTERM; "
+                                    "killed (--kill_grace)"));
+  ExpectAllGone(3);
+}
+
 TEST_F(JobTest, UncleanServerStopIsAWarningOnly) {
   setenv("FAKE_SERVER_MODE", "bad_stop", 1);
   ASSERT_EQ(Run(), kExitOk) << out_.str();

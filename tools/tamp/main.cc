@@ -2,7 +2,8 @@
 //
 //   tamp run CONFIG [--summary_json=PATH] [--metrics_file=PATH] [--run_dir=DIR]
 //                   [--server_binary=PATH] [--worker_binary=PATH] [--restart_servers=N]
-//                   [--restart_workers=N] [--finish_timeout=DURATION] [-- COMMAND ARGS...]
+//                   [--restart_workers=N] [--finish_timeout=DURATION] [--kill_grace=DURATION]
+//                   [-- COMMAND ARGS...]
 //   tamp codecs
 //   tamp summarize CONFIG EVENTS_0 ... [--summary_json=PATH] [--wall_seconds=S]
 //   tamp model CONFIG --bandwidth RATE [--topology shared|hosts] [--codecs all|config] [--json]
@@ -60,6 +61,10 @@ Commands:
                              if they still run D later (90s, 10m, 1h; default 0: no
                              bound, the console names them). Leave rank 0 the time of
                              its work after training (a test evaluation, a save).
+      --kill_grace=D         On Ctrl-C or a failure, SIGTERM goes to every process (a
+                             worker's whole process group) and SIGKILL to what is left
+                             D later (default 5s; 0: at once). Give a script that saves
+                             a checkpoint on SIGTERM the time it needs.
   summarize CONFIG EVENTS_0 ... EVENTS_{W-1} [--summary_json=PATH] [--wall_seconds=S]
                        The run summary of a job a cluster engine started (Slurm,
                        Kubernetes), from each worker's saved stdout, in rank order

@@ -19,7 +19,7 @@ CommandLine::ValueParser Count(absl::string_view flag, int* count) {
   };
 }
 
-// --finish_timeout: a duration with its unit ("90s", "10m", "1h"), 0 for none.
+// --finish_timeout, --kill_grace: a duration with its unit ("90s", "10m", "1h"), or 0.
 CommandLine::ValueParser NonNegativeDuration(absl::string_view flag, absl::Duration* duration) {
   return [flag = std::string(flag), duration](const std::string& value) {
     if (value == "0") {
@@ -44,6 +44,7 @@ absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args) {
   flags.Flag("restart_servers", Count("restart_servers", &options.restart_servers))
       .Flag("restart_workers", Count("restart_workers", &options.restart_workers))
       .Flag("finish_timeout", NonNegativeDuration("finish_timeout", &options.finish_timeout))
+      .Flag("kill_grace", NonNegativeDuration("kill_grace", &options.failure_grace))
       .Flag("summary_json", &options.summary_json)
       .Flag("metrics_file", &options.metrics_file)
       .Flag("run_dir", &options.run_dir)

@@ -41,7 +41,8 @@ struct RunOptions {
   absl::Duration server_start_timeout = absl::Seconds(30);
   // After the workers succeed: SIGTERM to servers, SIGKILL after this.
   absl::Duration stop_grace = absl::Seconds(10);
-  // After a failure or an interrupt: SIGTERM to everything, SIGKILL after this.
+  // After a failure or an interrupt: SIGTERM to everything, SIGKILL after this
+  // (--kill_grace; 0: SIGKILL at once).
   absl::Duration failure_grace = absl::Seconds(5);
   // Once a worker has finished, how long the others may run on before the console names
   // them (then again every 5 times as long): a worker the servers dropped (a SYNC barrier's
@@ -56,7 +57,7 @@ struct RunOptions {
 //
 // Parses the arguments after "run": one CONFIG and the flags --summary_json, --metrics_file,
 // --run_dir, --server_binary, --worker_binary, --restart_servers and --restart_workers (counts
-// >= 0), --finish_timeout (a duration with its unit, or 0), each as --flag=VALUE or --flag VALUE (tools/tamp/command_line.h), then optionally "--" and a COMMAND: everything after the
+// >= 0), --finish_timeout and --kill_grace (durations with their unit, or 0), each as --flag=VALUE or --flag VALUE (tools/tamp/command_line.h), then optionally "--" and a COMMAND: everything after the
 // first "--" is the COMMAND, which replaces tamp_worker (so it excludes --worker_binary).
 // INVALID_ARGUMENT with a one-line reason otherwise.
 absl::StatusOr<RunOptions> ParseRunArgs(const std::vector<std::string>& args);

@@ -78,7 +78,6 @@ ErrorFeedback::ErrorFeedback(const config::ErrorFeedback& spec, size_t num_eleme
       break;
     case config::ErrorFeedback::RESIDUAL:
       residual_.assign(num_elements, 0.0f);
-      compensated_.resize(num_elements);
       break;
     default:
       break;
@@ -107,53 +106,42 @@ absl::Status ErrorFeedback::CompressAdded(Codec& codec, const RandomKey& key,
                                           std::string* payload) {
   CHECK_EQ(kind_, config::ErrorFeedback::RESIDUAL) << "CompressAdded() needs a RESIDUAL memory";
   TAMP_RETURN_IF_ERROR(SingleRound(codec));
-  // The caller formed c in the residual: make it the scratch that EncodeCompensated() reads
-  // (O(1)), and the old scratch the buffer it writes the residual into.
-  residual_.swap(compensated_);
-  const absl::Status status = EncodeCompensated(codec, key, payload);
-  // EncodeCompensated() fails before it writes the residual: c goes back to it.
-  if (!status.ok()) residual_.swap(compensated_);
-  return status;
+  // The caller formed c in the residual, where EncodeResidual() reads it.
+  return EncodeResidual(codec, key, payload);
 }
 
 absl::Status ErrorFeedback::CompressResidual(Codec& codec, absl::Span<const float> input,
                                              const RandomKey& key, std::string* payload) {
   CHECK_EQ(input.size(), residual_.size());
-  for (size_t i = 0; i < input.size(); ++i) compensated_[i] = input[i] + residual_[i];
-  return EncodeCompensated(codec, key, payload);
+  for (size_t i = 0; i < input.size(); ++i) residual_[i] = input[i] + residual_[i];
+  return EncodeResidual(codec, key, payload);
 }
 
-absl::Status ErrorFeedback::EncodeCompensated(Codec& codec, const RandomKey& key,
-                                              std::string* payload) {
+absl::Status ErrorFeedback::EncodeResidual(Codec& codec, const RandomKey& key,
+                                           std::string* payload) {
   CHECK_EQ(codec.size(), residual_.size());
-  TAMP_RETURN_IF_ERROR(codec.Encode(compensated_, key, payload));
+  TAMP_RETURN_IF_ERROR(codec.Encode(residual_, key, payload));
   // Decoding our own payload is what the receiver will do, so the residual holds exactly
   // what it will not see: s * (c - decode(payload)). s = 1 multiplies exactly, so the
   // default keeps the unscaled identity bit for bit.
   TAMP_ASSIGN_OR_RETURN(const bool sparse, codec.DecodeSparse(*payload, key, &sent_));
   if (sparse) {
     // decode(payload) is zero outside the sent entries: s * (c - 0) there, which skips the
-    // dense decode and its pass (c - 0 == c, bit for bit), then the k sent entries. At
-    // s = 1 that is c itself outside them, so the buffers swap (O(1)) instead of a pass;
-    // compensated_ is scratch, rewritten whole by the next call.
-    if (scale_ == 1.0f) {
-      residual_.swap(compensated_);
-      for (size_t j = 0; j < sent_.indices.size(); ++j) {
-        const size_t i = sent_.indices[j];
-        residual_[i] = residual_[i] - sent_.values[j];
-      }
-      return absl::OkStatus();
-    }
-    for (size_t i = 0; i < residual_.size(); ++i) residual_[i] = scale_ * compensated_[i];
+    // dense decode and its pass (c - 0 == c, bit for bit). So the k sent entries first
+    // become c - sent, then, at s != 1, one pass scales them all; at s = 1, c outside them
+    // is already the residual.
     for (size_t j = 0; j < sent_.indices.size(); ++j) {
       const size_t i = sent_.indices[j];
-      residual_[i] = scale_ * (compensated_[i] - sent_.values[j]);
+      residual_[i] = residual_[i] - sent_.values[j];
+    }
+    if (scale_ != 1.0f) {
+      for (size_t i = 0; i < residual_.size(); ++i) residual_[i] = scale_ * residual_[i];
     }
     return absl::OkStatus();
   }
   TAMP_RETURN_IF_ERROR(codec.Decode(*payload, key, Decoded()));
   for (size_t i = 0; i < residual_.size(); ++i) {
-    residual_[i] = scale_ * (compensated_[i] - decoded_[i]);
+    residual_[i] = scale_ * (residual_[i] - decoded_[i]);
   }
   return absl::OkStatus();
 }
@@ -221,6 +209,7 @@ absl::Status ErrorFeedback::BeginRounds(Codec& codec, absl::Span<const float> in
   switch (kind_) {
     case config::ErrorFeedback::RESIDUAL:
       CHECK_EQ(input.size(), residual_.size());
+      compensated_.resize(input.size());
       for (size_t i = 0; i < input.size(); ++i) compensated_[i] = input[i] + residual_[i];
       break;
     case config::ErrorFeedback::DGC_MOMENTUM:

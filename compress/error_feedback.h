@@ -72,7 +72,9 @@ class ErrorFeedback {
 
   // ErrorFeedback::Compress()
   //
-  // Encodes `input` (num_elements values) through `codec`, updating the memory.
+  // Encodes `input` (num_elements values) through `codec`, updating the memory in place
+  // (RESIDUAL forms c = input + residual in the residual itself). Should the codec fail,
+  // nothing was sent: RESIDUAL's memory then holds c, DGC_MOMENTUM's the new u and v.
   absl::Status Compress(Codec& codec, absl::Span<const float> input, const RandomKey& key,
                         std::string* payload);
 
@@ -162,8 +164,10 @@ class ErrorFeedback {
 
   absl::Status CompressResidual(Codec& codec, absl::Span<const float> input,
                                 const RandomKey& key, std::string* payload);
-  // RESIDUAL, with c in compensated_: encodes it and sets residual_ = s * (c - decoded).
-  absl::Status EncodeCompensated(Codec& codec, const RandomKey& key, std::string* payload);
+  // RESIDUAL, with c in residual_: encodes it and sets residual_ = s * (c - decoded), in
+  // place (no second chunk-sized buffer). Should the codec fail, nothing was sent, and the
+  // residual owes all of c.
+  absl::Status EncodeResidual(Codec& codec, const RandomKey& key, std::string* payload);
   absl::Status CompressDgcMomentum(Codec& codec, absl::Span<const float> input,
                                    const RandomKey& key, std::string* payload);
   // DGC_MOMENTUM: u <- m u + g, then v <- v + u (v is what is encoded). In place: should
@@ -180,10 +184,8 @@ class ErrorFeedback {
   const float momentum_;  // DGC_MOMENTUM.
   std::vector<float> residual_;     // RESIDUAL: the residual. DGC_MOMENTUM: v.
   std::vector<float> velocity_;     // DGC_MOMENTUM: u.
-  std::vector<float> compensated_;  // RESIDUAL, scratch: what is encoded (c). Swaps with
-                                    // residual_, which CompressAdded() encodes in place.
-                                    // Multi-round codecs, every kind: round 0's input, kept
-                                    // for ReplayRounds().
+  std::vector<float> compensated_;  // Multi-round codecs, every kind: round 0's input,
+                                    // kept for ReplayRounds(); sized by BeginRounds().
   std::vector<float> decoded_;      // Scratch: decode(payload); Decoded() sizes it.
   bool rounds_begun_ = false;       // BeginRounds() has filled compensated_.
   SparseEntries sent_;                // Scratch: DecodeSparse(payload), for sparse codecs.

@@ -45,6 +45,8 @@ events::WorkerEvent StepEvent(const WorkerFigures& figures, uint64_t completed_s
   event.set_wire_ms(timeline.wire_ms);
   event.set_decode_ms(report.decode_ms);
   event.set_apply_ms(report.apply_ms);
+  event.set_other_ms(std::max(0.0, step_ms - timeline.compute_ms - timeline.encode_ms -
+                                       timeline.wire_ms - report.decode_ms - report.apply_ms));
   event.set_comm_ms(timeline.comm_ms);
   event.set_comm_hidden_percent(timeline.hidden_percent);
   return event;

@@ -60,8 +60,9 @@ std::vector<std::string> ProgressRenderer::FieldList(bool with_percent) const {
           static_cast<double>(e.raw_bytes_pushed()) / static_cast<double>(e.bytes_pushed())));
     }
     if (e.compute_ms() > 0 || e.comm_ms() > 0) {  // Workers that measure the step's split.
-      fields.push_back(absl::StrFormat("c/e/w/d/a %.1f/%.1f/%.1f/%.1f/%.1f ms", e.compute_ms(),
-                                       e.encode_ms(), e.wire_ms(), e.decode_ms(), e.apply_ms()));
+      fields.push_back(absl::StrFormat("c/e/w/d/a/o %.1f/%.1f/%.1f/%.1f/%.1f/%.1f ms",
+                                       e.compute_ms(), e.encode_ms(), e.wire_ms(), e.decode_ms(),
+                                       e.apply_ms(), e.other_ms()));
       fields.push_back(absl::StrFormat("hidden %.0f%%", e.comm_hidden_percent()));
     }
   } else if (test_accuracy_) {
@@ -190,7 +191,7 @@ std::string FormatSummaryLine(const events::RunSummary& summary) {
                                ? absl::StrFormat(" in %.1f s", summary.wall_seconds())
                                : "";
   std::string line = absl::StrFormat(
-      "done: %s, %d steps%s%s (%.2f ms/step), pushed %s, pulled %s", accuracy, summary.steps(),
+      "done: %s, %d steps%s%s (median step %.2f ms), pushed %s, pulled %s", accuracy, summary.steps(),
       resumed, wall, summary.step_ms_median(), FormatBytes(summary.bytes_pushed()),
       FormatBytes(summary.bytes_pulled()));
   if (summary.compression_ratio() > 0) {

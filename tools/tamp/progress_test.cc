@@ -85,12 +85,13 @@ TEST(ProgressPlainTest, ShowsTheStepsTimeSplitAndHiddenShare) {
   e.set_wire_ms(0.84);
   e.set_decode_ms(0.12);
   e.set_apply_ms(0.01);
+  e.set_other_ms(0.38);
   e.set_comm_ms(9.5);
   e.set_comm_hidden_percent(61.4);
   progress.OnEvent(0, e, absl::UnixEpoch());
   EXPECT_EQ(out.str(),
             "step 1/100 (1%) | epoch 1/2 | loss 0.5000 | 3.2 ms/step | pushed 1000 B (10.0x) | "
-            "c/e/w/d/a 2.1/0.3/0.8/0.1/0.0 ms | hidden 61%\n");
+            "c/e/w/d/a/o 2.1/0.3/0.8/0.1/0.0/0.4 ms | hidden 61%\n");
 }
 
 TEST(ProgressPlainTest, PrintsAfterTheIntervalBetweenMarks) {
@@ -175,7 +176,7 @@ TEST(FormatTest, SummaryLine) {
   s.set_bytes_pulled(uint64_t{6} << 20);
   s.set_compression_ratio(10);
   EXPECT_EQ(FormatSummaryLine(s),
-            "done: test accuracy 84.21%, 938 steps in 12.3 s (4.10 ms/step), pushed 3.00 MiB, "
+            "done: test accuracy 84.21%, 938 steps in 12.3 s (median step 4.10 ms), pushed 3.00 MiB, "
             "pulled 6.00 MiB, compression 10.0x");
 }
 
@@ -188,11 +189,11 @@ TEST(FormatTest, SummaryLineOfAResumedRunSaysHowManyStepsRanInIt) {
   s.set_step_ms_median(30.5);
   EXPECT_EQ(FormatSummaryLine(s),
             "done: test accuracy 84.31%, 400 steps (resumed at step 194: 206 of them in this "
-            "run) in 9.5 s (30.50 ms/step), pushed 0 B, pulled 0 B");
+            "run) in 9.5 s (median step 30.50 ms), pushed 0 B, pulled 0 B");
   s.set_wall_seconds(0);  // tamp summarize without --wall_seconds: not "in 0.0 s".
   EXPECT_EQ(FormatSummaryLine(s),
             "done: test accuracy 84.31%, 400 steps (resumed at step 194: 206 of them in this "
-            "run) (30.50 ms/step), pushed 0 B, pulled 0 B");
+            "run) (median step 30.50 ms), pushed 0 B, pulled 0 B");
 }
 
 // A script that reports neither (tamp.torch's automatic events): no accuracy, no loss.
@@ -205,7 +206,7 @@ TEST(FormatTest, UnreportedAccuracyAndLossAreNotShownAsZero) {
   s.set_bytes_pulled(2048);
   s.set_compression_ratio(20);
   EXPECT_EQ(FormatSummaryLine(s),
-            "done: no test accuracy reported, 30 steps in 2.0 s (10.00 ms/step), pushed "
+            "done: no test accuracy reported, 30 steps in 2.0 s (median step 10.00 ms), pushed "
             "1.00 KiB, pulled 2.00 KiB, compression 20.0x");
   std::ostringstream out;
   ProgressRenderer progress(Options(/*tty=*/false), &out);
@@ -223,7 +224,7 @@ TEST(FormatTest, SyntheticRunsHaveNoAccuracyAndNoLoss) {
   s.set_step_ms_median(100);
   EXPECT_EQ(FormatSummaryLine(s),
             "done: no test accuracy (model.kind LAYOUT: synthetic gradients), 20 steps in 2.0 s "
-            "(100.00 ms/step), pushed 0 B, pulled 0 B");
+            "(median step 100.00 ms), pushed 0 B, pulled 0 B");
   std::ostringstream out;
   ProgressRenderer progress(Options(/*tty=*/false), &out);
   events::WorkerEvent step = Step(1, 100, 0);

@@ -61,6 +61,7 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
       wire_ms_.push_back(event.wire_ms());
       decode_ms_.push_back(event.decode_ms());
       apply_ms_.push_back(event.apply_ms());
+      other_ms_.push_back(event.other_ms());
       hidden_percent_.push_back(event.comm_hidden_percent());
       break;
     case events::WorkerEvent::DONE:
@@ -147,6 +148,7 @@ events::RunSummary SummaryBuilder::Common(const std::string& name, uint32_t epoc
   summary.set_wire_ms_median(Median(wire_ms_));
   summary.set_decode_ms_median(Median(decode_ms_));
   summary.set_apply_ms_median(Median(apply_ms_));
+  summary.set_other_ms_median(Median(other_ms_));
   summary.set_comm_hidden_percent_median(Median(hidden_percent_));
   return summary;
 }
@@ -172,6 +174,7 @@ std::string StepMetricsJson(int worker, const events::WorkerEvent& step) {
   metrics.set_wire_ms(step.wire_ms());
   metrics.set_decode_ms(step.decode_ms());
   metrics.set_apply_ms(step.apply_ms());
+  metrics.set_other_ms(step.other_ms());
   metrics.set_comm_ms(step.comm_ms());
   metrics.set_comm_hidden_percent(step.comm_hidden_percent());
   metrics.set_thread_cpu_ms(step.thread_cpu_ms());

@@ -113,8 +113,8 @@ class SummaryBuilder {
   std::optional<float> final_loss_;  // Worker 0's last reported loss.
   std::optional<uint64_t> start_step_;  // The least start_step of any event.
   // Of every STEP of every worker.
-  std::vector<double> compute_ms_, encode_ms_, wire_ms_, decode_ms_, apply_ms_, hidden_percent_,
-      step_ms_;
+  std::vector<double> compute_ms_, encode_ms_, wire_ms_, decode_ms_, apply_ms_, other_ms_,
+      hidden_percent_, step_ms_;
 };
 
 // The format_version of the JSON files the launcher writes (RunSummary, StepMetrics,
@@ -131,7 +131,8 @@ inline constexpr uint32_t kJsonFormatVersion = 2;
 //   {"format_version":2,"worker":1,"step":40,"loss":0.5123,"step_ms":4.1,"bytes_pushed":5120,
 //    "bytes_pulled":9000,"shard_bytes_pushed":[2560,2560],"shard_bytes_pulled":[4500,4500],
 //    "raw_bytes_pushed":20480,"compression_ratio":4,"compute_ms":2.1,"encode_ms":0.3,
-//    "wire_ms":0.8,"decode_ms":0.1,"apply_ms":0.02,"comm_ms":9.5,"comm_hidden_percent":61.2}
+//    "wire_ms":0.8,"decode_ms":0.1,"apply_ms":0.02,"comm_ms":9.5,"comm_hidden_percent":61.2,
+//    "other_ms":0.78}
 std::string StepMetricsJson(int worker, const events::WorkerEvent& step);
 
 // EvalMetricsJson()

@@ -250,9 +250,13 @@ events::WorkerEvent StepTimes(double compute, double encode, double wire, double
 
 TEST(SummaryBuilderTest, MediansOfTheTimeSplitOverEveryWorkersSteps) {
   SummaryBuilder builder(2);
-  builder.Add(0, StepTimes(1, 10, 100, 1000, 5, 50));
-  builder.Add(1, StepTimes(3, 30, 300, 3000, 6, 70));
-  builder.Add(0, StepTimes(2, 20, 200, 2000, 7, 60));
+  events::WorkerEvent other = StepTimes(1, 10, 100, 1000, 5, 50);
+  other.set_other_ms(0.5);
+  builder.Add(0, other);
+  other = StepTimes(3, 30, 300, 3000, 6, 70);
+  other.set_other_ms(0.25);
+  builder.Add(1, other);
+  builder.Add(0, StepTimes(2, 20, 200, 2000, 7, 60));  // other_ms 0.
   builder.Add(0, Done(1, 1, 1, 1, 1));
   builder.Add(1, Done(1, 1, 1, 1, 1));
   auto summary = builder.Build("x", 1, 1);
@@ -262,6 +266,7 @@ TEST(SummaryBuilderTest, MediansOfTheTimeSplitOverEveryWorkersSteps) {
   EXPECT_DOUBLE_EQ(summary->wire_ms_median(), 200);
   EXPECT_DOUBLE_EQ(summary->decode_ms_median(), 2000);
   EXPECT_DOUBLE_EQ(summary->apply_ms_median(), 6);
+  EXPECT_DOUBLE_EQ(summary->other_ms_median(), 0.25);
   EXPECT_DOUBLE_EQ(summary->comm_hidden_percent_median(), 60);
   // Existing fields are unchanged by STEP figures.
   EXPECT_DOUBLE_EQ(summary->step_ms_median(), 1);
@@ -281,6 +286,7 @@ TEST(StepMetricsJsonTest, OneObjectWithPerShardBytesAndTheirSums) {
   e.set_step_compression_ratio(4);
   e.set_comm_ms(9.5);
   e.set_thread_cpu_ms(3.5);
+  e.set_other_ms(0.0625);
   e.set_bytes_pushed(999999);  // Cumulative: not what the metrics line reports.
   EXPECT_EQ(StepMetricsJson(1, e),
             R"({"format_version":2,"worker":1,"step":40,"loss":0.5,"step_ms":4,)"
@@ -288,7 +294,7 @@ TEST(StepMetricsJsonTest, OneObjectWithPerShardBytesAndTheirSums) {
             R"("shard_bytes_pulled":[4500,4000],"raw_bytes_pushed":14240,)"
             R"("compression_ratio":4,"compute_ms":2.5,"encode_ms":0.25,"wire_ms":1,)"
             R"("decode_ms":0.125,"apply_ms":0.0625,"comm_ms":9.5,"comm_hidden_percent":61.5,)"
-            R"("thread_cpu_ms":3.5})");
+            R"("thread_cpu_ms":3.5,"other_ms":0.0625})");
   e.set_loss(std::nanf(""));
   EXPECT_THAT(StepMetricsJson(0, e), HasSubstr(R"("loss":"NaN",)"));
 }
@@ -346,7 +352,7 @@ TEST(SummaryToJsonTest, EveryFieldSnakeCaseWithNumbersAndTheFormatVersion) {
             R"("encode_ms_median":0,"wire_ms_median":0,"decode_ms_median":0,)"
             R"("apply_ms_median":0,"comm_hidden_percent_median":0,"server_restarts":0,)"
             R"("worker_restarts":0,"synthetic":false,"start_step":0,"wall_time_only":false,)"
-            R"("outcome":"","failure":"","worker_steps_missed":0})");
+            R"("outcome":"","failure":"","worker_steps_missed":0,"other_ms_median":0})");
   events::RunSummary parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
   summary.set_format_version(kJsonFormatVersion);

@@ -322,10 +322,19 @@ class PyClient {
   }
 
   // WorkerEvent JSON lines (worker/worker_events.h), as tamp_worker prints them.
+  // `outside_ms`: the start of the client's step (from begin_step()) that the caller's
+  // step_ms leaves out (its loop's clock starts later: after an evaluation, say). That time
+  // fell in the step's first compute interval, so it comes off compute_ms.
   std::string StepEvent(uint64_t completed_steps, uint32_t epoch, std::optional<float> loss,
-                        double step_ms, double thread_cpu_ms) const {
-    return ProtoToJson(::tamp::StepEvent(Figures(), completed_steps, total_steps_, epoch, loss,
-                                         step_ms, thread_cpu_ms));
+                        double step_ms, double thread_cpu_ms, double outside_ms) const {
+    if (!(outside_ms >= 0)) {
+      Raise(absl::InvalidArgumentError(
+          absl::StrCat("step_event: outside_ms must be >= 0, got ", outside_ms)));
+    }
+    StepReport step = completed_;
+    step.timeline.compute_ms = std::max(0.0, step.timeline.compute_ms - outside_ms);
+    return ProtoToJson(::tamp::StepEvent({rank_, totals_or_last(), step}, completed_steps,
+                                         total_steps_, epoch, loss, step_ms, thread_cpu_ms));
   }
   std::string EvalEvent(uint64_t completed_steps, uint32_t epoch, double accuracy) const {
     return ProtoToJson(::tamp::EvalEvent(Figures(), completed_steps, total_steps_, epoch, accuracy));
@@ -529,7 +538,8 @@ PYBIND11_MODULE(_tamp, m) {
       .def("report", &PyClient::Report)
       .def("totals", &PyClient::Totals)
       .def("step_event", &PyClient::StepEvent, py::arg("completed_steps"), py::arg("epoch"),
-           py::arg("loss"), py::arg("step_ms"), py::arg("thread_cpu_ms") = 0.0)
+           py::arg("loss"), py::arg("step_ms"), py::arg("thread_cpu_ms") = 0.0,
+           py::arg("outside_ms") = 0.0)
       .def("eval_event", &PyClient::EvalEvent, py::arg("completed_steps"), py::arg("epoch"),
            py::arg("test_accuracy"))
       .def("done_event", &PyClient::DoneEvent, py::arg("completed_steps"),

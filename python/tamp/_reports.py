@@ -32,12 +32,16 @@ class Reports:
         self._step_ms: List[float] = []  # For DONE's median.
         self._accuracy: Optional[float] = None
         self._last_step_end = time.perf_counter()
+        # The last completed step as the client timed it: from the step() before it (where
+        # the client began it) to its own end.
+        self._client_step_ms = 0.0
 
     def step_completed(self, completed_steps: int, loss: Optional[float]) -> None:
         """After each completed step (the client's report is that step's)."""
         now = time.perf_counter()
         step_ms = 1000 * (now - self._last_step_end)
         self._last_step_end = now
+        self._client_step_ms = step_ms
         if not self._automatic or self._script_steps:
             return
         self._step_ms.append(step_ms)
@@ -57,8 +61,11 @@ class Reports:
             self._pending = None
             self._step_ms.clear()
         self._step_ms.append(step_ms)
+        # The script's clock starts later than the client's step (after its evaluation, or
+        # the set-up before its first step): that time is no compute of this step.
+        outside_ms = max(0.0, self._client_step_ms - step_ms)
         self._emit(self._client.step_event(completed_steps, self._epoch_of(completed_steps),
-                                           loss, step_ms, thread_cpu_ms))
+                                           loss, step_ms, thread_cpu_ms, outside_ms))
 
     def script_eval(self, completed_steps: int, test_accuracy: float) -> None:
         self._accuracy = test_accuracy

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import socket
+import time
 import unittest
 import warnings
 
@@ -223,6 +224,9 @@ class TorchTest(unittest.TestCase):
 
     def test_reports_are_the_workers_events(self):
         model, optimizer = self.model, self.optimizer
+        # Outside the script's step (its clock starts after this): no compute of the step,
+        # though the client's step began before it.
+        time.sleep(0.25)
         optimizer.zero_grad()
         loss_of(model).backward()
         optimizer.step()
@@ -238,6 +242,9 @@ class TorchTest(unittest.TestCase):
                          ("STEP", 0, completed, 200))
         self.assertEqual((step["loss"], step["step_ms"], step["epoch"], step["thread_cpu_ms"]),
                          (0.5, 12.25, 0, 3.5))
+        # The 250 ms before the script's step are not its compute (they were, counted from
+        # the client's begin_step, once: compute_ms above the whole step_ms).
+        self.assertLess(step["compute_ms"], 100)
         # Codec none: each shard's payloads carry the step's raw bytes, plus their headers.
         self.assertEqual(step["step_raw_bytes_pushed"], raw)
         self.assertEqual(len(step["step_shard_bytes_pushed"]), 2)

@@ -16,6 +16,11 @@ from tamp import _torch_tensors
 from tamp._reports import Reports
 
 
+class NotTrainableError(ValueError):
+    """A tensor the job registered (from a state_dict) is not a trainable parameter where
+    the optimizer's are checked: the refusal names it, and no other cause."""
+
+
 class Session:
     """The job's client, the registered tensors and the step under way."""
 
@@ -24,6 +29,9 @@ class Session:
                  warn: Callable[..., None], print_event: Callable[[str], None]):
         self.names = [name for name, _ in named]
         self.params = [tensor.detach() for _, tensor in named]  # Same memory, no autograd.
+        # Registered as trainable parameters (named_parameters()); a state_dict's entries
+        # are not (they may be frozen parameters or buffers).
+        self.trainable = [tensor.requires_grad for _, tensor in named]
         self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],
                                   steps_per_epoch, total_steps)
         # `tamp run` says the config's notes itself, and the layout's (job/job_layout.h
@@ -92,6 +100,16 @@ class Session:
                                  f"{len(self.names)} tensors: {', '.join(self.names)})"
                                  f"{registered_by}")
             registered = self.params[index]
+            if (name != self.names[index] and self.registered_by != caller and
+                    not self.trainable[index] and
+                    self.names[index] not in {other for other, _ in named}):
+                raise NotTrainableError(
+                    f'{caller}: "{self.names[index]}" {list(registered.shape)}, tensor {index} '
+                    f"of the job as {self.registered_by}() registered it, is not among the "
+                    "parameters here: a state_dict holds frozen parameters "
+                    "(requires_grad=False) and buffers too; call DistributedOptimizer() "
+                    "first, or pass broadcast_parameters() model.named_parameters() (one "
+                    "DistributedOptimizer() steps every trainable parameter of the job)")
             if name != self.names[index] or tensor.shape != registered.shape:
                 raise ValueError(f'{caller}: tensor {index} is "{name}" {list(tensor.shape)}; '
                                  f'the job registered "{self.names[index]}" '

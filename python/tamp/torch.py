@@ -250,6 +250,8 @@ def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str,
         else:
             _session.check_same(named, caller)
     except ValueError as refused:
+        if isinstance(refused, _torch_session.NotTrainableError):  # Its own way out.
+            raise ValueError(str(refused)) from None
         if hint is None:
             raise
         raise ValueError(f"{refused} ({hint})") from None

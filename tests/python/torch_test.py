@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import time
+import types
 import unittest
 import warnings
 
@@ -512,6 +513,28 @@ class TorchTest(unittest.TestCase):
             ["fc1.weight", "param.0.9"])
         self.assertIs(tamp.torch.DistributedOptimizer(self.optimizer), self.optimizer)
         self.test_steps_apply_the_servers_sgd_exactly()
+
+    def test_a_state_dict_entry_missing_from_the_optimizer_is_named_as_frozen_or_a_buffer(self):
+        # A job registered from a state_dict (Horovod's order) with a frozen "pos" first: the
+        # optimizer's parameters start at "fc1.weight". The refusal names "pos" and the way
+        # out, not a second optimizer.
+        pos = torch.zeros(12, 64)
+        job = types.SimpleNamespace(
+            names=["pos", "fc1.weight"], params=[pos, self.model.fc1.weight.detach()],
+            trainable=[False, False], registered_by="broadcast_parameters")
+        named = [("fc1.weight", self.model.fc1.weight)]
+        with self.assertRaises(tamp.torch._torch_session.NotTrainableError) as raised:
+            tamp.torch._torch_session.Session.check_same(job, named, "DistributedOptimizer")
+        message = str(raised.exception)
+        self.assertIn('"pos" [12, 64], tensor 0 of the job as broadcast_parameters() '
+                      "registered it, is not among the parameters here", message)
+        self.assertIn("call DistributedOptimizer() first", message)
+        # Registered trainable (named_parameters()): the plain mismatch, as before.
+        job.trainable = [True, True]
+        with self.assertRaises(ValueError) as raised:
+            tamp.torch._torch_session.Session.check_same(job, named, "DistributedOptimizer")
+        self.assertNotIsInstance(raised.exception, tamp.torch._torch_session.NotTrainableError)
+        self.assertIn('the job registered "pos" [12, 64] there', str(raised.exception))
 
     def test_add_param_group_after_registration_is_refused_changing_nothing(self):
         groups = len(self.optimizer.param_groups)

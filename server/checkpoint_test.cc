@@ -575,7 +575,16 @@ TEST(CheckpointerTest, ResumesFromWhatItWroteWritesPeriodicallyAndRefusesDamage)
   shard->Close(absl::UnavailableError("shutting down"));
   ASSERT_TRUE((*writer)->WriteFinal().ok());
 
+  // A second server of the shard on the directory while the first runs: refused, the file
+  // untouched (server/checkpoint_lock.h).
   std::unique_ptr<Shard> restarted = NewShard(config, layout);
+  const absl::Status duplicate = Checkpointer::Start(restarted.get(), spec).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(duplicate)) << duplicate;
+  EXPECT_THAT(std::string(duplicate.message()),
+              HasSubstr("is in use by another server of this shard"));
+  EXPECT_EQ(restarted->step(), 0u);  // Nothing was read.
+  writer->reset();  // The first server has gone.
+
   absl::StatusOr<std::unique_ptr<Checkpointer>> resumed =
       Checkpointer::Start(restarted.get(), spec);
   ASSERT_TRUE(resumed.ok()) << resumed.status();

@@ -34,19 +34,25 @@ Checkpointer::Checkpointer(Shard* shard, std::string path, uint32_t every_steps)
       every_steps_(every_steps),
       job_(DescribeJob(shard->config(), shard->layout(), shard->rank())) {}
 
+absl::Status CheckCheckpointDirSet(const config::Checkpoint& spec) {
+  if (!spec.dir().empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "checkpoint.dir is empty: set it in the config or pass --checkpoint_dir");
+}
+
 absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Start(Shard* shard,
                                                                   const config::Checkpoint& spec) {
-  if (spec.dir().empty()) {
-    return absl::InvalidArgumentError(
-        "checkpoint.dir is empty: set it in the config or pass --checkpoint_dir");
-  }
+  TAMP_RETURN_IF_ERROR(CheckCheckpointDirSet(spec));
   std::unique_ptr<Checkpointer> checkpointer(new Checkpointer(
       shard, CheckpointPath(spec.dir(), shard->rank()), spec.every_steps()));
-  TAMP_RETURN_IF_ERROR(checkpointer->Resume());
-  // Now, not at the first checkpoint a run with restarts would need.
+  // Now, not at the first checkpoint a run with restarts would need; it makes the directory.
   if (absl::Status writable = CheckCheckpointWritable(checkpointer->path_); !writable.ok()) {
     return absl::Status(writable.code(), absl::StrCat("checkpoint.dir: ", writable.message()));
   }
+  // Before the file is read: another server of the shard may be writing it.
+  TAMP_ASSIGN_OR_RETURN(CheckpointLock lock, CheckpointLock::Acquire(checkpointer->path_));
+  checkpointer->lock_.emplace(std::move(lock));
+  TAMP_RETURN_IF_ERROR(checkpointer->Resume());
   checkpointer->written_step_ = checkpointer->resumed_step_;
   if (checkpointer->every_steps_ != 0) {
     checkpointer->thread_ = std::thread([raw = checkpointer.get()] { raw->Loop(); });

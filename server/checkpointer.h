@@ -1,8 +1,9 @@
 // Checkpointer: a running server's checkpoints (file format: server/checkpoint.h).
 //
-// Start() first resumes the shard from <dir>/shard-<rank>.ckpt when that file exists
-// (logging the step it resumes from; a damaged file or one of another job is an error, never
-// loaded), then, with every_steps > 0, starts a thread that writes a checkpoint each time
+// Start() takes the file's lock (server/checkpoint_lock.h: a second server of the shard on
+// the same directory is refused), resumes the shard from <dir>/shard-<rank>.ckpt when that
+// file exists (logging the step it resumes from; a damaged file or one of another job is an
+// error, never loaded), then, with every_steps > 0, starts a thread that writes a checkpoint each time
 // the shard's slowest chunk has completed every_steps more steps. WriteFinal() writes one
 // more, for shutdown. Write failures are logged and training goes on (the previous file
 // stays whole).
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -28,9 +30,16 @@
 #include "absl/status/statusor.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/config.pb.h"
+#include "server/checkpoint_lock.h"
 #include "server/shard.h"
 
 namespace tamp {
+
+// CheckCheckpointDirSet()
+//
+// INVALID_ARGUMENT where `spec` names no directory (Start() refuses it; tamp_server --check
+// too).
+absl::Status CheckCheckpointDirSet(const config::Checkpoint& spec);
 
 class Checkpointer {
  public:
@@ -70,6 +79,7 @@ class Checkpointer {
   const std::string path_;
   const uint32_t every_steps_;
   const checkpoint::JobIdentity job_;
+  std::optional<CheckpointLock> lock_;  // Held from Start() on: this shard's file is ours.
   uint64_t resumed_step_ = 0;
   uint64_t written_step_ = 0;  // Of the last checkpoint; only the thread touches it.
   std::mutex mu_;

@@ -52,6 +52,7 @@
 #include "protocol/grpc_security.h"
 #include "server/barrier_watchdog.h"
 #include "server/checkpoint.h"
+#include "server/checkpoint_lock.h"
 #include "server/checkpointer.h"
 #include "server/refusal_log.h"
 #include "server/service.h"
@@ -218,9 +219,12 @@ absl::StatusOr<Setup> Configure() {
 // probe, ReadCheckpoint's checks; for model.kind REGISTERED, whose job the first handshake
 // tells, only the file's soundness). OK without a checkpoint block.
 absl::Status CheckCheckpointForStart(const Setup& setup, const config::Checkpoint& spec) {
-  if (!setup.config.has_checkpoint() || spec.dir().empty()) return absl::OkStatus();
+  if (!setup.config.has_checkpoint()) return absl::OkStatus();
+  TAMP_RETURN_IF_ERROR(CheckCheckpointDirSet(spec));
   const std::string path = CheckpointPath(spec.dir(), setup.rank);
   TAMP_RETURN_IF_ERROR(CheckCheckpointWritable(path));
+  // Another server of this shard running on the directory; released at once.
+  TAMP_RETURN_IF_ERROR(CheckpointLock::Acquire(path).status());
   if (setup.config.model().kind() == config::Model::REGISTERED) {
     return CheckCheckpointSound(path);
   }

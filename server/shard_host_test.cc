@@ -322,6 +322,8 @@ TEST(ShardHostTest, ARestartedShardResumesItsCheckpointAtTheFirstHandshake) {
   }
   EXPECT_TRUE(absl::IsAlreadyExists(SetWeights(**shard, 0, InitRequest(**shard, 1.0f))));
 
+  checkpointer.reset();  // That server has gone (its checkpoint's lock with it).
+
   // Tensors of the same sizes in other shapes chunk alike, yet are another model: the
   // checkpoint is refused, naming the file and the tensors, and no shard is kept.
   std::vector<TensorSpec> reshaped = UserTensors();

@@ -89,4 +89,18 @@ if timeout 120 sbatch --wait --ntasks=3 --overcommit --output="$WORK/bad-%j.out"
 fi
 grep -q "SLURM_STEP_NUM_TASKS is 3 but the config asks for 2 servers + 2 workers = 4 tasks" "$WORK"/bad-*.out ||
   { cat "$WORK"/bad-*.out >&2; fail "the wrong task count was not named"; }
+# A server task that cannot start (a damaged checkpoint) says so, not "neither a server nor
+# a worker": task 0 as srun would start it, without Slurm.
+mkdir -p "$WORK/damaged"
+echo garbage > "$WORK/damaged/shard-0.ckpt"
+{ cat "$WORK/job.pbtxt"; echo "checkpoint { dir: \"$WORK/damaged\" }"; } > "$WORK/damaged.pbtxt"
+set +e
+SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=4 SLURM_STEP_NODELIST="$(hostname)" \
+  SLURM_STEP_TASKS_PER_NODE=4 SLURM_DISTRIBUTION=block \
+  deploy/slurm/tamp_task.sh "$WORK/damaged.pbtxt" "$WORK/damaged-out" 2> "$WORK/damaged.err"
+status=$?
+set -e
+[ "$status" -eq 1 ] || { cat "$WORK/damaged.err" >&2; fail "a server task with a damaged checkpoint exited $status, not 1"; }
+grep -q "tamp_task 0: this task is a server, and it cannot start: tamp_server: $WORK/damaged/shard-0.ckpt: damaged checkpoint" "$WORK/damaged.err" ||
+  { cat "$WORK/damaged.err" >&2; fail "the server task did not say why it cannot start"; }
 echo PASS

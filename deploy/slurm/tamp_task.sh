@@ -35,8 +35,16 @@ base_port=${TAMP_BASE_PORT:-29500}
 step_id="${SLURM_JOB_ID:-}.${SLURM_STEP_ID:-}"  # This step's done markers.
 mkdir -p "$out"
 
-# The binaries resolve the placement themselves; --check asks which one this task is.
-if server_check=$("$server_bin" --config="$config" --placement=slurm --base_port="$base_port" --check 2>&1); then
+# The binaries resolve the placement themselves; --check asks which one this task is. It
+# exits 1 for a server task that could not start (its checkpoint damaged or held by another
+# server, a TLS file missing): that is the reason to give, not "neither".
+server_check=$("$server_bin" --config="$config" --placement=slurm --base_port="$base_port" --check 2>&1)
+server_check_status=$?
+if [ "$server_check_status" -eq 1 ]; then
+  echo "tamp_task ${SLURM_PROCID:-?}: this task is a server, and it cannot start: $server_check" >&2
+  exit 1
+fi
+if [ "$server_check_status" -eq 0 ]; then
   echo "tamp_task $SLURM_PROCID: $server_check" >&2
   num_workers=$(sed -n 's/.* for \([0-9]*\) workers.*/\1/p' <<<"$server_check")
   "$server_bin" --config="$config" --placement=slurm --base_port="$base_port" &
@@ -54,6 +62,14 @@ if server_check=$("$server_bin" --config="$config" --placement=slurm --base_port
   status=$?
   # 143: ended by our SIGTERM after the workers finished, which is success.
   [ "$status" -eq 143 ] && status=0
+  # 3: its final checkpoint was not written. The run itself finished, so, as `tamp run`
+  # does, a warning: failing the task would make --kill-on-bad-exit end the step before
+  # tamp.sbatch writes the summary.
+  if [ "$status" -eq 3 ]; then
+    echo "tamp_task $SLURM_PROCID: warning: the server's final checkpoint was not written" \
+      "(exit 3; see its log above): its state since the last checkpoint is lost" >&2
+    status=0
+  fi
   exit "$status"
 fi
 if worker_check=$("$worker_bin" --config="$config" --placement=slurm --base_port="$base_port" --check 2>&1); then

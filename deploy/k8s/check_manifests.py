@@ -9,7 +9,8 @@ replicas equal cluster.num_servers; the worker Job is Indexed with completions a
 parallelism equal to cluster.num_workers; both binaries get --placement=kubernetes with the
 StatefulSet's and Service's real names and the Service's port; every ConfigMap/Secret a pod
 mounts exists and holds the keys the CONFIG's file paths need; workers request
-nvidia.com/gpu. Prints one line per problem, naming the file and object, and exits 1 if
+nvidia.com/gpu and the CONFIG says device: CUDA; the CONFIG's checkpoint.dir is on a volume of
+the StatefulSet's volumeClaimTemplates (a restarted server pod resumes its shard from it). Prints one line per problem, naming the file and object, and exits 1 if
 any; --config_out writes the embedded CONFIG so the caller can validate it with Tamp itself.
 """
 import argparse
@@ -64,8 +65,9 @@ def config_count(config, field):
     return int(m.group(1)) if m else None
 
 
-def check_pod(c, where, pod_spec, statefulset, service, port, config_paths):
-    """Checks one pod template's container command and mounts; returns the container."""
+def check_pod(c, where, pod_spec, statefulset, service, port, config_paths, claims=()):
+    """Checks one pod template's container command and mounts (`claims`: the names of the
+    volumes a StatefulSet's volumeClaimTemplates add); returns the container."""
     containers = pod_spec.get("containers", [])
     if len(containers) != 1:
         c.fail(where, f"expected one container, found {len(containers)}")
@@ -83,6 +85,8 @@ def check_pod(c, where, pod_spec, statefulset, service, port, config_paths):
     mounted = {}  # file path in the container -> (kind, object name, key)
     for mount in container.get("volumeMounts", []):
         volume = volumes.get(mount["name"])
+        if volume is None and mount["name"] in claims:
+            continue
         if volume is None:
             c.fail(where, f"volumeMount {mount['name']} has no volume")
             continue
@@ -105,6 +109,22 @@ def check_pod(c, where, pod_spec, statefulset, service, port, config_paths):
         if path not in mounted:
             c.fail(where, f"{path} (from the command or the CONFIG) is not mounted from any ConfigMap or Secret key")
     return container
+
+
+def check_checkpoint_volume(c, where, spec, server, config):
+    """The CONFIG's checkpoint.dir must be a mount of a volumeClaimTemplate: a server pod the
+    StatefulSet restarts resumes its shard only from a volume that outlived the old pod."""
+    m = re.search(r'\bcheckpoint\s*\{[^}]*\bdir\s*:\s*"([^"]+)"', config)
+    if m is None:
+        c.fail(where, "the CONFIG has no checkpoint { dir }: a server pod the StatefulSet "
+                      "restarts would lose its shard, and the workers would be refused")
+        return
+    claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])}
+    mounts = {mount["mountPath"].rstrip("/"): mount["name"]
+              for mount in (server or {}).get("volumeMounts", [])}
+    if mounts.get(m.group(1).rstrip("/")) not in claims:
+        c.fail(where, f"checkpoint.dir {m.group(1)} is not the mountPath of a volumeClaimTemplate "
+                      "volume: a restarted server pod would not find its checkpoint")
 
 
 def main():
@@ -153,7 +173,10 @@ def main():
     for k, v in spec.get("selector", {}).get("matchLabels", {}).items():
         if labels.get(k) != v:
             c.fail(where, f"pod label {k}={labels.get(k)!r} does not match the selector {v!r}")
-    server = check_pod(c, where, spec["template"]["spec"], sts_name, svc_name, port, config_paths)
+    claims = [t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])]
+    server = check_pod(c, where, spec["template"]["spec"], sts_name, svc_name, port, config_paths,
+                       claims)
+    check_checkpoint_volume(c, where, spec, server, config)
     if server is not None:
         container_ports = [p.get("containerPort") for p in server.get("ports", [])]
         if port not in container_ports:
@@ -186,6 +209,9 @@ def main():
         resources = worker.get("resources", {})
         if "nvidia.com/gpu" not in resources.get("limits", {}):
             c.fail(where, "workers must request nvidia.com/gpu in resources.limits")
+        elif not re.search(r"^\s*device\s*:\s*CUDA\b", config, re.M):
+            c.fail(where, "workers request nvidia.com/gpu but the CONFIG does not say device: "
+                          "CUDA: the GPUs would sit idle")
 
     if args.config_out:
         with open(args.config_out, "w") as f:

@@ -23,7 +23,8 @@ echo "s3cret" > "$work/secrets/job-token"
 sed -i "s|/etc/tamp/secrets/|$work/secrets/|g" "$work/job.pbtxt"
 out=$(HOSTNAME=tamp-server-1 KUBERNETES_SERVICE_HOST=10.0.0.1 server/tamp_server \
       --config="$work/job.pbtxt" --placement=kubernetes --k8s_statefulset=tamp-server \
-      --k8s_service=tamp-server --base_port=29500 --check 2>&1) || {
+      --k8s_service=tamp-server --base_port=29500 --checkpoint_dir="$work/checkpoints" \
+      --check 2>&1) || {
   echo "FAIL: tamp_server --check refused the ConfigMap's CONFIG: $out"; exit 1; }
 grep -q "shard 1 of 2" <<<"$out" || { echo "FAIL: unexpected placement: $out"; exit 1; }
 grep -q "tamp-server-0.tamp-server:29500" <<<"$out" || { echo "FAIL: unexpected servers: $out"; exit 1; }
@@ -75,4 +76,7 @@ expect_problem 's/num_workers: 4/num_workers: 8/' configmap.yaml "cluster.num_wo
 expect_problem 's/restartPolicy: OnFailure/restartPolicy: Never/' workers.yaml "restartPolicy is 'Never', expected 'OnFailure'"
 expect_problem 's/backoffLimit: 4 /backoffLimit: 0 /' workers.yaml "backoffLimit is 0"
 expect_problem 's/export TAMP_RESTART=1/true/' workers.yaml "must set TAMP_RESTART=1 when it restarts"
+expect_problem '/device: CUDA/d' configmap.yaml "the CONFIG does not say device: CUDA"
+expect_problem '/checkpoint { dir/d' configmap.yaml "the CONFIG has no checkpoint { dir }"
+expect_problem 's/{name: checkpoints, mountPath: \/var\/lib\/tamp\/checkpoints}/{name: secrets, mountPath: \/var\/lib\/tamp\/checkpoints}/' servers.yaml "checkpoint.dir /var/lib/tamp/checkpoints is not the mountPath of a volumeClaimTemplate"
 echo "PASS"

@@ -97,8 +97,9 @@ absl::StatusOr<uint64_t> Client::Start(TensorSpans params, const TensorMemory& m
               ? " (later than consistency.worker_timeout_ms allowed)"
               : "",
           config_.has_checkpoint()
-              ? ", or the servers resumed a finished run's checkpoint (checkpoint.dir: remove "
-                "it to train again)"
+              ? ", or the servers resumed a checkpoint of a run that got that far (a finished "
+                "run's: remove checkpoint.dir to train again; or this config's "
+                "training.epochs / max_steps are fewer than that run's: resume with as many)"
               : ""));
     }
     return Rejoin(params, absl::StrCat("the run is at step ", latest), memory);

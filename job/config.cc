@@ -364,6 +364,52 @@ std::string AbsolutePath(const std::string& path) {
   return absl::StrCat(cwd, "/", path);
 }
 
+// Fields whose 0 ApplyDefaults() reads as "not given": written as 0 in a file, they would
+// silently run with the default, so the parse refuses them, saying the default.
+struct DefaultedWhenZero {
+  std::vector<const char*> path;  // Field names from the RunConfig down.
+  const char* default_value;
+};
+const DefaultedWhenZero kDefaultedWhenZero[] = {
+    {{"data", "batch_size"}, "64"},
+    {{"training", "epochs"}, "1"},
+    {{"compression", "partition_bytes"}, "4194304 (4 MiB)"},
+    {{"cluster", "connect_timeout_ms"}, "10000"},
+    {{"cluster", "rpc_timeout_ms"}, "120000"},
+    {{"validation", "max_message_bytes"}, "268435456 (256 MiB)"},
+};
+
+// The first field of kDefaultedWhenZero the text wrote as 0, as an error naming its line.
+absl::Status CheckNoDefaultedZero(const config::RunConfig& config,
+                                  const google::protobuf::TextFormat::ParseInfoTree& tree,
+                                  absl::string_view source) {
+  for (const DefaultedWhenZero& field : kDefaultedWhenZero) {
+    const google::protobuf::Message* message = &config;
+    const google::protobuf::TextFormat::ParseInfoTree* at = &tree;
+    for (size_t i = 0; at != nullptr && i + 1 < field.path.size(); ++i) {
+      const google::protobuf::FieldDescriptor* nested =
+          message->GetDescriptor()->FindFieldByName(field.path[i]);
+      at = at->GetTreeForNested(nested, -1);
+      message = &message->GetReflection()->GetMessage(*message, nested);
+    }
+    if (at == nullptr) continue;
+    const google::protobuf::FieldDescriptor* leaf =
+        message->GetDescriptor()->FindFieldByName(field.path.back());
+    const google::protobuf::TextFormat::ParseLocation written = at->GetLocation(leaf, -1);
+    const google::protobuf::Reflection& reflection = *message->GetReflection();
+    const uint64_t value = leaf->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64
+                               ? reflection.GetUInt64(*message, leaf)
+                               : reflection.GetUInt32(*message, leaf);
+    if (written.line >= 0 && value == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ":", written.line + 1, ":", written.column + 1, ": ",
+          absl::StrJoin(field.path, "."), ": must be at least 1, got 0 (leave it out for the "
+          "default, ", field.default_value, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::string_view source) {
@@ -371,9 +417,12 @@ absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::stri
   ErrorCollector errors(source);
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
+  google::protobuf::TextFormat::ParseInfoTree written;
+  parser.WriteLocationsTo(&written);
   if (!parser.ParseFromString(std::string(text), &config)) {
     return absl::InvalidArgumentError(errors.Joined());
   }
+  TAMP_RETURN_IF_ERROR(CheckNoDefaultedZero(config, written, source));
   return config;
 }
 

@@ -74,6 +74,39 @@ TEST(ConfigTest, TypoNamesFileLineAndField) {
   EXPECT_NE(config.status().message().find("epohcs"), std::string::npos) << config.status();
 }
 
+// A 0 the defaults would read as "not given" is refused where the file writes it, naming
+// the default; left out, the default applies; any other value is taken.
+TEST(ConfigTest, AZeroThatWouldSilentlyBeTheDefaultIsRefusedNamingFileAndLine) {
+  const struct {
+    const char* text;
+    const char* message;
+  } cases[] = {
+      {"version: 1\ndata { batch_size: 0 }\n",
+       "x.pbtxt:2:8: data.batch_size: must be at least 1, got 0 (leave it out for the default, "
+       "64)"},
+      {"version: 1\ntraining {\n  epochs: 0\n}\n",
+       "x.pbtxt:3:3: training.epochs: must be at least 1, got 0 (leave it out for the default, 1)"},
+      {"version: 1\ncompression { partition_bytes: 0 }\n",
+       "compression.partition_bytes: must be at least 1, got 0"},
+      {"version: 1\ncluster { rpc_timeout_ms: 0 }\n", "cluster.rpc_timeout_ms: must be at least 1"},
+      {"version: 1\nvalidation { max_message_bytes: 0 }\n",
+       "validation.max_message_bytes: must be at least 1"},
+  };
+  for (const auto& c : cases) {
+    const absl::StatusOr<config::RunConfig> config = ParseConfig(c.text, "x.pbtxt");
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(std::string(config.status().message()), ::testing::HasSubstr(c.message)) << c.text;
+  }
+  absl::StatusOr<config::RunConfig> left_out = ParseConfig("version: 1\ndata { }\n", "x.pbtxt");
+  ASSERT_TRUE(left_out.ok()) << left_out.status();
+  ApplyDefaults(&*left_out);
+  EXPECT_EQ(left_out->data().batch_size(), 64u);
+  absl::StatusOr<config::RunConfig> given =
+      ParseConfig("version: 1\ndata { batch_size: 32 }\ntraining { epochs: 2 }\n", "x.pbtxt");
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->data().batch_size(), 32u);
+}
+
 void ExpectInvalid(absl::string_view changes, absl::string_view needle) {
   config::RunConfig config = Load(changes);
   absl::Status status = ValidateConfig(config);

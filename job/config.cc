@@ -584,8 +584,8 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
     const std::string& pattern = override.pattern();
     if (!IsTensorPattern(pattern)) {
       return FieldError(absl::StrCat(field, ".pattern"),
-                        absl::StrCat("'", pattern, "': a tensor's exact name, or a prefix "
-                                     "ending in '*' ('fc1.*'); '*' only at the end"));
+                        "'' (empty): a tensor's exact name, or a glob whose '*' stands for "
+                        "any run of characters ('fc1.*', 'blocks.*.attn.*.weight')");
     }
     TAMP_RETURN_IF_ERROR(ValidateOverrideCompression(override.has_compression(),
                                                      override.compression(), field));

@@ -449,16 +449,16 @@ TEST(ConfigTest, AutomaticCandidatesObeyTheRulesOfEveryCompressionBlock) {
                   .ok());
 }
 
-TEST(ConfigTest, OverridesNeedTheirCompressionAndPatternsEndInTheirStar) {
+TEST(ConfigTest, OverridesNeedTheirCompressionAndPatternsThatMatch) {
   ExpectInvalid("compression { tensor_overrides { pattern: 'fc2.weight' } }",
                 "compression.tensor_overrides[1].compression: missing: an override names its "
                 "codecs");
   ExpectInvalid("compression { shard_overrides { shards: 0 } }",
                 "compression.shard_overrides[0].compression: missing");
-  ExpectInvalid("compression { tensor_overrides { pattern: 'fc*.weight' compression { push { "
+  ExpectInvalid("compression { tensor_overrides { pattern: 'fc*.kernel' compression { push { "
                 "name: 'none' } } } }",
-                "compression.tensor_overrides[1].pattern: 'fc*.weight' matches no tensor ('*' "
-                "only ends a pattern)");
+                "compression.tensor_overrides[1].pattern: 'fc*.kernel' matches no tensor "
+                "(tensors: fc1.weight");
   ExpectInvalid("compression { tensor_overrides { pattern: '' compression { push { name: "
                 "'none' } } } }",
                 "compression.tensor_overrides[1].pattern: ''");

@@ -141,7 +141,6 @@ absl::Status ValidateTensors(const config::RunConfig& config,
       for (size_t t = 0; t < tensors.size() && t < 16; ++t) listed.push_back(tensors[t].name);
       return absl::InvalidArgumentError(absl::StrCat(
           "compression.tensor_overrides[", i, "].pattern: '", pattern, "' matches no tensor",
-          !pattern.empty() && !IsTensorPattern(pattern) ? " ('*' only ends a pattern)" : "",
           " (tensors: ", absl::StrJoin(listed, ", "),
           tensors.size() > 16 ? ", ..." : "", ")"));
     }

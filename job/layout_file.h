@@ -19,8 +19,8 @@
 //
 // Profile ("tamp-profile 1"): `scale S` once (> 0; multiplies every time), then one `layer`
 // line per layer in forward order: its forward ms, its backward ms (>= 0, finite) and the
-// tensors whose gradients its backward finishes, as names or prefixes ending in '*'. Every
-// tensor of the layout belongs to exactly one layer. Forward runs the layers in order,
+// tensors whose gradients its backward finishes, as names or globs ('*': any run of
+// characters). Every tensor of the layout belongs to exactly one layer. Forward runs the layers in order,
 // backward in reverse; a tensor's gradient is final when its layer's backward ends.
 //
 //   tamp-profile 1

@@ -20,15 +20,29 @@ int64_t TensorSpec::elements() const {
 }
 
 bool TensorNameMatches(absl::string_view pattern, absl::string_view name) {
-  if (!pattern.empty() && pattern.back() == '*') {
-    return absl::StartsWith(name, pattern.substr(0, pattern.size() - 1));
+  // Greedy with one backtrack point: a mismatch after a '*' lets that '*' take one character
+  // more. Linear for the names and patterns configs hold (at worst pattern x name).
+  size_t p = 0, n = 0;
+  size_t star = absl::string_view::npos, star_n = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      star_n = n;
+    } else if (p < pattern.size() && pattern[p] == name[n]) {
+      ++p;
+      ++n;
+    } else if (star != absl::string_view::npos) {
+      p = star + 1;
+      n = ++star_n;
+    } else {
+      return false;
+    }
   }
-  return pattern == name;
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
 }
 
-bool IsTensorPattern(absl::string_view pattern) {
-  return !pattern.empty() && pattern.find('*') >= pattern.size() - 1;
-}
+bool IsTensorPattern(absl::string_view pattern) { return !pattern.empty(); }
 
 namespace {
 

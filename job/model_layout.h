@@ -49,12 +49,12 @@ struct TensorSpec {
   int64_t elements() const;
 };
 
-// True when tensor `name` matches an override pattern: the exact name, or a prefix followed
-// by '*' ("fc1.*").
+// True when tensor `name` matches an override pattern: the exact name, or a glob whose '*'
+// stands for any run of characters, dots included ("fc1.*", "blocks.*.attn.*.weight",
+// "*.bias").
 bool TensorNameMatches(absl::string_view pattern, absl::string_view name);
 
-// True when `pattern` is one TensorNameMatches() reads as written: not empty, with '*' at
-// most at its end ("fc*.weight" would match only a name with that '*' in it).
+// True when `pattern` can name tensors: not empty.
 bool IsTensorPattern(absl::string_view pattern);
 
 // Errors name the offending config field (model.kind, model.hidden, model.conv_channels,

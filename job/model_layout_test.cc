@@ -43,12 +43,27 @@ std::vector<Summary> Tensors(const std::string& text) {
   return out;
 }
 
-TEST(ModelLayoutTest, PatternsAreExactNamesOrPrefixesEndingInTheirStar) {
+TEST(ModelLayoutTest, PatternsAreExactNamesOrGlobsWhoseStarTakesAnyRun) {
   EXPECT_TRUE(TensorNameMatches("fc1.*", "fc1.weight"));
   EXPECT_TRUE(TensorNameMatches("fc1.weight", "fc1.weight"));
-  EXPECT_FALSE(TensorNameMatches("fc*.weight", "fc1.weight"));
-  for (const char* pattern : {"fc1.weight", "fc1.*", "*"}) EXPECT_TRUE(IsTensorPattern(pattern));
-  for (const char* pattern : {"", "fc*.weight", "**"}) EXPECT_FALSE(IsTensorPattern(pattern));
+  EXPECT_FALSE(TensorNameMatches("fc1.weight", "fc1.weight2"));
+  EXPECT_FALSE(TensorNameMatches("fc1.*", "fc10"));
+  EXPECT_TRUE(TensorNameMatches("fc*.weight", "fc1.weight"));
+  EXPECT_FALSE(TensorNameMatches("fc*.weight", "fc1.bias"));
+  // A transformer's attention weights, every layer; '*' takes dots and runs of any length.
+  EXPECT_TRUE(TensorNameMatches("blocks.*.attn.*.weight", "blocks.0.attn.qkv.weight"));
+  EXPECT_TRUE(TensorNameMatches("blocks.*.attn.*.weight", "blocks.11.attn.out.proj.weight"));
+  EXPECT_FALSE(TensorNameMatches("blocks.*.attn.*.weight", "blocks.0.mlp.fc.weight"));
+  EXPECT_FALSE(TensorNameMatches("blocks.*.attn.*.weight", "blocks.0.attn.qkv.bias"));
+  EXPECT_TRUE(TensorNameMatches("*.bias", "fc2.bias"));
+  EXPECT_TRUE(TensorNameMatches("*", ""));
+  EXPECT_TRUE(TensorNameMatches("a**b", "ab"));
+  EXPECT_TRUE(TensorNameMatches("*a*a*", "banana"));
+  EXPECT_FALSE(TensorNameMatches("*a*a*a*a*", "banana"));
+  for (const char* pattern : {"fc1.weight", "fc1.*", "*", "fc*.weight"}) {
+    EXPECT_TRUE(IsTensorPattern(pattern));
+  }
+  EXPECT_FALSE(IsTensorPattern(""));
 }
 
 TEST(ModelLayoutTest, MlpTensors) {

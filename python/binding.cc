@@ -16,6 +16,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -327,9 +328,9 @@ class PyClient {
   // fell in the step's first compute interval, so it comes off compute_ms.
   std::string StepEvent(uint64_t completed_steps, uint32_t epoch, std::optional<float> loss,
                         double step_ms, double thread_cpu_ms, double outside_ms) const {
-    if (!(outside_ms >= 0)) {
+    if (!(outside_ms >= 0) || std::isinf(outside_ms)) {
       Raise(absl::InvalidArgumentError(
-          absl::StrCat("step_event: outside_ms must be >= 0, got ", outside_ms)));
+          absl::StrCat("step_event: outside_ms must be finite and >= 0, got ", outside_ms)));
     }
     StepReport step = completed_;
     step.timeline.compute_ms = std::max(0.0, step.timeline.compute_ms - outside_ms);

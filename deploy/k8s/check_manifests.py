@@ -60,6 +60,22 @@ def flag(command, name):
     return None
 
 
+def without_comments(config):
+    """The CONFIG's text with its '#' comments cut (outside quoted strings), so a
+    commented-out field does not count as written."""
+    lines = []
+    for line in config.splitlines():
+        quoted = False
+        for i, char in enumerate(line):
+            if char == '"':
+                quoted = not quoted
+            elif char == "#" and not quoted:
+                line = line[:i]
+                break
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def config_count(config, field):
     m = re.search(rf"\b{field}\s*:\s*(\d+)", config)
     return int(m.group(1)) if m else None
@@ -120,11 +136,13 @@ def check_checkpoint_volume(c, where, spec, server, config):
                       "restarts would lose its shard, and the workers would be refused")
         return
     claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])}
-    mounts = {mount["mountPath"].rstrip("/"): mount["name"]
-              for mount in (server or {}).get("volumeMounts", [])}
-    if mounts.get(m.group(1).rstrip("/")) not in claims:
-        c.fail(where, f"checkpoint.dir {m.group(1)} is not the mountPath of a volumeClaimTemplate "
-                      "volume: a restarted server pod would not find its checkpoint")
+    directory = m.group(1).rstrip("/")
+    on_claim = any(mount["name"] in claims and
+                   (directory + "/").startswith(mount["mountPath"].rstrip("/") + "/")
+                   for mount in (server or {}).get("volumeMounts", []))
+    if not on_claim:
+        c.fail(where, f"checkpoint.dir {m.group(1)} is not on a volumeClaimTemplate volume's "
+                      "mountPath: a restarted server pod would not find its checkpoint")
 
 
 def main():
@@ -144,10 +162,11 @@ def main():
         print("\n".join(c.problems))
         return 1
 
-    config = cm.get("data", {}).get("job.pbtxt")
-    if config is None:
+    config_text = cm.get("data", {}).get("job.pbtxt")
+    if config_text is None:
         c.fail(cm_path, f"ConfigMap {cm_name} has no job.pbtxt")
-        config = ""
+        config_text = ""
+    config = without_comments(config_text)
     num_servers = config_count(config, "num_servers")
     num_workers = config_count(config, "num_workers")
     config_paths = re.findall(r'\b(?:cert_file|key_file|ca_file|job_token_file)\s*:\s*"([^"]+)"', config)
@@ -215,7 +234,7 @@ def main():
 
     if args.config_out:
         with open(args.config_out, "w") as f:
-            f.write(config)
+            f.write(config_text)
     if c.problems:
         print("\n".join(c.problems))
         return 1

@@ -78,5 +78,13 @@ expect_problem 's/backoffLimit: 4 /backoffLimit: 0 /' workers.yaml "backoffLimit
 expect_problem 's/export TAMP_RESTART=1/true/' workers.yaml "must set TAMP_RESTART=1 when it restarts"
 expect_problem '/device: CUDA/d' configmap.yaml "the CONFIG does not say device: CUDA"
 expect_problem '/checkpoint { dir/d' configmap.yaml "the CONFIG has no checkpoint { dir }"
-expect_problem 's/{name: checkpoints, mountPath: \/var\/lib\/tamp\/checkpoints}/{name: secrets, mountPath: \/var\/lib\/tamp\/checkpoints}/' servers.yaml "checkpoint.dir /var/lib/tamp/checkpoints is not the mountPath of a volumeClaimTemplate"
+expect_problem 's/^    checkpoint { dir/    # checkpoint { dir/' configmap.yaml "the CONFIG has no checkpoint { dir }"
+expect_problem 's/{name: checkpoints, mountPath: \/var\/lib\/tamp\/checkpoints}/{name: secrets, mountPath: \/var\/lib\/tamp\/checkpoints}/' servers.yaml "checkpoint.dir /var/lib/tamp/checkpoints is not on a volumeClaimTemplate volume's mountPath"
+# The claim mounted above checkpoint.dir (the directory inside the volume) is as good.
+mkdir -p "$work/parent"
+cp "${manifests[@]}" "$work/parent/"
+sed -i 's/{name: checkpoints, mountPath: \/var\/lib\/tamp\/checkpoints}/{name: checkpoints, mountPath: \/var\/lib\/tamp}/' "$work/parent/servers.yaml"
+grep -q "mountPath: /var/lib/tamp}" "$work/parent/servers.yaml" || { echo "FAIL: the parent mount edit did not apply"; exit 1; }
+out=$("$python" "$dir/check_manifests.py" "$work"/parent/*.yaml 2>&1) ||
+  { echo "FAIL: a claim mounted above checkpoint.dir was refused: $out"; exit 1; }
 echo "PASS"

@@ -29,7 +29,12 @@ server_bin=$bin/tamp_server worker_bin=$bin/tamp_worker
 [ -x "$bin/server/tamp_server" ] && server_bin=$bin/server/tamp_server
 [ -x "$bin/worker/tamp_worker" ] && worker_bin=$bin/worker/tamp_worker
 for b in "$server_bin" "$worker_bin"; do
-  [ -x "$b" ] || { echo "tamp_task: $b not found: set TAMP_BIN_DIR" >&2; exit 2; }
+  [ -x "$b" ] || {
+    name=$(basename "$b")
+    echo "tamp_task: $name not found in $bin or $bin/${name#tamp_}: set TAMP_BIN_DIR to the" \
+      "directory holding both binaries (or bazel-bin, holding server/ and worker/)" >&2
+    exit 2
+  }
 done
 base_port=${TAMP_BASE_PORT:-29500}
 step_id="${SLURM_JOB_ID:-}.${SLURM_STEP_ID:-}"  # This step's done markers.

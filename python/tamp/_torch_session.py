@@ -16,9 +16,9 @@ from tamp import _torch_tensors
 from tamp._reports import Reports
 
 
-class NotTrainableError(ValueError):
-    """A tensor the job registered (from a state_dict) is not a trainable parameter where
-    the optimizer's are checked: the refusal names it, and no other cause."""
+class NotInOptimizerError(ValueError):
+    """A tensor the job registered from a state_dict is not among the optimizer's
+    parameters: the refusal names it and both causes a state_dict leaves open."""
 
 
 class Session:
@@ -30,7 +30,7 @@ class Session:
         self.names = [name for name, _ in named]
         self.params = [tensor.detach() for _, tensor in named]  # Same memory, no autograd.
         # Registered as trainable parameters (named_parameters()); a state_dict's entries
-        # are not (they may be frozen parameters or buffers).
+        # are not known to be (a state_dict also holds frozen parameters and buffers).
         self.trainable = [tensor.requires_grad for _, tensor in named]
         self.client = tamp.Client([(name, tensor.shape) for name, tensor in named],
                                   steps_per_epoch, total_steps)
@@ -103,13 +103,15 @@ class Session:
             if (name != self.names[index] and self.registered_by != caller and
                     not self.trainable[index] and
                     self.names[index] not in {other for other, _ in named}):
-                raise NotTrainableError(
+                raise NotInOptimizerError(
                     f'{caller}: "{self.names[index]}" {list(registered.shape)}, tensor {index} '
-                    f"of the job as {self.registered_by}() registered it, is not among the "
-                    "parameters here: a state_dict holds frozen parameters "
-                    "(requires_grad=False) and buffers too; call DistributedOptimizer() "
-                    "first, or pass broadcast_parameters() model.named_parameters() (one "
-                    "DistributedOptimizer() steps every trainable parameter of the job)")
+                    f"of the job as {self.registered_by}() registered it from a state_dict, "
+                    "is not among this optimizer's parameters: either it is a frozen "
+                    "parameter (requires_grad=False) or a buffer, which a state_dict holds "
+                    "too (call DistributedOptimizer() first, or pass broadcast_parameters() "
+                    "model.named_parameters()), or this optimizer leaves out a trainable "
+                    "parameter (one DistributedOptimizer() steps every trainable parameter of "
+                    "the job; for settings per layer, give it param_groups)")
             if name != self.names[index] or tensor.shape != registered.shape:
                 raise ValueError(f'{caller}: tensor {index} is "{name}" {list(tensor.shape)}; '
                                  f'the job registered "{self.names[index]}" '

@@ -193,6 +193,9 @@ def report_step(loss: float, step_ms: float, thread_cpu_ms: float = 0.0) -> None
     """Prints the step the last step() completed as a WorkerEvent JSON line on stdout (its
     loss and wall time `step_ms`, with the step's bytes per shard and the client's
     timeline), as tamp_worker does: `tamp run` shows it and sums it into the summary.
+    `step_ms` spans the whole step, through optimizer.step(): time before it (set-up, an
+    evaluation) is not counted as the step's compute; a step_ms that ends before step()
+    returns leaves the event's split (compute ... other_ms) more than the step.
     `thread_cpu_ms`: the training thread's CPU time in the step (time.thread_time()), or 0."""
     session = _started("report_step")
     if not step_ms >= 0:
@@ -250,7 +253,7 @@ def _register(named: Sequence[Tuple[str, torch.Tensor]], caller: str,
         else:
             _session.check_same(named, caller)
     except ValueError as refused:
-        if isinstance(refused, _torch_session.NotTrainableError):  # Its own way out.
+        if isinstance(refused, _torch_session.NotInOptimizerError):  # Its own way out.
             raise ValueError(str(refused)) from None
         if hint is None:
             raise

@@ -514,26 +514,29 @@ class TorchTest(unittest.TestCase):
         self.assertIs(tamp.torch.DistributedOptimizer(self.optimizer), self.optimizer)
         self.test_steps_apply_the_servers_sgd_exactly()
 
-    def test_a_state_dict_entry_missing_from_the_optimizer_is_named_as_frozen_or_a_buffer(self):
-        # A job registered from a state_dict (Horovod's order) with a frozen "pos" first: the
-        # optimizer's parameters start at "fc1.weight". The refusal names "pos" and the way
-        # out, not a second optimizer.
+    def test_a_state_dict_entry_missing_from_the_optimizer_is_named_with_both_causes(self):
+        # A job registered from a state_dict (Horovod's order) with "pos" first, which the
+        # optimizer's parameters leave out: frozen, a buffer, or an optimizer over part of
+        # the model; the state_dict does not say which, so the refusal names "pos" and both.
         pos = torch.zeros(12, 64)
         job = types.SimpleNamespace(
             names=["pos", "fc1.weight"], params=[pos, self.model.fc1.weight.detach()],
             trainable=[False, False], registered_by="broadcast_parameters")
         named = [("fc1.weight", self.model.fc1.weight)]
-        with self.assertRaises(tamp.torch._torch_session.NotTrainableError) as raised:
+        with self.assertRaises(tamp.torch._torch_session.NotInOptimizerError) as raised:
             tamp.torch._torch_session.Session.check_same(job, named, "DistributedOptimizer")
         message = str(raised.exception)
         self.assertIn('"pos" [12, 64], tensor 0 of the job as broadcast_parameters() '
-                      "registered it, is not among the parameters here", message)
+                      "registered it from a state_dict, is not among this optimizer's "
+                      "parameters: either it is a frozen parameter", message)
         self.assertIn("call DistributedOptimizer() first", message)
+        self.assertIn("or this optimizer leaves out a trainable parameter", message)
         # Registered trainable (named_parameters()): the plain mismatch, as before.
         job.trainable = [True, True]
         with self.assertRaises(ValueError) as raised:
             tamp.torch._torch_session.Session.check_same(job, named, "DistributedOptimizer")
-        self.assertNotIsInstance(raised.exception, tamp.torch._torch_session.NotTrainableError)
+        self.assertNotIsInstance(raised.exception,
+                                 tamp.torch._torch_session.NotInOptimizerError)
         self.assertIn('the job registered "pos" [12, 64] there', str(raised.exception))
 
     def test_add_param_group_after_registration_is_refused_changing_nothing(self):

@@ -603,9 +603,10 @@ void Job::TearDown(absl::Duration grace, bool expect_clean) {
       HandleLine(event.child, event.line);
     } else if (event.status.signaled() && event.status.signal() == SIGKILL) {
       Say(hurried ? absl::StrCat(group_.name(event.child), " killed (interrupted again)")
-                  : absl::StrCat(group_.name(event.child), " did not stop within ",
-                                 Seconds(grace), " of SIGTERM; killed",
-                                 expect_clean ? "" : " (--kill_grace)"));
+          : grace == absl::ZeroDuration()
+              ? absl::StrCat(group_.name(event.child), " killed at once (--kill_grace=0)")
+              : absl::StrCat(group_.name(event.child), " did not stop within ", Seconds(grace),
+                             " of SIGTERM; killed", expect_clean ? "" : " (--kill_grace)"));
     } else if (expect_clean && !event.status.success() &&
                !(event.status.signaled() && event.status.signal() == SIGTERM)) {
       const bool checkpoint_lost = roles_[event.child].role == Role::kServer &&

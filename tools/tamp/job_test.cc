@@ -740,6 +740,16 @@ TEST_F(JobTest, StubbornServerIsKilledAfterTheKillGraceOnAFailure) {
   ExpectAllGone(3);
 }
 
+TEST_F(JobTest, KillGraceZeroKillsAtOnceSayingSo) {
+  setenv("FAKE_SERVER_MODE", "stubborn", 1);
+  setenv("FAKE_FAIL_RANK", "1", 1);
+  options_.failure_grace = absl::ZeroDuration();
+  ASSERT_EQ(Run(), kExitFailed) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: server 0 killed at once (--kill_grace=0)"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("did not stop within")));
+  ExpectAllGone(3);
+}
+
 TEST_F(JobTest, UncleanServerStopIsAWarningOnly) {
   setenv("FAKE_SERVER_MODE", "bad_stop", 1);
   ASSERT_EQ(Run(), kExitOk) << out_.str();

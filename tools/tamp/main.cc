@@ -63,8 +63,9 @@ Commands:
                              its work after training (a test evaluation, a save).
       --kill_grace=D         On Ctrl-C or a failure, SIGTERM goes to every process (a
                              worker's whole process group) and SIGKILL to what is left
-                             D later (default 5s; 0: at once). Give a script that saves
-                             a checkpoint on SIGTERM the time it needs.
+                             D later (default 5s; 0: at once, so no server writes a
+                             final checkpoint). Give a script that saves a checkpoint on
+                             SIGTERM the time it needs.
   summarize CONFIG EVENTS_0 ... EVENTS_{W-1} [--summary_json=PATH] [--wall_seconds=S]
                        The run summary of a job a cluster engine started (Slurm,
                        Kubernetes), from each worker's saved stdout, in rank order

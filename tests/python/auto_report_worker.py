@@ -1,5 +1,5 @@
 """One worker of a 2-worker job under `tamp run` whose script reports nothing itself
-(tests/python_test.sh checks the run's summary): tamp.torch prints the progress events.
+(tests/python_run_test.sh checks the run's summary): tamp.torch prints the progress events.
 
     auto_report_worker.py silent    DistributedOptimizer, step() without closure
     auto_report_worker.py closure   step(closure), which gives the loss; report_eval(0.625)

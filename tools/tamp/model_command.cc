@@ -386,6 +386,13 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
                             100 * job_cpu.core_utilization,
                             job_cpu.payload_bytes_per_ms * 8e3 / 1e9)
           : "");
+  const config::Compression& compression = config->compression();
+  const int overrides = compression.shard_overrides_size() + compression.tensor_overrides_size();
+  // The "config" row predicts the config whole, its overrides included: its PUSH says so, so
+  // that the default's codec alone is not read as what every tensor gets.
+  const std::string overrides_note =
+      overrides == 0 ? ""
+                     : absl::StrCat(" + ", overrides, overrides == 1 ? " override" : " overrides");
   std::vector<std::vector<std::string>> table;
   for (const events::ModelPrediction::Codec& row : prediction.codecs()) {
     if (row.has_error()) {
@@ -398,7 +405,8 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
          Ms(row.compute_ms()), Ms(row.encode_ms()), Ms(row.wire_ms()), Ms(row.decode_ms()),
          Ms(row.apply_ms()),
          absl::StrFormat("%.3f", (row.bytes_pushed_per_step() + row.bytes_pulled_per_step()) / 1e6),
-         absl::StrFormat("%.2fx", row.speedup_vs_none()), row.push()});
+         absl::StrFormat("%.2fx", row.speedup_vs_none()),
+         row.codec() == "config" ? row.push() + overrides_note : row.push()});
   }
   *out << FormatTable({"CODEC", "STEP MS", "BOUND", "CPU MS", "COMPUTE", "ENCODE", "WIRE",
                        "DECODE", "APPLY", "MB/STEP", "VS NONE", "PUSH"},
@@ -407,8 +415,6 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
           "compute, codecs and shards, or the CPU: CPU MS, the whole job's CPU work per step, "
           "over the usable cores); MB/STEP: payload bytes of all workers, both directions. "
           "Row \"none\": no compression at all.\n";
-  const config::Compression& compression = config->compression();
-  const int overrides = compression.shard_overrides_size() + compression.tensor_overrides_size();
   if (options.all_codecs && overrides > 0) {
     *out << "Each codec's row swaps default_compression's push only: the config's " << overrides
          << (overrides == 1 ? " override stays" : " overrides stay")

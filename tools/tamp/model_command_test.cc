@@ -156,6 +156,37 @@ TEST(ModelCommandTest, EveryCodecSaysTheOverridesStay) {
       << out.str();
 }
 
+// The config's own row, for a config with overrides: its PUSH names the default's codec and
+// says that overrides come with it (the prediction is for the config whole); a row without
+// overrides names the codec alone.
+TEST(ModelCommandTest, TheConfigRowSaysItsOverrides) {
+  const std::string header = R"(version: 1
+    cluster { num_servers: 1 num_workers: 1 }
+    model { kind: MLP hidden: [16] }
+    data { batch_size: 8 }
+    optimizer { name: "sgd" learning_rate: 0.1 }
+    compression { default_compression { push { name: "topk" ratio: 0.1 } } )";
+  for (const auto& [overrides, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"", "name: \"topk\" ratio: 0.1\n"},
+           {R"(tensor_overrides { pattern: "fc1.*" compression { push { name: "fp16" } } }
+               tensor_overrides { pattern: "*.bias" compression { push { name: "none" } } })",
+            "name: \"topk\" ratio: 0.1 + 2 overrides\n"}}) {
+    ModelOptions options;
+    options.config_path = WriteFile("config_row.pbtxt", header + overrides + "}");
+    options.link = *perf::ParseBandwidth("1gbit");
+    options.cores = 2;
+    options.compute_ms = 1.0;
+    std::ostringstream out, err;
+    ASSERT_EQ(ModelCommand(options, &out, &err), 0) << err.str();
+    const std::string text = out.str();
+    const size_t row = text.find("\nconfig ");
+    ASSERT_NE(row, std::string::npos) << text;
+    const size_t end = text.find('\n', row + 1);
+    EXPECT_EQ(text.substr(end - expected.size() + 1, expected.size()), expected)
+        << text.substr(row, end - row);
+  }
+}
+
 TEST(ModelCommandTest, ABusyMachineIsSaid) {
   EXPECT_EQ(BusyMachineNote(1.5, 2), "");
   EXPECT_EQ(BusyMachineNote(0.0, 1), "");

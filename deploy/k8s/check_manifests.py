@@ -127,6 +127,32 @@ def check_pod(c, where, pod_spec, statefulset, service, port, config_paths, clai
     return container
 
 
+def check_volume_access(c, where, pod_spec, container, claims=()):
+    """A pod that runs as a user other than root must be able to read its Secret's files and
+    write its claimed volumes: a Secret mode without group or other read leaves the files to
+    root (fsGroup gives the pod's group the group bits), and a claim without fsGroup stays
+    root's on most storage."""
+    pod_context = pod_spec.get("securityContext", {})
+    context = {**pod_context, **(container or {}).get("securityContext", {})}
+    user = context.get("runAsUser")
+    if user == 0 or (user is None and not context.get("runAsNonRoot")):
+        return
+    who = f"user {user}" if user is not None else "the image's user (runAsNonRoot)"
+    group = pod_context.get("fsGroup")
+    volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+    for mount in (container or {}).get("volumeMounts", []):
+        volume = volumes.get(mount["name"], {})
+        if "secret" in volume:
+            mode = volume["secret"].get("defaultMode", 0o644)
+            if not (mode & 0o004 or (group is not None and mode & 0o040)):
+                c.fail(where, f"Secret {volume['secret'].get('secretName')} is mounted with "
+                              f"defaultMode {mode:04o}, which {who} cannot read: give the "
+                              "group read (0440) and set securityContext.fsGroup")
+        elif mount["name"] in claims and group is None:
+            c.fail(where, f"volume {mount['name']} (a claim) is not writable by {who} without "
+                          "securityContext.fsGroup")
+
+
 def check_checkpoint_volume(c, where, spec, server, config):
     """The CONFIG's checkpoint.dir must be a mount of a volumeClaimTemplate: a server pod the
     StatefulSet restarts resumes its shard only from a volume that outlived the old pod."""
@@ -196,6 +222,7 @@ def main():
     server = check_pod(c, where, spec["template"]["spec"], sts_name, svc_name, port, config_paths,
                        claims)
     check_checkpoint_volume(c, where, spec, server, config)
+    check_volume_access(c, where, spec["template"]["spec"], server, claims)
     if server is not None:
         container_ports = [p.get("containerPort") for p in server.get("ports", [])]
         if port not in container_ports:
@@ -220,6 +247,7 @@ def main():
         c.fail(where, f"backoffLimit is {spec.get('backoffLimit')!r}: at least 1 lets a dead worker "
                       "restart")
     worker = check_pod(c, where, worker_pod, sts_name, svc_name, port, config_paths)
+    check_volume_access(c, where, worker_pod, worker)
     if worker is not None:
         script = " ".join(worker.get("command", []))
         if "TAMP_RESTART=1" not in script:

@@ -80,6 +80,10 @@ expect_problem '/device: CUDA/d' configmap.yaml "the CONFIG does not say device:
 expect_problem '/checkpoint { dir/d' configmap.yaml "the CONFIG has no checkpoint { dir }"
 expect_problem 's/^    checkpoint { dir/    # checkpoint { dir/' configmap.yaml "the CONFIG has no checkpoint { dir }"
 expect_problem 's/{name: checkpoints, mountPath: \/var\/lib\/tamp\/checkpoints}/{name: secrets, mountPath: \/var\/lib\/tamp\/checkpoints}/' servers.yaml "checkpoint.dir /var/lib/tamp/checkpoints is not on a volumeClaimTemplate volume's mountPath"
+# A pod not run as root: the Secret's files must be readable by its group, the claim writable.
+expect_problem 's/defaultMode: 0440/defaultMode: 0400/' servers.yaml "Secret tamp-secrets is mounted with defaultMode 0400, which user 65532 cannot read"
+expect_problem 's/, fsGroup: 65532//' servers.yaml "volume checkpoints (a claim) is not writable by user 65532 without securityContext.fsGroup"
+expect_problem 's/, fsGroup: 65532//' workers.yaml "Secret tamp-secrets is mounted with defaultMode 0440, which user 65532 cannot read"
 # The claim mounted above checkpoint.dir (the directory inside the volume) is as good.
 mkdir -p "$work/parent"
 cp "${manifests[@]}" "$work/parent/"

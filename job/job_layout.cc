@@ -1,6 +1,7 @@
 #include "job/job_layout.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -211,6 +212,14 @@ WinningOverrides FindWinningOverrides(const config::Compression& compression,
   return winners;
 }
 
+// "compression.tensor_overrides[2], pattern 'fc1.*'; compression.tensor_overrides[3], ...".
+std::string NameOverrides(const config::Compression& compression, const std::set<int>& indices) {
+  return absl::StrJoin(indices, "; ", [&](std::string* out, int index) {
+    absl::StrAppend(out, "compression.tensor_overrides[", index, "], pattern '",
+                    compression.tensor_overrides(index).pattern(), "'");
+  });
+}
+
 }  // namespace
 
 std::vector<std::string> LayoutNotes(const config::RunConfig& config, const JobLayout& layout) {
@@ -223,47 +232,38 @@ std::vector<std::string> LayoutNotes(const config::RunConfig& config, const JobL
       continue;
     }
     const std::string& pattern = compression.tensor_overrides(i).pattern();
-    int shadowed_by = -1;  // A later override winning one of its tensors; -1 once one is its.
+    std::set<int> later;  // The later overrides that win tensors it matches.
     bool matches_any = false;
+    bool wins_any = false;
     for (size_t t = 0; t < layout.tensors.size(); ++t) {
       if (!TensorNameMatches(pattern, layout.tensors[t].name)) continue;
       matches_any = true;
-      const int winner = winners.by_tensor[t];
-      if (winner == i) {
-        shadowed_by = -1;
-        break;
+      if (winners.by_tensor[t] == i) {
+        wins_any = true;
+      } else {
+        later.insert(winners.by_tensor[t]);
       }
-      if (shadowed_by == -1) shadowed_by = winner;
     }
-    if (matches_any && shadowed_by != -1) {
+    if (matches_any && !wins_any) {
       notes.push_back(absl::StrCat(
           "compression.tensor_overrides[", i, "] (pattern '", pattern,
-          "') changes nothing: later overrides, which win, match every tensor it matches "
-          "(compression.tensor_overrides[", shadowed_by, "], pattern '",
-          compression.tensor_overrides(shadowed_by).pattern(), "')"));
+          "') changes nothing: later overrides, which win, match every tensor it matches (",
+          NameOverrides(compression, later), ")"));
       continue;
     }
     // Both at once: the tensors it wins travel raw, and later overrides win the others.
-    if (!matches_any || !Compresses(compression.tensor_overrides(i))) continue;
-    int later = -1;  // The first later override winning one of its tensors.
-    bool decides_a_chunk = false;
-    for (const ChunkPlan& plan : layout.chunks) {
-      if (!TensorNameMatches(pattern, layout.tensor_of(plan).name)) continue;
-      const int winner = winners.by_tensor[plan.chunk.tensor];
-      if (winner != i) {
-        if (later == -1) later = winner;
-      } else if (!TravelsRaw(compression, plan.chunk.length)) {
-        decides_a_chunk = true;
-        break;
-      }
-    }
-    if (!decides_a_chunk && later != -1) {
+    if (later.empty() || !Compresses(compression.tensor_overrides(i))) continue;
+    const bool decides_a_chunk =
+        std::any_of(layout.chunks.begin(), layout.chunks.end(), [&](const ChunkPlan& plan) {
+          return winners.by_tensor[plan.chunk.tensor] == i &&
+                 !TravelsRaw(compression, plan.chunk.length);
+        });
+    if (!decides_a_chunk) {
       notes.push_back(absl::StrCat(
           "compression.tensor_overrides[", i, "] (pattern '", pattern,
           "') changes nothing: later overrides, which win, take some of the tensors it "
-          "matches (compression.tensor_overrides[", later, "], pattern '",
-          compression.tensor_overrides(later).pattern(),
-          "'), and the others are below compression.min_compress_bytes (",
+          "matches (", NameOverrides(compression, later),
+          "), and the others are below compression.min_compress_bytes (",
           compression.min_compress_bytes(), " B) and travel raw"));
     }
   }

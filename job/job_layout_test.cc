@@ -182,6 +182,23 @@ TEST(JobLayoutTest, AnOverrideEveryTensorOfWhichALaterOneSetsIsNamed) {
                                      "pattern 'fc1.*')"));
 }
 
+// Two later overrides that between them win every tensor it matches: both are named.
+TEST(JobLayoutTest, EveryLaterOverrideThatTakesItsTensorsIsNamed) {
+  config::RunConfig config = MlpConfig();
+  config::Compression& compression = *config.mutable_compression();
+  for (const char* pattern : {"fc*", "fc1.*", "fc2.*"}) {
+    config::TensorOverride* override = compression.add_tensor_overrides();
+    override->set_pattern(pattern);
+    override->mutable_compression()->mutable_push()->set_name("fp16");
+  }
+  EXPECT_THAT(NotesOf(config),
+              ::testing::ElementsAre("compression.tensor_overrides[0] (pattern 'fc*') changes "
+                                     "nothing: later overrides, which win, match every tensor "
+                                     "it matches (compression.tensor_overrides[1], pattern "
+                                     "'fc1.*'; compression.tensor_overrides[2], pattern "
+                                     "'fc2.*')"));
+}
+
 // Both at once: a later override takes fc2.weight, and fc2.bias (40 B) travels raw.
 TEST(JobLayoutTest, AnOverrideShadowedForSomeTensorsAndRawForTheOthersIsNamed) {
   config::RunConfig config = MlpConfig();

@@ -2,11 +2,13 @@
 
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "job/security.h"
+#include "protocol/tls_files.h"
 
 namespace tamp {
 namespace {
@@ -28,24 +30,27 @@ struct Pems {
   std::string cert, key, ca;
 };
 
-// The server's files, or the client's (client_cert_file / client_key_file when set).
+// The server's files, or the client's (client_cert_file / client_key_file when set), read
+// and checked as gRPC will use them (protocol/tls_files.h).
 absl::StatusOr<Pems> ReadPems(const config::Tls& tls, bool client) {
-  Pems pems;
+  TlsFiles files;
   const bool own = client && !tls.client_cert_file().empty();
-  absl::StatusOr<std::string> cert =
-      own ? ReadPem(tls.client_cert_file(), "cluster.tls.client_cert_file")
-          : ReadPem(tls.cert_file(), "cluster.tls.cert_file");
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key =
-      own ? ReadPem(tls.client_key_file(), "cluster.tls.client_key_file")
-          : ReadPem(tls.key_file(), "cluster.tls.key_file");
-  if (!key.ok()) return key.status();
-  absl::StatusOr<std::string> ca = ReadPem(tls.ca_file(), "cluster.tls.ca_file");
-  if (!ca.ok()) return ca.status();
-  pems.cert = *std::move(cert);
-  pems.key = *std::move(key);
-  pems.ca = *std::move(ca);
-  return pems;
+  files.cert_field = own ? "cluster.tls.client_cert_file" : "cluster.tls.cert_file";
+  files.cert_path = own ? tls.client_cert_file() : tls.cert_file();
+  files.key_field = own ? "cluster.tls.client_key_file" : "cluster.tls.key_file";
+  files.key_path = own ? tls.client_key_file() : tls.key_file();
+  files.ca_field = "cluster.tls.ca_file";
+  files.ca_path = tls.ca_file();
+  files.verify_chain = !client;
+  for (auto [field, path, pem] : {std::tie(files.cert_field, files.cert_path, files.cert_pem),
+                                  std::tie(files.key_field, files.key_path, files.key_pem),
+                                  std::tie(files.ca_field, files.ca_path, files.ca_pem)}) {
+    absl::StatusOr<std::string> text = ReadPem(path, field);
+    if (!text.ok()) return text.status();
+    pem = *std::move(text);
+  }
+  if (absl::Status usable = CheckTlsFiles(files, absl::Now()); !usable.ok()) return usable;
+  return Pems{std::move(files.cert_pem), std::move(files.key_pem), std::move(files.ca_pem)};
 }
 
 absl::Status PlaintextRefused(absl::string_view host) {

@@ -8,7 +8,7 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgflags-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev librandom123-dev zlib1g-dev
+  libopenblas-dev librandom123-dev zlib1g-dev libssl-dev
   dataset-fashion-mnist
   # Tests of the deployment files: a one-machine Slurm cluster, and YAML for the manifests.
   slurm-wlm munge python3-yaml

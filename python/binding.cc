@@ -356,6 +356,7 @@ class PyClient {
     out["bytes_pulled"] = totals.bytes_pulled;
     out["raw_bytes_pushed"] = totals.raw_bytes_pushed;
     out["start_step"] = totals.start_step;
+    out["steps_missed"] = totals.steps_missed;
     return out;
   }
 

@@ -629,6 +629,7 @@ absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
     return failure;
   }
   next_step_ = step_ + 1;
+  last_completed_step_ = step_;
   return absl::OkStatus();
 }
 

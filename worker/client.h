@@ -140,6 +140,9 @@ struct ClientTotals {
   // The first step this client began: 0 in a fresh run; later where the run resumed from
   // the servers' checkpoints or this process replaced a dead worker. None before a step.
   std::optional<uint64_t> start_step;
+  // The steps this client took no part in: between the last it completed and the one
+  // Rejoin() returned (a barrier dropped it); 0 for a process that never completed one.
+  uint64_t steps_missed = 0;
 };
 
 class Client {
@@ -341,6 +344,7 @@ class Client {
   // The step BeginStep() must begin: Start()'s or Rejoin()'s, or the one after the step
   // Wait() completed; unknown after a step that ended in an error.
   std::optional<uint64_t> next_step_;
+  std::optional<uint64_t> last_completed_step_;  // The last step Wait() completed.
   bool started_ = false;  // Start() or Resume() succeeded: neither is called again.
   // Why the last step ended in an error (Wait()'s, naming the step), until Rejoin(): what a
   // call refused for want of a step says.

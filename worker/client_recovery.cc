@@ -69,6 +69,9 @@ absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view ca
   const uint64_t step = *rejoined;
   TAMP_RETURN_IF_ERROR(CopyPulled(-1, params, memory));
   LOG(WARNING) << "worker " << rank_ << " rejoined at step " << step;
+  if (last_completed_step_.has_value() && step > *last_completed_step_ + 1) {
+    totals_.steps_missed += step - *last_completed_step_ - 1;
+  }
   next_step_ = step;
   started_ = true;
   failed_step_ = absl::OkStatus();

@@ -611,6 +611,37 @@ TEST_F(RegisteredJobTest, AggregateModeWritesTheMeanGradient) {
   EXPECT_TRUE(absl::IsFailedPrecondition(rejoined.status())) << rejoined.status();
 }
 
+// A worker a barrier dropped rejoins at the others' step; its totals count the steps it took
+// no part in (what its STEP events tell `tamp run`), the others' none.
+TEST_F(RegisteredJobTest, AWorkerThatRejoinsCountsTheStepsItMissed) {
+  StartJob(config::Server::OPTIMIZER, /*worker_timeout_ms=*/100);
+  BothWorkers([&](int rank) { ASSERT_TRUE(clients_[rank]->Start(tensors_[rank]).ok()); });
+  const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 3, 0);
+  auto step = [&](int rank, uint64_t number) {
+    EXPECT_TRUE(clients_[rank]->BeginStep(number, tensors_[rank]).ok());
+    for (int t = 0; t < 2; ++t) {
+      EXPECT_TRUE(clients_[rank]
+                      ->Push(t, absl::MakeConstSpan(grads).subspan(layout_.tensor_offsets[t],
+                                                                   layout_.tensors[t].elements()))
+                      .ok());
+    }
+    return clients_[rank]->Wait(tensors_[rank]);
+  };
+  BothWorkers([&](int rank) { ASSERT_TRUE(step(rank, 0).ok()); });
+  ASSERT_TRUE(step(0, 1).ok());  // Worker 1 is late: dropped after 100 ms.
+  ASSERT_TRUE(step(0, 2).ok());  // Without it.
+  const absl::Status late = step(1, 1);
+  ASSERT_TRUE(absl::IsAborted(late)) << late;
+  EXPECT_EQ(clients_[1]->totals().steps_missed, 0u);  // Not yet: it may rejoin at step 1.
+  const absl::StatusOr<uint64_t> rejoined = clients_[1]->Rejoin(tensors_[1], "dropped");
+  ASSERT_TRUE(rejoined.ok()) << rejoined.status();
+  EXPECT_EQ(*rejoined, 3u);
+  EXPECT_EQ(clients_[1]->totals().steps_missed, 2u);  // Steps 1 and 2.
+  EXPECT_EQ(clients_[0]->totals().steps_missed, 0u);
+  BothWorkers([&](int rank) { ASSERT_TRUE(step(rank, 3).ok()); });
+  EXPECT_EQ(params_[1], params_[0]) << "the replicas differ after the rejoin";
+}
+
 // The servers' word for a dropped worker is to rejoin; in AGGREGATE it cannot (a user's
 // rejoin() was refused after being told to call it): the client says so.
 TEST_F(RegisteredJobTest, AnAggregateWorkerDroppedIsToldItCannotRejoin) {

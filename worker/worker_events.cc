@@ -15,6 +15,7 @@ events::WorkerEvent Event(const WorkerFigures& figures, events::WorkerEvent::Kin
   event.set_bytes_pulled(totals.bytes_pulled);
   event.set_raw_bytes_pushed(totals.raw_bytes_pushed);
   if (totals.start_step.has_value()) event.set_start_step(*totals.start_step);
+  event.set_steps_missed(totals.steps_missed);
   return event;
 }
 

@@ -121,6 +121,7 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(report["raw_bytes_pushed"], 4 * sum(g.size for g in grads))
         self.assertEqual(len(report["shard_bytes_pushed"]), 2)
         self.assertGreaterEqual(self.client.totals()["bytes_pushed"], report["raw_bytes_pushed"])
+        self.assertEqual(self.client.totals()["steps_missed"], 0)  # Never dropped.
 
     def test_torch_tensors_through_dlpack_without_copies(self):
         grads = self.begin()

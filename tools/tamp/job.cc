@@ -519,14 +519,17 @@ void Job::HandleLine(int child, const std::string& line) {
       if (metrics_.is_open() && event->kind() == events::WorkerEvent::EVAL) {
         metrics_ << EvalMetricsJson(role.rank, *event) << "\n" << std::flush;
       }
-      const uint64_t last_step = summary_.last_step(role.rank);
-      summary_.Add(role.rank, *event);
-      if (event->kind() == events::WorkerEvent::STEP && last_step > 0 &&
-          event->step() > last_step + 1) {
-        Say(absl::StrCat(group_.name(child), " rejoined the run at step ", event->step(),
-                         ": it took no part in steps ", last_step + 1, "-", event->step() - 1,
-                         " (dropped from the barriers, or restarted; the others trained them "
-                         "without it)"));
+      const MissedSteps missed = summary_.Add(role.rank, *event);
+      if (missed.count > 0 && missed.first > 0) {
+        Say(absl::StrCat(group_.name(child), " rejoined the run at step ",
+                         missed.first + missed.count, " after its restart: it took no part in "
+                         "steps ", missed.first, "-", missed.first + missed.count - 1,
+                         " (the others trained them without it)"));
+      } else if (missed.count > 0) {
+        Say(absl::StrCat(group_.name(child), " took no part in ", missed.count,
+                         missed.count == 1 ? " step" : " steps", " before step ", event->step(),
+                         ": a barrier dropped it and it rejoined at the others' step (the others "
+                         "trained them without it; consistency.worker_timeout_ms)"));
       }
       renderer_.OnEvent(role.rank, *event, absl::Now());
       return;

@@ -68,7 +68,9 @@ while :; do sleep 0.02; done
 //   FAKE_WORKER_MODE=crash      dies of SIGSEGV
 //   FAKE_WORKER_MODE=fail_after_done  worker 1 exits 4 after its DONE
 //   FAKE_HANG_RANK=J            worker J never finishes (the others do)
-//   FAKE_SKIP_RANK=J            worker J reports no steps 2 and 3 (dropped, it rejoined)
+//   FAKE_SKIP_RANK=J            worker J reports no steps 2 and 3 (a script reporting some
+//                               steps only; with FAKE_SKIP_MISSED=1 its later events say it
+//                               missed them: dropped, it rejoined)
 constexpr char kFakeWorker[] = R"(#!/bin/sh
 resumed=
 for a in "$@"; do case "$a" in --rank=*) rank=${a#--rank=} ;; --resume) resumed=1 ;; esac; done
@@ -78,8 +80,12 @@ echo "worker $rank says hello"
 steps=${FAKE_STEPS:-5}
 i=1
 while [ $i -le $steps ]; do
-  if [ "$rank" = "${FAKE_SKIP_RANK:--1}" ] && [ $i -ge 2 ] && [ $i -le 3 ]; then i=$((i + 1)); continue; fi
-  echo "{\"kind\":\"STEP\",\"worker\":$rank,\"step\":\"$i\",\"totalSteps\":\"$steps\",\"epoch\":0,\"loss\":$((10 - i)).5,\"stepMs\":2,\"bytesPushed\":\"$((i * 100))\",\"rawBytesPushed\":\"$((i * 1000))\"}"
+  missed=0
+  if [ "$rank" = "${FAKE_SKIP_RANK:--1}" ]; then
+    if [ $i -ge 2 ] && [ $i -le 3 ]; then i=$((i + 1)); continue; fi
+    if [ $i -gt 3 ] && [ -n "${FAKE_SKIP_MISSED:-}" ]; then missed=2; fi
+  fi
+  echo "{\"kind\":\"STEP\",\"worker\":$rank,\"step\":\"$i\",\"totalSteps\":\"$steps\",\"epoch\":0,\"loss\":$((10 - i)).5,\"stepMs\":2,\"bytesPushed\":\"$((i * 100))\",\"rawBytesPushed\":\"$((i * 1000))\",\"stepsMissed\":\"$missed\"}"
   i=$((i + 1))
 done
 if [ "$rank" = "${FAKE_FAIL_RANK:--1}" ] && [ -z "$resumed" -o -z "${FAKE_FAIL_ONCE:-}" ]; then
@@ -198,7 +204,7 @@ class JobTest : public ::testing::Test {
     pids_ = dir_ + "/pids";
     setenv("FAKE_PIDS", pids_.c_str(), 1);
     for (const char* var : {"FAKE_SERVER_MODE", "FAKE_WORKER_MODE", "FAKE_FAIL_RANK",
-                            "FAKE_FAIL_ONCE", "FAKE_SKIP_RANK", "FAKE_STEPS", "FAKE_COMMAND_MODE",
+                            "FAKE_FAIL_ONCE", "FAKE_SKIP_RANK", "FAKE_SKIP_MISSED", "FAKE_STEPS", "FAKE_COMMAND_MODE",
                             "FAKE_HANG_RANK"}) {
       unsetenv(var);
     }
@@ -451,14 +457,25 @@ TEST_F(JobTest, RestartWorkersGivesUpAfterTheLimit) {
   ExpectAllGone(4);
 }
 
-// A worker whose steps jump (the servers dropped it, it rejoined) is named, and the summary
-// counts the steps it missed.
+// A worker whose events say it missed steps (the servers dropped it, it rejoined) is named,
+// and the summary counts them.
 TEST_F(JobTest, AWorkerThatRejoinedIsNamedWithTheStepsItMissed) {
   setenv("FAKE_SKIP_RANK", "1", 1);
+  setenv("FAKE_SKIP_MISSED", "1", 1);
   ASSERT_EQ(Run(), kExitOk) << out_.str();
-  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 rejoined the run at step 4: it took no part "
-                                    "in steps 2-3 (dropped from the barriers, or restarted"));
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 took no part in 2 steps before step 4: a "
+                                    "barrier dropped it and it rejoined at the others' step"));
   EXPECT_EQ(ReadSummary().worker_steps_missed(), 2u);
+}
+
+// A worker that reports only some steps (a script logging every few) missed none: nothing
+// is said, nothing counted.
+TEST_F(JobTest, AWorkerThatReportsSomeStepsOnlyMissedNone) {
+  setenv("FAKE_SKIP_RANK", "1", 1);
+  ASSERT_EQ(Run(), kExitOk) << out_.str();
+  EXPECT_THAT(out_.str(), Not(HasSubstr("took no part")));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("rejoined")));
+  EXPECT_EQ(ReadSummary().worker_steps_missed(), 0u);
 }
 
 // A worker that fails after reporting the run's last step is not restarted (a new process

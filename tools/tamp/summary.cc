@@ -36,12 +36,18 @@ absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line) {
 }
 
 SummaryBuilder::SummaryBuilder(int num_workers)
-    : done_(num_workers), last_steps_(num_workers), latest_(num_workers), banked_(num_workers) {
+    : done_(num_workers),
+      last_steps_(num_workers),
+      reported_missed_(num_workers),
+      restarted_(num_workers),
+      latest_(num_workers),
+      banked_(num_workers) {
   CHECK_GE(num_workers, 1);
 }
 
-void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
-  if (worker < 0 || worker >= static_cast<int>(done_.size())) return;
+MissedSteps SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
+  MissedSteps missed;
+  if (worker < 0 || worker >= static_cast<int>(done_.size())) return missed;
   latest_[worker] = {event.bytes_pushed(), event.bytes_pulled(), event.raw_bytes_pushed()};
   if (worker == 0) synthetic_ = event.synthetic();
   if (event.has_start_step() && !(start_step_ && *start_step_ <= event.start_step())) {
@@ -51,9 +57,19 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
     case events::WorkerEvent::STEP:
       if (worker == 0 && event.has_loss()) final_loss_ = event.loss();
       if (worker == 0) last_epoch_ = event.epoch();
-      if (last_steps_[worker] > 0 && event.step() > last_steps_[worker] + 1) {
-        steps_missed_ += event.step() - last_steps_[worker] - 1;
+      if (restarted_[worker]) {  // Its successor's first: it began where the run was.
+        restarted_[worker] = false;
+        const uint64_t began = event.has_start_step() ? event.start_step() : event.step();
+        if (last_steps_[worker] > 0 && began > last_steps_[worker] + 1) {
+          missed = {began - last_steps_[worker] - 1, last_steps_[worker] + 1};
+        }
       }
+      if (event.steps_missed() > reported_missed_[worker]) {
+        missed.count += event.steps_missed() - reported_missed_[worker];
+        missed.first = 0;  // Not all of them after the restart: which ones is not known.
+        reported_missed_[worker] = event.steps_missed();
+      }
+      steps_missed_ += missed.count;
       last_steps_[worker] = std::max(last_steps_[worker], event.step());
       step_ms_.push_back(event.step_ms());
       compute_ms_.push_back(event.compute_ms());
@@ -70,6 +86,7 @@ void SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
     default:
       break;
   }
+  return missed;
 }
 
 bool SummaryBuilder::done(int worker) const { return done_.at(worker).has_value(); }
@@ -82,6 +99,8 @@ void SummaryBuilder::WorkerRestarted(int worker) {
   banked_[worker].raw_pushed += latest_[worker].raw_pushed;
   latest_[worker] = {};
   done_[worker].reset();
+  reported_missed_[worker] = 0;
+  restarted_[worker] = true;
 }
 
 absl::StatusOr<events::RunSummary> SummaryBuilder::Build(const std::string& name, uint32_t epochs,

@@ -48,20 +48,34 @@ absl::StatusOr<events::WorkerEvent> ParseWorkerEvent(absl::string_view line);
 //   epochs                 epochs begun by worker 0's steps (its last STEP's epoch + 1; the
 //                          last may be partial, as training.max_steps cuts it); the caller's
 //                          (the config's) when worker 0 reported no STEP
+//   worker_steps_missed    the steps workers took no part in: what their processes' STEP
+//                          events say (steps_missed: a barrier dropped them), and for a
+//                          restarted worker, the steps between its predecessor's last STEP and
+//                          the step its successor began (start_step)
 // name and wall_seconds come from the caller.
+
+// What one STEP event shows a worker missed (SummaryBuilder::Add()).
+struct MissedSteps {
+  uint64_t count = 0;  // 0: nothing.
+  // A restarted worker's: the first step it missed (the run went on without it from there).
+  // 0 for steps a barrier dropped it from: its events count them but do not say which.
+  uint64_t first = 0;
+};
+
 class SummaryBuilder {
  public:
   explicit SummaryBuilder(int num_workers);
 
   // Records an event of worker `worker` (its rank as the launcher started it; the event's
-  // own `worker` field is not trusted). Events of unknown ranks are ignored.
-  void Add(int worker, const events::WorkerEvent& event);
+  // own `worker` field is not trusted), and returns the steps it shows that worker missed.
+  // Events of unknown ranks are ignored.
+  MissedSteps Add(int worker, const events::WorkerEvent& event);
 
   // Whether worker `worker` has reported DONE.
   bool done(int worker) const;
 
   // The step of worker `worker`'s last STEP event (its process's or a predecessor's); 0
-  // before any. A STEP past it + 1 counts the steps between as missed.
+  // before any.
   uint64_t last_step(int worker) const { return last_steps_.at(worker); }
 
 
@@ -98,6 +112,10 @@ class SummaryBuilder {
 
   std::vector<std::optional<events::WorkerEvent>> done_;
   std::vector<uint64_t> last_steps_;   // By worker, of its last STEP (0: none).
+  // By worker: the steps_missed its current process last reported, and whether that
+  // process (a restarted one) has reported no STEP yet.
+  std::vector<uint64_t> reported_missed_;
+  std::vector<bool> restarted_;
   uint64_t steps_missed_ = 0;
   bool synthetic_ = false;             // Worker 0's events say so.
   std::optional<uint32_t> last_epoch_;  // Of worker 0's last STEP.

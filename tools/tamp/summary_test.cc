@@ -155,18 +155,35 @@ TEST(SummaryBuilderTest, AnEndedJobSummarizesWhatWasReported) {
   EXPECT_EQ(empty.failure(), "no server");
 }
 
-// A worker whose STEP events jump (dropped from the barriers, or restarted) missed the steps
-// between; a resumed run's first STEP (after none) misses nothing.
+// What a worker missed: the steps its events say a barrier dropped it from, and a restarted
+// worker's steps between its predecessor's last STEP and where its successor began. Gaps
+// between one process's STEP events (a script that reports some steps only) are none; a
+// resumed run's first STEP (after none) misses nothing.
 TEST(SummaryBuilderTest, StepsAWorkerTookNoPartInAreCounted) {
   SummaryBuilder builder(2);
-  builder.Add(0, Step(41, 1, 1, 1));  // Resumed at step 40.
+  auto missing = [](events::WorkerEvent event, uint64_t steps_missed) {
+    event.set_steps_missed(steps_missed);
+    return event;
+  };
+  auto began_at = [](events::WorkerEvent event, uint64_t start_step) {
+    event.set_start_step(start_step);
+    return event;
+  };
+  EXPECT_EQ(builder.Add(0, Step(41, 1, 1, 1)).count, 0u);  // Resumed at step 40.
   builder.Add(1, Step(41, 1, 1, 1));
-  builder.Add(1, Step(42, 1, 1, 1));
-  EXPECT_EQ(builder.last_step(1), 42u);
-  builder.Add(1, Step(50, 1, 1, 1));  // Steps 43-49 without it.
+  EXPECT_EQ(builder.Add(1, Step(45, 1, 1, 1)).count, 0u);  // Reported 45 after 41: no gap.
+  EXPECT_EQ(builder.last_step(1), 45u);
+  const MissedSteps dropped = builder.Add(1, missing(Step(50, 1, 1, 1), 4));  // 46-49 dropped.
+  EXPECT_EQ(dropped.count, 4u);
+  EXPECT_EQ(dropped.first, 0u);
+  EXPECT_EQ(builder.Add(1, missing(Step(51, 1, 1, 1), 4)).count, 0u);  // Told once.
   builder.WorkerRestarted(1);
-  builder.Add(1, Step(53, 1, 1, 1));  // Its successor's first: 51-52 missed too.
-  EXPECT_EQ(builder.BuildEnded("mlp", 1, 1, "failed", "").worker_steps_missed(), 9u);
+  // Its successor began at step 54 and first reports 55: 52-53 missed, named.
+  const MissedSteps restarted = builder.Add(1, began_at(Step(55, 1, 1, 1), 54));
+  EXPECT_EQ(restarted.count, 2u);
+  EXPECT_EQ(restarted.first, 52u);
+  EXPECT_EQ(builder.Add(1, began_at(Step(60, 1, 1, 1), 54)).count, 0u);
+  EXPECT_EQ(builder.BuildEnded("mlp", 1, 1, "failed", "").worker_steps_missed(), 6u);
   EXPECT_EQ(builder.last_step(0), 41u);
 }
 

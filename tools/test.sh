@@ -28,8 +28,10 @@ run_suite() {
 run_suite "$@"
 if [ "${TAMP_TEST_SANITIZERS:-1}" != 0 ]; then
   echo "test.sh: the suite again under AddressSanitizer + UBSan (TAMP_TEST_SANITIZERS=0 skips it)"
-  # --symlink_prefix=/ leaves bazel-bin pointing at the normal build.
-  run_suite --config=asan --symlink_prefix=/ "$@"
+  # --symlink_prefix=/ leaves bazel-bin pointing at the normal build. --build_tests_only:
+  # binaries no test runs (benchmarks, tools) were built by the normal pass; built again
+  # sanitized they would only cost CI's time.
+  run_suite --config=asan --symlink_prefix=/ --build_tests_only "$@"
 fi
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

@@ -94,6 +94,25 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
   return grpc::SslCredentials(options);
 }
 
+std::string CertificateNameNote(const config::Cluster& cluster, const std::string& dialed_host) {
+  if (!cluster.has_tls()) return "";
+  const std::string& override_name = cluster.tls().server_name_override();
+  const std::string& name = override_name.empty() ? dialed_host : override_name;
+  if (name.empty() || name == "0.0.0.0" || name == "::" || name == "[::]") return "";
+  absl::StatusOr<std::string> pem = ReadPem(cluster.tls().cert_file(), "cluster.tls.cert_file");
+  if (!pem.ok()) return "";  // Refused where the credentials are made, by name.
+  const absl::Status named = CheckCertificateNames(*pem, name);
+  if (named.ok() || absl::IsInvalidArgument(named)) return "";
+  return absl::StrCat(
+      "cluster.tls.cert_file '", cluster.tls().cert_file(), "': ", named.message(), ": workers ",
+      override_name.empty()
+          ? absl::StrCat("that dial '", name, "' will refuse this server (reissue the "
+                         "certificate for that name, or set cluster.tls.server_name_override "
+                         "to a name it holds)")
+          : absl::StrCat("verify it as cluster.tls.server_name_override '", name,
+                         "' and will refuse this server (set the override to a name it holds)"));
+}
+
 void AddTlsChannelArguments(const config::Cluster& cluster, grpc::ChannelArguments* args) {
   if (cluster.has_tls() && !cluster.tls().server_name_override().empty()) {
     args->SetSslTargetNameOverride(cluster.tls().server_name_override());

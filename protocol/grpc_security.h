@@ -43,6 +43,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const config::Cluster& cluster, absl::string_view address);
 
+// CertificateNameNote()
+//
+// With cluster.tls, where the server's certificate (cert_file) does not name the host
+// workers verify it as (tls.server_name_override, else `dialed_host`, the host of this
+// server's address in the placement): a warning that they will refuse it, naming what the
+// certificate holds and the two ways out. "" otherwise, and where `dialed_host` is empty or
+// a wildcard (0.0.0.0, ::) and no override is set: nothing to check against.
+std::string CertificateNameNote(const config::Cluster& cluster, const std::string& dialed_host);
+
 // AddTlsChannelArguments()
 //
 // cluster.tls.server_name_override as the SSL target name; nothing otherwise.

@@ -7,11 +7,16 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
+#include <openssl/x509v3.h>
+
+#include <arpa/inet.h>
+
 #include <ctime>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace tamp {
 namespace {
@@ -126,6 +131,43 @@ absl::Status CheckTlsFiles(const TlsFiles& files, absl::Time now) {
                                 "): the workers, who verify it with that file, would refuse it"));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckCertificateNames(const std::string& cert_pem, const std::string& host) {
+  std::vector<Cert> chain = ReadCertificates(cert_pem);
+  if (chain.empty()) return absl::InvalidArgumentError("the certificate file holds no PEM certificate");
+  X509* leaf = chain.front().get();
+  std::string bare = host;
+  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+  const bool matches = X509_check_ip_asc(leaf, bare.c_str(), 0) == 1 ||
+                       X509_check_host(leaf, bare.data(), bare.size(), 0, nullptr) == 1;
+  ERR_clear_error();
+  if (matches) return absl::OkStatus();
+  std::vector<std::string> names;
+  auto* alt_names = static_cast<GENERAL_NAMES*>(
+      X509_get_ext_d2i(leaf, NID_subject_alt_name, nullptr, nullptr));
+  for (int i = 0; alt_names != nullptr && i < sk_GENERAL_NAME_num(alt_names); ++i) {
+    const GENERAL_NAME* name = sk_GENERAL_NAME_value(alt_names, i);
+    if (name->type == GEN_DNS) {
+      const ASN1_STRING* text = name->d.dNSName;
+      names.push_back(absl::StrCat(
+          "DNS:", std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(text)),
+                              ASN1_STRING_length(text))));
+    } else if (name->type == GEN_IPADD) {
+      const ASN1_OCTET_STRING* ip = name->d.iPAddress;
+      const int length = ASN1_STRING_length(ip);
+      char text[INET6_ADDRSTRLEN] = "?";
+      if (length == 4 || length == 16) {
+        inet_ntop(length == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(ip), text, sizeof(text));
+      }
+      names.push_back(absl::StrCat("IP:", text));
+    }
+  }
+  GENERAL_NAMES_free(alt_names);
+  ERR_clear_error();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the certificate names ", names.empty() ? "no host (no subjectAltName)" : absl::StrJoin(names, ", "),
+      ", not '", host, "'"));
 }
 
 }  // namespace tamp

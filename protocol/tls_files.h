@@ -39,6 +39,14 @@ struct TlsFiles {
 // taken (clocks differ; the peer checks it with its own).
 absl::Status CheckTlsFiles(const TlsFiles& files, absl::Time now);
 
+// CheckCertificateNames()
+//
+// OK when the first certificate of `cert_pem` names `host` (a DNS name, wildcards as TLS
+// takes them, or an IP address) in its subjectAltName, as a worker that dials `host`
+// verifies it; FAILED_PRECONDITION listing the names it holds otherwise, and
+// INVALID_ARGUMENT when `cert_pem` holds no certificate.
+absl::Status CheckCertificateNames(const std::string& cert_pem, const std::string& host);
+
 }  // namespace tamp
 
 #endif  // TAMP_PROTOCOL_TLS_FILES_H_

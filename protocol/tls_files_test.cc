@@ -117,5 +117,22 @@ TEST_F(TlsFilesTest, AServerCertificateTheCaFileDoesNotSignIsNamed) {
   EXPECT_TRUE(CheckTlsFiles(trusted, absl::Now()).ok());
 }
 
+// The server certificate of tests/gen_certs.sh names 127.0.0.1, ::1 and localhost.
+TEST_F(TlsFilesTest, TheHostsACertificateNamesAreChecked) {
+  const std::string cert = Read("server.crt");
+  for (const char* host : {"127.0.0.1", "localhost", "::1", "[::1]"}) {
+    EXPECT_TRUE(CheckCertificateNames(cert, host).ok()) << host;
+  }
+  const absl::Status other = CheckCertificateNames(cert, "tamp-server-0.tamp-server");
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other.message(), "the certificate names IP:127.0.0.1, IP:::1, DNS:localhost, not "
+                             "'tamp-server-0.tamp-server'");
+  EXPECT_FALSE(CheckCertificateNames(cert, "10.0.0.1").ok());
+  // The CA's certificate has no subjectAltName.
+  EXPECT_THAT(CheckCertificateNames(Read("ca.crt"), "localhost").message(),
+              HasSubstr("the certificate names no host (no subjectAltName)"));
+  EXPECT_EQ(CheckCertificateNames("", "localhost").code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tamp

@@ -291,6 +291,17 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "tamp_server: %s\n", std::string(setup.status().message()).c_str());
     return kExitUsage;
   }
+  // The host workers dial: this shard's address in the placement, else in the config.
+  const config::Cluster& cluster = setup->config.cluster();
+  const std::string dialed_host =
+      setup->rank < setup->placement.servers.size()
+          ? HostOfAddress(setup->placement.servers[setup->rank])
+      : static_cast<int>(setup->rank) < cluster.server_addresses_size()
+          ? HostOfAddress(cluster.server_addresses(static_cast<int>(setup->rank)))
+          : setup->host;
+  if (const std::string note = CertificateNameNote(cluster, dialed_host); !note.empty()) {
+    std::fprintf(stderr, "tamp_server: warning: %s\n", note.c_str());
+  }
   config::Checkpoint checkpoint_spec = setup->config.checkpoint();
   if (const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir); !dir.empty()) {
     checkpoint_spec.set_dir(dir);

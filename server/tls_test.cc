@@ -212,6 +212,20 @@ TEST_F(TlsTest, ServerCertificateMustNameTheHost) {
   AddTlsChannelArguments(other.cluster(), &args);
   auto stub = rpc::ParameterServer::NewStub(grpc::CreateCustomChannel(Address(), *credentials, args));
   EXPECT_EQ(Handshake(*stub, kToken).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // The server warns of it at start (tamp_server, --check too), naming both names.
+  EXPECT_EQ(CertificateNameNote(other.cluster(), "127.0.0.1"),
+            absl::StrCat("cluster.tls.cert_file '", Cert("server.crt"),
+                         "': the certificate names IP:127.0.0.1, IP:::1, DNS:localhost, not "
+                         "'ps.example.org': workers verify it as "
+                         "cluster.tls.server_name_override 'ps.example.org' and will refuse "
+                         "this server (set the override to a name it holds)"));
+  EXPECT_NE(CertificateNameNote(config_.cluster(), "tamp-server-0.tamp-server")
+                .find("workers that dial 'tamp-server-0.tamp-server' will refuse this server"),
+            std::string::npos);
+  // Names it holds, a wildcard listen address, no TLS: nothing to say.
+  EXPECT_EQ(CertificateNameNote(config_.cluster(), "localhost"), "");
+  EXPECT_EQ(CertificateNameNote(config_.cluster(), "0.0.0.0"), "");
+  EXPECT_EQ(CertificateNameNote(config::Cluster(), "tamp-server-0.tamp-server"), "");
 }
 
 TEST(PlaintextRuleTest, PlaintextOnlyOnLoopbackUnlessExplicit) {

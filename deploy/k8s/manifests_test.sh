@@ -28,6 +28,10 @@ out=$(HOSTNAME=tamp-server-1 KUBERNETES_SERVICE_HOST=10.0.0.1 server/tamp_server
   echo "FAIL: tamp_server --check refused the ConfigMap's CONFIG: $out"; exit 1; }
 grep -q "shard 1 of 2" <<<"$out" || { echo "FAIL: unexpected placement: $out"; exit 1; }
 grep -q "tamp-server-0.tamp-server:29500" <<<"$out" || { echo "FAIL: unexpected servers: $out"; exit 1; }
+# The test PKI's server certificate names localhost and loopback, not the pod's DNS name:
+# --check warns that workers dialing that name will refuse it.
+grep -qF "not 'tamp-server-1.tamp-server': workers that dial 'tamp-server-1.tamp-server' will refuse this server" <<<"$out" ||
+  { echo "FAIL: no warning about the certificate's names: $out"; exit 1; }
 
 # The worker container's command, run twice as the kubelet would (a restart reruns it in the
 # same pod): the first start runs tamp_worker with the flags alone, the second with

@@ -532,6 +532,19 @@ class RegisteredJobTest : public ::testing::Test {
     other.join();
   }
 
+  // Step `step` of worker `rank`: both tensors pushed from `grads` (the whole layout), then
+  // the wait's status.
+  absl::Status Step(int rank, uint64_t step, const std::vector<float>& grads) {
+    EXPECT_TRUE(clients_[rank]->BeginStep(step, tensors_[rank]).ok());
+    for (int t = 0; t < 2; ++t) {
+      EXPECT_TRUE(clients_[rank]
+                      ->Push(t, absl::MakeConstSpan(grads).subspan(layout_.tensor_offsets[t],
+                                                                   layout_.tensors[t].elements()))
+                      .ok());
+    }
+    return clients_[rank]->Wait(tensors_[rank]);
+  }
+
   config::RunConfig config_;
   JobLayout layout_;
   std::vector<std::unique_ptr<ShardHost>> hosts_;
@@ -617,20 +630,10 @@ TEST_F(RegisteredJobTest, AWorkerThatRejoinsCountsTheStepsItMissed) {
   StartJob(config::Server::OPTIMIZER, /*worker_timeout_ms=*/100);
   BothWorkers([&](int rank) { ASSERT_TRUE(clients_[rank]->Start(tensors_[rank]).ok()); });
   const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 3, 0);
-  auto step = [&](int rank, uint64_t number) {
-    EXPECT_TRUE(clients_[rank]->BeginStep(number, tensors_[rank]).ok());
-    for (int t = 0; t < 2; ++t) {
-      EXPECT_TRUE(clients_[rank]
-                      ->Push(t, absl::MakeConstSpan(grads).subspan(layout_.tensor_offsets[t],
-                                                                   layout_.tensors[t].elements()))
-                      .ok());
-    }
-    return clients_[rank]->Wait(tensors_[rank]);
-  };
-  BothWorkers([&](int rank) { ASSERT_TRUE(step(rank, 0).ok()); });
-  ASSERT_TRUE(step(0, 1).ok());  // Worker 1 is late: dropped after 100 ms.
-  ASSERT_TRUE(step(0, 2).ok());  // Without it.
-  const absl::Status late = step(1, 1);
+  BothWorkers([&](int rank) { ASSERT_TRUE(Step(rank, 0, grads).ok()); });
+  ASSERT_TRUE(Step(0, 1, grads).ok());  // Worker 1 is late: dropped after 100 ms.
+  ASSERT_TRUE(Step(0, 2, grads).ok());  // Without it.
+  const absl::Status late = Step(1, 1, grads);
   ASSERT_TRUE(absl::IsAborted(late)) << late;
   EXPECT_EQ(clients_[1]->totals().steps_missed, 0u);  // Not yet: it may rejoin at step 1.
   const absl::StatusOr<uint64_t> rejoined = clients_[1]->Rejoin(tensors_[1], "dropped");
@@ -638,7 +641,7 @@ TEST_F(RegisteredJobTest, AWorkerThatRejoinsCountsTheStepsItMissed) {
   EXPECT_EQ(*rejoined, 3u);
   EXPECT_EQ(clients_[1]->totals().steps_missed, 2u);  // Steps 1 and 2.
   EXPECT_EQ(clients_[0]->totals().steps_missed, 0u);
-  BothWorkers([&](int rank) { ASSERT_TRUE(step(rank, 3).ok()); });
+  BothWorkers([&](int rank) { ASSERT_TRUE(Step(rank, 3, grads).ok()); });
   EXPECT_EQ(params_[1], params_[0]) << "the replicas differ after the rejoin";
 }
 
@@ -648,19 +651,9 @@ TEST_F(RegisteredJobTest, AnAggregateWorkerDroppedIsToldItCannotRejoin) {
   StartJob(config::Server::AGGREGATE, /*worker_timeout_ms=*/100);
   BothWorkers([&](int rank) { ASSERT_TRUE(clients_[rank]->Start(tensors_[rank]).ok()); });
   const std::vector<float> grads = testing::TestGradient(layout_.total_elements, 3, 0);
-  auto step = [&](int rank) {
-    EXPECT_TRUE(clients_[rank]->BeginStep(0, tensors_[rank]).ok());
-    for (int t = 0; t < 2; ++t) {
-      EXPECT_TRUE(clients_[rank]
-                      ->Push(t, absl::MakeConstSpan(grads).subspan(layout_.tensor_offsets[t],
-                                                                   layout_.tensors[t].elements()))
-                      .ok());
-    }
-    return clients_[rank]->Wait(tensors_[rank]);
-  };
-  const absl::Status alone = step(0);  // Worker 1 is late: dropped after 100 ms.
+  const absl::Status alone = Step(0, 0, grads);  // Worker 1 is late: dropped after 100 ms.
   ASSERT_TRUE(alone.ok()) << alone;
-  const absl::Status late = step(1);
+  const absl::Status late = Step(1, 0, grads);
   EXPECT_TRUE(absl::IsAborted(late)) << late;
   EXPECT_THAT(late.message(),
               HasSubstr("; with server.mode AGGREGATE a dropped worker cannot rejoin (the servers "

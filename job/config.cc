@@ -74,6 +74,24 @@ absl::Status ValidateValidation(const config::Validation& validation) {
   return absl::OkStatus();
 }
 
+// cluster.fusion_bytes: a batch of pushes must fit in one message the servers take. A
+// batch holds chunks below the threshold up to about twice it in fp32 bytes, and a codec's
+// payload may be twice its chunk (top-k near ratio 1: an index beside each value).
+absl::Status ValidateFusion(const config::RunConfig& config) {
+  const uint64_t fusion = config.cluster().fusion_bytes();
+  const uint64_t max_message = config.validation().max_message_bytes() != 0
+                                   ? config.validation().max_message_bytes()
+                                   : kDefaultMaxMessageBytes;
+  const uint64_t most = std::min<uint64_t>(kMaxFusionBytes, max_message / 4);
+  if (fusion > most) {
+    return FieldError("cluster.fusion_bytes",
+                      absl::StrCat("is ", fusion, "; at most ", most,
+                                   " (64 MiB, and validation.max_message_bytes / 4: a batch "
+                                   "of pushes travels in one message)"));
+  }
+  return absl::OkStatus();
+}
+
 // Rounds per step of the registered codec `name` (1 when unknown: ValidateCodecSpec reports it).
 int CodecRounds(const std::string& name) {
   for (const compress::CodecInfo& info : compress::ListCodecs()) {
@@ -466,8 +484,9 @@ void ApplyDefaults(config::RunConfig* config) {
   if (cluster->host().empty()) cluster->set_host("127.0.0.1");
   if (cluster->connect_timeout_ms() == 0) cluster->set_connect_timeout_ms(10000);
   if (cluster->rpc_timeout_ms() == 0) cluster->set_rpc_timeout_ms(120000);
+  if (!cluster->has_fusion_bytes()) cluster->set_fusion_bytes(kDefaultFusionBytes);
   if (config->validation().max_message_bytes() == 0) {
-    config->mutable_validation()->set_max_message_bytes(256 << 20);
+    config->mutable_validation()->set_max_message_bytes(kDefaultMaxMessageBytes);
   }
   if (config->has_checkpoint() && !config->checkpoint().has_reconnect_timeout_ms()) {
     config->mutable_checkpoint()->set_reconnect_timeout_ms(60000);
@@ -622,6 +641,7 @@ absl::Status ValidateConfig(const config::RunConfig& config) {
   TAMP_RETURN_IF_ERROR(CheckMomentumAppliedOnce(config));
   TAMP_RETURN_IF_ERROR(ValidateSecurity(config));
   TAMP_RETURN_IF_ERROR(ValidateValidation(config.validation()));
+  TAMP_RETURN_IF_ERROR(ValidateFusion(config));
   return ValidateConsistency(config);
 }
 

@@ -28,6 +28,13 @@ inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
 // by up to 4% on a shared machine (docs/auto.md), so a smaller predicted gain is noise.
 inline constexpr double kDefaultAutoMinGain = 0.05;
 
+// validation.max_message_bytes when the config leaves it out.
+inline constexpr uint64_t kDefaultMaxMessageBytes = 256 << 20;
+
+// cluster.fusion_bytes when the config leaves it out, and its most.
+inline constexpr uint64_t kDefaultFusionBytes = 256 << 10;
+inline constexpr uint64_t kMaxFusionBytes = 64 << 20;
+
 // Parses text-format `text`; `source` (a path) prefixes error messages.
 absl::StatusOr<config::RunConfig> ParseConfig(absl::string_view text, absl::string_view source);
 

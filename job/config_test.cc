@@ -53,6 +53,8 @@ TEST(ConfigTest, GoodConfigValidatesAndGetsDefaults) {
   EXPECT_EQ(config.default_instance().training().epochs(), 0u);
   EXPECT_EQ(config.training().epochs(), 1u);
   EXPECT_EQ(config.compression().default_compression().pull().name(), "none");
+  EXPECT_EQ(config.cluster().fusion_bytes(), kDefaultFusionBytes);
+  EXPECT_EQ(Load("cluster { fusion_bytes: 0 }").cluster().fusion_bytes(), 0u);  // Off.
 }
 
 TEST(ConfigTest, ANameMayBeAnyUtf8Text) {
@@ -122,6 +124,10 @@ TEST(ConfigTest, ErrorsNameTheField) {
   ExpectInvalid("cluster { server_addresses: 'a:1' }", "cluster.server_addresses");
   ExpectInvalid("cluster { server_addresses: ['a:1', 'b'] }", "cluster.server_addresses[1]");
   ExpectInvalid("cluster { server_addresses: ['a:1', 'a:1'] }", "'a:1' is given twice");
+  ExpectInvalid("cluster { fusion_bytes: 67108865 }",
+                "cluster.fusion_bytes: is 67108865; at most 67108864");
+  ExpectInvalid("cluster { fusion_bytes: 4096 } validation { max_message_bytes: 8192 }",
+                "cluster.fusion_bytes: is 4096; at most 2048");
   ExpectInvalid("name: 'q\\xff'", "name: must be UTF-8 text");
   ExpectInvalid("name: 'a\\nb'", "name: must be UTF-8 text");
   ExpectInvalid("model { hidden: 0 }", "model.hidden[2]");

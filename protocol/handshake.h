@@ -27,7 +27,7 @@
 namespace tamp {
 
 // The wire protocol this build speaks (proto/tamp.proto).
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 
 // Describes the job as `worker_rank` sees it, for the shard `server_rank`, with the run's
 // length as the worker computed it from its data (the shard's schedule needs it; see

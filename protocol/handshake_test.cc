@@ -101,7 +101,7 @@ TEST(HandshakeTest, LeavesTheRunLengthToTheShard) {
 TEST(HandshakeTest, ProtocolVersion) {
   ExpectRefused(CheckEdited([](rpc::HandshakeRequest& r) { r.set_protocol_version(1); }),
                 absl::StatusCode::kFailedPrecondition,
-                "protocol_version: worker 1 speaks 1, server 0 speaks 2");
+                "protocol_version: worker 1 speaks 1, server 0 speaks 3");
 }
 
 TEST(HandshakeTest, AddressedAnotherServer) {

@@ -1,11 +1,14 @@
 #include "server/service.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "glog/logging.h"
 #include "job/security.h"
 #include "protocol/grpc_security.h"
@@ -144,26 +147,10 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                     parsed.error_message(), ")")));
     }
   }
-  const absl::StatusOr<Shard*> ready = ReadyFor(request.server_incarnation());
-  if (!ready.ok()) return FinishNow(context, ready.status());
-  Shard& shard = **ready;
-  // A worker that knows an earlier process of this server must resync before pushing
-  // (server/shard.h, "Checkpoints and restarts").
-  if (request.server_incarnation() != 0 && request.server_incarnation() != shard.incarnation()) {
-    return FinishNow(context, absl::UnavailableError(absl::StrCat(
-                                  "server ", shard.rank(), " restarted (incarnation ",
-                                  shard.incarnation(), ", push was for ",
-                                  request.server_incarnation(),
-                                  "): re-handshake and pull its weights")));
-  }
-  // Two processes with one rank: the one another displaced since is told so.
-  if (absl::Status holder = worker_processes_.CheckHolder(
-          request.worker_rank(), request.worker_process(), shard.rank());
-      !holder.ok()) {
-    TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused a push from ", context->peer(), ": ",
-                                           holder.message()));
-    return FinishNow(context, holder);
-  }
+  const absl::StatusOr<Shard*> accepted = AcceptPush(
+      *context, request.worker_rank(), request.worker_process(), request.server_incarnation());
+  if (!accepted.ok()) return FinishNow(context, accepted.status());
+  Shard& shard = **accepted;
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The call (and so `response`) stays alive until Finish, which may come from another
   // worker's push; the request's payload is only read inside PushPullRound.
@@ -214,6 +201,88 @@ grpc::ServerUnaryReactor* ParameterServerService::InitWeights(
                                   "server ", (*ready)->rank(), " restarted: re-handshake")));
   }
   return FinishNow(context, (*ready)->InitWeights(request->worker_rank(), *request, response));
+}
+
+
+absl::StatusOr<Shard*> ParameterServerService::AcceptPush(
+    const grpc::CallbackServerContext& context, uint32_t worker_rank, uint64_t worker_process,
+    uint64_t incarnation) {
+  TAMP_ASSIGN_OR_RETURN(Shard * shard, ReadyFor(incarnation));
+  // A worker that knows an earlier process of this server must resync before pushing
+  // (server/shard.h, "Checkpoints and restarts").
+  if (incarnation != 0 && incarnation != shard->incarnation()) {
+    return absl::UnavailableError(absl::StrCat("server ", shard->rank(), " restarted (incarnation ",
+                                               shard->incarnation(), ", push was for ",
+                                               incarnation, "): re-handshake and pull its weights"));
+  }
+  // Two processes with one rank: the one another displaced since is told so.
+  if (absl::Status holder = worker_processes_.CheckHolder(worker_rank, worker_process, shard->rank());
+      !holder.ok()) {
+    TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused a push from ", context.peer(), ": ",
+                                           holder.message()));
+    return holder;
+  }
+  return shard;
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::PushPullBatch(
+    grpc::CallbackServerContext* context, const rpc::PushPullBatchRequest* request,
+    rpc::PushPullBatchResponse* response) {
+  if (absl::Status admitted = Admit(*context); !admitted.ok()) return FinishNow(context, admitted);
+  // Refused whole, before any push is taken: a refusal changes nothing.
+  if (request->pushes().empty()) {
+    return FinishNow(context, absl::InvalidArgumentError("PushPullBatch: the batch holds no push"));
+  }
+  absl::flat_hash_set<uint32_t> chunks;
+  for (const rpc::BatchedPush& push : request->pushes()) {
+    if (!chunks.insert(push.chunk_id()).second) {
+      TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused a PushPullBatch from ", context->peer(),
+                                             " holding chunk ", push.chunk_id(), " twice"));
+      return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
+                                    "PushPullBatch: chunk ", push.chunk_id(),
+                                    " is pushed twice in one batch")));
+    }
+  }
+  const absl::StatusOr<Shard*> accepted = AcceptPush(
+      *context, request->worker_rank(), request->worker_process(), request->server_incarnation());
+  if (!accepted.ok()) return FinishNow(context, accepted.status());
+  Shard& shard = **accepted;
+  // Each push's callback fills its own answer (sized up front, so no two threads touch one
+  // element); the last one to call back ends the call. The request and response live until
+  // then.
+  struct Batch {
+    grpc::ServerUnaryReactor* reactor;
+    rpc::PushPullBatchResponse* response;
+    std::atomic<int> unanswered;
+  };
+  const int size = request->pushes_size();
+  for (int i = 0; i < size; ++i) response->add_answers();
+  auto batch = std::make_shared<Batch>();
+  batch->reactor = context->DefaultReactor();
+  batch->response = response;
+  batch->unanswered.store(size, std::memory_order_relaxed);
+  for (int i = 0; i < size; ++i) {
+    const rpc::BatchedPush& push = request->pushes(i);
+    shard.PushPullRound(
+        request->worker_rank(), request->step(), push.round(), push.chunk_id(), push.payload(),
+        [batch, i, chunk = push.chunk_id()](absl::Status status, const Shard::PushAnswer* answer) {
+          rpc::BatchedAnswer& out = *batch->response->mutable_answers(i);
+          out.set_chunk_id(chunk);
+          if (status.ok()) {
+            out.set_step(answer->step);
+            if (answer->update != nullptr) out.set_payload(*answer->update);
+            if (answer->aggregate != nullptr) out.set_aggregate(*answer->aggregate);
+          } else {
+            const grpc::Status wire = ToGrpcStatus(status);
+            out.set_code(static_cast<int32_t>(wire.error_code()));
+            out.set_message(wire.error_message());
+          }
+          if (batch->unanswered.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            batch->reactor->Finish(grpc::Status::OK);
+          }
+        });
+  }
+  return batch->reactor;
 }
 
 }  // namespace tamp

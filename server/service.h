@@ -1,7 +1,7 @@
 // ParameterServerService: the gRPC face of one Shard (proto/tamp.proto).
 //
 // Callback API, one DefaultReactor per unary call, and no reaction ever waits: Handshake
-// and PullWeights answer at once; PushPull hands its reactor to the Shard, which finishes
+// and PullWeights answer at once; PushPull (and each push of a PushPullBatch) hands its reactor to the Shard, which finishes
 // it from whichever push completes the step, or the round of a multi-round codec
 // (Shard::PushPullRound; possibly a push from another worker, on another gRPC thread). gRPC runs reactions on a small shared pool, so a handler that blocked until
 // every worker had pushed would starve the very pushes it waits for.
@@ -85,6 +85,10 @@ class ParameterServerService final
   grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
+  // Each push as PushPull's, answered in one response once all are (proto/tamp.proto).
+  grpc::ServerUnaryReactor* PushPullBatch(grpc::CallbackServerContext* context,
+                                          const rpc::PushPullBatchRequest* request,
+                                          rpc::PushPullBatchResponse* response) override;
   grpc::ServerUnaryReactor* PullWeights(grpc::CallbackServerContext* context,
                                         const rpc::PullWeightsRequest* request,
                                         rpc::PullWeightsResponse* response) override;
@@ -98,6 +102,13 @@ class ParameterServerService final
   // host_.Ready(), or UNAVAILABLE (re-handshake) for a worker that sends the `incarnation`
   // of an earlier process of this server, which knows no tensors yet.
   absl::StatusOr<Shard*> ReadyFor(uint64_t incarnation) const;
+  // The shard a push (PushPull, PushPullBatch) of `worker_rank`'s process `worker_process`
+  // for server `incarnation` goes to, or why the worker may not push: UNAVAILABLE for an
+  // earlier incarnation (re-handshake and pull), FAILED_PRECONDITION for a process another
+  // one of its rank displaced.
+  absl::StatusOr<Shard*> AcceptPush(const grpc::CallbackServerContext& context,
+                                    uint32_t worker_rank, uint64_t worker_process,
+                                    uint64_t incarnation);
 
   const std::unique_ptr<ShardHost> own_host_;  // When constructed from a Shard.
   ShardHost& host_;

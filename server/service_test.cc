@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -78,6 +79,15 @@ struct PushCall {
   grpc::ClientContext context;
   rpc::PushPullRequest request;
   rpc::PushPullResponse response;
+  grpc::Status status;
+  Done done;
+};
+
+// One asynchronous PushPullBatch.
+struct BatchCall {
+  grpc::ClientContext context;
+  rpc::PushPullBatchRequest request;
+  rpc::PushPullBatchResponse response;
   grpc::Status status;
   Done done;
 };
@@ -156,6 +166,30 @@ class ServiceTest : public ::testing::Test {
                                         call->done.Notify(
                                             [&] { call->status = std::move(status); });
                                       });
+  }
+
+  // Starts worker `worker`'s batch of `pushes` (chunk, payload) for `step`.
+  void StartBatch(uint32_t worker, uint64_t step,
+                  std::vector<std::pair<uint32_t, std::string>> pushes, BatchCall* call) {
+    call->context.set_deadline(Soon());
+    call->request.set_worker_rank(worker);
+    call->request.set_step(step);
+    for (auto& [chunk, payload] : pushes) {
+      rpc::BatchedPush* push = call->request.add_pushes();
+      push->set_chunk_id(chunk);
+      push->set_payload(std::move(payload));
+    }
+    call->done.Arm();
+    stubs_[worker]->async()->PushPullBatch(&call->context, &call->request, &call->response,
+                                           [call](grpc::Status status) {
+                                             call->done.Notify(
+                                                 [&] { call->status = std::move(status); });
+                                           });
+  }
+
+  std::string Push(uint64_t step, uint32_t chunk, uint32_t worker) const {
+    return EncodePush(config_, layout_, step, chunk, worker,
+                      TestGradient(Length(chunk), step, worker));
   }
 
   config::RunConfig config_;
@@ -282,6 +316,89 @@ TEST_F(ServiceTest, ConcurrentPushesGetTheClosedFormUpdate) {
   const std::vector<std::vector<float>> pulled = PullWeights(&final_step);
   EXPECT_EQ(final_step, kSteps);
   for (uint32_t id : ids) EXPECT_EQ(pulled[id], weights[id]) << "chunk " << id;
+}
+
+// Tensor fusion: worker 0 pushes all of the shard's chunks in one batch, worker 1 each in
+// its own call; every chunk completes as usual and both get the same bytes.
+TEST_F(ServiceTest, ABatchIsAnsweredAsItsPushesOneByOne) {
+  const std::vector<uint32_t> ids = shard_->chunk_ids();
+  ASSERT_GE(ids.size(), 2u);
+  uint64_t step = 1;
+  const std::vector<std::vector<float>> weights = PullWeights(&step);
+  BatchCall batch;
+  std::vector<std::pair<uint32_t, std::string>> pushes;
+  for (auto id = ids.rbegin(); id != ids.rend(); ++id) pushes.push_back({*id, Push(0, *id, 0)});
+  StartBatch(0, 0, std::move(pushes), &batch);
+  std::vector<std::unique_ptr<PushCall>> singles;
+  for (uint32_t id : ids) {
+    singles.push_back(std::make_unique<PushCall>());
+    StartPush(1, 0, id, Push(0, id, 1), singles.back().get());
+  }
+  batch.done.WaitForNotification();
+  ASSERT_TRUE(batch.status.ok()) << batch.status.error_message();
+  ASSERT_EQ(batch.response.answers_size(), static_cast<int>(ids.size()));
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const uint32_t id = ids[k];
+    const rpc::BatchedAnswer& answer = batch.response.answers(ids.size() - 1 - k);
+    PushCall& single = *singles[k];
+    single.done.WaitForNotification();
+    ASSERT_TRUE(single.status.ok()) << single.status.error_message();
+    EXPECT_EQ(answer.chunk_id(), id);
+    EXPECT_EQ(answer.code(), 0) << answer.message();
+    EXPECT_EQ(answer.step(), 1u);
+    EXPECT_EQ(answer.payload(), single.response.payload()) << "chunk " << id;
+    const std::vector<float> g0 = TestGradient(Length(id), 0, 0);
+    const std::vector<float> g1 = TestGradient(Length(id), 0, 1);
+    std::vector<float> expected_update(Length(id));
+    for (size_t i = 0; i < expected_update.size(); ++i) {
+      expected_update[i] = (weights[id][i] - kLr * ((g0[i] + g1[i]) / 2)) - weights[id][i];
+    }
+    EXPECT_EQ(DecodePull(config_, layout_, 0, id, answer.payload()), expected_update)
+        << "chunk " << id;
+  }
+}
+
+TEST_F(ServiceTest, ABadBatchIsRefusedWholeAndChangesNothing) {
+  const std::vector<uint32_t> ids = shard_->chunk_ids();
+  ASSERT_GE(ids.size(), 2u);
+  BatchCall empty;
+  StartBatch(0, 0, {}, &empty);
+  empty.done.WaitForNotification();
+  EXPECT_EQ(empty.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(empty.status.error_message(), HasSubstr("holds no push"));
+
+  BatchCall twice;
+  StartBatch(0, 0, {{ids[0], Push(0, ids[0], 0)}, {ids[1], Push(0, ids[1], 0)},
+                    {ids[0], Push(0, ids[0], 0)}},
+             &twice);
+  twice.done.WaitForNotification();
+  EXPECT_EQ(twice.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(twice.status.error_message(),
+              HasSubstr(absl::StrCat("chunk ", ids[0], " is pushed twice in one batch")));
+  for (uint32_t id : ids) {
+    EXPECT_FALSE(shard_->Snapshot(id)->arrived[0]) << "a refused batch took chunk " << id;
+  }
+}
+
+TEST_F(ServiceTest, APushTheShardRefusesFailsAloneInItsBatch) {
+  const std::vector<uint32_t> ids = shard_->chunk_ids();
+  ASSERT_GE(ids.size(), 2u);
+  BatchCall batch;
+  StartBatch(0, 0, {{ids[0], Push(0, ids[0], 0)}, {ids[1], "not a payload"}}, &batch);
+  PushCall other;
+  StartPush(1, 0, ids[0], Push(0, ids[0], 1), &other);
+  batch.done.WaitForNotification();
+  other.done.WaitForNotification();
+  ASSERT_TRUE(batch.status.ok()) << batch.status.error_message();
+  ASSERT_TRUE(other.status.ok()) << other.status.error_message();
+  ASSERT_EQ(batch.response.answers_size(), 2);
+  EXPECT_EQ(batch.response.answers(0).code(), 0) << batch.response.answers(0).message();
+  EXPECT_EQ(batch.response.answers(0).step(), 1u);
+  EXPECT_EQ(batch.response.answers(0).payload(), other.response.payload());
+  EXPECT_EQ(batch.response.answers(1).chunk_id(), ids[1]);
+  EXPECT_EQ(batch.response.answers(1).code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(batch.response.answers(1).message(), HasSubstr(absl::StrCat("chunk ", ids[1], " step 0")));
+  EXPECT_FALSE(shard_->Snapshot(ids[1])->arrived[0]);
 }
 
 TEST_F(ServiceTest, ErrorsCrossTheWireWithTheirCode) {

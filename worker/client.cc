@@ -47,6 +47,7 @@ Client::Client(config::RunConfig config, JobLayout layout, uint32_t rank, RunLen
 
 Client::~Client() {
   // PsClient's destructor waits for the callbacks, which touch the state below.
+  fusion_.reset();
   ps_client_.reset();
 }
 
@@ -71,6 +72,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(config::RunConfig config
   TAMP_ASSIGN_OR_RETURN(client->ps_client_,
                         PsClient::Connect(client->config_, client->layout_, rank, servers,
                                           length.steps_per_epoch, length.total_steps));
+  client->fusion_ = std::make_unique<PushFusion>(client->ps_client_.get(),
+                                                 client->config_.cluster().fusion_bytes(),
+                                                 client->layout_.shard_bytes.size());
   return client;
 }
 
@@ -222,6 +226,7 @@ absl::Status Client::BeginStep(uint64_t step, TensorSpans params, const TensorMe
   step_ = step;
   epoch_ = static_cast<uint32_t>(step / length_.steps_per_epoch);
   pushed_tensors_.assign(layout_.tensors.size(), false);
+  tensors_pushed_ = 0;
   encode_error_ = absl::OkStatus();
   timeline_.Reset();
   report_.shard_bytes_pushed.assign(layout_.shard_bytes.size(), 0);
@@ -251,8 +256,8 @@ void Client::PushRound(uint32_t id, uint32_t round, std::string payload) {
     std::lock_guard<std::mutex> lock(mu_);
     ++in_flight_by_shard_[shard];
   }
-  ps_client_->PushPullRound(
-      step_, round, id, std::move(payload),
+  fusion_->Push(
+      shard, step_, round, id, layout_.chunks[id].chunk.length * sizeof(float), std::move(payload),
       [this, id, round, last, shard, sent](absl::Status status, PsClient::RoundAnswer answer) {
         std::lock_guard<std::mutex> lock(mu_);
         timeline_.AddRpc(sent, Clock::now());
@@ -289,8 +294,8 @@ void Client::PushSingle(uint32_t id, std::string payload) {
     std::lock_guard<std::mutex> lock(mu_);
     ++in_flight_by_shard_[shard];
   }
-  ps_client_->PushPullRound(
-      step_, 0, id, std::move(payload),
+  fusion_->Push(
+      shard, step_, 0, id, layout_.chunks[id].chunk.length * sizeof(float), std::move(payload),
       [this, id, shard, sent](absl::Status status, PsClient::RoundAnswer answer) {
         std::lock_guard<std::mutex> lock(mu_);
         timeline_.AddRpc(sent, Clock::now());
@@ -410,6 +415,7 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient,
   timeline_.ComputeEnd(arrived);
   timeline_.AddEncode(Clock::now() - arrived);  // The copy, when there was one.
   pushed_tensors_[tensor] = true;
+  ++tensors_pushed_;
   ContinueRounds(memory);
   // Local gradient clipping, once per tensor.
   absl::Span<const float> tensor_grads = host_grads;
@@ -459,6 +465,8 @@ absl::Status Client::Push(int tensor, absl::Span<const float> gradient,
       PushSingle(id, std::move(payload));
     }
   }
+  // The step's last push: the held small ones go now (tensor fusion).
+  if (tensors_pushed_ == layout_.tensors.size()) fusion_->Flush();
   timeline_.ComputeBegin(Clock::now());
   return encode_error_;
 }
@@ -563,6 +571,7 @@ absl::Status Client::Wait(TensorSpans params, const TensorMemory& memory) {
     }
   }
   timeline_.ComputeEnd(Clock::now());
+  fusion_->Flush();  // Pushes held when a failed encode ended the pushes early.
   in_step_ = false;
   next_step_.reset();  // Known again once the step completes.
   // Every callback must have run before the step ends (they write the step's state), so

@@ -102,6 +102,7 @@
 #include "worker/cuda_backend.h"
 #include "worker/device_backend.h"
 #include "worker/ps_client.h"
+#include "worker/push_fusion.h"
 #include "worker/step_timeline.h"
 
 namespace tamp {
@@ -354,6 +355,7 @@ class Client {
   uint32_t weights_generation_ = 1;
   uint32_t epoch_ = 0;
   std::vector<bool> pushed_tensors_;  // By tensor: pushed in this step.
+  size_t tensors_pushed_ = 0;         // How many are.
   absl::Status encode_error_;
   StepReport report_;
   ClientTotals totals_;
@@ -393,8 +395,12 @@ class Client {
   // it has none (Wait()), without waiting for the other shards.
   std::vector<int> in_flight_by_shard_;
 
-  // Last: destroyed first, so its callbacks have all run before the state above goes.
+  // Destroyed first (~Client()), so its callbacks have all run before the state above goes.
   std::unique_ptr<PsClient> ps_client_;
+  // Small chunks' pushes, held until their shard's batch is full or the step's pushes end
+  // (cluster.fusion_bytes); flushed by Push() after the step's last tensor, Wait(), Rejoin()
+  // and Resend(). Made with ps_client_, destroyed before it.
+  std::unique_ptr<PushFusion> fusion_;
 };
 
 }  // namespace tamp

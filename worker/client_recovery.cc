@@ -57,6 +57,7 @@ absl::StatusOr<uint64_t> Client::Rejoin(TensorSpans params, absl::string_view ca
   // others' replica, as if it had been resynced.
   for (ChunkCodecs& codecs : codecs_) codecs.push_memory->Reset();
   if (device_ != nullptr) TAMP_RETURN_IF_ERROR(device_->ResetResiduals(memory.stream));
+  fusion_->Flush();  // Pushed in the step left: they go as they would have unfused.
   in_step_ = false;
   absl::StatusOr<uint64_t> rejoined = ps_client_->Rejoin(Pulled());
   if (!rejoined.ok()) {
@@ -132,6 +133,7 @@ absl::Status Client::Resend(std::vector<LostPush>& pushes, TensorSpans params,
       PushSingle(push.id, std::move(push.payload));
     }
   }
+  fusion_->Flush();
   return absl::OkStatus();
 }
 

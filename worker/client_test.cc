@@ -223,6 +223,8 @@ TEST_F(ClientTest, CallsAfterAFailedStepNameItAndTheWayOn) {
   const absl::Status waited = client_->Wait(tensors_);
   ASSERT_TRUE(absl::IsInvalidArgument(waited)) << waited;
   EXPECT_THAT(waited.message(), HasSubstr("NaN"));
+  // Which of the user's tensors held it (fc1.weight goes in four chunks of 784 values).
+  EXPECT_THAT(waited.message(), HasSubstr("(tensor \"fc1.weight\", elements 0-783) step 0"));
   const absl::Status begun = client_->BeginStep(1, tensors_);
   EXPECT_TRUE(absl::IsFailedPrecondition(begun)) << begun;
   EXPECT_THAT(begun.message(), HasSubstr("BeginStep(1): step 0 failed: "));
@@ -471,22 +473,28 @@ TEST_F(ClientTest, ResumeAfterTheLastStepTakesTheFinalWeights) {
 
 class RegisteredJobTest : public ::testing::Test {
  protected:
-  void StartJob(config::Server::Mode mode, uint32_t worker_timeout_ms = 0) {
-    config_ = testing::TestConfig([mode, worker_timeout_ms](config::RunConfig& config) {
+  // The job's two tensors unless `tensors` are given; `fusion_bytes` < 0: the default.
+  void StartJob(config::Server::Mode mode, uint32_t worker_timeout_ms = 0,
+                std::vector<TensorSpec> tensors = {}, int64_t fusion_bytes = -1) {
+    config_ = testing::TestConfig([&](config::RunConfig& config) {
       config.mutable_consistency()->set_worker_timeout_ms(worker_timeout_ms);
       config.mutable_model()->Clear();
       config.mutable_model()->set_kind(config::Model::REGISTERED);
       config.mutable_server()->set_mode(mode);
+      if (fusion_bytes >= 0) config.mutable_cluster()->set_fusion_bytes(fusion_bytes);
       // AGGREGATE servers run no optimizer: the job goes without one.
       if (mode == config::Server::AGGREGATE) config.clear_optimizer();
     });
-    TensorSpec weight;
-    weight.name = "encoder.weight";
-    weight.shape = {3, 700};
-    TensorSpec bias;
-    bias.name = "head.bias";
-    bias.shape = {5};
-    absl::StatusOr<JobLayout> layout = BuildJobLayout(config_, {weight, bias});
+    if (tensors.empty()) {
+      TensorSpec weight;
+      weight.name = "encoder.weight";
+      weight.shape = {3, 700};
+      TensorSpec bias;
+      bias.name = "head.bias";
+      bias.shape = {5};
+      tensors = {weight, bias};
+    }
+    absl::StatusOr<JobLayout> layout = BuildJobLayout(config_, tensors);
     ASSERT_TRUE(layout.ok()) << layout.status();
     layout_ = *std::move(layout);
     watchdogs_.resize(2);
@@ -519,9 +527,18 @@ class RegisteredJobTest : public ::testing::Test {
     }
   }
 
-  void TearDown() override {
+  void TearDown() override { StopJob(); }
+
+  void StopJob() {
     clients_.clear();
     for (auto& server : servers_) server->Shutdown();
+    servers_.clear();
+    services_.clear();
+    watchdogs_.clear();
+    hosts_.clear();
+    addresses_.clear();
+    params_.clear();
+    tensors_.clear();
   }
 
   // Runs `body(rank)` for both workers at once (a SYNC step needs both).
@@ -532,11 +549,11 @@ class RegisteredJobTest : public ::testing::Test {
     other.join();
   }
 
-  // Step `step` of worker `rank`: both tensors pushed from `grads` (the whole layout), then
-  // the wait's status.
+  // Step `step` of worker `rank`: every tensor pushed from `grads` (the whole layout), the
+  // last first, then the wait's status.
   absl::Status Step(int rank, uint64_t step, const std::vector<float>& grads) {
     EXPECT_TRUE(clients_[rank]->BeginStep(step, tensors_[rank]).ok());
-    for (int t = 0; t < 2; ++t) {
+    for (int t = static_cast<int>(layout_.tensors.size()) - 1; t >= 0; --t) {
       EXPECT_TRUE(clients_[rank]
                       ->Push(t, absl::MakeConstSpan(grads).subspan(layout_.tensor_offsets[t],
                                                                    layout_.tensors[t].elements()))
@@ -586,6 +603,37 @@ TEST_F(RegisteredJobTest, WorkerZerosWeightsStartEveryReplicaAndStepsKeepThemEqu
     const float mean = (grads[0][i] + grads[1][i]) / 2;
     ASSERT_FLOAT_EQ(params_[0][i], 0.25f - 0.5f * mean) << "element " << i;
   }
+}
+
+// Tensor fusion (cluster.fusion_bytes) changes how pushes travel, not what they compute: a
+// model of many small tensors, some above the threshold, trains to the same bytes fused
+// (batches cut by the threshold and by the step's end) and unfused.
+TEST_F(RegisteredJobTest, FusedPushesTrainAsUnfusedOnes) {
+  std::vector<TensorSpec> tensors;
+  for (int t = 0; t < 40; ++t) {
+    TensorSpec spec;
+    spec.name = absl::StrCat("layer", t, t % 2 == 0 ? ".weight" : ".bias");
+    spec.shape = t % 2 == 0 ? std::vector<int64_t>{1 + t % 7, 150} : std::vector<int64_t>{1 + t};
+    tensors.push_back(spec);
+  }
+  std::vector<std::vector<float>> trained;
+  for (const int64_t fusion_bytes : {0, 2048, 1 << 20}) {
+    StartJob(config::Server::OPTIMIZER, 0, tensors, fusion_bytes);
+    BothWorkers([&](int rank) { ASSERT_TRUE(clients_[rank]->Start(tensors_[rank]).ok()); });
+    for (uint64_t step = 0; step < 3; ++step) {
+      BothWorkers([&](int rank) {
+        const absl::Status waited =
+            Step(rank, step, testing::TestGradient(layout_.total_elements, step, rank));
+        ASSERT_TRUE(waited.ok()) << "fusion_bytes " << fusion_bytes << ": " << waited;
+      });
+    }
+    EXPECT_EQ(params_[1], params_[0]) << "fusion_bytes " << fusion_bytes;
+    EXPECT_NE(params_[0], std::vector<float>(layout_.total_elements, 0.25f));
+    trained.push_back(params_[0]);
+    StopJob();
+  }
+  EXPECT_EQ(trained[1], trained[0]) << "fused at 2048 bytes";
+  EXPECT_EQ(trained[2], trained[0]) << "fused at 1 MiB";
 }
 
 TEST_F(RegisteredJobTest, AggregateModeWritesTheMeanGradient) {

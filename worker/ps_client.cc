@@ -91,6 +91,18 @@ PsClient::~PsClient() {
   all_released_.wait(lock, [this] { return in_flight_ == 0; });
 }
 
+std::string PsClient::ChunkName(uint32_t chunk_id) const {
+  const ChunkPlan& plan = layout_.chunks[chunk_id];
+  const TensorSpec& tensor = layout_.tensor_of(plan);
+  const bool whole =
+      plan.chunk.offset == 0 && static_cast<int64_t>(plan.chunk.length) == tensor.elements();
+  return absl::StrCat("chunk ", chunk_id, " (tensor \"", tensor.name, "\"",
+                      whole ? ""
+                            : absl::StrCat(", elements ", plan.chunk.offset, "-",
+                                           plan.chunk.offset + plan.chunk.length - 1),
+                      ")");
+}
+
 std::string PsClient::Describe(uint32_t shard) const {
   return absl::StrCat("shard ", shard, " (", addresses_[shard], "): ");
 }
@@ -445,7 +457,7 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
         std::unique_ptr<Call> owned(call);
         auto where = [this, &owned] {
           const rpc::PushPullRequest& request = owned->fields;
-          return absl::StrCat(Describe(owned->shard), "PushPull of chunk ", request.chunk_id(),
+          return absl::StrCat(Describe(owned->shard), "PushPull of ", ChunkName(request.chunk_id()),
                               " step ", request.step(),
                               request.round() == 0 ? "" : absl::StrCat(" round ", request.round()),
                               ": ");
@@ -480,6 +492,88 @@ void PsClient::PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, s
         const PushPullRoundDone done = std::move(owned->done);
         owned.reset();  // The call, and its context's channel reference, before ~PsClient().
         done(std::move(result), std::move(answer));
+        std::lock_guard<std::mutex> lock(in_flight_mu_);
+        if (--in_flight_ == 0) all_released_.notify_all();
+        // Nothing of `this` is touched past this point: ~PsClient() may be running.
+      });
+}
+
+void PsClient::PushPullBatch(uint32_t shard, uint64_t step, std::vector<BatchedPush> pushes) {
+  // As PushPullRound(), one heap object per call until the callback. Batched chunks are small
+  // (below cluster.fusion_bytes), so their payloads are copied into the request and each
+  // handed back from `pushes`.
+  struct Call {
+    grpc::ClientContext context;
+    rpc::PushPullBatchRequest request;
+    rpc::PushPullBatchResponse response;
+    std::vector<BatchedPush> pushes;
+  };
+  auto* call = new Call;
+  call->request.set_worker_rank(worker_rank_);
+  call->request.set_step(step);
+  call->request.set_server_incarnation(incarnations_[shard]);
+  call->request.set_worker_process(process_id_);
+  for (const BatchedPush& push : pushes) {
+    rpc::BatchedPush* out = call->request.add_pushes();
+    out->set_chunk_id(push.chunk_id);
+    out->set_round(push.round);
+    out->set_payload(push.payload);
+  }
+  call->pushes = std::move(pushes);
+  PrepareCall(&call->context);
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mu_);
+    ++in_flight_;
+  }
+  std::lock_guard<std::mutex> handing_over(handover_mu_);
+  stubs_[shard]->async()->PushPullBatch(
+      &call->context, &call->request, &call->response,
+      [this, call, shard, step](grpc::Status status) {
+        { std::lock_guard<std::mutex> handed_over(handover_mu_); }
+        std::unique_ptr<Call> owned(call);
+        auto where = [&](const BatchedPush& push) {
+          return absl::StrCat(Describe(shard), "PushPull of ", ChunkName(push.chunk_id), " step ",
+                              step, push.round == 0 ? "" : absl::StrCat(" round ", push.round),
+                              " (in a batch of ", owned->pushes.size(), "): ");
+        };
+        const int size = static_cast<int>(owned->pushes.size());
+        absl::Status whole;
+        if (!status.ok()) {
+          whole = FromGrpc(status, "");
+        } else if (owned->response.answers_size() != size) {
+          whole = absl::DataLossError(absl::StrCat("the answer holds ",
+                                                   owned->response.answers_size(),
+                                                   " answers for ", size, " pushes"));
+        }
+        std::vector<std::pair<absl::Status, RoundAnswer>> answers(size);
+        for (int i = 0; i < size; ++i) {
+          BatchedPush& push = owned->pushes[i];
+          auto& [result, answer] = answers[i];
+          if (!whole.ok()) {
+            result = absl::Status(whole.code(), absl::StrCat(where(push), whole.message()));
+          } else {
+            rpc::BatchedAnswer& got = *owned->response.mutable_answers(i);
+            if (got.chunk_id() != push.chunk_id) {
+              result = absl::DataLossError(absl::StrCat(where(push), "answered for chunk ",
+                                                        got.chunk_id()));
+            } else if (got.code() != 0) {
+              result = FromGrpc(grpc::Status(static_cast<grpc::StatusCode>(got.code()),
+                                             got.message()),
+                                where(push));
+            } else {
+              answer.update = std::move(*got.mutable_payload());
+              answer.aggregate = std::move(*got.mutable_aggregate());
+            }
+          }
+          answer.pushed = std::move(push.payload);
+        }
+        std::vector<PushPullRoundDone> done;
+        done.reserve(size);
+        for (BatchedPush& push : owned->pushes) done.push_back(std::move(push.done));
+        owned.reset();  // The call, and its context's channel reference, before ~PsClient().
+        for (int i = 0; i < size; ++i) {
+          done[i](std::move(answers[i].first), std::move(answers[i].second));
+        }
         std::lock_guard<std::mutex> lock(in_flight_mu_);
         if (--in_flight_ == 0) all_released_.notify_all();
         // Nothing of `this` is touched past this point: ~PsClient() may be running.

@@ -130,6 +130,22 @@ class PsClient {
   void PushPullRound(uint64_t step, uint32_t round, uint32_t chunk_id, std::string payload,
                      PushPullRoundDone done);
 
+  // One push of PushPullBatch().
+  struct BatchedPush {
+    uint32_t chunk_id = 0;
+    uint32_t round = 0;
+    std::string payload;
+    PushPullRoundDone done;
+  };
+
+  // PsClient::PushPullBatch()
+  //
+  // PushPullRound() of each of `pushes` (chunks of shard `shard`, step `step`, no chunk
+  // twice) in one call (tensor fusion, cluster.fusion_bytes): once every push is answered,
+  // each `done` gets what its own PushPullRound() would have, and every one the call's error
+  // when the whole call fails.
+  void PushPullBatch(uint32_t shard, uint64_t step, std::vector<BatchedPush> pushes);
+
  private:
   PsClient(const config::RunConfig& config, const JobLayout& layout, uint32_t worker_rank,
            std::vector<std::string> addresses);
@@ -150,6 +166,8 @@ class PsClient {
                                      uint32_t min_generation = 0);
   // Loads the job token and opens one channel per shard with the configured credentials.
   absl::Status OpenChannels();
+  // 'chunk 3 (tensor "fc1.weight", elements 1024-2047)': errors name the user's tensor.
+  std::string ChunkName(uint32_t chunk_id) const;
   // "shard 1 (127.0.0.1:4000): " — prefixes errors so they name the server.
   std::string Describe(uint32_t shard) const;
 
@@ -178,7 +196,7 @@ class PsClient {
   // ThreadSanitizer, so only this lock shows TSan (--config=tsan) that everything the
   // caller did to the call happens before its callback.
   std::mutex handover_mu_;
-  // PushPull calls whose callback has not yet released the call: ~PsClient() waits for 0,
+  // PushPull and PushPullBatch calls whose callback has not yet released the call: ~PsClient() waits for 0,
   // so that it, on the owner's thread, drops the channels' last references. Were the last
   // one dropped on a gRPC thread, gRPC would shut itself down on a detached thread that can
   // outlive main() and race the process's exit (double frees; grpc/grpc#23604).

@@ -43,7 +43,8 @@
 #include "worker/openblas_kernels.h"
 #include "worker/trainer.h"
 
-ABSL_FLAG(std::string, config, "", "Run configuration (text proto). Required.");
+ABSL_FLAG(std::string, config, "",
+          "Run configuration (text proto). Required; TAMP_CONFIG when left out.");
 ABSL_FLAG(std::optional<uint32_t>, rank, std::nullopt,
           "This worker's rank in [0, cluster.num_workers); 0 when not given. Given with "
           "another placement (--placement), it must agree with the environment's rank.");
@@ -145,9 +146,13 @@ int main(int argc, char** argv) {
     std::cerr << "tamp_worker: " << flags.message() << "\n";
     return kUsageError;
   }
-  const std::string config_path = absl::GetFlag(FLAGS_config);
+  // As a COMMAND's worker under `tamp run`, the placement's TAMP_CONFIG stands in for --config.
+  std::string config_path = absl::GetFlag(FLAGS_config);
+  if (const char* from_env = getenv("TAMP_CONFIG"); config_path.empty() && from_env != nullptr) {
+    config_path = from_env;
+  }
   if (config_path.empty()) {
-    std::cerr << "tamp_worker: --config is required\n";
+    std::cerr << "tamp_worker: --config (or TAMP_CONFIG) is required\n";
     return kUsageError;
   }
   std::vector<std::string> notes;

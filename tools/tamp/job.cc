@@ -522,14 +522,20 @@ void Job::HandleLine(int child, const std::string& line) {
       const MissedSteps missed = summary_.Add(role.rank, *event);
       if (missed.count > 0 && missed.first > 0) {
         Say(absl::StrCat(group_.name(child), " rejoined the run at step ",
-                         missed.first + missed.count, " after its restart: it took no part in "
-                         "steps ", missed.first, "-", missed.first + missed.count - 1,
-                         " (the others trained them without it)"));
+                         missed.first + missed.count, " after its restart: it took no part in ",
+                         missed.count == 1
+                             ? absl::StrCat("step ", missed.first)
+                             : absl::StrCat("steps ", missed.first, "-",
+                                            missed.first + missed.count - 1),
+                         " (the others trained ", missed.count == 1 ? "it" : "them",
+                         " without it)"));
       } else if (missed.count > 0) {
         Say(absl::StrCat(group_.name(child), " took no part in ", missed.count,
                          missed.count == 1 ? " step" : " steps", " before step ", event->step(),
-                         ": a barrier dropped it and it rejoined at the others' step (the others "
-                         "trained them without it; consistency.worker_timeout_ms)"));
+                         ": its step failed and it rejoined at the others' step (the others "
+                         "trained ", missed.count == 1 ? "it" : "them", " without it; its log "
+                         "says why: a push the servers refused, or a barrier that dropped it "
+                         "after consistency.worker_timeout_ms)"));
       }
       renderer_.OnEvent(role.rank, *event, absl::Now());
       return;
@@ -726,8 +732,11 @@ int Job::Run() {
   const bool own_servers = addresses.empty();
   Say(absl::StrCat(
       "run \"", config_.name(),
-      "\": ", own_servers ? absl::StrCat(cluster.num_servers(), " servers, ") : "",
-      cluster.num_workers(), " workers",
+      "\": ",
+      own_servers ? absl::StrCat(cluster.num_servers(),
+                                 cluster.num_servers() == 1 ? " server, " : " servers, ")
+                  : "",
+      cluster.num_workers(), cluster.num_workers() == 1 ? " worker" : " workers",
       options_.command.empty() ? "" : absl::StrCat(" (", absl::StrJoin(options_.command, " "), ")"),
       "; logs in ", run_dir_));
   if (!aside->empty()) Say(absl::StrCat("an earlier run's logs and events moved to ", *aside));

@@ -463,8 +463,8 @@ TEST_F(JobTest, AWorkerThatRejoinedIsNamedWithTheStepsItMissed) {
   setenv("FAKE_SKIP_RANK", "1", 1);
   setenv("FAKE_SKIP_MISSED", "1", 1);
   ASSERT_EQ(Run(), kExitOk) << out_.str();
-  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 took no part in 2 steps before step 4: a "
-                                    "barrier dropped it and it rejoined at the others' step"));
+  EXPECT_THAT(out_.str(), HasSubstr("tamp: worker 1 took no part in 2 steps before step 4: its "
+                                    "step failed and it rejoined at the others' step"));
   EXPECT_EQ(ReadSummary().worker_steps_missed(), 2u);
 }
 

@@ -124,6 +124,15 @@ int Help() {
   return 0;
 }
 
+// Whether `args` ask for the usage (--help, -h), up to a "--" and the COMMAND after it.
+bool AsksForHelp(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") return false;
+    if (arg == "--help" || arg == "-h") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,11 +152,8 @@ int main(int argc, char** argv) {
   if (args.empty()) return Usage("");
   const std::string command = args[0];
   args.erase(args.begin());
+  if (AsksForHelp(args)) return Help();
   if (command == "run") {
-    for (const std::string& arg : args) {
-      if (arg == "--") break;  // The COMMAND's own arguments.
-      if (arg == "--help" || arg == "-h") return Help();
-    }
     absl::StatusOr<tamp::launcher::RunOptions> options = tamp::launcher::ParseRunArgs(args);
     if (!options.ok()) return Usage(std::string(options.status().message()));
     return tamp::launcher::RunCommand(*std::move(options));
@@ -160,9 +166,6 @@ int main(int argc, char** argv) {
     return tamp::launcher::CodecsCommand(&std::cout);
   }
   if (command == "model") {
-    for (const std::string& arg : args) {
-      if (arg == "--help" || arg == "-h") return Help();
-    }
     absl::StatusOr<tamp::launcher::ModelOptions> options = tamp::launcher::ParseModelArgs(args);
     if (!options.ok()) return Usage(std::string(options.status().message()));
     return tamp::launcher::ModelCommand(*options, &std::cout, &std::cerr);

@@ -51,6 +51,14 @@ int SummarizeCommand(const std::vector<std::string>& args, std::ostream* out, st
          << " event files were given (one per worker, in rank order)\n";
     return kExitUsage;
   }
+  // As `tamp run`: a path that cannot be written is refused before anything is read, and
+  // missing directories above it are made.
+  if (!summary_json.empty()) {
+    if (absl::Status ready = PrepareOutputFile(summary_json); !ready.ok()) {
+      *err << "tamp summarize: --summary_json: " << ready.message() << "\n";
+      return kExitUsage;
+    }
+  }
   // --summary_json, when given; false, said, when it cannot be written.
   auto write_summary = [&](const events::RunSummary& summary) {
     if (summary_json.empty()) return true;

@@ -54,7 +54,8 @@ TEST(SummarizeCommandTest, SummarizesEveryWorkersEventsIntoTheRunSummary) {
   const std::string config = Write("job.pbtxt", kConfig);
   const std::string w0 = Write("w0.out", WorkerOutput(0, 100, 0.75));
   const std::string w1 = Write("w1.out", WorkerOutput(1, 300, 0.5));
-  const std::string json = TempPath("summary.json");
+  // As tamp run's: directories that do not exist yet are made.
+  const std::string json = TempPath("new/dirs/summary.json");
   std::ostringstream out, err;
   ASSERT_EQ(SummarizeCommand({config, w0, w1, "--summary_json=" + json, "--wall_seconds=12"},
                              &out, &err),

@@ -59,9 +59,11 @@ MissedSteps SummaryBuilder::Add(int worker, const events::WorkerEvent& event) {
       if (worker == 0) last_epoch_ = event.epoch();
       if (restarted_[worker]) {  // Its successor's first: it began where the run was.
         restarted_[worker] = false;
-        const uint64_t began = event.has_start_step() ? event.start_step() : event.step();
-        if (last_steps_[worker] > 0 && began > last_steps_[worker] + 1) {
-          missed = {began - last_steps_[worker] - 1, last_steps_[worker] + 1};
+        // STEP's `step` counts the steps done, so its predecessor's last STEP, n, means
+        // steps 0 to n - 1 (0-based, as start_step): it missed steps n to began - 1.
+        const uint64_t began = event.has_start_step() ? event.start_step() : event.step() - 1;
+        if (last_steps_[worker] > 0 && began > last_steps_[worker]) {
+          missed = {began - last_steps_[worker], last_steps_[worker]};
         }
       }
       if (event.steps_missed() > reported_missed_[worker]) {

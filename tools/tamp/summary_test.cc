@@ -178,12 +178,13 @@ TEST(SummaryBuilderTest, StepsAWorkerTookNoPartInAreCounted) {
   EXPECT_EQ(dropped.first, 0u);
   EXPECT_EQ(builder.Add(1, missing(Step(51, 1, 1, 1), 4)).count, 0u);  // Told once.
   builder.WorkerRestarted(1);
-  // Its successor began at step 54 and first reports 55: 52-53 missed, named.
+  // Its predecessor's last STEP said 51 steps done (0-50); its successor began at step 54
+  // (0-based) and first reports 55 done: 51-53 missed, named.
   const MissedSteps restarted = builder.Add(1, began_at(Step(55, 1, 1, 1), 54));
-  EXPECT_EQ(restarted.count, 2u);
-  EXPECT_EQ(restarted.first, 52u);
+  EXPECT_EQ(restarted.count, 3u);
+  EXPECT_EQ(restarted.first, 51u);
   EXPECT_EQ(builder.Add(1, began_at(Step(60, 1, 1, 1), 54)).count, 0u);
-  EXPECT_EQ(builder.BuildEnded("mlp", 1, 1, "failed", "").worker_steps_missed(), 6u);
+  EXPECT_EQ(builder.BuildEnded("mlp", 1, 1, "failed", "").worker_steps_missed(), 7u);
   EXPECT_EQ(builder.last_step(0), 41u);
 }
 

@@ -63,12 +63,19 @@ def describe_model(model: torch.nn.Module, path_prefix: str, batch,
     """Writes <path_prefix>.layout and <path_prefix>.profile for `model`; returns their paths
     as {"layout_file": ..., "profile_file": ...}.
 
-    batch: what model(*batch[:-1]) takes with the target last, e.g. (x, y); loss_fn(output,
-    target) gives the loss (default cross entropy). ValueError naming the parameter for one
+    batch: a tuple (inputs..., target), e.g. (x, y): model(*batch[:-1]) is timed and
+    loss_fn(output, batch[-1]) gives the loss (default cross entropy); TypeError for anything
+    else (a bare tensor). ValueError naming the parameter for one
     the layout format cannot hold (no dimensions: a 0-dim parameter) and for a model with no
     trainable parameter.
     """
     tamp._check_count("describe_model", "repetitions", repetitions)
+    # A bare tensor would be split along its first dimension into inputs and target.
+    if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+        raise TypeError("describe_model: batch must be a tuple (inputs..., target), e.g. (x, y): "
+                        f"model(*batch[:-1]) is timed against batch[-1]; got a "
+                        f"{type(batch).__name__}" + (f" of {len(batch)}" if isinstance(
+                            batch, (tuple, list)) else ""))
     loss_fn = loss_fn or torch.nn.functional.cross_entropy
     named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     if not named:

@@ -16,7 +16,8 @@ import torch
 def named_tensors(params: Union[Dict[str, torch.Tensor], Iterable[Tuple[str, torch.Tensor]]],
                   caller: str, argument: str) -> List[Tuple[str, torch.Tensor]]:
     """`params` (a dict, or an iterable of (name, tensor) pairs) as a list of pairs; a
-    TypeError naming `argument` and what it holds instead."""
+    TypeError naming `argument` and what it holds instead, a ValueError when it holds
+    none."""
     if isinstance(params, torch.nn.Module):
         raise TypeError(f"{caller}: {argument} is a {type(params).__name__} module; pass its "
                         "named_parameters() (or its state_dict())")
@@ -29,6 +30,11 @@ def named_tensors(params: Union[Dict[str, torch.Tensor], Iterable[Tuple[str, tor
         if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
             raise TypeError(f"{caller}: {argument} must hold (name, tensor) pairs, as "
                             f"model.named_parameters() yields them; got a {type(item).__name__}")
+    if not items:
+        # Most often a named_parameters() generator that an earlier call used up.
+        raise ValueError(f"{caller}: {argument} holds no tensors; an iterator such as "
+                         "model.named_parameters() is used up by one call: pass a fresh "
+                         "model.named_parameters() (or a list of it) to each")
     return items
 
 

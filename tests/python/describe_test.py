@@ -121,6 +121,9 @@ class DescribeTest(unittest.TestCase):
             tamp.torch.describe_model(self.model, os.path.join(self.dir, "x"), self.batch,
                                       repetitions=0)
         self.assertIn("repetitions must be an int >= 1", str(raised.exception))
+        with self.assertRaises(TypeError) as raised:  # Not (inputs..., target).
+            tamp.torch.describe_model(self.model, os.path.join(self.dir, "x"), self.batch[0])
+        self.assertIn("batch must be a tuple (inputs..., target)", str(raised.exception))
         self.assertFalse(os.path.exists(os.path.join(self.dir, "x.layout")))
 
 

@@ -304,6 +304,11 @@ class TorchTest(unittest.TestCase):
                            "params is a Mlp module", "named_parameters()")
         self.assertRefused(TypeError, lambda: tamp.torch.CommHookState(self.model.parameters()),
                            "CommHookState: named_parameters", "(name, tensor) pairs")
+        used_up = self.model.named_parameters()
+        list(used_up)  # As a first call would have.
+        self.assertRefused(ValueError, lambda: tamp.torch.broadcast_parameters(used_up),
+                           "broadcast_parameters: params holds no tensors",
+                           "pass a fresh model.named_parameters()")
         self.test_steps_apply_the_servers_sgd_exactly()  # Still the job's one optimizer.
 
     def test_init_while_the_job_runs_is_refused(self):

@@ -110,6 +110,62 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
                          });
     return reactor;
   }
+  // Tensor fusion's calls: a batch holding an answer to lose is taken whole by the shard and
+  // its call dies once every push of it is answered, losing all of its answers.
+  grpc::ServerUnaryReactor* PushPullBatch(grpc::CallbackServerContext* context,
+                                          const rpc::PushPullBatchRequest* request,
+                                          rpc::PushPullBatchResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (dead()) return Killed(reactor);
+    const uint32_t worker = request->worker_rank();
+    const uint64_t step = request->step();
+    if (step == kCheckpointStep) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!checkpoint_) checkpoint_ = shard_.ExportState();
+    }
+    struct Batch {
+      std::mutex mu;
+      int unanswered = 0;
+      size_t lost = 0;  // Its answers to lose.
+      grpc::Status status;
+    };
+    auto batch = std::make_shared<Batch>();
+    batch->unanswered = request->pushes_size();
+    for (int i = 0; i < request->pushes_size(); ++i) response->add_answers();
+    for (int i = 0; i < request->pushes_size(); ++i) {
+      const rpc::BatchedPush& push = request->pushes(i);
+      shard_.PushPullRound(
+          worker, step, push.round(), push.chunk_id(), push.payload(),
+          [this, reactor, response, batch, worker, step, i, chunk = push.chunk_id()](
+              absl::Status status, const Shard::PushAnswer* answer) {
+            rpc::BatchedAnswer& out = *response->mutable_answers(i);
+            out.set_chunk_id(chunk);
+            const bool last = answer == nullptr || answer->last_round;
+            if (status.ok()) {
+              out.set_step(answer->step);
+              if (answer->update != nullptr) out.set_payload(*answer->update);
+              out.set_aggregate(*answer->aggregate);
+            } else {
+              out.set_code(static_cast<int>(status.code()));
+              out.set_message(std::string(status.message()));
+            }
+            std::lock_guard<std::mutex> lock(batch->mu);
+            if (step == kLostStep && last && Loses(worker, chunk)) ++batch->lost;
+            if (--batch->unanswered > 0) return;
+            if (batch->lost == 0) {
+              reactor->Finish(grpc::Status::OK);
+              return;
+            }
+            {
+              std::lock_guard<std::mutex> dying(mu_);
+              answers_lost_ += batch->lost;
+              if (answers_lost_ == lost_.size()) died_.notify_all();
+            }
+            Killed(reactor);
+          });
+    }
+    return reactor;
+  }
 
   // Waits until both answers were lost; returns the checkpoint (none after 60 s).
   std::optional<checkpoint::ShardState> AwaitDeath() {
@@ -178,6 +234,8 @@ class TrainerRestartTest : public ::testing::Test {
   virtual std::string PushCodec() const { return R"(name: "topk" ratio: 0.1)"; }
   // Whether the workers' tensors are on a (stand-in) device.
   virtual bool DeviceWorkers() const { return false; }
+  // cluster.fusion_bytes: by default every chunk of this small MLP goes in its shard's batch.
+  virtual std::string Fusion() const { return ""; }
 
   void SetUp() override {
     const std::string dir = testing::TestDir();
@@ -186,7 +244,13 @@ class TrainerRestartTest : public ::testing::Test {
     testing::WriteRawFile(
         config_path, absl::StrCat(R"pb(
                                     version: 1
-                                    cluster { num_servers: 2 num_workers: 2 rpc_timeout_ms: 10000 }
+                                    cluster {
+                                      num_servers: 2
+                                      num_workers: 2
+                                      rpc_timeout_ms: 10000
+                                      )pb",
+                                  Fusion(), R"pb(
+                                    }
                                     model {
                                       kind: MLP
                                       hidden: [ 8 ]
@@ -327,6 +391,22 @@ TEST_F(TrainerRestartTest, EachWorkerPushesAgainTheChunksWhoseAnswersTheOtherLos
 
 TEST_F(TrainerRestartTest, AWorkerAStepAheadPushesItWithoutWaitingForTheOtherShard) {
   // Worker 0 loses every answer of shard 1; worker 1 gets them all and goes on to the next step.
+  std::vector<Answer> lost;
+  for (uint32_t chunk : shard1_chunks_) lost.push_back({0, chunk});
+  TrainThroughTheRestart(lost);
+}
+
+// Each chunk in its own call: a lost answer is that chunk's alone.
+class UnfusedTrainerRestartTest : public TrainerRestartTest {
+ protected:
+  std::string Fusion() const override { return "fusion_bytes: 0"; }
+};
+
+TEST_F(UnfusedTrainerRestartTest, EachWorkerPushesAgainTheChunksWhoseAnswersTheOtherLost) {
+  TrainThroughTheRestart({{0, shard1_chunks_[0]}, {1, shard1_chunks_[1]}});
+}
+
+TEST_F(UnfusedTrainerRestartTest, AWorkerAStepAheadPushesItWithoutWaitingForTheOtherShard) {
   std::vector<Answer> lost;
   for (uint32_t chunk : shard1_chunks_) lost.push_back({0, chunk});
   TrainThroughTheRestart(lost);

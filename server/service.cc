@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -84,6 +85,16 @@ grpc::ServerUnaryReactor* ParameterServerService::Handshake(grpc::CallbackServer
   // the shard from the worker's tensors.
   const absl::StatusOr<Shard*> found = host_.Join(*request);
   const absl::Status& status = found.status();
+  {
+    std::lock_guard<std::mutex> lock(refusals_mu_);
+    if (status.ok()) {
+      refused_handshakes_.erase(request->worker_rank());
+    } else if (refused_handshakes_.size() < kMaxRefusalsKept ||
+               refused_handshakes_.contains(request->worker_rank())) {
+      refused_handshakes_[request->worker_rank()] =
+          std::string(status.message().substr(0, kMaxStatusMessageBytes / 4));
+    }
+  }
   if (!status.ok()) {
     TAMP_LOG_REFUSAL(WARNING, absl::StrCat("refused handshake from ", context->peer(), ": ",
                                            status.ToString()));
@@ -200,7 +211,17 @@ grpc::ServerUnaryReactor* ParameterServerService::InitWeights(
     return FinishNow(context, absl::UnavailableError(absl::StrCat(
                                   "server ", (*ready)->rank(), " restarted: re-handshake")));
   }
-  return FinishNow(context, (*ready)->InitWeights(request->worker_rank(), *request, response));
+  const absl::Status set = (*ready)->InitWeights(request->worker_rank(), *request, response);
+  if (set.ok()) {
+    std::lock_guard<std::mutex> lock(refusals_mu_);
+    for (uint32_t worker : response->unread_workers()) {
+      if (const auto refused = refused_handshakes_.find(worker);
+          refused != refused_handshakes_.end()) {
+        response->add_unread_refusals(absl::StrCat("worker ", worker, ": ", refused->second));
+      }
+    }
+  }
+  return FinishNow(context, set);
 }
 
 

@@ -26,9 +26,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tamp.grpc.pb.h"
@@ -116,6 +118,12 @@ class ParameterServerService final
   // Which process holds each worker rank: the last whose handshake could train (Handshake());
   // pushes from another process of the rank are refused.
   WorkerProcesses worker_processes_;
+  // By worker rank: why this server refused its last handshake, until one is accepted; told
+  // to worker 0 when its broadcast waits on that worker (InitWeightsResponse.unread_refusals).
+  // At most kMaxRefusalsKept ranks (the claimed rank is the peer's word).
+  static constexpr size_t kMaxRefusalsKept = 1024;
+  std::mutex refusals_mu_;
+  absl::flat_hash_map<uint32_t, std::string> refused_handshakes_;  // Guarded by refusals_mu_.
 };
 
 }  // namespace tamp

@@ -473,11 +473,14 @@ TEST_F(ClientTest, ResumeAfterTheLastStepTakesTheFinalWeights) {
 
 class RegisteredJobTest : public ::testing::Test {
  protected:
-  // The job's two tensors unless `tensors` are given; `fusion_bytes` < 0: the default.
+  // The job's two tensors unless `tensors` are given; `fusion_bytes` < 0 and
+  // `rpc_timeout_ms` 0: the defaults.
   void StartJob(config::Server::Mode mode, uint32_t worker_timeout_ms = 0,
-                std::vector<TensorSpec> tensors = {}, int64_t fusion_bytes = -1) {
+                std::vector<TensorSpec> tensors = {}, int64_t fusion_bytes = -1,
+                uint32_t rpc_timeout_ms = 0) {
     config_ = testing::TestConfig([&](config::RunConfig& config) {
       config.mutable_consistency()->set_worker_timeout_ms(worker_timeout_ms);
+      if (rpc_timeout_ms != 0) config.mutable_cluster()->set_rpc_timeout_ms(rpc_timeout_ms);
       config.mutable_model()->Clear();
       config.mutable_model()->set_kind(config::Model::REGISTERED);
       config.mutable_server()->set_mode(mode);
@@ -726,6 +729,29 @@ TEST_F(RegisteredJobTest, AWorkerWithOtherTensorsIsRefusedNamingTheFirstDifferen
   EXPECT_THAT(client.status().message(),
               HasSubstr("tensor 0: worker \"encoder.weight\" [3, 701] vs server "
                         "\"encoder.weight\" [3, 700]"));
+}
+
+// Worker 0's broadcast waits for a worker whose handshake the servers refused (it will never
+// pull): its error says why, not only that the worker did not pull.
+TEST_F(RegisteredJobTest, ABroadcastWaitingOnARefusedWorkerNamesTheRefusal) {
+  StartJob(config::Server::OPTIMIZER, 0, {}, -1, /*rpc_timeout_ms=*/1000);
+  ASSERT_TRUE(clients_[0]->Start(tensors_[0]).ok());
+  TensorSpec weight;
+  weight.name = "encoder.weight";
+  weight.shape = {3, 701};
+  TensorSpec bias;
+  bias.name = "head.bias";
+  bias.shape = {5};
+  absl::StatusOr<JobLayout> other = BuildJobLayout(config_, {weight, bias});
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_FALSE(Client::Connect(config_, *other, 1, addresses_, RunLength{10, 20}).ok());
+  const absl::Status broadcast = clients_[0]->Broadcast(tensors_[0]);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(broadcast)) << broadcast;
+  EXPECT_THAT(broadcast.message(), HasSubstr("worker(s) 1 did not pull generation 1"));
+  EXPECT_THAT(broadcast.message(),
+              HasSubstr("the server refused the handshake of worker 1: worker 1's tensors "
+                        "differ from server 0's"));
+  EXPECT_THAT(broadcast.message(), HasSubstr("[3, 701] vs server \"encoder.weight\" [3, 700]"));
 }
 
 }  // namespace

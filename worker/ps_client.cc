@@ -399,8 +399,12 @@ absl::Status PsClient::InitWeights(absl::Span<const float> params, uint32_t gene
               " did not pull generation ", generation - 1,
               " of the job's weights (the initial weights are 1, each broadcast one more) "
               "within ", config_.cluster().rpc_timeout_ms(),
-              " ms (cluster.rpc_timeout_ms): every worker must call the same broadcasts, in "
-              "the same order"));
+              " ms (cluster.rpc_timeout_ms): ",
+              response.unread_refusals().empty()
+                  ? "every worker must call the same broadcasts, in the same order"
+                  : absl::StrCat("the server refused the handshake of ",
+                                 absl::StrJoin(response.unread_refusals(), "; and of "),
+                                 " (so it never pulls them: fix that worker)")));
         }));
   }
   return absl::OkStatus();

@@ -66,6 +66,7 @@ absl::StatusOr<AutoResult> ResolveAutomatic(const config::RunConfig& config,
   perf::StepInputs base;
   base.num_workers = workers;
   base.num_shards = static_cast<int>(config.cluster().num_servers());
+  base.fusion_bytes = config.cluster().fusion_bytes();
   base.compute_ms = compute.step_ms;
   base.compute_on_cpu = compute.on_cpu;
   base.tensor_ready_ms = compute.tensor_ready_ms;

@@ -283,6 +283,7 @@ int ModelCommand(const ModelOptions& options, std::ostream* out, std::ostream* e
                                                                  kCodecRepetitions));
     inputs.num_workers = workers;
     inputs.num_shards = static_cast<int>(config->cluster().num_servers());
+    inputs.fusion_bytes = config->cluster().fusion_bytes();
     inputs.compute_ms = compute->step_ms;
     inputs.compute_on_cpu = compute->on_cpu;
     inputs.tensor_ready_ms = compute->tensor_ready_ms;

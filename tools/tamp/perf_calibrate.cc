@@ -75,6 +75,7 @@ absl::StatusOr<ChunkCost> MeasureChunk(const config::RunConfig& config, const Jo
   const absl::Span<const float> input = gradient.subspan(layout.flat_offset(plan), n);
 
   ChunkCost cost;
+  cost.raw_bytes = n * sizeof(float);
   cost.rounds.resize(rounds);
   Samples samples;
   samples.encode.resize(rounds);

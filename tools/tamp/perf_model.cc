@@ -412,6 +412,36 @@ double PayloadBytesPerStep(const StepInputs& in) {
   return in.num_workers * bytes;
 }
 
+namespace {
+
+// Calls per worker for the first round of every chunk: one per chunk at or above
+// fusion_bytes; the smaller ones batched per shard as worker/push_fusion does, in the order
+// their tensors are ready (backward's), each batch sent once it reaches fusion_bytes and the
+// rest after the last push.
+double FirstRoundCalls(const StepInputs& in) {
+  if (in.fusion_bytes == 0) return static_cast<double>(in.chunks.size());
+  std::vector<size_t> order(in.chunks.size());
+  for (size_t c = 0; c < order.size(); ++c) order[c] = c;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return in.tensor_ready_ms[in.chunks[a].tensor] < in.tensor_ready_ms[in.chunks[b].tensor];
+  });
+  std::vector<uint64_t> held(in.num_shards, 0);
+  double calls = 0;
+  for (size_t c : order) {
+    const ChunkCost& chunk = in.chunks[c];
+    if (chunk.raw_bytes >= in.fusion_bytes) {
+      ++calls;
+    } else if ((held[chunk.shard] += chunk.raw_bytes) >= in.fusion_bytes) {
+      ++calls;
+      held[chunk.shard] = 0;
+    }
+  }
+  for (uint64_t bytes : held) calls += bytes > 0 ? 1 : 0;
+  return calls;
+}
+
+}  // namespace
+
 double CpuWorkMs(const StepInputs& in) {
   const double workers = in.num_workers;
   double worker_ms = in.compute_on_cpu ? in.compute_ms : 0, shard_ms = 0, messages = 0;
@@ -424,8 +454,9 @@ double CpuWorkMs(const StepInputs& in) {
     }
     worker_ms += chunk.decode_ms + chunk.apply_ms;
     shard_ms += chunk.server_update_ms;
-    messages += 2 * workers * static_cast<double>(rounds);  // Each push and its answer.
+    messages += 2 * workers * static_cast<double>(rounds - 1);  // Later rounds: alone.
   }
+  messages += 2 * workers * FirstRoundCalls(in);  // Each call and its answer.
   const double bytes = PayloadBytesPerStep(in);
   return workers * worker_ms + shard_ms + messages * in.transport_cpu.ms_per_message +
          bytes * in.transport_cpu.ms_per_byte + in.job_cpu.ms_per_step +

@@ -134,6 +134,7 @@ struct ChunkCost {
   double server_update_ms = 0;    // Shard, once all pushes are in: aggregate, optimizer,
                                   // encode the update (pull codec + its memory).
   uint64_t pull_bytes = 0;        // The update payload each worker gets.
+  uint64_t raw_bytes = 0;         // Its fp32 bytes (tensor fusion: StepInputs::fusion_bytes).
   double decode_ms = 0;           // Worker: decode the update (and finish the rounds).
   double apply_ms = 0;            // Worker: add it into the replica.
 };
@@ -151,6 +152,9 @@ struct StepInputs {
   bool compute_on_cpu = true;
   std::vector<double> tensor_ready_ms;
   std::vector<ChunkCost> chunks;
+  // cluster.fusion_bytes: first-round pushes of chunks below it share their shard's calls
+  // (worker/push_fusion.h), which CpuWorkMs() counts; 0: one call per chunk.
+  uint64_t fusion_bytes = 0;
   Link link;
   Topology topology = Topology::kShared;
   Transport transport;
@@ -202,8 +206,10 @@ struct StepPrediction {
 //
 // The CPU time one step of the whole job takes: every worker's compute, encodes, decodes
 // and applies, every shard's decodes, rounds and updates, and the transport's CPU for
-// every message (a push and its answer, per worker, chunk and round) and payload byte;
-// plus inputs.job_cpu's per step and per payload byte.
+// every message (a call and its answer, per worker: one per chunk and round, where fused
+// first rounds share their calls, as the workers batch them in the order their tensors'
+// gradients are ready) and payload byte; plus inputs.job_cpu's per step and per payload
+// byte. The timeline (PredictStep) still sends each chunk alone.
 double CpuWorkMs(const StepInputs& inputs);
 
 // PayloadBytesPerStep()

@@ -240,6 +240,34 @@ TEST(CpuWorkMsTest, AddsEveryProcesssWorkAndTheTransports) {
   EXPECT_DOUBLE_EQ(CpuWorkMs(in), 32 + 4 * 0.5 + 4000 * 0.001);
 }
 
+// Tensor fusion: first-round pushes of chunks below fusion_bytes share their shard's calls,
+// batched in the order their tensors are ready.
+TEST(CpuWorkMsTest, FusedFirstRoundsShareTheirCalls) {
+  StepInputs in;
+  in.num_workers = 2;
+  in.num_shards = 2;
+  in.tensor_ready_ms = {5, 4, 3, 2, 1, 0};
+  for (uint32_t t = 0; t < 6; ++t) {
+    in.chunks.push_back(Chunk(t, 100, 100));
+    in.chunks.back().shard = t % 2;
+    in.chunks.back().raw_bytes = 1000;
+  }
+  in.chunks[0].raw_bytes = 5000;  // At the threshold below: alone.
+  in.transport_cpu.ms_per_message = 1;  // And nothing else costs.
+  // Unfused: 6 calls per worker, each and its answer: 24 messages.
+  EXPECT_DOUBLE_EQ(CpuWorkMs(in), 24);
+  in.fusion_bytes = 5000;
+  // Shard 0 holds chunks 4 and 2 (2000 bytes) and sends chunk 0 alone: 2 calls; shard 1
+  // holds 5, 3, 1 (3000 bytes): 1 call. 3 calls per worker: 12 messages.
+  EXPECT_DOUBLE_EQ(CpuWorkMs(in), 12);
+  in.fusion_bytes = 2000;
+  // Shard 0: {4, 2} reach 2000, then 0 alone; shard 1: {5, 3}, then {1} at the end: 4 calls.
+  EXPECT_DOUBLE_EQ(CpuWorkMs(in), 16);
+  // A later round goes alone.
+  in.chunks[5].rounds.push_back(RoundCost{});
+  EXPECT_DOUBLE_EQ(CpuWorkMs(in), 20);
+}
+
 TEST(CpuWorkMsTest, ComputeOffTheCpuIsLeftOut) {
   StepInputs in = CpuHeavyStep();
   in.compute_on_cpu = false;  // model.kind LAYOUT: the workers sleep through compute.

@@ -246,6 +246,20 @@ absl::StatusOr<Shard*> ParameterServerService::AcceptPush(
   return shard;
 }
 
+void FillBatchedAnswer(uint32_t chunk_id, const absl::Status& status,
+                       const Shard::PushAnswer* answer, rpc::BatchedAnswer* out) {
+  out->set_chunk_id(chunk_id);
+  if (status.ok()) {
+    out->set_step(answer->step);
+    if (answer->update != nullptr) out->set_payload(*answer->update);
+    if (answer->aggregate != nullptr) out->set_aggregate(*answer->aggregate);
+    return;
+  }
+  const grpc::Status wire = ToGrpcStatus(status);
+  out->set_code(static_cast<int32_t>(wire.error_code()));
+  out->set_message(wire.error_message());
+}
+
 grpc::ServerUnaryReactor* ParameterServerService::PushPullBatch(
     grpc::CallbackServerContext* context, const rpc::PushPullBatchRequest* request,
     rpc::PushPullBatchResponse* response) {
@@ -287,17 +301,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPullBatch(
     shard.PushPullRound(
         request->worker_rank(), request->step(), push.round(), push.chunk_id(), push.payload(),
         [batch, i, chunk = push.chunk_id()](absl::Status status, const Shard::PushAnswer* answer) {
-          rpc::BatchedAnswer& out = *batch->response->mutable_answers(i);
-          out.set_chunk_id(chunk);
-          if (status.ok()) {
-            out.set_step(answer->step);
-            if (answer->update != nullptr) out.set_payload(*answer->update);
-            if (answer->aggregate != nullptr) out.set_aggregate(*answer->aggregate);
-          } else {
-            const grpc::Status wire = ToGrpcStatus(status);
-            out.set_code(static_cast<int32_t>(wire.error_code()));
-            out.set_message(wire.error_message());
-          }
+          FillBatchedAnswer(chunk, status, answer, batch->response->mutable_answers(i));
           if (batch->unanswered.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             batch->reactor->Finish(grpc::Status::OK);
           }

@@ -62,6 +62,11 @@ grpc::ByteBuffer PushPullResponseBytes(const Shard::PushAnswer& answer);
 void FinishPushPull(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
                     const absl::Status& status, const Shard::PushAnswer* answer);
 
+// One push's answer in a PushPullBatchResponse (Shard::RoundDoneCallback's arguments): the
+// answer's step, update and aggregate with `status` OK, else its code and message.
+void FillBatchedAnswer(uint32_t chunk_id, const absl::Status& status,
+                       const Shard::PushAnswer* answer, rpc::BatchedAnswer* out);
+
 class ParameterServerService final
     : public rpc::ParameterServer::WithRawCallbackMethod_PushPull<
           rpc::ParameterServer::CallbackService> {

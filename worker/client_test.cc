@@ -544,6 +544,19 @@ class RegisteredJobTest : public ::testing::Test {
     tensors_.clear();
   }
 
+  // The job's two tensors with encoder.weight [3, 701] instead of [3, 700].
+  JobLayout OtherLayout() const {
+    TensorSpec weight;
+    weight.name = "encoder.weight";
+    weight.shape = {3, 701};
+    TensorSpec bias;
+    bias.name = "head.bias";
+    bias.shape = {5};
+    absl::StatusOr<JobLayout> other = BuildJobLayout(config_, {weight, bias});
+    CHECK(other.ok()) << other.status();
+    return *std::move(other);
+  }
+
   // Runs `body(rank)` for both workers at once (a SYNC step needs both).
   template <typename Body>
   void BothWorkers(Body body) {
@@ -715,16 +728,8 @@ TEST_F(RegisteredJobTest, AnAggregateWorkerDroppedIsToldItCannotRejoin) {
 
 TEST_F(RegisteredJobTest, AWorkerWithOtherTensorsIsRefusedNamingTheFirstDifference) {
   StartJob(config::Server::OPTIMIZER);
-  TensorSpec weight;
-  weight.name = "encoder.weight";
-  weight.shape = {3, 701};
-  TensorSpec bias;
-  bias.name = "head.bias";
-  bias.shape = {5};
-  absl::StatusOr<JobLayout> other = BuildJobLayout(config_, {weight, bias});
-  ASSERT_TRUE(other.ok()) << other.status();
   const absl::StatusOr<std::unique_ptr<Client>> client =
-      Client::Connect(config_, *other, 1, addresses_, RunLength{10, 20});
+      Client::Connect(config_, OtherLayout(), 1, addresses_, RunLength{10, 20});
   EXPECT_TRUE(absl::IsFailedPrecondition(client.status())) << client.status();
   EXPECT_THAT(client.status().message(),
               HasSubstr("tensor 0: worker \"encoder.weight\" [3, 701] vs server "
@@ -736,15 +741,7 @@ TEST_F(RegisteredJobTest, AWorkerWithOtherTensorsIsRefusedNamingTheFirstDifferen
 TEST_F(RegisteredJobTest, ABroadcastWaitingOnARefusedWorkerNamesTheRefusal) {
   StartJob(config::Server::OPTIMIZER, 0, {}, -1, /*rpc_timeout_ms=*/1000);
   ASSERT_TRUE(clients_[0]->Start(tensors_[0]).ok());
-  TensorSpec weight;
-  weight.name = "encoder.weight";
-  weight.shape = {3, 701};
-  TensorSpec bias;
-  bias.name = "head.bias";
-  bias.shape = {5};
-  absl::StatusOr<JobLayout> other = BuildJobLayout(config_, {weight, bias});
-  ASSERT_TRUE(other.ok()) << other.status();
-  ASSERT_FALSE(Client::Connect(config_, *other, 1, addresses_, RunLength{10, 20}).ok());
+  ASSERT_FALSE(Client::Connect(config_, OtherLayout(), 1, addresses_, RunLength{10, 20}).ok());
   const absl::Status broadcast = clients_[0]->Broadcast(tensors_[0]);
   EXPECT_TRUE(absl::IsDeadlineExceeded(broadcast)) << broadcast;
   EXPECT_THAT(broadcast.message(), HasSubstr("worker(s) 1 did not pull generation 1"));

@@ -138,17 +138,8 @@ class DyingService final : public rpc::ParameterServer::CallbackService {
           worker, step, push.round(), push.chunk_id(), push.payload(),
           [this, reactor, response, batch, worker, step, i, chunk = push.chunk_id()](
               absl::Status status, const Shard::PushAnswer* answer) {
-            rpc::BatchedAnswer& out = *response->mutable_answers(i);
-            out.set_chunk_id(chunk);
+            FillBatchedAnswer(chunk, status, answer, response->mutable_answers(i));
             const bool last = answer == nullptr || answer->last_round;
-            if (status.ok()) {
-              out.set_step(answer->step);
-              if (answer->update != nullptr) out.set_payload(*answer->update);
-              out.set_aggregate(*answer->aggregate);
-            } else {
-              out.set_code(static_cast<int>(status.code()));
-              out.set_message(std::string(status.message()));
-            }
             std::lock_guard<std::mutex> lock(batch->mu);
             if (step == kLostStep && last && Loses(worker, chunk)) ++batch->lost;
             if (--batch->unanswered > 0) return;

@@ -488,15 +488,7 @@ class RegisteredJobTest : public ::testing::Test {
       // AGGREGATE servers run no optimizer: the job goes without one.
       if (mode == config::Server::AGGREGATE) config.clear_optimizer();
     });
-    if (tensors.empty()) {
-      TensorSpec weight;
-      weight.name = "encoder.weight";
-      weight.shape = {3, 700};
-      TensorSpec bias;
-      bias.name = "head.bias";
-      bias.shape = {5};
-      tensors = {weight, bias};
-    }
+    if (tensors.empty()) tensors = TwoTensors(700);
     absl::StatusOr<JobLayout> layout = BuildJobLayout(config_, tensors);
     ASSERT_TRUE(layout.ok()) << layout.status();
     layout_ = *std::move(layout);
@@ -544,15 +536,20 @@ class RegisteredJobTest : public ::testing::Test {
     tensors_.clear();
   }
 
-  // The job's two tensors with encoder.weight [3, 701] instead of [3, 700].
-  JobLayout OtherLayout() const {
+  // encoder.weight [3, columns] and head.bias [5]: the job's two tensors at 700.
+  static std::vector<TensorSpec> TwoTensors(int64_t columns) {
     TensorSpec weight;
     weight.name = "encoder.weight";
-    weight.shape = {3, 701};
+    weight.shape = {3, columns};
     TensorSpec bias;
     bias.name = "head.bias";
     bias.shape = {5};
-    absl::StatusOr<JobLayout> other = BuildJobLayout(config_, {weight, bias});
+    return {weight, bias};
+  }
+
+  // The job's two tensors with encoder.weight [3, 701] instead of [3, 700].
+  JobLayout OtherLayout() const {
+    absl::StatusOr<JobLayout> other = BuildJobLayout(config_, TwoTensors(701));
     CHECK(other.ok()) << other.status();
     return *std::move(other);
   }

@@ -75,8 +75,11 @@ absl::Status ValidateValidation(const config::Validation& validation) {
 }
 
 // cluster.fusion_bytes: a batch of pushes must fit in one message the servers take. A
-// batch holds chunks below the threshold up to about twice it in fp32 bytes, and a codec's
-// payload may be twice its chunk (top-k near ratio 1: an index beside each value).
+// worker sends a batch once its chunks' fp32 bytes or their payloads' bytes reach the
+// threshold (worker/push_fusion.h), so it holds less than twice the threshold in payloads
+// (the last push's may be up to twice its chunk: top-k near ratio 1, an index beside each
+// value), plus a few bytes of framing per push (at most one push per 12 payload bytes, a
+// payload's header).
 absl::Status ValidateFusion(const config::RunConfig& config) {
   const uint64_t fusion = config.cluster().fusion_bytes();
   const uint64_t max_message = config.validation().max_message_bytes() != 0
@@ -87,7 +90,7 @@ absl::Status ValidateFusion(const config::RunConfig& config) {
     return FieldError("cluster.fusion_bytes",
                       absl::StrCat("is ", fusion, "; at most ", most,
                                    " (64 MiB, and validation.max_message_bytes / 4: a batch "
-                                   "of pushes travels in one message)"));
+                                   "of pushes travels in one message), or 0 for no fusion"));
   }
   return absl::OkStatus();
 }
@@ -484,9 +487,13 @@ void ApplyDefaults(config::RunConfig* config) {
   if (cluster->host().empty()) cluster->set_host("127.0.0.1");
   if (cluster->connect_timeout_ms() == 0) cluster->set_connect_timeout_ms(10000);
   if (cluster->rpc_timeout_ms() == 0) cluster->set_rpc_timeout_ms(120000);
-  if (!cluster->has_fusion_bytes()) cluster->set_fusion_bytes(kDefaultFusionBytes);
   if (config->validation().max_message_bytes() == 0) {
     config->mutable_validation()->set_max_message_bytes(kDefaultMaxMessageBytes);
+  }
+  // Within what a smaller message limit allows (ValidateFusion).
+  if (!cluster->has_fusion_bytes()) {
+    cluster->set_fusion_bytes(
+        std::min<uint64_t>(kDefaultFusionBytes, config->validation().max_message_bytes() / 4));
   }
   if (config->has_checkpoint() && !config->checkpoint().has_reconnect_timeout_ms()) {
     config->mutable_checkpoint()->set_reconnect_timeout_ms(60000);

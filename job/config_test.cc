@@ -55,6 +55,10 @@ TEST(ConfigTest, GoodConfigValidatesAndGetsDefaults) {
   EXPECT_EQ(config.compression().default_compression().pull().name(), "none");
   EXPECT_EQ(config.cluster().fusion_bytes(), kDefaultFusionBytes);
   EXPECT_EQ(Load("cluster { fusion_bytes: 0 }").cluster().fusion_bytes(), 0u);  // Off.
+  // A smaller message limit lowers the default to what it allows.
+  const config::RunConfig small = Load("validation { max_message_bytes: 65536 }");
+  EXPECT_TRUE(ValidateConfig(small).ok()) << ValidateConfig(small);
+  EXPECT_EQ(small.cluster().fusion_bytes(), 16384u);
 }
 
 TEST(ConfigTest, ANameMayBeAnyUtf8Text) {
@@ -127,7 +131,9 @@ TEST(ConfigTest, ErrorsNameTheField) {
   ExpectInvalid("cluster { fusion_bytes: 67108865 }",
                 "cluster.fusion_bytes: is 67108865; at most 67108864");
   ExpectInvalid("cluster { fusion_bytes: 4096 } validation { max_message_bytes: 8192 }",
-                "cluster.fusion_bytes: is 4096; at most 2048");
+                "cluster.fusion_bytes: is 4096; at most 2048 (64 MiB, and "
+                "validation.max_message_bytes / 4: a batch of pushes travels in one message), "
+                "or 0 for no fusion");
   ExpectInvalid("name: 'q\\xff'", "name: must be UTF-8 text");
   ExpectInvalid("name: 'a\\nb'", "name: must be UTF-8 text");
   ExpectInvalid("model { hidden: 0 }", "model.hidden[2]");

@@ -18,8 +18,11 @@ void PushFusion::Push(uint32_t shard, uint64_t step, uint32_t round, uint32_t ch
   if (!batch.pushes.empty() && batch.step != step) Send(shard);  // One step per call.
   batch.step = step;
   batch.bytes += chunk_bytes;
+  batch.payload_bytes += payload.size();
   batch.pushes.push_back({chunk_id, round, std::move(payload), std::move(done)});
-  if (batch.bytes >= fusion_bytes_) Send(shard);
+  // The payloads count too: tiny chunks' headers can outweigh their values, and the call
+  // must stay well inside the servers' message limit (job/config.cc ValidateFusion).
+  if (batch.bytes >= fusion_bytes_ || batch.payload_bytes >= fusion_bytes_) Send(shard);
 }
 
 void PushFusion::Flush() {
@@ -43,6 +46,7 @@ void PushFusion::Send(uint32_t shard) {
   }
   batch.pushes.clear();
   batch.bytes = 0;
+  batch.payload_bytes = 0;
 }
 
 }  // namespace tamp

@@ -3,7 +3,7 @@
 // of many small tensors pays one call's overhead per batch instead of one per chunk.
 //
 // A push of a chunk below the threshold (its fp32 bytes) joins its shard's batch, which goes
-// once its chunks reach the threshold, or at Flush(): the caller flushes after the step's
+// once its chunks, or their payloads, reach the threshold, or at Flush(): the caller flushes after the step's
 // last push and before it waits for the answers. Larger chunks, rounds after a multi-round
 // codec's first, and everything when the threshold is 0 go at once in their own call. Each
 // push's callback gets exactly what its own PushPullRound() would have.
@@ -47,7 +47,8 @@ class PushFusion {
  private:
   struct Batch {
     uint64_t step = 0;
-    uint64_t bytes = 0;  // fp32 bytes of its chunks.
+    uint64_t bytes = 0;          // fp32 bytes of its chunks.
+    uint64_t payload_bytes = 0;  // Their payloads' bytes.
     std::vector<PsClient::BatchedPush> pushes;
   };
   void Send(uint32_t shard);

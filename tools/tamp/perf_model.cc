@@ -416,8 +416,8 @@ namespace {
 
 // Calls per worker for the first round of every chunk: one per chunk at or above
 // fusion_bytes; the smaller ones batched per shard as worker/push_fusion does, in the order
-// their tensors are ready (backward's), each batch sent once it reaches fusion_bytes and the
-// rest after the last push.
+// their tensors are ready (backward's), each batch sent once its fp32 bytes or its payloads
+// reach fusion_bytes and the rest after the last push.
 double FirstRoundCalls(const StepInputs& in) {
   if (in.fusion_bytes == 0) return static_cast<double>(in.chunks.size());
   std::vector<size_t> order(in.chunks.size());
@@ -425,18 +425,27 @@ double FirstRoundCalls(const StepInputs& in) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return in.tensor_ready_ms[in.chunks[a].tensor] < in.tensor_ready_ms[in.chunks[b].tensor];
   });
-  std::vector<uint64_t> held(in.num_shards, 0);
+  // By shard: the held chunks' fp32 bytes and payload bytes, and whether any is held.
+  std::vector<uint64_t> held(in.num_shards, 0), held_payload(in.num_shards, 0);
+  std::vector<bool> holds(in.num_shards, false);
   double calls = 0;
   for (size_t c : order) {
     const ChunkCost& chunk = in.chunks[c];
+    const uint32_t s = chunk.shard;
     if (chunk.raw_bytes >= in.fusion_bytes) {
       ++calls;
-    } else if ((held[chunk.shard] += chunk.raw_bytes) >= in.fusion_bytes) {
+      continue;
+    }
+    held[s] += chunk.raw_bytes;
+    held_payload[s] += chunk.rounds[0].push_bytes;
+    holds[s] = true;
+    if (held[s] >= in.fusion_bytes || held_payload[s] >= in.fusion_bytes) {
       ++calls;
-      held[chunk.shard] = 0;
+      held[s] = held_payload[s] = 0;
+      holds[s] = false;
     }
   }
-  for (uint64_t bytes : held) calls += bytes > 0 ? 1 : 0;
+  for (bool held_some : holds) calls += held_some ? 1 : 0;
   return calls;
 }
 

@@ -266,6 +266,11 @@ TEST(CpuWorkMsTest, FusedFirstRoundsShareTheirCalls) {
   // A later round goes alone.
   in.chunks[5].rounds.push_back(RoundCost{});
   EXPECT_DOUBLE_EQ(CpuWorkMs(in), 20);
+  // Payloads as large as the threshold cut the batches too: shard 0 sends 4 and 2 alone.
+  in.chunks[5].rounds.pop_back();
+  in.chunks[4].rounds[0].push_bytes = 2000;
+  in.chunks[2].rounds[0].push_bytes = 2000;
+  EXPECT_DOUBLE_EQ(CpuWorkMs(in), 20);
 }
 
 TEST(CpuWorkMsTest, ComputeOffTheCpuIsLeftOut) {
